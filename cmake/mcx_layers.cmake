@@ -1,0 +1,28 @@
+# mcx_add_layer(NAME DIR DEPS...): one static library per layer folder, sources globbed so that
+# adding a file to a layer needs no CMake edit. A layer links only the layers below it (DESIGN.md §2).
+function(mcx_add_layer name dir)
+  cmake_parse_arguments(L "" "" "DEPS;EXCLUDE" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${dir}/*.cc)
+  foreach(ex IN LISTS L_EXCLUDE)
+    list(FILTER srcs EXCLUDE REGEX "${ex}")
+  endforeach()
+  add_library(${name} STATIC ${srcs})
+  add_library(mcx::${name} ALIAS ${name})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}> $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${name} PUBLIC ${L_DEPS})
+  set_property(GLOBAL APPEND PROPERTY MCX_LAYERS ${name})
+endfunction()
+
+# mcx_add_test(NAME LABEL SOURCES... LIBS ...): one gtest executable, tests discovered and labelled.
+function(mcx_add_test name label)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT}
+                       DISCOVERY_TIMEOUT 60)
+endfunction()

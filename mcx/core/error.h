@@ -1,0 +1,88 @@
+// Errors of the public API and the bridge from absl::Status.
+//
+// Internally, fallible code returns absl::Status / absl::StatusOr<T>. The public API throws mcx::Error
+// (one subclass per status code) through throw_if_error()/value_or_throw(). Messages start with the API
+// name in brackets and state what was expected and what was found, e.g.
+//   [dot_general] contracting dimensions differ: lhs f32[b,128] dim 1 is 128, rhs f32[64,10] dim 0 is 64
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace mcx {
+
+// Base of every exception mcx throws. code() is the absl status code it was made from.
+class Error : public std::runtime_error {
+ public:
+  Error(absl::StatusCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  absl::StatusCode code() const { return code_; }
+  absl::Status status() const { return absl::Status(code_, what()); }
+
+ private:
+  absl::StatusCode code_;
+};
+
+#define MCX_DEFINE_ERROR(Name, Code) \
+  class Name : public Error {        \
+   public:                           \
+    explicit Name(const std::string& message) : Error(absl::StatusCode::Code, message) {} \
+  };
+MCX_DEFINE_ERROR(InvalidArgument, kInvalidArgument)
+MCX_DEFINE_ERROR(NotFound, kNotFound)
+MCX_DEFINE_ERROR(AlreadyExists, kAlreadyExists)
+MCX_DEFINE_ERROR(DeadlineExceeded, kDeadlineExceeded)
+MCX_DEFINE_ERROR(FailedPrecondition, kFailedPrecondition)
+MCX_DEFINE_ERROR(OutOfRange, kOutOfRange)
+MCX_DEFINE_ERROR(Unimplemented, kUnimplemented)
+MCX_DEFINE_ERROR(Internal, kInternal)
+MCX_DEFINE_ERROR(Unavailable, kUnavailable)
+MCX_DEFINE_ERROR(Cancelled, kCancelled)
+MCX_DEFINE_ERROR(Aborted, kAborted)
+MCX_DEFINE_ERROR(PermissionDenied, kPermissionDenied)
+MCX_DEFINE_ERROR(Unauthenticated, kUnauthenticated)
+MCX_DEFINE_ERROR(ResourceExhausted, kResourceExhausted)
+MCX_DEFINE_ERROR(DataLoss, kDataLoss)
+#undef MCX_DEFINE_ERROR
+
+// A task of a multi-process job failed (died, stopped heartbeating, reported an error). Thrown with
+// code kUnavailable or kAborted; distinct type so programs can catch process failures specifically.
+class ProcessFailure : public Error {
+ public:
+  ProcessFailure(absl::StatusCode code, const std::string& message) : Error(code, message) {}
+};
+
+// Throws the Error subclass matching status.code(); does nothing for OK.
+void throw_if_error(const absl::Status& status);
+
+// Returns the value or throws the matching Error.
+template <typename T>
+T value_or_throw(absl::StatusOr<T> v) {
+  if (!v.ok()) throw_if_error(v.status());
+  return *std::move(v);
+}
+
+// Converts a caught exception (mcx::Error or anything else) back to a Status; used at the boundaries
+// where user callbacks or third-party libraries may throw.
+absl::Status status_from_exception(const std::exception& e);
+
+}  // namespace mcx
+
+// Early-return helpers for absl::Status code.
+#define MCX_RETURN_IF_ERROR(expr)                  \
+  do {                                             \
+    ::absl::Status mcx_status_ = (expr);           \
+    if (!mcx_status_.ok()) return mcx_status_;     \
+  } while (0)
+
+#define MCX_CONCAT_INNER_(a, b) a##b
+#define MCX_CONCAT_(a, b) MCX_CONCAT_INNER_(a, b)
+#define MCX_ASSIGN_OR_RETURN(lhs, expr) MCX_ASSIGN_OR_RETURN_IMPL_(MCX_CONCAT_(mcx_sor_, __LINE__), lhs, expr)
+#define MCX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                               \
+  if (!tmp.ok()) return tmp.status();              \
+  lhs = std::move(tmp).value()

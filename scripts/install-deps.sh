@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package that mcx's build, tests, examples and benchmarks need.
+# Idempotent: packages already present are skipped; `apt-get update` runs only when something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config
+  # core libraries
+  libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libzstd-dev libssl-dev
+  libopenblas-dev libopenblas0
+  # control plane (gRPC + protobuf)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # tests and benchmarks
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  python3 python3-numpy python3-torch
+  # multi-process tests and peers
+  openmpi-bin libopenmpi-dev openssl
+  # data download for the digits example (apt-get download + dpkg -x)
+  dpkg-dev ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs the default test set (labels unit and multiprocess; `slow`
+# tests run with MCX_TEST_LABELS='unit|multiprocess|slow').
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+ctest --test-dir "${MCX_BUILD_DIR:-build}" -L "${MCX_TEST_LABELS:-unit|multiprocess}" \
+  --output-on-failure -j 2 --timeout 600
