@@ -17,7 +17,7 @@ packages=(
   # multi-process tests and peers
   openmpi-bin libopenmpi-dev openssl
   # data download for the digits example (apt-get download + dpkg -x)
-  dpkg-dev ca-certificates
+  dpkg-dev ca-certificates zlib1g-dev
 )
 
 missing=()
