@@ -6,6 +6,11 @@ function(mcx_add_layer name dir)
   foreach(ex IN LISTS L_EXCLUDE)
     list(FILTER srcs EXCLUDE REGEX "${ex}")
   endforeach()
+  if(NOT srcs)  # a layer whose sources are not written yet still configures
+    set(empty ${CMAKE_BINARY_DIR}/empty_${name}.cc)
+    file(WRITE ${empty} "// layer ${name} has no sources yet\n")
+    set(srcs ${empty})
+  endif()
   add_library(${name} STATIC ${srcs})
   add_library(mcx::${name} ALIAS ${name})
   target_include_directories(${name} PUBLIC
