@@ -1,0 +1,185 @@
+#include "tests/support/test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/ir/builder.h"
+#include "tests/support/reference_eval.h"
+
+namespace mcx::test {
+namespace {
+
+// Writes doubles into a Buffer of any dtype.
+void fill_from_doubles(Buffer& b, const std::vector<double>& values) {
+  dispatch_dtype(b.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = b.mutable_data<T>();
+    for (size_t k = 0; k < values.size(); ++k) {
+      if constexpr (std::is_same_v<T, bool>) {
+        p[k] = values[k] != 0.0;
+      } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+        p[k] = T(static_cast<float>(values[k]));
+      } else {
+        p[k] = static_cast<T>(values[k]);
+      }
+    }
+  });
+}
+
+std::string index_string(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
+    if (dims[k] > 0) { idx[k] = flat % dims[k]; flat /= dims[k]; }
+  }
+  std::string s = "[";
+  for (size_t k = 0; k < idx.size(); ++k) absl::StrAppend(&s, k ? "," : "", idx[k]);
+  return s + "]";
+}
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace
+
+Buffer buffer_from_doubles(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
+  Buffer b = Buffer::zeros(dtype, std::move(dims));
+  if (static_cast<int64_t>(values.size()) != b.num_elements()) {
+    throw InvalidArgument(absl::StrCat("[buffer_from_doubles] expected ", b.num_elements(), " values, got ",
+                                       values.size()));
+  }
+  fill_from_doubles(b, values);
+  return b;
+}
+
+Buffer scalar_buffer(DType dtype, double v) { return buffer_from_doubles(dtype, {}, {v}); }
+
+Buffer random_buffer(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo, double hi) {
+  std::mt19937_64 rng(seed);
+  const int64_t n = product(dims);
+  std::vector<double> values(n);
+  if (is_floating(dtype)) {
+    std::uniform_real_distribution<double> dist(lo, hi);
+    for (double& v : values) v = dist(rng);
+  } else if (is_bool(dtype)) {
+    for (double& v : values) v = static_cast<double>(rng() & 1);
+  } else {
+    double tlo = 0, thi = 0;
+    switch (dtype) {
+      case DType::kInt8: tlo = -128; thi = 127; break;
+      case DType::kInt16: tlo = -32768; thi = 32767; break;
+      case DType::kInt32: tlo = -2147483648.0; thi = 2147483647.0; break;
+      case DType::kUInt8: tlo = 0; thi = 255; break;
+      case DType::kUInt32: tlo = 0; thi = 4294967295.0; break;
+      default: tlo = -9007199254740992.0; thi = 9007199254740992.0; break;
+    }
+    int64_t a = static_cast<int64_t>(std::ceil(std::max(lo, tlo)));
+    int64_t b = static_cast<int64_t>(std::floor(std::min(hi, thi)));
+    if (b < a) b = a;
+    std::uniform_int_distribution<int64_t> dist(a, b);
+    for (double& v : values) v = static_cast<double>(dist(rng));
+  }
+  return buffer_from_doubles(dtype, std::move(dims), values);
+}
+
+Buffer random_buffer_away_from_zero(DType dtype, std::vector<int64_t> dims, uint64_t seed, double min_abs,
+                                    double max_abs) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mag(min_abs, max_abs);
+  std::vector<double> values(product(dims));
+  for (double& v : values) v = (rng() & 1 ? 1.0 : -1.0) * mag(rng);
+  return buffer_from_doubles(dtype, std::move(dims), values);
+}
+
+::testing::AssertionResult buffers_near(const Buffer& actual, const Buffer& expected, double rtol, double atol) {
+  if (actual.dtype() != expected.dtype() || actual.dims() != expected.dims()) {
+    return ::testing::AssertionFailure() << "type differs: actual " << actual.abstract_value().to_string()
+                                         << ", expected " << expected.abstract_value().to_string();
+  }
+  int64_t mismatches = 0, first = -1;
+  double first_a = 0, first_e = 0;
+  for (int64_t k = 0; k < actual.num_elements(); ++k) {
+    double a = actual.element_as_double(k), e = expected.element_as_double(k);
+    bool ok;
+    if (std::isnan(e) || std::isnan(a)) ok = std::isnan(e) && std::isnan(a);
+    else if (std::isinf(e) || std::isinf(a)) ok = a == e;
+    else ok = std::fabs(a - e) <= atol + rtol * std::fabs(e);
+    if (!ok) {
+      if (first < 0) { first = k; first_a = a; first_e = e; }
+      ++mismatches;
+    }
+  }
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  std::ostringstream os;
+  os.precision(17);
+  os << mismatches << " of " << actual.num_elements() << " elements differ (rtol " << rtol << ", atol " << atol
+     << "); first at " << index_string(first, actual.dims()) << ": actual " << first_a << ", expected " << first_e
+     << "\n  actual   " << actual.to_string(32) << "\n  expected " << expected.to_string(32);
+  return ::testing::AssertionFailure() << os.str();
+}
+
+void expect_buffers_near(const Buffer& actual, const Buffer& expected, double rtol, double atol) {
+  EXPECT_TRUE(buffers_near(actual, expected, rtol, atol));
+}
+
+ir::Program single_op_program(ir::OpKind kind, std::vector<AbstractValue> operand_types, ir::Attrs attrs) {
+  ir::ProgramBuilder b(std::string(ir::op_name(kind)));
+  std::vector<ir::ValueId> params;
+  for (AbstractValue& t : operand_types) params.push_back(b.add_parameter(std::move(t)));
+  ir::ValueId r = b.emit_or_throw(kind, std::move(params), std::move(attrs));
+  return std::move(b).build({r});
+}
+
+absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::span<const Buffer> args,
+                                                  std::span<const Buffer> cotangents, const std::vector<int>& wrt,
+                                                  double eps) {
+  if (cotangents.size() != f.results.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("[numerical_vjp] expected ", f.results.size(),
+                                                   " cotangents, got ", cotangents.size()));
+  }
+  std::vector<Buffer> work(args.begin(), args.end());
+  // <ct, f(work)> summed over floating results.
+  auto objective = [&]() -> absl::StatusOr<double> {
+    MCX_ASSIGN_OR_RETURN(std::vector<Buffer> outs, reference_evaluate(f, work));
+    double s = 0;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (!is_floating(outs[j].dtype())) continue;
+      for (int64_t k = 0; k < outs[j].num_elements(); ++k) {
+        s += cotangents[j].element_as_double(k) * outs[j].element_as_double(k);
+      }
+    }
+    return s;
+  };
+  std::vector<Buffer> grads;
+  for (int p : wrt) {
+    if (p < 0 || p >= static_cast<int>(work.size()) || work[p].dtype() != DType::kFloat64) {
+      return absl::InvalidArgumentError(absl::StrCat("[numerical_vjp] parameter ", p, " must be float64"));
+    }
+    Buffer orig = work[p];
+    Buffer g = Buffer::zeros(DType::kFloat64, orig.dims());
+    for (int64_t k = 0; k < orig.num_elements(); ++k) {
+      const double x = orig.data<double>()[k];
+      const double h = eps * std::max(1.0, std::fabs(x));
+      Buffer plus = orig.copy(), minus = orig.copy();
+      plus.mutable_data<double>()[k] = x + h;
+      minus.mutable_data<double>()[k] = x - h;
+      work[p] = plus;
+      MCX_ASSIGN_OR_RETURN(double fp, objective());
+      work[p] = minus;
+      MCX_ASSIGN_OR_RETURN(double fm, objective());
+      g.mutable_data<double>()[k] = (fp - fm) / (2 * h);
+    }
+    work[p] = orig;
+    grads.push_back(g);
+  }
+  return grads;
+}
+
+}  // namespace mcx::test

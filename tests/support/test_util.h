@@ -1,0 +1,48 @@
+// Test helpers shared by every layer's tests: seeded random Buffers, a Buffer comparison for gtest,
+// one-op programs, and central finite differences through the reference evaluator.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "mcx/core/buffer.h"
+#include "mcx/ir/attrs.h"
+#include "mcx/ir/op.h"
+#include "mcx/ir/program.h"
+
+namespace mcx::test {
+
+// Deterministic random Buffer for a seed. Floating dtypes: uniform in [lo, hi). Integer dtypes: uniform
+// integers in [ceil(lo), floor(hi)] (clipped to the dtype's range). Bool: fair coin.
+Buffer random_buffer(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1.0, double hi = 1.0);
+// Like random_buffer for floating dtypes, but every element's magnitude is at least min_abs (the sign is
+// random): keeps inputs away from the kinks of abs/sign/max at 0 for finite differences.
+Buffer random_buffer_away_from_zero(DType dtype, std::vector<int64_t> dims, uint64_t seed, double min_abs,
+                                    double max_abs);
+// A scalar Buffer of dtype holding v (converted as by static_cast).
+Buffer scalar_buffer(DType dtype, double v);
+// A Buffer of dtype and dims from doubles (converted as by static_cast; bool is v != 0).
+Buffer buffer_from_doubles(DType dtype, std::vector<int64_t> dims, const std::vector<double>& values);
+
+// gtest predicate: same dtype and dims, and |a - e| <= atol + rtol * |e| elementwise (NaN matches NaN,
+// infinities must match exactly). The failure message names the first mismatching multi-index, both
+// values and the number of mismatches.
+::testing::AssertionResult buffers_near(const Buffer& actual, const Buffer& expected, double rtol, double atol);
+// EXPECT_TRUE(buffers_near(...)), for brevity.
+void expect_buffers_near(const Buffer& actual, const Buffer& expected, double rtol, double atol);
+
+// A program with one parameter per operand type, one instruction kind(params...) with attrs, and its
+// result. Throws mcx::Error when the shape rule rejects it.
+ir::Program single_op_program(ir::OpKind kind, std::vector<AbstractValue> operand_types, ir::Attrs attrs = {});
+
+// Central finite-difference vector-Jacobian product of f at args: for each i in wrt, the gradient of
+// sum_j <cotangents[j], f_j(args)> with respect to args[i] (float64 params only), each element perturbed
+// by +-eps * max(1, |x|). Results are float64 Buffers shaped like args[i]. Uses reference_evaluate.
+absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::span<const Buffer> args,
+                                                  std::span<const Buffer> cotangents, const std::vector<int>& wrt,
+                                                  double eps = 1e-6);
+
+}  // namespace mcx::test
