@@ -108,8 +108,10 @@ class SymbolicScope {
   const std::vector<Constraint>& parsed() const { return parsed_; }
 
  private:
+  struct State;  // rewrites and derived atom bounds, computed once by create()
   std::vector<std::string> constraints_text_;
   std::vector<Constraint> parsed_;
+  std::shared_ptr<const State> state_;  // null for the empty scope
 };
 
 }  // namespace mcx

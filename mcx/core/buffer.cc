@@ -1,0 +1,123 @@
+#include "mcx/core/buffer.h"
+
+#include <cassert>
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "fmt/format.h"
+
+namespace mcx {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    assert(d >= 0 && "Buffer dims must be non-negative");
+    n *= d;
+  }
+  return n;
+}
+
+// 64-byte aligned storage owned by a shared_ptr whose deleter matches the aligned operator new.
+std::shared_ptr<std::byte> allocate(size_t nbytes, bool zero) {
+  const size_t rounded = ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
+  const size_t alloc = rounded == 0 ? kAlignment : rounded;
+  auto* p = static_cast<std::byte*>(::operator new(alloc, std::align_val_t{kAlignment}));
+  if (zero) std::memset(p, 0, alloc);
+  return std::shared_ptr<std::byte>(
+      p, [](std::byte* q) { ::operator delete(q, std::align_val_t{kAlignment}); });
+}
+
+std::string format_element(const Buffer& b, int64_t i) {
+  return dispatch_dtype(b.dtype(), [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T v = b.data<T>()[i];
+    if constexpr (std::is_same_v<T, bool>) {
+      return v ? "true" : "false";
+    } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      return fmt::format("{}", static_cast<float>(v));
+    } else if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) {
+      return fmt::format("{}", static_cast<int>(v));
+    } else {
+      return fmt::format("{}", v);
+    }
+  });
+}
+
+}  // namespace
+
+Buffer Buffer::zeros(DType dtype, std::vector<int64_t> dims) {
+  Buffer b;
+  b.dtype_ = dtype;
+  b.num_elements_ = product(dims);
+  b.dims_ = std::move(dims);
+  b.storage_ = allocate(b.nbytes(), /*zero=*/true);
+  return b;
+}
+
+Buffer Buffer::uninitialized(DType dtype, std::vector<int64_t> dims) {
+  Buffer b;
+  b.dtype_ = dtype;
+  b.num_elements_ = product(dims);
+  b.dims_ = std::move(dims);
+  b.storage_ = allocate(b.nbytes(), /*zero=*/false);
+  return b;
+}
+
+double Buffer::element_as_double(int64_t i) const {
+  assert(i >= 0 && i < num_elements_);
+  return dispatch_dtype(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      return static_cast<double>(static_cast<float>(data<T>()[i]));
+    } else {
+      return static_cast<double>(data<T>()[i]);
+    }
+  });
+}
+
+std::vector<double> Buffer::to_doubles() const {
+  std::vector<double> out(static_cast<size_t>(num_elements_));
+  for (int64_t i = 0; i < num_elements_; ++i) out[i] = element_as_double(i);
+  return out;
+}
+
+Buffer Buffer::reshaped(std::vector<int64_t> dims) const {
+  assert(product(dims) == num_elements_ && "reshaped: element count must not change");
+  Buffer b = *this;
+  b.dims_ = std::move(dims);
+  return b;
+}
+
+Buffer Buffer::copy() const {
+  Buffer b = uninitialized(dtype_, dims_);
+  if (nbytes() > 0) std::memcpy(b.mutable_data(), data(), nbytes());
+  return b;
+}
+
+bool Buffer::bitwise_equal(const Buffer& other) const {
+  if (dtype_ != other.dtype_ || dims_ != other.dims_) return false;
+  if (nbytes() == 0 || data() == other.data()) return true;
+  return std::memcmp(data(), other.data(), nbytes()) == 0;
+}
+
+std::string Buffer::to_string(int64_t max_elements) const {
+  std::string out = abstract_value().to_string();
+  out += "{";
+  const int64_t n = num_elements_;
+  const bool elide = max_elements >= 0 && n > max_elements;
+  const int64_t head = elide ? (max_elements + 1) / 2 : n;
+  const int64_t tail = elide ? max_elements / 2 : 0;
+  for (int64_t i = 0; i < head; ++i) absl::StrAppend(&out, i ? ", " : "", format_element(*this, i));
+  if (elide) {
+    absl::StrAppend(&out, head ? ", " : "", "...");
+    for (int64_t i = n - tail; i < n; ++i) absl::StrAppend(&out, ", ", format_element(*this, i));
+  }
+  out += "}";
+  return out;
+}
+
+}  // namespace mcx

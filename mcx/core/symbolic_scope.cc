@@ -1,0 +1,343 @@
+// SymbolicScope: constraints over dimension variables, bounds by interval arithmetic, and decided
+// comparisons (the model is JAX's shape_poly `_bounds_decision`, written independently).
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/core/dim_expr.h"
+#include "mcx/core/dim_expr_internal.h"
+#include "mcx/core/error.h"
+
+namespace mcx {
+namespace {
+
+constexpr int64_t kNegInf = std::numeric_limits<int64_t>::min();
+constexpr int64_t kPosInf = std::numeric_limits<int64_t>::max();
+
+struct Interval {
+  int64_t lo = kNegInf;
+  int64_t hi = kPosInf;
+};
+
+int64_t clamp128(__int128 v) {
+  if (v >= static_cast<__int128>(kPosInf)) return kPosInf;
+  if (v <= static_cast<__int128>(kNegInf)) return kNegInf;
+  return static_cast<int64_t>(v);
+}
+
+// Saturating arithmetic where kPosInf / kNegInf stand for +-infinity.
+int64_t add_sat(int64_t a, int64_t b) {
+  if (a == kPosInf || b == kPosInf) return kPosInf;
+  if (a == kNegInf || b == kNegInf) return kNegInf;
+  return clamp128(static_cast<__int128>(a) + b);
+}
+int64_t mul_sat(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  const bool neg = (a < 0) != (b < 0);
+  if (a == kPosInf || a == kNegInf || b == kPosInf || b == kNegInf) return neg ? kNegInf : kPosInf;
+  return clamp128(static_cast<__int128>(a) * b);
+}
+// Floor division of a bound by a positive finite k.
+int64_t floordiv_sat(int64_t a, int64_t k) {
+  if (a == kPosInf || a == kNegInf) return a;
+  int64_t q = a / k;
+  if (a % k != 0 && a < 0) --q;
+  return q;
+}
+
+Interval mul(Interval a, Interval b) {
+  const int64_t c[4] = {mul_sat(a.lo, b.lo), mul_sat(a.lo, b.hi), mul_sat(a.hi, b.lo), mul_sat(a.hi, b.hi)};
+  return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+}
+
+Interval intersect(Interval a, Interval b) { return {std::max(a.lo, b.lo), std::min(a.hi, b.hi)}; }
+
+std::string bound_str(int64_t v) {
+  if (v == kPosInf) return "inf";
+  if (v == kNegInf) return "-inf";
+  return std::to_string(v);
+}
+
+}  // namespace
+
+struct SymbolicScope::State {
+  std::vector<std::pair<Atom, DimExpr>> rewrites;  // from "==" constraints whose one side is an atom
+  std::vector<DimExpr> nonneg;                     // every constraint as "p >= 0", rewrites applied
+  std::vector<std::pair<Atom, Interval>> atom_bounds;  // from constraints linear in one atom
+
+  DimExpr rewrite(const DimExpr& e) const {
+    if (rewrites.empty()) return e;
+    DimExpr cur = e;
+    for (int round = 0; round < 8; ++round) {
+      DimExpr next = replace_atoms(cur, [&](const Atom& a) -> std::optional<DimExpr> {
+        for (const auto& [from, to] : rewrites) {
+          if (compare_atom(a, from) == 0) return to;
+        }
+        return std::nullopt;
+      });
+      if (next == cur) break;
+      cur = next;
+    }
+    return cur;
+  }
+
+  Interval atom_interval(const Atom& a) const {
+    Interval iv = intrinsic(a);
+    for (const auto& [atom, b] : atom_bounds) {
+      if (compare_atom(atom, a) == 0) iv = intersect(iv, b);
+    }
+    return iv;
+  }
+
+  // Plain interval arithmetic over the polynomial.
+  Interval interval(const DimExpr& e) const {
+    Interval sum{0, 0};
+    for (const Term& t : DimExprOps::terms(e)) {
+      Interval prod{t.coeff, t.coeff};
+      for (const auto& [atom, pow] : t.mono) {
+        const Interval a = atom_interval(atom);
+        for (int i = 0; i < pow; ++i) prod = mul(prod, a);
+      }
+      sum = {add_sat(sum.lo, prod.lo), add_sat(sum.hi, prod.hi)};
+    }
+    return sum;
+  }
+
+  // Interval arithmetic improved by the constraints: with p >= 0 and f > 0, e >= lo(e - f*p) and
+  // e <= hi(e + f*p); f is chosen so that a term of p cancels a term of e.
+  Interval bounds(const DimExpr& e) const {
+    Interval iv = interval(e);
+    for (const DimExpr& p : nonneg) {
+      for (const Term& tp : DimExprOps::terms(p)) {
+        if (tp.mono.empty()) continue;
+        for (const Term& te : DimExprOps::terms(e)) {
+          if (compare_monomial(te.mono, tp.mono) != 0 || te.coeff % tp.coeff != 0) continue;
+          const int64_t f = te.coeff / tp.coeff;
+          if (f > 0) iv.lo = std::max(iv.lo, interval(e - DimExpr(f) * p).lo);
+          if (f < 0) iv.hi = std::min(iv.hi, interval(e + DimExpr(-f) * p).hi);
+        }
+      }
+    }
+    return iv;
+  }
+
+  Interval intrinsic(const Atom& a) const {
+    if (a.kind == AtomKind::kVar) return {1, kPosInf};
+    const Interval x = bounds(a.args[0]);
+    const Interval y = bounds(a.args[1]);
+    switch (a.kind) {
+      case AtomKind::kMax: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
+      case AtomKind::kMin: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
+      case AtomKind::kFloorDiv:
+        if (y.lo >= 1 && y.lo == y.hi) return {floordiv_sat(x.lo, y.lo), floordiv_sat(x.hi, y.lo)};
+        if (y.lo >= 1) {
+          // floor(x / y) for y in [y.lo, y.hi]: extremes at the ends of both ranges.
+          const int64_t lo = x.lo >= 0 ? (y.hi == kPosInf ? 0 : floordiv_sat(x.lo, y.hi)) : x.lo;
+          const int64_t hi = x.hi >= 0 ? floordiv_sat(x.hi, y.lo) : -1;
+          return {lo, hi};
+        }
+        return {};
+      case AtomKind::kMod:
+        if (y.lo >= 1) {
+          Interval r{0, y.hi == kPosInf ? kPosInf : y.hi - 1};
+          if (x.lo >= 0) r.hi = std::min(r.hi, x.hi);
+          if (x.lo >= 0 && x.hi < y.lo) r.lo = x.lo;
+          return r;
+        }
+        return {};
+      case AtomKind::kVar: break;
+    }
+    return {};
+  }
+};
+
+namespace {
+
+// Finds the comparison operator outside parentheses; exactly one is allowed.
+absl::StatusOr<SymbolicScope::Constraint> parse_constraint(std::string_view text) {
+  auto malformed = [&](std::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[SymbolicScope] malformed constraint '", std::string(text), "': ", std::string(why),
+        "; expected '<lhs> <op> <rhs>' with op one of >=, <=, >, <, =="));
+  };
+  int depth = 0;
+  size_t op_pos = std::string_view::npos;
+  std::string op;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth != 0 || (c != '<' && c != '>' && c != '=')) continue;
+    if (op_pos != std::string_view::npos) return malformed("more than one comparison");
+    op_pos = i;
+    op = std::string(1, c);
+    if (i + 1 < text.size() && text[i + 1] == '=') {
+      op += '=';
+      ++i;
+    }
+    if (op == "=") return malformed("'=' is not a comparison (use '==')");
+  }
+  if (op_pos == std::string_view::npos) return malformed("no comparison operator");
+  auto lhs = DimExpr::parse(strip_space(text.substr(0, op_pos)));
+  if (!lhs.ok()) return malformed(std::string(lhs.status().message()));
+  auto rhs = DimExpr::parse(strip_space(text.substr(op_pos + op.size())));
+  if (!rhs.ok()) return malformed(std::string(rhs.status().message()));
+  return SymbolicScope::Constraint{*std::move(lhs), op, *std::move(rhs)};
+}
+
+bool contains_atom(const DimExpr& e, const Atom& a) {
+  bool found = false;
+  replace_atoms(e, [&](const Atom& x) -> std::optional<DimExpr> {
+    if (compare_atom(x, a) == 0) found = true;
+    return std::nullopt;
+  });
+  return found;
+}
+
+}  // namespace
+
+absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::string>& constraints) {
+  SymbolicScope scope;
+  scope.constraints_text_ = constraints;
+  auto state = std::make_shared<State>();
+  for (const std::string& text : constraints) {
+    MCX_ASSIGN_OR_RETURN(Constraint c, parse_constraint(text));
+    if (c.op == "==") {
+      const Atom* l = as_single_atom(c.lhs);
+      const Atom* r = as_single_atom(c.rhs);
+      if (l && !contains_atom(c.rhs, *l)) {
+        state->rewrites.emplace_back(*l, c.rhs);
+      } else if (r && !contains_atom(c.lhs, *r)) {
+        state->rewrites.emplace_back(*r, c.lhs);
+      }
+    }
+    scope.parsed_.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < scope.parsed_.size(); ++i) {
+    const Constraint& c = scope.parsed_[i];
+    const DimExpr l = state->rewrite(c.lhs);
+    const DimExpr r = state->rewrite(c.rhs);
+    std::vector<DimExpr> ps;
+    if (c.op == ">=") ps = {l - r};
+    if (c.op == ">") ps = {l - r - DimExpr(1)};
+    if (c.op == "<=") ps = {r - l};
+    if (c.op == "<") ps = {r - l - DimExpr(1)};
+    if (c.op == "==") ps = {l - r, r - l};
+    for (DimExpr& p : ps) {
+      if (auto v = p.constant_value()) {
+        if (*v < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("[SymbolicScope] constraint '", constraints[i],
+                                                         "' can never hold (it reduces to ", v.value(),
+                                                         " >= 0)"));
+        }
+        continue;
+      }
+      state->nonneg.push_back(std::move(p));
+    }
+  }
+  // Bounds of single atoms from constraints linear in them (k*atom + rest >= 0), iterated so that
+  // chains such as "a >= 2*b", "b >= 8" propagate.
+  for (int round = 0; round < 4; ++round) {
+    bool changed = false;
+    for (const DimExpr& p : state->nonneg) {
+      for (const Term& t : DimExprOps::terms(p)) {
+        if (t.mono.size() != 1 || t.mono[0].second != 1) continue;
+        const Atom& atom = t.mono[0].first;
+        const DimExpr rest = p - DimExpr(t.coeff) * DimExprOps::from_atom(atom);
+        const int64_t rest_hi = state->interval(rest).hi;
+        if (rest_hi == kPosInf) continue;
+        Interval b;
+        if (t.coeff > 0) {  // atom >= ceil(-rest_hi / k)
+          b.lo = -floordiv_sat(rest_hi, t.coeff);
+        } else {            // atom <= floor(rest_hi / -k)
+          b.hi = floordiv_sat(rest_hi, -t.coeff);
+        }
+        const Interval before = state->atom_interval(atom);
+        const Interval after = intersect(before, b);
+        if (after.lo != before.lo || after.hi != before.hi) {
+          state->atom_bounds.emplace_back(atom, b);
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  scope.state_ = std::move(state);
+  return scope;
+}
+
+std::pair<int64_t, int64_t> SymbolicScope::bounds(const DimExpr& e) const {
+  static const State* empty = new State();
+  const State& s = state_ ? *state_ : *empty;
+  const Interval iv = s.bounds(s.rewrite(e));
+  return {iv.lo, iv.hi};
+}
+
+namespace {
+absl::Status inconclusive(const DimExpr& a, std::string_view op, const DimExpr& b, const DimExpr& diff,
+                          std::pair<int64_t, int64_t> range, const std::vector<std::string>& constraints) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "inconclusive dimension comparison: ", a.to_string(), " ", std::string(op), " ", b.to_string(), " (the difference ",
+      diff.to_string(), " lies in [", bound_str(range.first), ", ", bound_str(range.second),
+      "] given dimension variables >= 1",
+      constraints.empty() ? std::string(" and no constraints")
+                          : absl::StrCat(" and constraints {", absl::StrJoin(constraints, ", "), "}"),
+      ")"));
+}
+}  // namespace
+
+absl::StatusOr<bool> SymbolicScope::ge(const DimExpr& a, const DimExpr& b) const {
+  const DimExpr d = a - b;
+  const auto range = bounds(d);
+  if (range.first >= 0) return true;
+  if (range.second < 0) return false;
+  return inconclusive(a, ">=", b, d, range, constraints_text_);
+}
+
+absl::StatusOr<bool> SymbolicScope::gt(const DimExpr& a, const DimExpr& b) const {
+  const DimExpr d = a - b;
+  const auto range = bounds(d);
+  if (range.first >= 1) return true;
+  if (range.second <= 0) return false;
+  return inconclusive(a, ">", b, d, range, constraints_text_);
+}
+
+bool SymbolicScope::known_equal(const DimExpr& a, const DimExpr& b) const {
+  if (a == b) return true;
+  if (state_ && state_->rewrite(a) == state_->rewrite(b)) return true;
+  const auto range = bounds(a - b);
+  return range.first == 0 && range.second == 0;
+}
+
+absl::Status SymbolicScope::check(const std::map<std::string, int64_t>& env) const {
+  auto env_str = [&]() {
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : env) parts.push_back(absl::StrCat(k, " = ", v));
+    return absl::StrJoin(parts, ", ");
+  };
+  for (size_t i = 0; i < parsed_.size(); ++i) {
+    const Constraint& c = parsed_[i];
+    auto l = c.lhs.evaluate(env);
+    auto r = c.rhs.evaluate(env);
+    if (!l.ok() || !r.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[SymbolicScope::check] cannot evaluate constraint '", constraints_text_[i], "' for {", env_str(),
+          "}: ", (!l.ok() ? l.status() : r.status()).message()));
+    }
+    bool ok = false;
+    if (c.op == ">=") ok = *l >= *r;
+    if (c.op == ">") ok = *l > *r;
+    if (c.op == "<=") ok = *l <= *r;
+    if (c.op == "<") ok = *l < *r;
+    if (c.op == "==") ok = *l == *r;
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("[SymbolicScope::check] constraint '", constraints_text_[i],
+                                                     "' does not hold: ", *l, " ", c.op, " ", *r,
+                                                     " is false for {", env_str(), "}"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mcx
