@@ -42,4 +42,9 @@ struct Program {
   std::vector<AbstractValue> result_types() const;
 };
 
+// Same name, scope constraint texts, parameter types, instructions (kind, operands, attributes with
+// constants compared bitwise, types) and results. Value ids are compared as numbers, so two programs
+// built the same way compare equal.
+bool structurally_equal(const Program& a, const Program& b);
+
 }  // namespace mcx::ir
