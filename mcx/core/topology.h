@@ -1,0 +1,59 @@
+// Process-wide registry of the job's topology: this process's index, the process count and the global
+// device list. mcx::distributed::initialize() fills it after exchanging every process's local devices
+// through the coordination key-value store; the runtime layer reads it when it builds its devices.
+//
+// Layering: lives in core so that distributed (which includes only core) can write it and runtime can
+// read it without either including the other.
+//
+// Thread-safety: every function is thread-safe (one process-wide mutex).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace mcx {
+
+// One device of the job as every process sees it.
+struct TopologyDevice {
+  int global_id = 0;      // dense 0..D-1, ordered by (process_index, local_id)
+  int process_index = 0;  // the process that owns it
+  int local_id = 0;       // its id within that process
+  std::string platform;   // "cpu", ...
+  std::string kind;       // e.g. "cpu"
+  bool operator==(const TopologyDevice&) const = default;
+};
+
+struct Topology {
+  int process_index = 0;
+  int process_count = 1;
+  std::vector<TopologyDevice> devices;  // every process's devices, sorted by global_id
+  bool operator==(const Topology&) const = default;
+};
+
+// Installs the multi-process topology. Errors: FailedPrecondition if devices were already used
+// (mark_devices_used() was called) or a topology is already installed; InvalidArgument if the topology is
+// inconsistent (process_index out of range, global ids not dense/sorted, a device of an unknown process).
+absl::Status set_distributed_topology(Topology topology);
+
+// Removes the installed topology (distributed::shutdown()). Returns to single-process defaults.
+void clear_distributed_topology();
+
+// The installed multi-process topology, or nullopt when this is a single-process run.
+std::optional<Topology> distributed_topology();
+
+// Convenience: process index / count from the installed topology, or 0 / 1 when none is installed.
+int topology_process_index();
+int topology_process_count();
+
+// The runtime layer calls this when it first creates devices (backend initialisation). Once set,
+// distributed::initialize() refuses to run, as jax.distributed.initialize does after a backend exists.
+void mark_devices_used();
+bool devices_used();
+
+// Test-only: forget that devices were used and drop the topology.
+void reset_topology_for_testing();
+
+}  // namespace mcx

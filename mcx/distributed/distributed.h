@@ -1,0 +1,93 @@
+// mcx::distributed::initialize(): join a multi-process job (modelled on jax.distributed.initialize).
+//
+//   mcx::distributed::InitializeOptions opts;      // everything unset is detected (cluster.h)
+//   mcx::distributed::initialize(opts);            // throws mcx::Error subclasses on failure
+//   ... mcx::devices() now lists every process's devices with global ids ...
+//   mcx::distributed::shutdown();
+//
+// Steps: (1) refuse if already initialized or if devices were already used (FailedPrecondition);
+// (2) fill unset fields from cluster detection and MCX_* variables, validate 0 <= process_id < N;
+// (3) process 0 hosts the coordination service on bind_address (default "[::]:<port of coordinator
+// address>") unless standalone_coordinator is set (mcx-coordinator runs it); (4) every process connects
+// its agent (register; waits for all N up to init_timeout and names the missing processes on timeout);
+// (5) each process publishes its local devices under "mcx/topology/<process_id>" and reads all others',
+// then installs the global topology (core/topology.h): global ids are dense, ordered by (process, local id).
+// Failure handling after initialize: see AgentOptions (default: log which task failed and exit with
+// kFailureExitCode; set on_failure to decide yourself).
+//
+// Environment variables (explicit options win): MCX_COORDINATOR_ADDRESS, MCX_NUM_PROCESSES,
+// MCX_PROCESS_ID, MCX_COORDINATOR_BIND_ADDRESS, MCX_STANDALONE_COORDINATOR=1, MCX_LOCAL_DEVICE_IDS ("0,1"),
+// MCX_CPU_DEVICE_COUNT, MCX_INIT_TIMEOUT (seconds), MCX_HEARTBEAT_INTERVAL / MCX_HEARTBEAT_TIMEOUT /
+// MCX_SHUTDOWN_TIMEOUT (seconds), MCX_RECOVERABLE=1, MCX_CLUSTER_DETECTION, and the mTLS ones (mtls.h).
+//
+// Thread-safety: initialize/shutdown must not race each other; the accessors are thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "mcx/distributed/cluster.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/mtls.h"
+
+namespace mcx::distributed {
+
+struct InitializeOptions {
+  std::optional<std::string> coordinator_address;  // "host:port"
+  std::optional<int> num_processes;
+  std::optional<int> process_id;
+  // The devices this process contributes. Default: MCX_LOCAL_DEVICE_IDS, else 0..cpu_device_count-1.
+  std::optional<std::vector<int>> local_device_ids;
+  std::optional<int> cpu_device_count;  // default MCX_CPU_DEVICE_COUNT, else 1
+  std::optional<std::string> bind_address;  // where process 0 serves; default "[::]:<port>"
+  std::optional<bool> standalone_coordinator;  // true: nobody hosts the service here
+  std::optional<bool> recoverable;              // service mode when process 0 hosts it (default false)
+  std::string cluster_detection = "auto";       // see cluster.h; MCX_CLUSTER_DETECTION overrides "auto"
+  std::optional<absl::Duration> init_timeout;        // default 60 s
+  std::optional<absl::Duration> heartbeat_interval;  // default 1 s
+  std::optional<absl::Duration> heartbeat_timeout;   // default 10 s
+  std::optional<absl::Duration> shutdown_timeout;    // default 30 s
+  MtlsOptions mtls;  // unset fields come from MCX_MTLS_* (mtls.h)
+  // See AgentOptions::on_failure / on_job_state. nullptr = log "task N failed: ..." and exit.
+  std::function<void(const TaskFailure&)> on_failure;
+  std::function<void(const JobState&)> on_job_state;
+};
+
+// The fully resolved configuration initialize() would use (tests, mcx-run diagnostics). Pure over `env`.
+struct ResolvedConfig {
+  std::string coordinator_address;
+  int num_processes = 1;
+  int process_id = 0;
+  std::vector<int> local_device_ids;
+  std::string bind_address;
+  bool host_service = false;  // process 0 and not standalone
+  bool recoverable = false;
+  absl::Duration init_timeout, heartbeat_interval, heartbeat_timeout, shutdown_timeout;
+  MtlsOptions mtls;
+  std::string detected_by;  // cluster method, or "options"
+};
+absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& options, const EnvMap& env);
+
+// Joins the job. Throws mcx::FailedPrecondition (called twice / devices already used),
+// mcx::InvalidArgument (missing or inconsistent settings, bad mTLS files), mcx::DeadlineExceeded
+// (not every process registered in time; the message names the missing ones), mcx::Unavailable
+// (coordinator unreachable).
+void initialize(const InitializeOptions& options = {});
+// Status-returning variant of initialize().
+absl::Status initialize_or_status(const InitializeOptions& options);
+
+// Leaves the job: shutdown barrier (all processes), stops the agent, stops the service if hosted here,
+// clears the topology. No-op if not initialized. Throws on a failed shutdown barrier.
+void shutdown();
+absl::Status shutdown_or_status();
+
+bool is_initialized();
+
+// The agent of this process (nullptr if not initialized): KV store, barriers, live tasks.
+CoordinationAgent* agent();
+
+}  // namespace mcx::distributed

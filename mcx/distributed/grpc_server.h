@@ -1,0 +1,47 @@
+// The gRPC edge of the coordination service (server side). gRPC headers stay in grpc_server.cc.
+//
+// Uses gRPC's callback API: a call that waits inside the service (register, barrier, live set, KV get,
+// shutdown) holds no server thread while it waits. The watch stream of each task is a server-streaming
+// call; when it ends without the task having shut down (the process died, the connection broke), the
+// task fails at once (CoordinationService::end_watch with connection_lost).
+// With mTLS (mtls.h), requires client certificates; with bind_task_identity, checks on every task-scoped
+// call that the peer's URI SAN ends in "task/<id>" for the request's task id (PERMISSION_DENIED otherwise).
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/mtls.h"
+
+namespace mcx::distributed {
+
+struct GrpcServerOptions {
+  // "host:port"; port 0 picks a free port (see port()). E.g. "[::]:5000", "127.0.0.1:0".
+  std::string bind_address = "[::]:0";
+  MtlsOptions mtls;  // used as given (apply mtls_options_from_env first if wanted)
+};
+
+class GrpcCoordinationServer {
+ public:
+  // Starts serving `service` (which must outlive the server). Errors: the mTLS validation errors;
+  // UNAVAILABLE "[coordination] cannot bind ADDR" when the address is taken or invalid.
+  static absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> start(CoordinationService* service,
+                                                                       GrpcServerOptions options);
+  ~GrpcCoordinationServer();  // shutdown()
+
+  int port() const;  // the bound port
+  // Ends every open call (watch streams end with UNAVAILABLE), stops accepting, waits at most
+  // `grace` for handlers. Idempotent.
+  void shutdown(absl::Duration grace = absl::Milliseconds(200));
+
+ private:
+  struct Impl;
+  explicit GrpcCoordinationServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcx::distributed
