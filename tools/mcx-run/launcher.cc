@@ -1,0 +1,413 @@
+#include "tools/mcx-run/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "tools/common/env_names.h"
+#include "tools/common/subprocess.h"
+
+namespace mcx::tools {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Self-pipe: signal handlers write the signal number, the event loop polls the read end.
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t ignored = write(g_signal_pipe[1], &b, 1);
+  (void)ignored;
+  errno = saved;
+}
+
+void install_signal_handlers() {
+  if (g_signal_pipe[0] < 0) {
+    if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGCHLD, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// Debian's abseil does not take std::string_view in StrCat.
+std::string join_line(std::string_view prefix, std::string_view line) {
+  std::string s;
+  s.reserve(prefix.size() + line.size() + 1);
+  s.append(prefix).append(line).push_back('\n');
+  return s;
+}
+
+std::string seconds_str(double s) { return absl::StrCat(s); }
+
+std::string for_task(const std::string& path, const std::string& id) {
+  return absl::StrReplaceAll(path, {{"{id}", id}});
+}
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+class Job {
+ public:
+  explicit Job(const LaunchOptions& o) : o_(o), workers_(o.num_processes), restarts_(o.num_processes, 0) {}
+  int run();
+
+ private:
+  struct Worker {
+    std::unique_ptr<Subprocess> proc;
+    bool done = false;      // exited and will not be restarted
+    bool reaped = false;    // the current incarnation has exited
+    std::optional<Clock::time_point> restart_at;
+  };
+
+  void say(const std::string& msg) { write_all(STDERR_FILENO, absl::StrCat("[mcx-run] ", msg, "\n")); }
+  bool start_coordinator();
+  bool spawn_worker(int id);
+  void attach_output(Subprocess& p, const std::string& prefix);
+  void on_worker_exit(int id, ExitStatus status);
+  void begin_termination(const std::string& why);
+  void handle_signals();
+  void reap();
+  bool all_workers_done() const;
+
+  const LaunchOptions& o_;
+  std::string address_;
+  std::unique_ptr<Subprocess> coordinator_;
+  bool coordinator_exited_ = false;
+  std::vector<Worker> workers_;
+  std::vector<int> restarts_;
+  OutputPump pump_;
+  std::optional<int> result_;  // first failure's exit code
+  bool terminating_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_at_;
+  std::optional<Clock::time_point> job_deadline_;
+  std::optional<Clock::time_point> coordinator_lost_deadline_;
+  int interrupts_ = 0;
+};
+
+void Job::attach_output(Subprocess& p, const std::string& prefix) {
+  if (!o_.prefix_output) return;
+  auto sink_for = [prefix](int out) {
+    return [prefix, out](std::string_view line) { write_all(out, join_line(prefix, line)); };
+  };
+  Subprocess* raw = &p;
+  int out_fd = p.stdout_fd(), err_fd = p.stderr_fd();
+  pump_.add(out_fd, sink_for(STDOUT_FILENO), [raw, out_fd] {
+    if (raw->stdout_fd() == out_fd) raw->close_stdout();
+  });
+  pump_.add(err_fd, sink_for(STDERR_FILENO), [raw, err_fd] {
+    if (raw->stderr_fd() == err_fd) raw->close_stderr();
+  });
+}
+
+bool Job::start_coordinator() {
+  if (!o_.coordinator.empty()) {
+    address_ = o_.coordinator;
+    return true;
+  }
+  std::string binary = o_.coordinator_binary.empty() ? find_tool("mcx-coordinator") : o_.coordinator_binary;
+  if (binary.empty()) {
+    say("cannot find mcx-coordinator beside mcx-run or on PATH; pass --coordinator-binary or --coordinator");
+    return false;
+  }
+  SpawnOptions so;
+  so.argv = {binary, "--bind", absl::StrCat(o_.bind_host, ":", o_.coordinator_port), "--num-processes",
+             absl::StrCat(o_.num_processes)};
+  auto add_time = [&](const char* flag, double v) {
+    if (v >= 0) {
+      so.argv.push_back(flag);
+      so.argv.push_back(seconds_str(v));
+    }
+  };
+  add_time("--heartbeat-interval", o_.heartbeat_interval);
+  add_time("--heartbeat-timeout", o_.heartbeat_timeout);
+  add_time("--init-timeout", o_.init_timeout);
+  add_time("--shutdown-timeout", o_.shutdown_timeout);
+  if (o_.max_restarts > 0) so.argv.push_back("--recoverable");
+  if (!o_.mtls_ca.empty()) {
+    std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls_cert, "coordinator") : o_.coordinator_mtls_cert;
+    std::string key = o_.coordinator_mtls_key.empty() ? for_task(o_.mtls_key, "coordinator") : o_.coordinator_mtls_key;
+    for (const auto& [flag, v] : std::vector<std::pair<std::string, std::string>>{
+             {"--mtls-cert", cert}, {"--mtls-key", key}, {"--mtls-ca", o_.mtls_ca},
+             {"--mtls-peer-uri-prefix", o_.mtls_peer_uri_prefix}}) {
+      if (v.empty()) continue;
+      so.argv.push_back(flag);
+      so.argv.push_back(v);
+    }
+    if (o_.mtls_bind_identity) so.argv.push_back("--mtls-bind-identity");
+  }
+  if (o_.require_mtls) so.argv.push_back("--require-mtls");
+  auto spawned = Subprocess::spawn(so);
+  if (!spawned.ok()) {
+    say(std::string(spawned.status().message()));
+    return false;
+  }
+  coordinator_ = std::move(*spawned);
+  // The first stdout line that names the address tells us it is serving; everything is also echoed.
+  const std::string marker = "listening on ";
+  pump_.add(coordinator_->stdout_fd(),
+            [this, marker](std::string_view line) {
+              if (address_.empty()) {
+                size_t at = line.find(marker);
+                if (at != std::string_view::npos) address_ = std::string(line.substr(at + marker.size()));
+              }
+              if (o_.verbose) write_all(STDERR_FILENO, join_line("[coord] ", line));
+            },
+            [this] { coordinator_->close_stdout(); });
+  pump_.add(coordinator_->stderr_fd(),
+            [](std::string_view line) { write_all(STDERR_FILENO, join_line("[coord] ", line)); },
+            [this] { coordinator_->close_stderr(); });
+  Clock::time_point deadline = after(o_.coordinator_start_timeout);
+  while (address_.empty()) {
+    if (auto s = coordinator_->poll()) {
+      say(absl::StrCat("mcx-coordinator exited before serving (", s->to_string(), ")"));
+      coordinator_exited_ = true;
+      return false;
+    }
+    if (Clock::now() > deadline) {
+      say(absl::StrCat("mcx-coordinator did not report its address within ", o_.coordinator_start_timeout, " s"));
+      return false;
+    }
+    pump_.pump(milliseconds(20));
+  }
+  if (o_.verbose) say(absl::StrCat("coordinator at ", address_));
+  return true;
+}
+
+bool Job::spawn_worker(int id) {
+  Worker& w = workers_[id];
+  if (w.proc) {  // a restart: stop reading the old incarnation's pipes before they are closed
+    if (w.proc->stdout_fd() >= 0) pump_.drop(w.proc->stdout_fd());
+    if (w.proc->stderr_fd() >= 0) pump_.drop(w.proc->stderr_fd());
+    w.proc.reset();
+  }
+  SpawnOptions so;
+  so.argv = o_.program;
+  so.env = worker_env(o_, address_, id, restarts_[id]);
+  so.pipe_stdout = so.pipe_stderr = o_.prefix_output;
+  auto spawned = Subprocess::spawn(so);
+  if (!spawned.ok()) {
+    say(absl::StrCat("cannot start process ", id, ": ", spawned.status().message()));
+    return false;
+  }
+  w.proc = std::move(*spawned);
+  w.reaped = false;
+  w.restart_at.reset();
+  if (o_.prefix_output) {
+    attach_output(*w.proc, absl::StrCat("[p", id, "] "));
+  }
+  return true;
+}
+
+void Job::begin_termination(const std::string& why) {
+  if (terminating_) return;
+  terminating_ = true;
+  say(why);
+  for (auto& w : workers_) {
+    w.restart_at.reset();
+    if (w.proc && !w.reaped) w.proc->signal(SIGTERM);
+  }
+  kill_at_ = after(o_.grace_period);
+}
+
+void Job::on_worker_exit(int id, ExitStatus status) {
+  Worker& w = workers_[id];
+  w.reaped = true;
+  if (status.success()) {
+    w.done = true;
+    if (o_.verbose) say(absl::StrCat("process ", id, " finished"));
+    return;
+  }
+  if (terminating_) {
+    w.done = true;
+    return;
+  }
+  if (restarts_[id] < o_.max_restarts && !coordinator_exited_) {
+    restarts_[id]++;
+    say(absl::StrCat("process ", id, " failed (", status.to_string(), "); restart ", restarts_[id], " of ",
+                     o_.max_restarts));
+    w.restart_at = Clock::now() + milliseconds(100);
+    return;
+  }
+  w.done = true;
+  if (!result_) result_ = status.exit_code();
+  begin_termination(absl::StrCat("process ", id, " failed (", status.to_string(), ")",
+                                 o_.max_restarts > 0 ? " and has no restarts left" : "",
+                                 "; ending the other processes"));
+}
+
+void Job::handle_signals() {
+  unsigned char buf[64];
+  ssize_t n;
+  while ((n = read(g_signal_pipe[0], buf, sizeof(buf))) > 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      int sig = buf[i];
+      if (sig == SIGCHLD) continue;  // reap() runs every round
+      ++interrupts_;
+      if (!result_) result_ = 128 + sig;
+      if (interrupts_ == 1) {
+        say(absl::StrCat("received ", strsignal(sig), "; forwarding it and ending the job"));
+        for (auto& w : workers_)
+          if (w.proc && !w.reaped && sig != SIGTERM) w.proc->signal(sig);
+        begin_termination("ending all processes");
+      } else {
+        say("second interrupt: killing all processes now");
+        kill_at_ = Clock::now();
+      }
+    }
+  }
+}
+
+void Job::reap() {
+  for (int id = 0; id < o_.num_processes; ++id) {
+    Worker& w = workers_[id];
+    if (!w.proc || w.reaped) continue;
+    if (auto s = w.proc->poll()) on_worker_exit(id, *s);
+  }
+  if (coordinator_ && !coordinator_exited_) {
+    if (auto s = coordinator_->poll()) {
+      coordinator_exited_ = true;
+      if (!all_workers_done()) {
+        say(absl::StrCat("the coordinator exited (", s->to_string(),
+                         ") while processes were running; they should fail on their own"));
+        // Workers are expected to notice and exit; if they do not, they are ended after the grace period.
+        coordinator_lost_deadline_ = after(o_.grace_period + 2);
+      }
+    }
+  }
+}
+
+bool Job::all_workers_done() const {
+  return std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.done; });
+}
+
+int Job::run() {
+  install_signal_handlers();
+  if (o_.job_timeout > 0) job_deadline_ = after(o_.job_timeout);
+  if (!start_coordinator()) {
+    if (coordinator_) coordinator_->terminate(milliseconds(1000));
+    return 2;
+  }
+  for (int id = 0; id < o_.num_processes; ++id) {
+    if (!spawn_worker(id)) {
+      result_ = 2;
+      workers_[id].done = workers_[id].reaped = true;
+      begin_termination("a process could not be started; ending the others");
+      break;
+    }
+  }
+  for (int id = 0; id < o_.num_processes; ++id)
+    if (!workers_[id].proc) workers_[id].done = workers_[id].reaped = true;
+
+  std::optional<Clock::time_point> drain_deadline;
+  while (true) {
+    bool sig_ready = false;
+    pump_.pump(milliseconds(50), g_signal_pipe[0], &sig_ready);
+    if (sig_ready) handle_signals();
+    reap();
+    Clock::time_point now = Clock::now();
+    for (int id = 0; id < o_.num_processes; ++id) {
+      Worker& w = workers_[id];
+      if (w.restart_at && now >= *w.restart_at && !terminating_) {
+        if (!spawn_worker(id)) {
+          w.done = true;
+          if (!result_) result_ = 2;
+          begin_termination("a restart failed; ending the other processes");
+        }
+      }
+    }
+    if (job_deadline_ && now >= *job_deadline_ && !terminating_) {
+      if (!result_) result_ = 124;
+      begin_termination(absl::StrCat("job timeout of ", o_.job_timeout, " s reached; ending all processes"));
+    }
+    if (coordinator_lost_deadline_ && now >= *coordinator_lost_deadline_ && !terminating_) {
+      if (!result_) result_ = 1;
+      begin_termination("processes still running after the coordinator exited; ending them");
+    }
+    if (terminating_ && !killed_ && now >= kill_at_) {
+      killed_ = true;
+      bool any = false;
+      for (auto& w : workers_) {
+        if (w.proc && !w.reaped) {
+          w.proc->signal(SIGKILL);
+          any = true;
+        }
+      }
+      if (any) say(absl::StrCat("grace period of ", o_.grace_period, " s over; sent SIGKILL"));
+    }
+    if (all_workers_done()) {
+      // Output of exited processes may still sit in pipes (or be held open by grandchildren): drain it
+      // for a bounded time.
+      if (!drain_deadline) drain_deadline = now + milliseconds(500);
+      bool only_coordinator_left = true;
+      for (auto& w : workers_)
+        if (w.proc && (w.proc->stdout_fd() >= 0 || w.proc->stderr_fd() >= 0)) only_coordinator_left = false;
+      if (only_coordinator_left || now >= *drain_deadline) break;
+    }
+  }
+  for (auto& w : workers_) {
+    if (!w.proc) continue;
+    if (w.proc->stdout_fd() >= 0) pump_.drop(w.proc->stdout_fd());
+    if (w.proc->stderr_fd() >= 0) pump_.drop(w.proc->stderr_fd());
+  }
+  if (coordinator_ && !coordinator_exited_) {
+    ExitStatus cs = coordinator_->terminate(std::chrono::duration_cast<milliseconds>(
+        std::chrono::duration<double>(std::max(1.0, o_.grace_period))));
+    if (o_.verbose) say(absl::StrCat("coordinator ended (", cs.to_string(), ")"));
+  }
+  if (coordinator_) {
+    // Flush whatever the coordinator printed last (bounded: it has exited).
+    Clock::time_point d = Clock::now() + milliseconds(300);
+    while (coordinator_->stderr_fd() >= 0 && Clock::now() < d) pump_.pump(milliseconds(20));
+  }
+  return result_.value_or(0);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std::string& address, int id,
+                                              int restart_count) {
+  std::map<std::string, std::string> env;
+  std::string sid = absl::StrCat(id);
+  env[kEnvCoordinatorAddress] = address;
+  env[kEnvNumProcesses] = absl::StrCat(o.num_processes);
+  env[kEnvProcessId] = sid;
+  env[kEnvRestartCount] = absl::StrCat(restart_count);
+  env[kEnvExternalCoordinator] = "1";  // mcx-run always runs the service apart from process 0
+  if (o.cpu_devices > 0) env[kEnvCpuDeviceCount] = absl::StrCat(o.cpu_devices);
+  if (o.heartbeat_interval >= 0) env[kEnvHeartbeatInterval] = seconds_str(o.heartbeat_interval);
+  if (o.heartbeat_timeout >= 0) env[kEnvHeartbeatTimeout] = seconds_str(o.heartbeat_timeout);
+  if (o.init_timeout >= 0) env[kEnvInitTimeout] = seconds_str(o.init_timeout);
+  if (o.shutdown_timeout >= 0) env[kEnvShutdownTimeout] = seconds_str(o.shutdown_timeout);
+  if (o.max_restarts > 0) env[kEnvRecoverable] = "1";
+  if (!o.mtls_cert.empty()) env[kEnvMtlsCert] = for_task(o.mtls_cert, sid);
+  if (!o.mtls_key.empty()) env[kEnvMtlsKey] = for_task(o.mtls_key, sid);
+  if (!o.mtls_ca.empty()) env[kEnvMtlsCa] = o.mtls_ca;
+  if (!o.mtls_peer_uri_prefix.empty()) env[kEnvMtlsPeerUriPrefix] = o.mtls_peer_uri_prefix;
+  if (o.mtls_bind_identity) env[kEnvMtlsBindIdentity] = "1";
+  if (o.require_mtls) env[kEnvRequireMtls] = "1";
+  return env;
+}
+
+int run_job(const LaunchOptions& options) {
+  Job job(options);
+  return job.run();
+}
+
+}  // namespace mcx::tools

@@ -1,0 +1,45 @@
+// mcx-run's job supervisor: starts the coordinator (or uses an external one) and N worker processes on this
+// host, prefixes their output with "[p<i>] ", restarts failed workers in recoverable mode, ends the job on
+// a fatal failure and forwards SIGINT/SIGTERM. Every wait has a deadline (see LaunchOptions).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mcx::tools {
+
+struct LaunchOptions {
+  int num_processes = 1;
+  int cpu_devices = 0;                 // 0: leave MCX_CPU_DEVICE_COUNT unset
+  int max_restarts = 0;                // per process; > 0 runs the coordinator in recoverable mode
+  std::string coordinator;             // external coordinator address; empty: spawn mcx-coordinator
+  std::string coordinator_binary;      // empty: find "mcx-coordinator" beside mcx-run, then on PATH
+  std::string bind_host = "127.0.0.1"; // where the spawned coordinator listens
+  int coordinator_port = 0;            // 0: any free port (the coordinator prints the one it bound)
+  // Seconds; < 0 means "not given": the coordinator's/library's defaults apply.
+  double heartbeat_interval = -1, heartbeat_timeout = -1, init_timeout = -1, shutdown_timeout = -1;
+  double grace_period = 5;             // SIGTERM -> SIGKILL delay when ending processes
+  double job_timeout = 0;              // 0: none; else the whole job is ended after this many seconds
+  double coordinator_start_timeout = 20;
+  // mTLS. "{id}" in the worker paths is replaced by the process id, so each task can get its own cert.
+  std::string mtls_cert, mtls_key, mtls_ca, mtls_peer_uri_prefix;
+  std::string coordinator_mtls_cert, coordinator_mtls_key;  // default: worker paths with {id} = "coordinator"
+  bool mtls_bind_identity = false;
+  bool require_mtls = false;
+  bool prefix_output = true;
+  bool verbose = false;
+  std::vector<std::string> program;    // PROGRAM ARGS...
+};
+
+// Runs the job to completion. Returns the exit code mcx-run should exit with: 0 when every process
+// succeeded; otherwise the first failure's exit code (128+signal for a signal), 128+sig when the
+// launcher itself was interrupted by sig, or 2 for a launcher error (reported on stderr).
+int run_job(const LaunchOptions& options);
+
+// The environment a worker gets (exposed for tests and --dry-run).
+std::map<std::string, std::string> worker_env(const LaunchOptions& options, const std::string& address, int id,
+                                              int restart_count);
+
+}  // namespace mcx::tools
