@@ -1,0 +1,59 @@
+// Compiled executables, cached by the structure of the program.
+//
+// The key is program_key(): a canonical binary encoding of the program (op kinds, operand numbering,
+// attributes including constant data bit for bit, parameter and result types, symbolic scope). Two
+// programs that differ only in their name share an entry. Compilation happens outside the lock; when two
+// threads compile the same key at once, both compile and the first insert wins (the work is duplicated,
+// never the entry).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/container/flat_hash_map.h"
+#include "mcx/backend/cpu/executable.h"
+#include "mcx/ir/program.h"
+#include "mcx/runtime/array_value.h"
+
+namespace mcx {
+
+// Canonical structural encoding of a program (not printable; use ir::print_program for text). Equal
+// keys imply programs that compute the same function on the same types.
+std::string program_key(const ir::Program& program);
+
+class ExecutableCache {
+ public:
+  using ExecutablePtr = std::shared_ptr<const cpu::CpuExecutable>;
+
+  // The process-wide cache used by eager dispatch, jit and grad. Thread-safe.
+  static ExecutableCache& global();
+
+  // Returns the cached executable for program, compiling it on a miss. Errors are those of
+  // cpu::CpuExecutable::compile (symbolic dims, verifier failures); failures are not cached.
+  absl::StatusOr<ExecutablePtr> get_or_compile(const ir::Program& program);
+  // Same with a caller-computed key (callers that already hold a cheaper unique key).
+  absl::StatusOr<ExecutablePtr> get_or_compile(const std::string& key, const ir::Program& program);
+
+  int64_t size() const;
+  int64_t hits() const;
+  int64_t misses() const;
+  void clear();
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, ExecutablePtr> entries_ ABSL_GUARDED_BY(mu_);
+  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Runs exe on the arguments' buffers and wraps each result as a single-shard ArrayValue on the default
+// device. Blocks until the results are computed. Errors are those of CpuExecutable::execute.
+absl::StatusOr<std::vector<ArrayValue>> execute(const cpu::CpuExecutable& exe,
+                                                std::span<const ArrayValue> args);
+
+}  // namespace mcx

@@ -1,0 +1,206 @@
+// The ops library: numpy/jax.numpy-like functions on Array.
+//
+// Every function works the same eagerly and under jit/grad (it goes through bind(), dispatch.h).
+// Binary and ternary ops broadcast with numpy rules (trailing dimensions aligned; a dimension of 1
+// stretches; symbolic dimensions must be equal) and promote dtypes with promote_types (dtype.h), where a
+// weakly typed scalar (a C++ number, see array.h) takes the other operand's dtype. Errors are
+// mcx::InvalidArgument starting with the op's name and naming the shapes, e.g.
+//   [add] shapes [3,4] and [5] cannot be broadcast: dimension 1 is 4 vs 5
+// Axes may be negative (counted from the end); an out-of-range axis names the op, axis and rank.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <vector>
+
+#include "mcx/core/dtype.h"
+#include "mcx/core/shape.h"
+#include "mcx/trace/array.h"
+
+namespace mcx {
+
+// A set of axes for reductions: sum(x) (all axes), sum(x, 1), sum(x, {0, 2}).
+class Axes {
+ public:
+  Axes() = default;  // all axes
+  Axes(int axis) : axes_(std::vector<int>{axis}) {}  // NOLINT
+  Axes(std::initializer_list<int> axes) : axes_(std::vector<int>(axes)) {}
+  Axes(std::vector<int> axes) : axes_(std::move(axes)) {}  // NOLINT
+  bool all() const { return !axes_.has_value(); }
+  const std::vector<int>& list() const { return *axes_; }
+  // Normalised, sorted, unique axes for a rank; InvalidArgument "[api] axis 3 is out of range for rank 2".
+  std::vector<int64_t> resolve(int rank, const char* api) const;
+
+ private:
+  std::optional<std::vector<int>> axes_;
+};
+
+// ---- creation ---------------------------------------------------------------------------------------
+Array zeros(const Shape& shape, DType dtype = DType::kFloat32);
+Array ones(const Shape& shape, DType dtype = DType::kFloat32);
+Array full(const Shape& shape, const Array& value);                 // value's dtype (weak -> f32/i32)
+Array full(const Shape& shape, const Array& value, DType dtype);
+Array zeros_like(const Array& x);
+Array ones_like(const Array& x);
+Array full_like(const Array& x, const Array& value);
+// Values 0, 1, ... along `dimension` of shape.
+Array iota(const Shape& shape, int dimension = 0, DType dtype = DType::kInt32);
+// [0, stop) and [start, stop) with step, as numpy.arange (dtype i32 unless given).
+Array arange(int64_t stop, DType dtype = DType::kInt32);
+Array arange(double start, double stop, double step = 1.0, DType dtype = DType::kInt32);
+// Identity matrix n x n.
+Array eye(int64_t n, DType dtype = DType::kFloat32);
+
+// ---- elementwise unary ------------------------------------------------------------------------------
+Array negative(const Array& x);
+Array abs(const Array& x);
+Array sign(const Array& x);
+Array exp(const Array& x);
+Array log(const Array& x);
+Array log1p(const Array& x);
+Array expm1(const Array& x);
+Array tanh(const Array& x);
+Array sigmoid(const Array& x);  // the logistic function (op "logistic")
+Array sqrt(const Array& x);
+Array rsqrt(const Array& x);
+Array floor(const Array& x);
+Array ceil(const Array& x);
+Array round(const Array& x);  // half away from zero
+Array sin(const Array& x);
+Array cos(const Array& x);
+Array logical_not(const Array& x);  // bool: logical; integers: bitwise
+Array isfinite(const Array& x);
+Array square(const Array& x);
+Array reciprocal(const Array& x);
+// Blocks gradients: the value passes through, its cotangent is zero.
+Array stop_gradient(const Array& x);
+// Transcendental ops on integer/bool inputs compute in f32 (as jax.numpy does).
+Array astype(const Array& x, DType dtype);
+
+// ---- elementwise binary (broadcasting, promoting) ---------------------------------------------------
+Array add(const Array& x, const Array& y);
+Array subtract(const Array& x, const Array& y);
+Array multiply(const Array& x, const Array& y);
+// True division: integer operands are converted to f32 first (like jax.numpy.divide).
+Array divide(const Array& x, const Array& y);
+Array remainder(const Array& x, const Array& y);  // sign of x (C fmod semantics, op "rem")
+Array power(const Array& x, const Array& y);
+Array maximum(const Array& x, const Array& y);
+Array minimum(const Array& x, const Array& y);
+Array logical_and(const Array& x, const Array& y);
+Array logical_or(const Array& x, const Array& y);
+Array logical_xor(const Array& x, const Array& y);
+Array equal(const Array& x, const Array& y);  // comparisons return bool arrays
+Array not_equal(const Array& x, const Array& y);
+Array less(const Array& x, const Array& y);
+Array less_equal(const Array& x, const Array& y);
+Array greater(const Array& x, const Array& y);
+Array greater_equal(const Array& x, const Array& y);
+
+// ---- ternary ----------------------------------------------------------------------------------------
+// Elementwise cond ? x : y (cond converted to bool when it is not); all three broadcast together.
+Array where(const Array& cond, const Array& x, const Array& y);
+// lax.clamp(lo, x, hi) and numpy.clip(x, lo, hi).
+Array clamp(const Array& lo, const Array& x, const Array& hi);
+Array clip(const Array& x, const Array& lo, const Array& hi);
+
+// ---- shape manipulation -----------------------------------------------------------------------------
+Array broadcast_to(const Array& x, const Shape& shape);
+// Broadcasts all arrays to their common shape (dtypes unchanged).
+std::vector<Array> broadcast_arrays(const std::vector<Array>& xs);
+// One dimension may be -1 (inferred; concrete shapes only).
+Array reshape(const Array& x, const Shape& shape);
+Array flatten(const Array& x);  // to 1-d
+// Default permutation reverses the axes.
+Array transpose(const Array& x, std::vector<int64_t> permutation = {});
+Array swapaxes(const Array& x, int axis1, int axis2);
+Array expand_dims(const Array& x, int axis);
+Array squeeze(const Array& x, Axes axes = {});  // all size-1 dims by default
+// Static slice; strides default to 1.
+Array slice(const Array& x, const Shape& start, const Shape& limit, std::vector<int64_t> strides = {});
+// Slice of sizes at run-time starts (integer scalars; clamped into range as XLA does).
+Array dynamic_slice(const Array& x, const std::vector<Array>& starts, const Shape& sizes);
+Array dynamic_update_slice(const Array& x, const Array& update, const std::vector<Array>& starts);
+Array concatenate(const std::vector<Array>& xs, int axis = 0);  // promotes dtypes
+Array stack(const std::vector<Array>& xs, int axis = 0);
+// Pads with value; low/high may be negative (cropping); interior inserts between elements.
+Array pad(const Array& x, const Shape& low, const Shape& high, const Array& value = 0,
+          std::vector<int64_t> interior = {});
+Array reverse(const Array& x, Axes axes);
+
+// ---- reductions -------------------------------------------------------------------------------------
+Array sum(const Array& x, Axes axes = {}, bool keepdims = false);
+Array max(const Array& x, Axes axes = {}, bool keepdims = false);
+Array min(const Array& x, Axes axes = {}, bool keepdims = false);
+Array prod(const Array& x, Axes axes = {}, bool keepdims = false);
+Array mean(const Array& x, Axes axes = {}, bool keepdims = false);  // integer inputs give f32
+Array var(const Array& x, Axes axes = {}, bool keepdims = false, int ddof = 0);
+// Index (i32) of the first extreme value along axis; NaN counts as the extreme.
+Array argmax(const Array& x, int axis, bool keepdims = false);
+Array argmin(const Array& x, int axis, bool keepdims = false);
+Array cumsum(const Array& x, int axis, bool reverse = false);
+// log(sum(exp(x))) computed stably: the max is subtracted (under stop_gradient) and added back.
+Array logsumexp(const Array& x, Axes axes = {}, bool keepdims = false);
+
+// ---- neural-network helpers -------------------------------------------------------------------------
+Array softmax(const Array& x, Axes axes = -1);
+Array log_softmax(const Array& x, Axes axes = -1);
+Array relu(const Array& x);
+// approximate=true: the tanh approximation; false: the exact erf form (computed via erf approximation).
+Array gelu(const Array& x, bool approximate = true);
+// One-hot encoding of integer indices: result shape indices.shape + [num_classes].
+Array one_hot(const Array& indices, int64_t num_classes, DType dtype = DType::kFloat32);
+
+// ---- linear algebra ---------------------------------------------------------------------------------
+struct DotDims {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+};
+// lax.dot_general; operands are promoted to a common dtype. Result dims: batch, lhs free, rhs free.
+Array dot_general(const Array& lhs, const Array& rhs, const DotDims& dims);
+// numpy.matmul: 1-d operands are promoted to matrices and the added dim removed; leading dims broadcast
+// as batch dims. "[matmul] contracting dimensions differ: lhs f32[4,3] dim 1 is 3, rhs f32[5,2] dim 0 is 5".
+Array matmul(const Array& a, const Array& b);
+
+// ---- indexing ---------------------------------------------------------------------------------------
+// Rows of x along axis at integer indices: result shape x.shape[:axis] + indices.shape + x.shape[axis+1:].
+// Out-of-range indices are clamped (as XLA gather).
+Array take(const Array& x, const Array& indices, int axis = 0);
+// take_along_axis-style pick for classification losses: x[..., i] for integer labels of shape x.shape[:-1].
+Array take_along_last(const Array& x, const Array& labels);
+
+// ---- operators --------------------------------------------------------------------------------------
+Array operator+(const Array& x, const Array& y);
+Array operator-(const Array& x, const Array& y);
+Array operator*(const Array& x, const Array& y);
+Array operator/(const Array& x, const Array& y);
+Array operator-(const Array& x);
+Array operator==(const Array& x, const Array& y);
+Array operator!=(const Array& x, const Array& y);
+Array operator<(const Array& x, const Array& y);
+Array operator<=(const Array& x, const Array& y);
+Array operator>(const Array& x, const Array& y);
+Array operator>=(const Array& x, const Array& y);
+// Scalar operands on either side (weakly typed): x * 2.0, 1.0 - x, x > 0.
+#define MCX_SCALAR_OPERATOR_(op)                                                            \
+  template <ArrayScalar T> Array operator op(const Array& x, T y) { return x op Array(y); } \
+  template <ArrayScalar T> Array operator op(T x, const Array& y) { return Array(x) op y; }
+MCX_SCALAR_OPERATOR_(+)
+MCX_SCALAR_OPERATOR_(-)
+MCX_SCALAR_OPERATOR_(*)
+MCX_SCALAR_OPERATOR_(/)
+MCX_SCALAR_OPERATOR_(==)
+MCX_SCALAR_OPERATOR_(!=)
+MCX_SCALAR_OPERATOR_(<)
+MCX_SCALAR_OPERATOR_(<=)
+MCX_SCALAR_OPERATOR_(>)
+MCX_SCALAR_OPERATOR_(>=)
+#undef MCX_SCALAR_OPERATOR_
+
+// ---- helpers used by the library and by other layers --------------------------------------------------
+// The dtype x and y promote to, honouring weak types.
+DType result_type(const Array& x, const Array& y);
+// The broadcast shape of two shapes; InvalidArgument "[api] shapes ... cannot be broadcast ..." otherwise.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* api = "broadcast_shapes");
+
+}  // namespace mcx
