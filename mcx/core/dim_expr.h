@@ -73,6 +73,13 @@ class DimExpr {
   friend struct DimExprOps;
 };
 
+// Namespace-scope declaration so that &structurally_less can be named; DimExprLess is the comparator
+// for std::map / std::set keys.
+bool structurally_less(const DimExpr& a, const DimExpr& b);
+struct DimExprLess {
+  bool operator()(const DimExpr& a, const DimExpr& b) const { return structurally_less(a, b); }
+};
+
 // floor division and modulo with Python semantics (divisor must be non-zero; for symbolic divisors the
 // sign must be decidable when evaluating). Constant operands fold; x // 1 == x; (k*x) // k == x.
 DimExpr floordiv(const DimExpr& a, const DimExpr& b);
