@@ -51,6 +51,29 @@ Interval mul(Interval a, Interval b) {
   return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
 }
 
+int64_t negate(int64_t v) {
+  if (v == kNegInf) return kPosInf;
+  if (v == kPosInf) return kNegInf;
+  return -v;
+}
+
+// m / d when d divides m (every atom of d occurs in m with at least its power).
+std::optional<Monomial> divide(const Monomial& m, const Monomial& d) {
+  Monomial rest;
+  size_t j = 0;
+  for (const auto& f : m) {
+    if (j < d.size() && compare_atom(f.first, d[j].first) == 0) {
+      if (f.second < d[j].second) return std::nullopt;
+      if (f.second > d[j].second) rest.emplace_back(f.first, f.second - d[j].second);
+      ++j;
+    } else {
+      rest.push_back(f);
+    }
+  }
+  if (j != d.size()) return std::nullopt;
+  return rest;
+}
+
 Interval intersect(Interval a, Interval b) { return {std::max(a.lo, b.lo), std::min(a.hi, b.hi)}; }
 
 std::string bound_str(int64_t v) {
@@ -90,18 +113,49 @@ struct SymbolicScope::State {
     return iv;
   }
 
-  // Plain interval arithmetic over the polynomial.
-  Interval interval(const DimExpr& e) const {
-    Interval sum{0, 0};
-    for (const Term& t : DimExprOps::terms(e)) {
-      Interval prod{t.coeff, t.coeff};
-      for (const auto& [atom, pow] : t.mono) {
-        const Interval a = atom_interval(atom);
-        for (int i = 0; i < pow; ++i) prod = mul(prod, a);
-      }
-      sum = {add_sat(sum.lo, prod.lo), add_sat(sum.hi, prod.hi)};
+  Interval monomial_interval(const Monomial& m) const {
+    Interval prod{1, 1};
+    for (const auto& [atom, pow] : m) {
+      const Interval a = atom_interval(atom);
+      for (int i = 0; i < pow; ++i) prod = mul(prod, a);
     }
-    return sum;
+    return prod;
+  }
+
+  // Lower bound of a sum of terms. Plain interval arithmetic loses the correlation in b*c - c, so a
+  // negative term -k*m is first paired with a positive term k*m*q (q >= 1, m >= 0): their sum
+  // k*m*(q - 1) is at least k*lo(m)*(lo(q) - 1) >= 0.
+  int64_t lower(std::vector<Term> terms) const {
+    int64_t lo = 0;
+    for (Term& n : terms) {
+      if (n.coeff >= 0 || n.mono.empty()) continue;
+      const Interval mn = monomial_interval(n.mono);
+      if (mn.lo < 0) continue;
+      for (Term& p : terms) {
+        if (p.coeff <= 0 || n.coeff >= 0) continue;
+        std::optional<Monomial> q = divide(p.mono, n.mono);
+        if (!q || q->empty()) continue;
+        const Interval qi = monomial_interval(*q);
+        if (qi.lo < 1) continue;
+        const int64_t k = std::min(p.coeff, -n.coeff);
+        p.coeff -= k;
+        n.coeff += k;
+        lo = add_sat(lo, mul_sat(k, mul_sat(mn.lo, qi.lo - 1)));
+      }
+    }
+    for (const Term& t : terms) {
+      if (t.coeff == 0) continue;
+      const Interval m = mul({t.coeff, t.coeff}, monomial_interval(t.mono));
+      lo = add_sat(lo, m.lo);
+    }
+    return lo;
+  }
+
+  // Interval arithmetic over the polynomial (with the pairing above), without the constraint trick.
+  Interval interval(const DimExpr& e) const {
+    std::vector<Term> neg = DimExprOps::terms(e);
+    for (Term& t : neg) t.coeff = -t.coeff;
+    return {lower(DimExprOps::terms(e)), negate(lower(std::move(neg)))};
   }
 
   // Interval arithmetic improved by the constraints: with p >= 0 and f > 0, e >= lo(e - f*p) and
