@@ -232,6 +232,8 @@ absl::StatusOr<AbstractValue> rule_broadcast_in_dim(const Rule& r) {
       return r.err("broadcast_dimensions entry ", i, " is ", bd[i], ", out of range for result ", target);
     if (i > 0 && bd[i] <= bd[i - 1])
       return r.err("broadcast_dimensions ", ints_str(bd), " must be strictly increasing");
+  }
+  for (size_t i = 0; i < bd.size(); ++i) {
     const DimExpr& od = x.shape[i];
     const DimExpr& rd = shape[bd[i]];
     if (!r.eq(od, rd) && od != DimExpr(1))
