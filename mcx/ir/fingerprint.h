@@ -1,0 +1,29 @@
+// Structural fingerprint of a Program: SHA-256 over a canonical binary encoding.
+//
+// Encoded: a format tag and kOpsetVersion; the scope constraints (each as normalised "lhs op rhs",
+// sorted, so constraint order and spelling do not matter); parameter types; every instruction's op
+// kind, operand value numbers (values are numbered by definition order, so value names in the text form
+// and pointers never enter), attributes (name, kind, value; constants as dtype, dims and raw bytes) and
+// result type; the result value numbers. Dimensions are encoded in their normal form.
+//
+// NOT encoded: the program name. Like JAX's compilation cache key, which ignores debug names, two
+// programs that differ only in name compute the same thing and share one fingerprint; callers that need
+// the name in a key (e.g. export) add it themselves.
+//
+// Changing this encoding changes every fingerprint (persistent caches miss); the golden test in
+// tests/ir/fingerprint_test.cc pins it. Thread-safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "mcx/ir/program.h"
+
+namespace mcx::ir {
+
+std::array<uint8_t, 32> fingerprint(const Program& program);
+// Lower-case hex of fingerprint(program), 64 characters.
+std::string fingerprint_hex(const Program& program);
+
+}  // namespace mcx::ir
