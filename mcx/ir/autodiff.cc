@@ -1,0 +1,191 @@
+// Reverse-mode autodiff as a program transformation (see autodiff.h). The primal program is replayed into
+// a new builder, then the instructions are walked backwards emitting each op's VJP rule (vjp_rules.h).
+//
+// Activity analysis keeps the backward pass minimal: a value is active when it is floating, depends on a
+// wrt parameter through differentiable ops, and reaches a result. Only active values get cotangents and
+// rules only emit contributions for active operands.
+#include "mcx/ir/autodiff.h"
+
+#include <optional>
+#include <string>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/str_util.h"
+#include "mcx/ir/vjp_rules.h"
+
+namespace mcx::ir {
+namespace {
+
+using internal::cat;
+
+absl::Status check_wrt(const Program& f, const std::vector<int>& wrt, std::string_view api) {
+  for (int p : wrt) {
+    if (p < 0 || p >= f.num_params()) {
+      return absl::InvalidArgumentError(cat("[", api, "] wrt index ", p, " is out of range: program '", f.name,
+                                            "' has ", f.num_params(), " parameters"));
+    }
+    if (!is_floating(f.params[p].dtype)) {
+      return absl::InvalidArgumentError(cat("[", api, "] parameter ", p, " of program '", f.name, "' is ",
+                                            f.params[p].to_string(),
+                                            "; gradients need a floating parameter (f16, bf16, f32 or f64)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Replays f's instructions into b with parameters bound to args; returns the id in b of every value of f.
+// Throws mcx::Error when an instruction is rejected.
+std::vector<ValueId> replay(ProgramBuilder& b, const Program& f, std::span<const ValueId> args) {
+  std::vector<ValueId> map(f.num_values(), -1);
+  for (int p = 0; p < f.num_params(); ++p) map[p] = args[p];
+  for (size_t i = 0; i < f.instrs.size(); ++i) {
+    const Instr& in = f.instrs[i];
+    std::vector<ValueId> ops;
+    ops.reserve(in.operands.size());
+    for (ValueId v : in.operands) ops.push_back(map[v]);
+    map[f.num_params() + i] = b.emit_or_throw(in.kind, std::move(ops), in.attrs);
+  }
+  return map;
+}
+
+struct VjpValues {
+  std::vector<ValueId> primal_results;
+  std::vector<ValueId> grads;
+};
+
+// Emits the primal and the backward pass of f into b. cts[j] (an id in b, or -1 for "zero") is the
+// cotangent of result j. Throws mcx::Error.
+VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId> args,
+                   std::span<const ValueId> cts, const std::vector<int>& wrt) {
+  const int np = f.num_params();
+  const int nv = f.num_values();
+  std::vector<ValueId> map = replay(b, f, args);
+
+  // Forward: depends on a wrt parameter through differentiable ops, and is floating.
+  std::vector<bool> fwd(nv, false);
+  for (int p : wrt) fwd[p] = true;
+  for (int i = 0; i < static_cast<int>(f.instrs.size()); ++i) {
+    const Instr& in = f.instrs[i];
+    if (!op_info(in.kind).differentiable || !is_floating(in.type.dtype)) continue;
+    for (ValueId v : in.operands) fwd[np + i] = fwd[np + i] || fwd[v];
+  }
+  // Backward: reaches a floating result through active instructions.
+  std::vector<bool> active(nv, false);
+  for (ValueId r : f.results) active[r] = fwd[r];
+  for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
+    if (!active[np + i]) continue;
+    for (ValueId v : f.instrs[i].operands) active[v] = active[v] || fwd[v];
+  }
+
+  std::vector<std::optional<ValueId>> ct(nv);
+  auto accumulate = [&](ValueId v, ValueId contribution) {
+    const AbstractValue& want = f.type(v);
+    const AbstractValue& got = b.type(contribution);
+    if (got.dtype != want.dtype) {
+      throw Internal(cat("[vjp_program] cotangent of %", v, " has type ", got.to_string(), ", expected ",
+                         want.to_string()));
+    }
+    if (got.shape != b.type(map[v]).shape) contribution = b.reshape(contribution, b.type(map[v]).shape);
+    ct[v] = ct[v] ? b.binary(OpKind::kAdd, *ct[v], contribution) : contribution;
+  };
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    if (active[f.results[j]] && cts[j] >= 0) accumulate(f.results[j], cts[j]);
+  }
+  for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
+    const ValueId v = np + i;
+    if (!active[v] || !ct[v]) continue;
+    const Instr& in = f.instrs[i];
+    std::vector<ValueId> ops;
+    std::vector<bool> needed;
+    for (ValueId o : in.operands) {
+      ops.push_back(map[o]);
+      needed.push_back(active[o]);
+    }
+    std::vector<ValueId> contributions = internal::emit_vjp_rule(b, in, ops, map[v], *ct[v], needed);
+    for (size_t k = 0; k < in.operands.size() && k < contributions.size(); ++k) {
+      if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
+    }
+  }
+
+  VjpValues out;
+  for (ValueId r : f.results) out.primal_results.push_back(map[r]);
+  for (int p : wrt) out.grads.push_back(ct[p] ? *ct[p] : b.full_like(args[p], 0.0));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wrt) {
+  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "vjp_program"));
+  try {
+    ProgramBuilder b(f.name + "_vjp", f.scope);
+    std::vector<ValueId> args, cts;
+    for (const AbstractValue& t : f.params) args.push_back(b.add_parameter(t));
+    for (ValueId r : f.results) cts.push_back(b.add_parameter(f.type(r)));
+    VjpValues v = emit_vjp(b, f, args, cts, wrt);
+    std::vector<ValueId> results = v.primal_results;
+    results.insert(results.end(), v.grads.begin(), v.grads.end());
+    return std::move(b).build(std::move(results));
+  } catch (const std::exception& e) {
+    return status_from_exception(e);
+  }
+}
+
+absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vector<int>& wrt) {
+  if (f.results.size() != 1) {
+    return absl::InvalidArgumentError(cat("[value_and_grad_program] program '", f.name,
+                                          "' must have exactly one result, found ", f.results.size()));
+  }
+  const AbstractValue& rt = f.type(f.results[0]);
+  if (rt.rank() != 0 || !is_floating(rt.dtype)) {
+    return absl::InvalidArgumentError(cat("[value_and_grad_program] the result of program '", f.name,
+                                          "' must be a floating scalar, found ", rt.to_string()));
+  }
+  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "value_and_grad_program"));
+  try {
+    ProgramBuilder b(f.name + "_value_and_grad", f.scope);
+    std::vector<ValueId> args;
+    for (const AbstractValue& t : f.params) args.push_back(b.add_parameter(t));
+    std::vector<ValueId> cts = {b.scalar_constant(rt.dtype, 1.0)};
+    VjpValues v = emit_vjp(b, f, args, cts, wrt);
+    std::vector<ValueId> results = v.primal_results;
+    results.insert(results.end(), v.grads.begin(), v.grads.end());
+    return std::move(b).build(std::move(results));
+  } catch (const std::exception& e) {
+    return status_from_exception(e);
+  }
+}
+
+absl::StatusOr<std::vector<ValueId>> inline_program(ProgramBuilder& b, const Program& callee,
+                                                    std::span<const ValueId> args) {
+  if (static_cast<int>(args.size()) != callee.num_params()) {
+    return absl::InvalidArgumentError(cat("[inline_program] program '", callee.name, "' takes ",
+                                          callee.num_params(), " arguments, got ", args.size()));
+  }
+  for (int p = 0; p < callee.num_params(); ++p) {
+    if (args[p] < 0 || args[p] >= b.num_values()) {
+      return absl::InvalidArgumentError(cat("[inline_program] argument ", p, " is %", args[p],
+                                            ", not a value of the builder (", b.num_values(), " values)"));
+    }
+    const AbstractValue& got = b.type(args[p]);
+    const AbstractValue& want = callee.params[p];
+    bool same = got.dtype == want.dtype && got.rank() == want.rank();
+    for (int d = 0; same && d < got.rank(); ++d) {
+      same = b.scope().known_equal(got.shape[d], want.shape[d]);
+    }
+    if (!same) {
+      return absl::InvalidArgumentError(cat("[inline_program] argument ", p, " of program '", callee.name,
+                                            "' has type ", got.to_string(), ", expected ", want.to_string()));
+    }
+  }
+  try {
+    std::vector<ValueId> map = replay(b, callee, args);
+    std::vector<ValueId> results;
+    for (ValueId r : callee.results) results.push_back(map[r]);
+    return results;
+  } catch (const std::exception& e) {
+    return status_from_exception(e);
+  }
+}
+
+}  // namespace mcx::ir
