@@ -1,14 +1,13 @@
 #include "mcx/ir/fingerprint.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
-#include <memory>
-#include <stdexcept>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
+
+#include "mcx/core/hash.h"
 
 namespace mcx::ir {
 namespace {
@@ -19,18 +18,10 @@ constexpr std::string_view kFormatTag = "mcx.ir.fingerprint.v1";
 // Feeds a canonical byte stream into SHA-256: fixed-width little-endian integers, length-prefixed strings.
 class Encoder {
  public:
-  Encoder() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
-      throw std::runtime_error("[fingerprint] cannot initialise SHA-256");
-  }
   void bytes(const void* p, size_t n) {
-    if (n > 0) EVP_DigestUpdate(ctx_.get(), p, n);
+    if (n > 0) h_.update(std::span<const uint8_t>(static_cast<const uint8_t*>(p), n));
   }
-  void u64(uint64_t v) {
-    uint8_t b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
-    bytes(b, 8);
-  }
+  void u64(uint64_t v) { h_.update_u64(v); }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void str(std::string_view s) {
     u64(s.size());
@@ -67,15 +58,10 @@ class Encoder {
         },
         a);
   }
-  std::array<uint8_t, 32> finish() {
-    std::array<uint8_t, 32> out{};
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_.get(), out.data(), &n);
-    return out;
-  }
+  Sha256Digest finish() { return h_.digest(); }
 
  private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+  Sha256 h_;
 };
 
 }  // namespace
@@ -109,14 +95,6 @@ std::array<uint8_t, 32> fingerprint(const Program& p) {
   return e.finish();
 }
 
-std::string fingerprint_hex(const Program& p) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : fingerprint(p)) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
+std::string fingerprint_hex(const Program& p) { return to_hex(fingerprint(p)); }
 
 }  // namespace mcx::ir

@@ -1,0 +1,233 @@
+#include "mcx/ir/passes.h"
+
+#include <set>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/builder.h"
+#include "mcx/ir/str_util.h"
+
+namespace mcx::ir {
+using internal::cat;
+namespace {
+
+size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+size_t hash_attr(const Attr& a) {
+  size_t h = a.index();
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          h = mix(h, std::hash<int64_t>()(v));
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          for (int64_t x : v) h = mix(h, std::hash<int64_t>()(x));
+        } else if constexpr (std::is_same_v<T, Shape>) {
+          for (const DimExpr& d : v) h = mix(h, d.hash());
+        } else if constexpr (std::is_same_v<T, DType>) {
+          h = mix(h, static_cast<size_t>(v));
+        } else {
+          h = mix(h, static_cast<size_t>(v.dtype()));
+          for (int64_t d : v.dims()) h = mix(h, std::hash<int64_t>()(d));
+          h = mix(h, std::hash<std::string_view>()(
+                         std::string_view(static_cast<const char*>(v.data()), v.nbytes())));
+        }
+      },
+      a);
+  return h;
+}
+
+size_t hash_instr(const Instr& ins) {
+  size_t h = static_cast<size_t>(ins.kind);
+  for (ValueId v : ins.operands) h = mix(h, static_cast<size_t>(v));
+  for (const auto& [name, value] : ins.attrs.entries()) {
+    h = mix(h, std::hash<std::string>()(name));
+    h = mix(h, hash_attr(value));
+  }
+  h = mix(h, static_cast<size_t>(ins.type.dtype));
+  for (const DimExpr& d : ins.type.shape) h = mix(h, d.hash());
+  return h;
+}
+
+bool same_instr(const Instr& a, const Instr& b) {
+  return a.kind == b.kind && a.operands == b.operands && a.type == b.type && a.attrs == b.attrs;
+}
+
+}  // namespace
+
+Program eliminate_dead_code(const Program& p) {
+  const int np = p.num_params();
+  std::vector<bool> live(p.num_values(), false);
+  for (ValueId v : p.results) live[v] = true;
+  for (int i = static_cast<int>(p.instrs.size()) - 1; i >= 0; --i) {
+    if (!live[np + i]) continue;
+    for (ValueId v : p.instrs[i].operands) live[v] = true;
+  }
+  Program out;
+  out.name = p.name;
+  out.scope = p.scope;
+  out.params = p.params;
+  std::vector<ValueId> remap(p.num_values(), -1);
+  for (int i = 0; i < np; ++i) remap[i] = i;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    if (!live[np + i]) continue;
+    Instr ins = p.instrs[i];
+    for (ValueId& v : ins.operands) v = remap[v];
+    remap[np + i] = out.num_values();
+    out.instrs.push_back(std::move(ins));
+  }
+  for (ValueId v : p.results) out.results.push_back(remap[v]);
+  return out;
+}
+
+Program eliminate_common_subexpressions(const Program& p) {
+  const int np = p.num_params();
+  Program out = p;
+  std::vector<ValueId> canon(p.num_values());
+  for (int i = 0; i < p.num_values(); ++i) canon[i] = i;
+  std::unordered_multimap<size_t, ValueId> seen;
+  for (size_t i = 0; i < out.instrs.size(); ++i) {
+    Instr& ins = out.instrs[i];
+    for (ValueId& v : ins.operands) v = canon[v];
+    const ValueId self = np + static_cast<ValueId>(i);
+    size_t h = hash_instr(ins);
+    auto [b, e] = seen.equal_range(h);
+    for (auto it = b; it != e; ++it) {
+      if (same_instr(out.instrs[it->second - np], ins)) {
+        canon[self] = it->second;
+        break;
+      }
+    }
+    if (canon[self] == self) seen.emplace(h, self);
+  }
+  for (ValueId& v : out.results) v = canon[v];
+  return eliminate_dead_code(out);
+}
+
+absl::StatusOr<Program> fold_constants(const Program& p, const ConstantEvaluator& evaluate,
+                                       const FoldOptions& options) {
+  const int np = p.num_params();
+  Program out = p;
+  for (size_t i = 0; i < out.instrs.size(); ++i) {
+    const Instr& ins = p.instrs[i];
+    if (ins.operands.empty()) continue;
+    bool all_const = true;
+    for (ValueId v : ins.operands)
+      all_const = all_const && !out.is_param(v) && out.defining_instr(v).kind == OpKind::kConstant;
+    if (!all_const) continue;
+    auto n = num_elements(ins.type.shape).constant_value();
+    if (!n || *n > options.max_elements) continue;
+    std::vector<Buffer> args;
+    for (ValueId v : ins.operands) {
+      MCX_ASSIGN_OR_RETURN(Buffer b, out.defining_instr(v).attrs.get_buffer("value"));
+      args.push_back(std::move(b));
+    }
+    auto where = [&] { return cat("[fold_constants] instruction %", np + static_cast<int>(i), " (", op_name(ins.kind), "): "); };
+    auto r = evaluate(ins, args);
+    if (!r.ok()) return absl::Status(r.status().code(), cat(where(), std::string(r.status().message())));
+    if (r->abstract_value() != ins.type)
+      return absl::InternalError(cat(where(), "the evaluator returned ", r->abstract_value().to_string(),
+                                     ", expected ", ins.type.to_string()));
+    out.instrs[i] = Instr{OpKind::kConstant, {}, Attrs{{"value", *std::move(r)}}, ins.type};
+  }
+  return eliminate_dead_code(out);
+}
+
+namespace {
+
+void collect_vars(const Shape& s, std::set<std::string>& out) {
+  for (const std::string& v : shape_variables(s)) out.insert(v);
+}
+
+bool compare(int64_t a, const std::string& op, int64_t b) {
+  if (op == ">=") return a >= b;
+  if (op == "<=") return a <= b;
+  if (op == ">") return a > b;
+  if (op == "<") return a < b;
+  return a == b;
+}
+
+}  // namespace
+
+absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string, int64_t>& dim_values) {
+  std::set<std::string> vars;
+  for (const AbstractValue& t : p.params) collect_vars(t.shape, vars);
+  for (const Instr& ins : p.instrs) {
+    collect_vars(ins.type.shape, vars);
+    for (const auto& [name, value] : ins.attrs.entries())
+      if (const Shape* s = std::get_if<Shape>(&value)) collect_vars(*s, vars);
+  }
+  for (const auto& c : p.scope.parsed()) {
+    for (const std::string& v : c.lhs.variables()) vars.insert(v);
+    for (const std::string& v : c.rhs.variables()) vars.insert(v);
+  }
+  std::map<std::string, DimExpr> env;
+  for (const auto& [name, value] : dim_values) {
+    if (!vars.count(name))
+      return absl::InvalidArgumentError(cat("[specialize] unknown dimension variable '", name, "'; the program has ",
+                                            vars.empty() ? std::string("none") : internal::join(vars, ", ")));
+    if (value < 1)
+      return absl::InvalidArgumentError(
+          cat("[specialize] dimension variable ", name, " = ", value, ", expected >= 1"));
+    env.emplace(name, DimExpr(value));
+  }
+  auto bound = [&](const DimExpr& e) {
+    for (const std::string& v : e.variables())
+      if (!dim_values.count(v)) return false;
+    return true;
+  };
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < p.scope.parsed().size(); ++i) {
+    const auto& c = p.scope.parsed()[i];
+    if (bound(c.lhs) && bound(c.rhs)) {
+      MCX_ASSIGN_OR_RETURN(int64_t l, c.lhs.evaluate(dim_values));
+      MCX_ASSIGN_OR_RETURN(int64_t r, c.rhs.evaluate(dim_values));
+      if (!compare(l, c.op, r)) {
+        std::string vals;
+        for (const auto& [name, value] : dim_values) vals += cat(vals.empty() ? "" : ", ", name, " = ", value);
+        return absl::InvalidArgumentError(cat("[specialize] constraint '", p.scope.constraints()[i],
+                                              "' is violated for ", vals, " (", l, " ", c.op, " ", r, " is false)"));
+      }
+    } else {
+      kept.push_back(cat(c.lhs.substitute(env).to_string(), " ", c.op, " ", c.rhs.substitute(env).to_string()));
+    }
+  }
+  auto scope = SymbolicScope::create(kept);
+  if (!scope.ok()) return absl::InvalidArgumentError(cat("[specialize] ", std::string(scope.status().message())));
+  auto subst = [&](const Shape& s) {
+    Shape out;
+    for (const DimExpr& d : s) out.push_back(d.substitute(env));
+    return out;
+  };
+  ProgramBuilder b(p.name, *std::move(scope));
+  for (int i = 0; i < p.num_params(); ++i) {
+    AbstractValue t{p.params[i].dtype, subst(p.params[i].shape)};
+    for (const DimExpr& d : t.shape)
+      if (auto c = d.constant_value(); c && *c < 0)
+        return absl::InvalidArgumentError(cat("[specialize] parameter %", i, " of type ", p.params[i].to_string(),
+                                              " becomes ", t.to_string(), " with a negative dimension"));
+    b.add_parameter(std::move(t));
+  }
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr& ins = p.instrs[i];
+    Attrs attrs;
+    for (const auto& [name, value] : ins.attrs.entries()) {
+      if (const Shape* s = std::get_if<Shape>(&value)) {
+        attrs.set(name, subst(*s));
+      } else {
+        attrs.set(name, value);
+      }
+    }
+    auto v = b.emit(ins.kind, ins.operands, std::move(attrs));
+    if (!v.ok())
+      return absl::InvalidArgumentError(cat("[specialize] instruction %", p.num_params() + static_cast<int>(i),
+                                            ": ", std::string(v.status().message())));
+  }
+  return std::move(b).build(p.results);
+}
+
+}  // namespace mcx::ir

@@ -1,0 +1,53 @@
+// Rewrite passes over Programs. Every pass returns a new Program (the input is not modified) whose
+// values are renumbered densely; parameters keep their numbers. Thread-safety: pure functions (the
+// evaluator passed to fold_constants is called on the calling thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mcx/core/buffer.h"
+#include "mcx/ir/program.h"
+
+namespace mcx::ir {
+
+// Removes instructions whose values do not reach a result. Parameters are always kept.
+Program eliminate_dead_code(const Program& program);
+
+// Replaces an instruction by an earlier one with the same kind, operands (after earlier replacements),
+// attributes (constants compared bitwise, so constants with different data stay apart) and type.
+// Every op is pure, so every op takes part. The replaced instructions become dead and are removed.
+Program eliminate_common_subexpressions(const Program& program);
+
+// Evaluates one instruction on concrete operand values (the IR layer must not depend on a backend, so
+// the caller passes e.g. the CPU interpreter). Receives the instruction as it appears in the input
+// program (operand ids refer to that program) and one Buffer per operand; returns the result, which
+// must have the instruction's type.
+using ConstantEvaluator = std::function<absl::StatusOr<Buffer>(const Instr&, std::span<const Buffer>)>;
+
+struct FoldOptions {
+  // Results with more elements than this are not folded (folding would bloat the program).
+  int64_t max_elements = int64_t{1} << 20;
+};
+
+// Replaces every instruction that has at least one operand, all of them constants (after earlier
+// folding), and a static result type of at most options.max_elements elements by a constant computed
+// by evaluate; then removes dead code. Nullary ops (constant, iota) are left as they are.
+// Errors: the evaluator's error, prefixed with the instruction; Internal when the evaluator returns a
+// Buffer of a different type than the instruction's.
+absl::StatusOr<Program> fold_constants(const Program& program, const ConstantEvaluator& evaluate,
+                                       const FoldOptions& options = {});
+
+// Substitutes concrete values for dimension variables and re-infers every type. Constraints whose
+// variables are all bound are checked and dropped; the others are kept with the values substituted.
+// Variables not in dim_values stay symbolic.
+// Errors (InvalidArgument, "[specialize] ..."): a value < 1 (dimension variables are >= 1), a variable
+// that the program does not mention, a violated constraint (naming it and the values), a parameter
+// whose dimension becomes negative, or a shape rule that fails for the concrete sizes.
+absl::StatusOr<Program> specialize(const Program& program, const std::map<std::string, int64_t>& dim_values);
+
+}  // namespace mcx::ir
