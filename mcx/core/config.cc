@@ -1,0 +1,208 @@
+#include "mcx/core/config.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "fmt/format.h"
+#include "mcx/core/error.h"
+
+namespace mcx {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  std::vector<const FlagBase*> flags ABSL_GUARDED_BY(mu);
+};
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+std::optional<std::string> env_value(const std::string& var) {
+  const char* v = std::getenv(var.c_str());
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+template <typename T> struct FlagTraits;
+template <> struct FlagTraits<bool> {
+  static constexpr FlagType type = FlagType::kBool;
+  static constexpr const char* name = "bool";
+  static std::optional<bool> parse(const std::string& s) {
+    const std::string l = absl::AsciiStrToLower(s);
+    if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+    if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+    return std::nullopt;
+  }
+  static std::string format(bool v) { return v ? "true" : "false"; }
+  static constexpr const char* expected = "a boolean (1/0, true/false, yes/no, on/off)";
+};
+template <> struct FlagTraits<int64_t> {
+  static constexpr FlagType type = FlagType::kInt;
+  static constexpr const char* name = "int";
+  static std::optional<int64_t> parse(const std::string& s) {
+    int64_t v;
+    if (!absl::SimpleAtoi(absl::string_view(s.data(), s.size()), &v)) return std::nullopt;
+    return v;
+  }
+  static std::string format(int64_t v) { return std::to_string(v); }
+  static constexpr const char* expected = "a valid integer";
+};
+template <> struct FlagTraits<double> {
+  static constexpr FlagType type = FlagType::kDouble;
+  static constexpr const char* name = "double";
+  static std::optional<double> parse(const std::string& s) {
+    double v;
+    if (!absl::SimpleAtod(absl::string_view(s.data(), s.size()), &v)) return std::nullopt;
+    return v;
+  }
+  static std::string format(double v) { return fmt::format("{}", v); }
+  static constexpr const char* expected = "a valid number";
+};
+template <> struct FlagTraits<std::string> {
+  static constexpr FlagType type = FlagType::kString;
+  static constexpr const char* name = "string";
+  static std::optional<std::string> parse(const std::string& s) { return s; }
+  static std::string format(const std::string& v) { return v; }
+  static constexpr const char* expected = "a string";
+};
+
+}  // namespace
+
+FlagBase::FlagBase(std::string_view env_var, std::string_view description)
+    : env_var_(env_var), description_(description) {
+  assert(env_var_.rfind("MCX_", 0) == 0 && "flag environment variables start with MCX_");
+  Registry& r = registry();
+  absl::MutexLock lock(&r.mu);
+  r.flags.push_back(this);
+}
+
+FlagBase::~FlagBase() {
+  Registry& r = registry();
+  absl::MutexLock lock(&r.mu);
+  r.flags.erase(std::remove(r.flags.begin(), r.flags.end(), this), r.flags.end());
+}
+
+template <typename T>
+Flag<T>::Flag(std::string_view env_var, T default_value, std::string_view description, Check check)
+    : FlagBase(env_var, description), default_(std::move(default_value)), check_(std::move(check)) {
+  assert((!check_ || !check_(default_)) && "a flag's default must pass its own check");
+}
+
+template <typename T>
+absl::StatusOr<T> Flag<T>::checked(T v, std::string_view source) const {
+  if (check_) {
+    if (auto why = check_(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("[config] ", std::string(source), " ", *why, " (",
+                                                     description_, ")"));
+    }
+  }
+  return v;
+}
+
+template <typename T>
+absl::StatusOr<T> Flag<T>::get() const {
+  const std::optional<std::string> raw = env_value(env_var_);
+  if (!raw) return default_;
+  const std::string source = absl::StrCat(env_var_, "=", *raw);
+  std::optional<T> v = FlagTraits<T>::parse(*raw);
+  if (!v) {
+    return absl::InvalidArgumentError(absl::StrCat("[config] ", source, " is not ", FlagTraits<T>::expected,
+                                                   " (", description_, ")"));
+  }
+  return checked(*std::move(v), source);
+}
+
+template <typename T>
+absl::StatusOr<T> Flag<T>::resolve(const std::optional<T>& option) const {
+  if (option) {
+    return checked(*option, absl::StrCat("option for ", env_var_, " = ", FlagTraits<T>::format(*option)));
+  }
+  return get();
+}
+
+template <typename T>
+T Flag<T>::value() const {
+  return value_or_throw(get());
+}
+
+template <typename T>
+FlagInfo Flag<T>::info() const {
+  return FlagInfo{env_var_,    FlagTraits<T>::type, FlagTraits<T>::name, FlagTraits<T>::format(default_),
+                  description_, env_value(env_var_)};
+}
+
+template class Flag<bool>;
+template class Flag<int64_t>;
+template class Flag<double>;
+template class Flag<std::string>;
+
+Flag<int64_t>::Check int_in_range(int64_t lo, int64_t hi) {
+  return [lo, hi](const int64_t& v) -> std::optional<std::string> {
+    if (v >= lo && v <= hi) return std::nullopt;
+    return absl::StrCat("is out of range: expected an integer in [", lo, ", ", hi, "]");
+  };
+}
+
+Flag<std::string>::Check one_of(std::vector<std::string> allowed) {
+  return [allowed = std::move(allowed)](const std::string& v) -> std::optional<std::string> {
+    if (std::find(allowed.begin(), allowed.end(), v) != allowed.end()) return std::nullopt;
+    return absl::StrCat("is not one of ", absl::StrJoin(allowed, ", "));
+  };
+}
+
+std::vector<FlagInfo> all_flags() {
+  std::vector<FlagInfo> out;
+  {
+    Registry& r = registry();
+    absl::MutexLock lock(&r.mu);
+    for (const FlagBase* f : r.flags) out.push_back(f->info());
+  }
+  std::sort(out.begin(), out.end(), [](const FlagInfo& a, const FlagInfo& b) { return a.env_var < b.env_var; });
+  return out;
+}
+
+absl::Status validate_all_flags() {
+  std::vector<std::string> errors;
+  Registry& r = registry();
+  absl::MutexLock lock(&r.mu);
+  for (const FlagBase* f : r.flags) {
+    absl::Status s = f->validate();
+    if (!s.ok()) errors.emplace_back(s.message());
+  }
+  if (errors.empty()) return absl::OkStatus();
+  std::sort(errors.begin(), errors.end());
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
+}
+
+std::string flags_markdown_table() {
+  std::string out = "| Env var | Type | Default | Meaning |\n|---|---|---|---|\n";
+  for (const FlagInfo& f : all_flags()) {
+    absl::StrAppend(&out, "| `", f.env_var, "` | ", f.type_name, " | `", f.default_text, "` | ", f.description,
+                    " |\n");
+  }
+  return out;
+}
+
+const Flag<std::string> kLogLevelFlag(
+    "MCX_LOG_LEVEL", "info", "log level of the mcx logger: trace, debug, info, warn, error, critical or off",
+    one_of({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+
+const Flag<int64_t> kCpuThreadsFlag(
+    "MCX_CPU_THREADS", 0, "worker threads of the CPU backend; 0 means std::thread::hardware_concurrency()",
+    int_in_range(0, 4096));
+
+absl::StatusOr<int> cpu_threads() {
+  MCX_ASSIGN_OR_RETURN(int64_t n, kCpuThreadsFlag.get());
+  if (n > 0) return static_cast<int>(n);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace mcx
