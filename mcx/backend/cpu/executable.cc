@@ -1,0 +1,472 @@
+// CpuExecutable: compile = verify + plan (schedule, fusion groups, liveness, in-place reuse); execute =
+// walk the plan with per-call state only (so concurrent execute calls are safe).
+//
+// Values at run time are strided views over shared storage. broadcast_in_dim, transpose, slice, reverse
+// and reshape (of a contiguous value) are views: no data moves. Element-wise ops are grouped into fused
+// regions (fusion.h) that read those views directly, tile by tile. Every other op is one kernel call
+// (kernels.h) that materialises what it needs.
+#include "mcx/backend/cpu/executable.h"
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/fusion.h"
+#include "mcx/backend/cpu/kernels.h"
+#include "mcx/backend/cpu/view.h"
+#include "mcx/core/error.h"
+#include "mcx/ir/shape_rules.h"
+
+namespace mcx::cpu {
+
+using ir::OpKind;
+using ir::ValueId;
+
+namespace {
+
+bool is_view_op(OpKind k) {
+  return k == OpKind::kBroadcastInDim || k == OpKind::kTranspose || k == OpKind::kSlice ||
+         k == OpKind::kReverse || k == OpKind::kReshape;
+}
+
+bool is_fusible(OpKind k) { return ir::is_elementwise(k) || k == OpKind::kConvert || k == OpKind::kIsFinite; }
+
+struct RtValue {
+  Buffer base;  // keeps the storage alive
+  View view;
+};
+
+}  // namespace
+
+struct CpuExecutable::Plan {
+  struct GroupPlan {
+    FusedGroup group;
+    std::vector<ValueId> leaves;
+    std::vector<ValueId> outputs;   // values written out, parallel to group.outputs
+    std::vector<int> inplace_leaf;  // per output: leaf index whose storage is reused, or -1
+  };
+  enum class StepKind { kView, kOp, kFused };
+  struct Step {
+    StepKind kind;
+    ValueId value = -1;  // kView / kOp
+    int group = -1;      // kFused
+    // Parsed attributes (meaning per op; see execute_op).
+    std::vector<int64_t> a, b, c, d;
+    int64_t i0 = 0, i1 = 0;
+    DType dtype = DType::kFloat32;
+    std::vector<ValueId> release;  // values dropped after this step
+  };
+
+  ir::Program program;
+  std::vector<std::vector<int64_t>> dims;  // concrete dims per value
+  std::map<ValueId, Buffer> constants;
+  std::vector<GroupPlan> groups;
+  std::vector<Step> steps;
+};
+
+namespace {
+
+using Plan = CpuExecutable::Plan;
+
+absl::StatusOr<std::vector<int64_t>> concrete(const ir::Attrs& attrs, std::string_view name) {
+  MCX_ASSIGN_OR_RETURN(Shape s, attrs.get_dims(name));
+  return to_concrete(s);
+}
+
+absl::Status parse_attrs(const ir::Instr& in, Plan::Step& st) {
+  const ir::Attrs& at = in.attrs;
+  switch (in.kind) {
+    case OpKind::kIota: {
+      MCX_ASSIGN_OR_RETURN(st.dtype, at.get_dtype("dtype"));
+      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
+      break;
+    }
+    case OpKind::kBroadcastInDim: {
+      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("broadcast_dimensions"));
+      break;
+    }
+    case OpKind::kTranspose: {
+      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("permutation"));
+      break;
+    }
+    case OpKind::kSlice: {
+      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "start"));
+      MCX_ASSIGN_OR_RETURN(st.b, concrete(at, "limit"));
+      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("strides"));
+      break;
+    }
+    case OpKind::kReverse:
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceProd: {
+      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("dimensions"));
+      break;
+    }
+    case OpKind::kDynamicSlice: {
+      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "sizes"));
+      break;
+    }
+    case OpKind::kConcatenate: {
+      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
+      break;
+    }
+    case OpKind::kPad: {
+      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "low"));
+      MCX_ASSIGN_OR_RETURN(st.b, concrete(at, "high"));
+      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("interior"));
+      break;
+    }
+    case OpKind::kArgMax:
+    case OpKind::kArgMin: {
+      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
+      MCX_ASSIGN_OR_RETURN(st.dtype, at.get_dtype("index_dtype"));
+      break;
+    }
+    case OpKind::kDotGeneral: {
+      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("lhs_batch"));
+      MCX_ASSIGN_OR_RETURN(st.b, at.get_ints("rhs_batch"));
+      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("lhs_contracting"));
+      MCX_ASSIGN_OR_RETURN(st.d, at.get_ints("rhs_contracting"));
+      break;
+    }
+    case OpKind::kCumsum: {
+      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
+      MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("reverse"));
+      break;
+    }
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+// The view op applied to an operand view (no data moves, except reshape of a non-contiguous value).
+RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<int64_t>& out_dims,
+                   const RtValue& x) {
+  RtValue r;
+  r.base = x.base;
+  r.view = x.view;
+  View& v = r.view;
+  const int esize = dtype_size(v.dtype);
+  switch (in.kind) {
+    case OpKind::kBroadcastInDim: {
+      std::vector<int64_t> strides(out_dims.size(), 0);
+      for (size_t i = 0; i < st.a.size(); ++i) {
+        if (x.view.dims[i] == out_dims[st.a[i]]) strides[st.a[i]] = x.view.strides[i];
+      }
+      v.dims = out_dims;
+      v.strides = std::move(strides);
+      break;
+    }
+    case OpKind::kTranspose:
+      for (size_t i = 0; i < st.a.size(); ++i) {
+        v.dims[i] = x.view.dims[st.a[i]];
+        v.strides[i] = x.view.strides[st.a[i]];
+      }
+      break;
+    case OpKind::kSlice:
+      if (product(out_dims) > 0) {
+        for (size_t i = 0; i < out_dims.size(); ++i) v.data += st.a[i] * x.view.strides[i] * esize;
+      }
+      for (size_t i = 0; i < out_dims.size(); ++i) v.strides[i] = x.view.strides[i] * st.c[i];
+      v.dims = out_dims;
+      break;
+    case OpKind::kReverse:
+      for (int64_t d : st.a) {
+        if (v.dims[d] > 0) v.data += (v.dims[d] - 1) * v.strides[d] * esize;
+        v.strides[d] = -v.strides[d];
+      }
+      break;
+    default: {  // reshape
+      if (!x.view.is_contiguous()) {
+        r.base = materialize(x.view);
+        v = view_of(r.base);
+      }
+      v.dims = out_dims;
+      v.strides = contiguous_strides(out_dims);
+      break;
+    }
+  }
+  return r;
+}
+
+RtValue from_buffer(Buffer b) {
+  RtValue r;
+  r.view = view_of(b);
+  r.base = std::move(b);
+  return r;
+}
+
+Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<int64_t>& out_dims,
+                  const std::vector<RtValue>& rt) {
+  auto opv = [&](int i) -> const View& { return rt[in.operands[i]].view; };
+  std::vector<View> rest;
+  switch (in.kind) {
+    case OpKind::kIota: return iota(st.dtype, out_dims, st.i0);
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceProd: return reduce(in.kind, opv(0), st.a);
+    case OpKind::kArgMax:
+    case OpKind::kArgMin: return arg_reduce(in.kind, opv(0), st.i0, st.dtype);
+    case OpKind::kDotGeneral: return dot_general(opv(0), opv(1), st.a, st.b, st.c, st.d);
+    case OpKind::kCumsum: return cumsum(opv(0), st.i0, st.i1 != 0);
+    case OpKind::kConcatenate:
+      for (size_t i = 0; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
+      return concatenate(rest, st.i0);
+    case OpKind::kPad: return pad(opv(0), opv(1), st.a, st.b, st.c);
+    case OpKind::kDynamicSlice:
+      for (size_t i = 1; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
+      return dynamic_slice(opv(0), rest, st.a);
+    case OpKind::kDynamicUpdateSlice:
+      for (size_t i = 2; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
+      return dynamic_update_slice(opv(0), opv(1), rest);
+    case OpKind::kTake: return take(opv(0), opv(1));
+    case OpKind::kScatterAdd: return scatter_add(opv(0), opv(1), opv(2));
+    case OpKind::kThreefry2x32: return threefry2x32(opv(0), opv(1));
+    default:
+      throw std::logic_error(absl::StrCat("[cpu] no kernel for op ", std::string(ir::op_name(in.kind))));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
+  MCX_RETURN_IF_ERROR(ir::verify(program));
+  auto plan = std::make_unique<Plan>();
+  plan->program = program;
+  const ir::Program& p = plan->program;
+  const int P = p.num_params();
+  const int V = p.num_values();
+  plan->dims.resize(V);
+  for (ValueId v = 0; v < V; ++v) {
+    auto d = to_concrete(p.type(v).shape);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("[cpu_compile] value ", v, " has symbolic type ",
+                                                     p.type(v).to_string(),
+                                                     "; specialise the program to concrete shapes first"));
+    }
+    plan->dims[v] = *std::move(d);
+  }
+
+  // --- Fusion groups (see the header comment of fusion.h). A group stays open while none of its values
+  // has been consumed outside it; an element-wise op joins the first open group of its operands.
+  std::vector<int> group_of(V, -1);
+  std::vector<bool> open;
+  std::vector<std::vector<ValueId>> members;
+  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
+    const ir::Instr& in = p.instrs[i];
+    const ValueId v = P + i;
+    if (is_fusible(in.kind)) {
+      if (!elementwise_supported(in.kind, in.type.dtype, p.type(in.operands.back()).dtype)) {
+        return absl::UnimplementedError(absl::StrCat("[cpu_compile] instruction ", i, " (", std::string(ir::op_name(in.kind)),
+                                                     "): no CPU kernel for ", in.type.to_string()));
+      }
+      int g = -1;
+      for (ValueId o : in.operands) {
+        const int og = group_of[o];
+        if (og >= 0 && open[og] && plan->dims[o] == plan->dims[v]) {
+          g = og;
+          break;
+        }
+      }
+      for (ValueId o : in.operands) {
+        if (group_of[o] >= 0 && group_of[o] != g) open[group_of[o]] = false;
+      }
+      if (g < 0) {
+        g = static_cast<int>(members.size());
+        members.emplace_back();
+        open.push_back(true);
+      }
+      group_of[v] = g;
+      members[g].push_back(v);
+    } else {
+      for (ValueId o : in.operands) {
+        if (group_of[o] >= 0) open[group_of[o]] = false;
+      }
+    }
+  }
+
+  // Which group values are needed outside their group.
+  std::vector<bool> escapes(V, false);
+  for (ValueId r : p.results) escapes[r] = true;
+  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
+    for (ValueId o : p.instrs[i].operands) {
+      if (group_of[o] >= 0 && group_of[o] != group_of[P + i]) escapes[o] = true;
+    }
+  }
+
+  // --- Schedule: instruction order, each group placed at its last member.
+  std::vector<ValueId> last_member(members.size());
+  for (size_t g = 0; g < members.size(); ++g) last_member[g] = members[g].back();
+  plan->groups.resize(members.size());
+  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
+    const ir::Instr& in = p.instrs[i];
+    const ValueId v = P + i;
+    if (in.kind == OpKind::kConstant) {
+      MCX_ASSIGN_OR_RETURN(Buffer c, in.attrs.get_buffer("value"));
+      plan->constants[v] = c;
+      continue;
+    }
+    if (group_of[v] >= 0) {
+      const int g = group_of[v];
+      if (last_member[g] != v) continue;
+      Plan::GroupPlan& gp = plan->groups[g];
+      gp.group.dims = plan->dims[v];
+      std::map<ValueId, int> slot;
+      for (ValueId m : members[g]) {
+        const ir::Instr& mi = p.defining_instr(m);
+        for (ValueId o : mi.operands) {
+          if (group_of[o] == g || slot.count(o)) continue;
+          slot[o] = static_cast<int>(gp.leaves.size());
+          gp.leaves.push_back(o);
+          gp.group.leaf_dtypes.push_back(p.type(o).dtype);
+        }
+      }
+      const int L = static_cast<int>(gp.leaves.size());
+      for (size_t k = 0; k < members[g].size(); ++k) slot[members[g][k]] = L + static_cast<int>(k);
+      for (size_t k = 0; k < members[g].size(); ++k) {
+        const ValueId m = members[g][k];
+        const ir::Instr& mi = p.defining_instr(m);
+        FusedNode node{mi.kind, mi.type.dtype, p.type(mi.operands.back()).dtype, {}};
+        for (ValueId o : mi.operands) node.args.push_back(slot[o]);
+        gp.group.nodes.push_back(std::move(node));
+        if (escapes[m]) {
+          gp.group.outputs.push_back(static_cast<int>(k));
+          gp.outputs.push_back(m);
+        }
+      }
+      Plan::Step st;
+      st.kind = Plan::StepKind::kFused;
+      st.group = g;
+      plan->steps.push_back(std::move(st));
+      continue;
+    }
+    Plan::Step st;
+    st.kind = is_view_op(in.kind) ? Plan::StepKind::kView : Plan::StepKind::kOp;
+    st.value = v;
+    MCX_RETURN_IF_ERROR(parse_attrs(in, st));
+    plan->steps.push_back(std::move(st));
+  }
+
+  // --- Liveness: a value's storage root is itself, or for a view the root of its operand. A root dies
+  // after the last step that reads it or any view of it; results never die.
+  std::vector<ValueId> root(V);
+  for (ValueId v = 0; v < V; ++v) {
+    root[v] = v;
+    if (!p.is_param(v) && is_view_op(p.defining_instr(v).kind)) root[v] = root[p.defining_instr(v).operands[0]];
+  }
+  const int S = static_cast<int>(plan->steps.size());
+  std::vector<int> last_use(V, -1);
+  auto step_reads = [&](const Plan::Step& st) {
+    std::vector<ValueId> r;
+    if (st.kind == Plan::StepKind::kFused) r = plan->groups[st.group].leaves;
+    else r = p.defining_instr(st.value).operands;
+    return r;
+  };
+  for (int s = 0; s < S; ++s) {
+    for (ValueId o : step_reads(plan->steps[s])) last_use[root[o]] = std::max(last_use[root[o]], s);
+  }
+  std::vector<bool> pinned(V, false);  // results and anything a result is a view of
+  for (ValueId r : p.results) pinned[root[r]] = true;
+  for (ValueId v = 0; v < V; ++v) {
+    if (pinned[root[v]] || (group_of[v] >= 0 && !escapes[v])) continue;
+    const int s = last_use[root[v]];
+    if (s >= 0) plan->steps[s].release.push_back(v);
+  }
+
+  // --- In-place reuse: a group output may take over the storage of a leaf that dies in this step, was
+  // produced by this execution (not an argument or constant), is not a view, matches dtype and dims,
+  // and is the only leaf of the group over that storage.
+  for (int s = 0; s < S; ++s) {
+    Plan::Step& st = plan->steps[s];
+    if (st.kind != Plan::StepKind::kFused) continue;
+    Plan::GroupPlan& gp = plan->groups[st.group];
+    gp.inplace_leaf.assign(gp.outputs.size(), -1);
+    std::vector<bool> used(gp.leaves.size(), false);
+    for (size_t j = 0; j < gp.outputs.size(); ++j) {
+      const AbstractValue& ot = p.type(gp.outputs[j]);
+      for (size_t l = 0; l < gp.leaves.size(); ++l) {
+        const ValueId lv = gp.leaves[l];
+        if (used[l] || p.is_param(lv) || root[lv] != lv || plan->constants.count(lv) || pinned[lv]) continue;
+        if (last_use[lv] != s || p.type(lv).dtype != ot.dtype || plan->dims[lv] != plan->dims[gp.outputs[j]]) continue;
+        bool shared = false;
+        for (size_t l2 = 0; l2 < gp.leaves.size(); ++l2) shared |= (l2 != l && root[gp.leaves[l2]] == lv);
+        if (shared) continue;
+        used[l] = true;
+        gp.inplace_leaf[j] = static_cast<int>(l);
+        break;
+      }
+    }
+  }
+  return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
+}
+
+CpuExecutable::CpuExecutable(std::unique_ptr<Plan> plan) : plan_(std::move(plan)) {}
+CpuExecutable::~CpuExecutable() = default;
+const ir::Program& CpuExecutable::program() const { return plan_->program; }
+
+absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffer> args) const {
+  const Plan& plan = *plan_;
+  const ir::Program& p = plan.program;
+  if (static_cast<int>(args.size()) != p.num_params()) {
+    return absl::InvalidArgumentError(absl::StrCat("[execute] expected ", p.num_params(), " arguments, found ",
+                                                   args.size()));
+  }
+  for (int i = 0; i < p.num_params(); ++i) {
+    if (args[i].dtype() != p.params[i].dtype || args[i].dims() != plan.dims[i] || !args[i].valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("[execute] argument ", i, ": expected ",
+                                                     p.params[i].to_string(), ", found ",
+                                                     args[i].abstract_value().to_string(),
+                                                     args[i].valid() ? "" : " (no storage)"));
+    }
+  }
+  std::vector<RtValue> rt(p.num_values());
+  for (int i = 0; i < p.num_params(); ++i) rt[i] = from_buffer(args[i]);
+  for (const auto& [v, c] : plan.constants) rt[v] = from_buffer(c);
+  try {
+    for (const Plan::Step& st : plan.steps) {
+      if (st.kind == Plan::StepKind::kFused) {
+        const Plan::GroupPlan& gp = plan.groups[st.group];
+        std::vector<View> leaves;
+        leaves.reserve(gp.leaves.size());
+        for (ValueId l : gp.leaves) leaves.push_back(rt[l].view);
+        std::vector<std::byte*> outs;
+        std::vector<Buffer> out_bufs;
+        for (size_t j = 0; j < gp.outputs.size(); ++j) {
+          const ValueId o = gp.outputs[j];
+          Buffer b = gp.inplace_leaf[j] >= 0 ? rt[gp.leaves[gp.inplace_leaf[j]]].base
+                                              : Buffer::uninitialized(p.type(o).dtype, plan.dims[o]);
+          outs.push_back(static_cast<std::byte*>(b.mutable_data()));
+          out_bufs.push_back(std::move(b));
+        }
+        run_fused(gp.group, leaves, outs);
+        for (size_t j = 0; j < gp.outputs.size(); ++j) rt[gp.outputs[j]] = from_buffer(std::move(out_bufs[j]));
+      } else {
+        const ir::Instr& in = p.defining_instr(st.value);
+        if (st.kind == Plan::StepKind::kView) {
+          rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
+        } else {
+          rt[st.value] = from_buffer(execute_op(st, in, plan.dims[st.value], rt));
+        }
+      }
+      for (ValueId v : st.release) rt[v] = RtValue{};
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("[execute] ", p.name, ": ", e.what()));
+  }
+  std::vector<Buffer> results;
+  results.reserve(p.results.size());
+  for (ValueId r : p.results) {
+    const RtValue& x = rt[r];
+    const bool whole = x.view.is_contiguous() && x.base.valid() && x.view.data == x.base.data() &&
+                       x.view.num_elements() == x.base.num_elements();
+    results.push_back(whole ? x.base.reshaped(x.view.dims) : materialize(x.view));
+  }
+  return results;
+}
+
+}  // namespace mcx::cpu

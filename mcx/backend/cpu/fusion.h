@@ -1,0 +1,46 @@
+// Fused evaluation of a group of element-wise ops with one output shape, tile by tile.
+//
+// A FusedGroup is a small DAG: slots 0..L-1 are leaves (strided views supplied at run time, already
+// broadcast/transposed to the group's dims, so no temporary is made for them), slots L.. are nodes in
+// topological order. Each tile of kTileElements consecutive output elements (row-major) is computed in
+// per-thread scratch; tiles are distributed over the thread pool. Tile boundaries depend only on the
+// shape, never on the thread count, so results are bitwise identical for any MCX_CPU_THREADS.
+// float16/bfloat16 values are computed in float and rounded to their type after every node, as if each
+// op ran separately.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mcx/backend/cpu/view.h"
+#include "mcx/core/dtype.h"
+#include "mcx/ir/op.h"
+
+namespace mcx::cpu {
+
+inline constexpr int64_t kTileElements = 1024;
+
+struct FusedNode {
+  ir::OpKind kind;
+  DType dtype;          // result dtype
+  DType operand_dtype;  // dtype of the last operand (for convert, compare, is_finite, select's values)
+  std::vector<int> args;  // slots
+};
+
+struct FusedGroup {
+  std::vector<int64_t> dims;
+  std::vector<DType> leaf_dtypes;
+  std::vector<FusedNode> nodes;
+  std::vector<int> outputs;  // node indices (not slots) whose values are written out
+};
+
+// True when an element-wise op kind/dtype combination has a kernel (checked at compile time of a Program).
+bool elementwise_supported(ir::OpKind kind, DType result, DType operand);
+
+// Evaluates g. leaves[i] has dims g.dims and dtype g.leaf_dtypes[i]; outs[j] is a contiguous buffer of
+// g.dims and dtype nodes[outputs[j]].dtype. An output may be the storage of a leaf (in-place reuse) only
+// when that leaf is contiguous. Throws std::logic_error for an unsupported kind/dtype combination.
+void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs);
+
+}  // namespace mcx::cpu

@@ -1,0 +1,196 @@
+// The shared CPU thread pool: persistent workers (joined at process exit), a queue of jobs, each job split
+// into chunks that workers and the calling thread claim dynamically. Several threads may call parallel_for
+// at once (their jobs are queued side by side). Calls from inside a chunk run inline.
+#include "mcx/backend/cpu/thread_pool.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mcx::cpu {
+namespace {
+
+thread_local bool t_inside_pool = false;
+
+int threads_from_env() {
+  int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* env = std::getenv("MCX_CPU_THREADS");
+  if (env == nullptr || *env == '\0') return hw;
+  char* end = nullptr;
+  long v = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || v < 0) return hw;  // malformed: fall back to the default
+  return v == 0 ? hw : static_cast<int>(std::min<long>(v, 1024));
+}
+
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n = 0;
+  int64_t num_chunks = 0;
+  int max_helpers = 0;       // workers that may join besides the caller
+  int64_t next_chunk = 0;    // guarded by Pool::mu_
+  int helpers = 0;           // guarded by Pool::mu_
+  int64_t done_chunks = 0;   // guarded by Pool::mu_
+  std::exception_ptr error;  // guarded by Pool::mu_
+  std::condition_variable done_cv;
+
+  void chunk_range(int64_t c, int64_t* b, int64_t* e) const {
+    *b = n * c / num_chunks;
+    *e = n * (c + 1) / num_chunks;
+  }
+};
+
+class Pool {
+ public:
+  Pool() : num_threads_(threads_from_env()) {
+    openblas_set_num_threads(num_threads_);
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  void set_num_threads(int n) {
+    n = std::max(1, n);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      num_threads_ = n;
+    }
+    openblas_set_num_threads(n);
+  }
+  int num_threads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return num_threads_;
+  }
+
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    if (n <= 0) return;
+    grain = std::max<int64_t>(1, grain);
+    int threads = num_threads();
+    int64_t max_chunks = (n + grain - 1) / grain;
+    if (t_inside_pool || threads <= 1 || max_chunks <= 1) {
+      fn(0, n);
+      return;
+    }
+    auto job = std::make_shared<Job>();
+    job->fn = &fn;
+    job->n = n;
+    job->num_chunks = std::min<int64_t>(max_chunks, 4 * static_cast<int64_t>(threads));
+    job->max_helpers = threads - 1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ensure_workers_locked(threads - 1);
+      queue_.push_back(job);
+    }
+    work_cv_.notify_all();
+    // The caller works on its own job too.
+    t_inside_pool = true;
+    work_on(job);
+    t_inside_pool = false;
+    std::unique_lock<std::mutex> lock(mu_);
+    job->done_cv.wait(lock, [&] { return job->done_chunks == job->num_chunks; });
+    if (job->error) std::rethrow_exception(job->error);
+  }
+
+ private:
+  void ensure_workers_locked(int count) {
+    while (static_cast<int>(workers_.size()) < count) {
+      workers_.emplace_back([this] { worker_loop(); });
+    }
+  }
+
+  // Claims and runs chunks of job until none are left.
+  void work_on(const std::shared_ptr<Job>& job) {
+    while (true) {
+      int64_t c;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (job->next_chunk >= job->num_chunks) return;
+        c = job->next_chunk++;
+        if (job->next_chunk == job->num_chunks) remove_locked(job.get());
+      }
+      int64_t b, e;
+      job->chunk_range(c, &b, &e);
+      std::exception_ptr err;
+      try {
+        if (e > b) (*job->fn)(b, e);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (err && !job->error) job->error = err;
+      if (++job->done_chunks == job->num_chunks) job->done_cv.notify_all();
+    }
+  }
+
+  void remove_locked(Job* job) {
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->get() == job) {
+        queue_.erase(it);
+        return;
+      }
+    }
+  }
+
+  void worker_loop() {
+    t_inside_pool = true;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      std::shared_ptr<Job> job;
+      work_cv_.wait(lock, [&] {
+        if (stop_) return true;
+        for (auto& j : queue_) {
+          if (j->helpers < j->max_helpers && j->next_chunk < j->num_chunks) return true;
+        }
+        return false;
+      });
+      if (stop_) return;
+      for (auto& j : queue_) {
+        if (j->helpers < j->max_helpers && j->next_chunk < j->num_chunks) {
+          job = j;
+          break;
+        }
+      }
+      ++job->helpers;
+      lock.unlock();
+      work_on(job);
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::thread> workers_;
+  int num_threads_;
+  bool stop_ = false;
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+}  // namespace
+
+void set_num_threads(int n) { pool().set_num_threads(n); }
+int num_threads() { return pool().num_threads(); }
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  pool().run(n, grain, fn);
+}
+
+}  // namespace mcx::cpu

@@ -1,0 +1,92 @@
+// Compiled with -O3 -ffast-math -fno-finite-math-only (see mcx/CMakeLists.txt): under __FAST_MATH__
+// glibc declares its math functions as SIMD-callable and GCC turns these loops into calls of libmvec's
+// _ZGV* variants. target_clones gives AVX-512, AVX2 and baseline versions of each loop.
+//
+// GCC defines __FAST_MATH__ only when every fast-math flag is on; -fno-finite-math-only (which we keep so
+// that inf/NaN stay meaningful) turns it off, and with it glibc's SIMD declarations. libmvec's functions
+// handle inf/NaN themselves, so we ask for the declarations explicitly. This must precede every include.
+#ifndef __FAST_MATH__
+#define __FAST_MATH__ 1
+#endif
+#include <cmath>
+
+#include "mcx/backend/cpu/vmath.h"
+
+namespace mcx::cpu {
+namespace {
+
+#define MCX_VCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+#define MCX_VLOOP(NAME, T, EXPR)                                            \
+  MCX_VCLONES void NAME(const T* x, T* y, int64_t n) {                      \
+    for (int64_t i = 0; i < n; ++i) {                                       \
+      const T v = x[i];                                                     \
+      y[i] = (EXPR);                                                        \
+    }                                                                       \
+  }
+
+MCX_VLOOP(exp_f, float, std::exp(v))
+MCX_VLOOP(log_f, float, std::log(v))
+MCX_VLOOP(log1p_f, float, std::log1p(v))
+MCX_VLOOP(expm1_f, float, std::expm1(v))
+MCX_VLOOP(tanh_f, float, std::tanh(v))
+MCX_VLOOP(logistic_f, float, 1.0f / (1.0f + std::exp(-v)))
+MCX_VLOOP(sin_f, float, std::sin(v))
+MCX_VLOOP(cos_f, float, std::cos(v))
+MCX_VLOOP(sqrt_f, float, std::sqrt(v))
+MCX_VLOOP(rsqrt_f, float, 1.0f / std::sqrt(v))
+MCX_VLOOP(exp_d, double, std::exp(v))
+MCX_VLOOP(log_d, double, std::log(v))
+MCX_VLOOP(log1p_d, double, std::log1p(v))
+MCX_VLOOP(expm1_d, double, std::expm1(v))
+MCX_VLOOP(tanh_d, double, std::tanh(v))
+MCX_VLOOP(logistic_d, double, 1.0 / (1.0 + std::exp(-v)))
+MCX_VLOOP(sin_d, double, std::sin(v))
+MCX_VLOOP(cos_d, double, std::cos(v))
+MCX_VLOOP(sqrt_d, double, std::sqrt(v))
+MCX_VLOOP(rsqrt_d, double, 1.0 / std::sqrt(v))
+#undef MCX_VLOOP
+
+MCX_VCLONES void pow_f(const float* x, const float* y, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
+}
+MCX_VCLONES void pow_d(const double* x, const double* y, double* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
+}
+
+}  // namespace
+
+void vmath(VFn fn, const float* x, float* y, int64_t n) {
+  switch (fn) {
+    case VFn::kExp: return exp_f(x, y, n);
+    case VFn::kLog: return log_f(x, y, n);
+    case VFn::kLog1p: return log1p_f(x, y, n);
+    case VFn::kExpm1: return expm1_f(x, y, n);
+    case VFn::kTanh: return tanh_f(x, y, n);
+    case VFn::kLogistic: return logistic_f(x, y, n);
+    case VFn::kSin: return sin_f(x, y, n);
+    case VFn::kCos: return cos_f(x, y, n);
+    case VFn::kSqrt: return sqrt_f(x, y, n);
+    case VFn::kRsqrt: return rsqrt_f(x, y, n);
+  }
+}
+
+void vmath(VFn fn, const double* x, double* y, int64_t n) {
+  switch (fn) {
+    case VFn::kExp: return exp_d(x, y, n);
+    case VFn::kLog: return log_d(x, y, n);
+    case VFn::kLog1p: return log1p_d(x, y, n);
+    case VFn::kExpm1: return expm1_d(x, y, n);
+    case VFn::kTanh: return tanh_d(x, y, n);
+    case VFn::kLogistic: return logistic_d(x, y, n);
+    case VFn::kSin: return sin_d(x, y, n);
+    case VFn::kCos: return cos_d(x, y, n);
+    case VFn::kSqrt: return sqrt_d(x, y, n);
+    case VFn::kRsqrt: return rsqrt_d(x, y, n);
+  }
+}
+
+void vpow(const float* x, const float* y, float* out, int64_t n) { pow_f(x, y, out, n); }
+void vpow(const double* x, const double* y, double* out, int64_t n) { pow_d(x, y, out, n); }
+
+}  // namespace mcx::cpu
