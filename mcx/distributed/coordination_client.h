@@ -116,8 +116,9 @@ class InProcessClient final : public CoordinationClient {
                                            absl::Duration timeout) override;
   absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override;
 
+  struct Streams;  // implementation detail (open watch streams)
+
  private:
-  struct Streams;
   CoordinationService* service_;
   std::shared_ptr<Streams> streams_;
 };
