@@ -202,8 +202,11 @@ class Parser {
   }
   std::string found() const {
     if (pos_ >= s_.size()) return "end of input";
+    // The next token: an identifier or number (optionally after '%' or '-'), else one character.
     size_t n = 0;
-    while (pos_ + n < s_.size() && n < 12 && s_[pos_ + n] != '\n') ++n;
+    if (s_[pos_] == '%' || s_[pos_] == '-') ++n;
+    while (pos_ + n < s_.size() && (ident_char(s_[pos_ + n]) || s_[pos_ + n] == '.')) ++n;
+    if (n == 0) n = 1;
     return cat("'", s_.substr(pos_, n), "'");
   }
   absl::Status expected(std::string_view what) const {

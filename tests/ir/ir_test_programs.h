@@ -1,0 +1,79 @@
+// Programs shared by the IR tests (header-only so that the tests stay one executable).
+#pragma once
+
+#include <set>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/builder.h"
+
+namespace mcx::ir::testing_programs {
+
+inline AbstractValue type_of(std::string_view text) { return value_or_throw(parse_abstract_value(text)); }
+
+// One program that uses every OpKind at least once (with symbolic shapes and a scope constraint).
+inline Program all_ops_program() {
+  using Ints = std::vector<int64_t>;
+  ProgramBuilder b("all_ops", value_or_throw(SymbolicScope::create({"b >= 2", "max(b, c) <= 4096"})));
+  ValueId x = b.add_parameter(type_of("f32[b,4]"));
+  ValueId y = b.add_parameter(type_of("f32[b,4]"));
+  ValueId xi = b.add_parameter(type_of("i32[b,4]"));
+  ValueId xb = b.add_parameter(type_of("bool[b,4]"));
+  ValueId key = b.add_parameter(type_of("u32[2]"));
+  ValueId counts = b.add_parameter(type_of("u32[c,2]"));
+  ValueId w = b.add_parameter(type_of("f32[4,3]"));
+  ValueId idx = b.add_parameter(type_of("i32[3]"));
+  std::vector<ValueId> out;
+  out.push_back(b.constant(Buffer::from_vector<float>({1.5f, -0.0f, 3.25f}, {3})));
+  out.push_back(b.emit_or_throw(OpKind::kIota, {},
+                                {{"dtype", DType::kInt32}, {"shape", symbolic_shape("b, 4")}, {"dimension", int64_t{1}}}));
+  for (OpKind k : {OpKind::kNeg, OpKind::kAbs, OpKind::kSign, OpKind::kExp, OpKind::kLog, OpKind::kLog1p,
+                   OpKind::kExpm1, OpKind::kTanh, OpKind::kLogistic, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kFloor,
+                   OpKind::kCeil, OpKind::kRound, OpKind::kSin, OpKind::kCos, OpKind::kStopGradient,
+                   OpKind::kIsFinite})
+    out.push_back(b.unary(k, x));
+  out.push_back(b.unary(OpKind::kNot, xb));
+  out.push_back(b.convert(x, DType::kFloat16));
+  for (OpKind k : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv, OpKind::kRem, OpKind::kPow, OpKind::kMax,
+                   OpKind::kMin, OpKind::kEq, OpKind::kNe, OpKind::kLt, OpKind::kLe, OpKind::kGt, OpKind::kGe})
+    out.push_back(b.binary(k, x, y));
+  for (OpKind k : {OpKind::kAnd, OpKind::kOr, OpKind::kXor}) out.push_back(b.binary(k, xi, xi));
+  out.push_back(b.select(xb, x, y));
+  out.push_back(b.emit_or_throw(OpKind::kClamp, {x, x, y}));
+  out.push_back(b.broadcast_in_dim(x, symbolic_shape("2, b, 4"), {1, 2}));
+  out.push_back(b.reshape(x, symbolic_shape("4*b")));
+  out.push_back(b.transpose(x, {1, 0}));
+  out.push_back(b.emit_or_throw(OpKind::kSlice, {x},
+                                {{"start", symbolic_shape("0, 1")}, {"limit", symbolic_shape("b, 4")},
+                                 {"strides", Ints{1, 2}}}));
+  ValueId i0 = b.scalar_constant(DType::kInt32, 1);
+  ValueId ds = b.emit_or_throw(OpKind::kDynamicSlice, {x, i0, i0}, {{"sizes", symbolic_shape("1, 2")}});
+  out.push_back(ds);
+  out.push_back(b.emit_or_throw(OpKind::kDynamicUpdateSlice, {x, ds, i0, i0}));
+  out.push_back(b.emit_or_throw(OpKind::kConcatenate, {x, y, x}, {{"dimension", int64_t{0}}}));
+  ValueId zero = b.scalar_constant(DType::kFloat32, 0);
+  out.push_back(b.emit_or_throw(OpKind::kPad, {x, zero},
+                                {{"low", symbolic_shape("1, -1")}, {"high", symbolic_shape("0, 2")},
+                                 {"interior", Ints{1, 0}}}));
+  out.push_back(b.emit_or_throw(OpKind::kReverse, {x}, {{"dimensions", Ints{0}}}));
+  for (OpKind k : {OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kReduceMin, OpKind::kReduceProd})
+    out.push_back(b.emit_or_throw(k, {x}, {{"dimensions", Ints{1}}}));
+  for (OpKind k : {OpKind::kArgMax, OpKind::kArgMin})
+    out.push_back(b.emit_or_throw(k, {x}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}}));
+  out.push_back(b.emit_or_throw(OpKind::kDotGeneral, {x, w},
+                                {{"lhs_batch", Ints{}}, {"rhs_batch", Ints{}}, {"lhs_contracting", Ints{1}},
+                                 {"rhs_contracting", Ints{0}}}));
+  out.push_back(b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{1}}, {"reverse", int64_t{1}}}));
+  ValueId taken = b.emit_or_throw(OpKind::kTake, {w, idx});
+  out.push_back(taken);
+  out.push_back(b.emit_or_throw(OpKind::kScatterAdd, {w, idx, taken}));
+  out.push_back(b.emit_or_throw(OpKind::kThreefry2x32, {key, counts}));
+  return std::move(b).build(out);
+}
+
+inline std::set<OpKind> kinds_used(const Program& p) {
+  std::set<OpKind> s;
+  for (const Instr& i : p.instrs) s.insert(i.kind);
+  return s;
+}
+
+}  // namespace mcx::ir::testing_programs
