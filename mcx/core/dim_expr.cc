@@ -63,28 +63,24 @@ DimExpr make_op(AtomKind kind, DimExpr a, DimExpr b) {
   return DimExprOps::from_atom(std::move(atom));
 }
 
-// If b is a single monomial dividing every term of a exactly (coefficients included), the quotient.
+// Exact polynomial division by leading terms (as JAX's _divmod does): the quotient q with a == q*b,
+// or nullopt when some leading term does not divide or a remainder is left.
 std::optional<DimExpr> exact_quotient(const DimExpr& a, const DimExpr& b) {
   const auto& bt = DimExprOps::terms(b);
-  if (bt.size() != 1) return std::nullopt;
-  const Term& d = bt[0];
+  if (bt.empty()) return std::nullopt;
+  const Term& lead = bt[0];
+  DimExpr rest = a;
   std::vector<Term> q;
-  for (const Term& t : DimExprOps::terms(a)) {
-    if (t.coeff % d.coeff != 0) return std::nullopt;
-    Monomial rest;
-    size_t j = 0;
-    for (const auto& f : t.mono) {
-      if (j < d.mono.size() && compare_atom(f.first, d.mono[j].first) == 0) {
-        if (f.second < d.mono[j].second) return std::nullopt;
-        if (f.second > d.mono[j].second) rest.emplace_back(f.first, f.second - d.mono[j].second);
-        ++j;
-      } else {
-        rest.push_back(f);
-      }
-    }
-    if (j != d.mono.size()) return std::nullopt;
-    q.push_back({std::move(rest), t.coeff / d.coeff});
+  for (int steps = 0; steps < 64 && !DimExprOps::terms(rest).empty(); ++steps) {
+    const Term& t = DimExprOps::terms(rest)[0];
+    if (t.coeff % lead.coeff != 0) return std::nullopt;
+    std::optional<Monomial> m = divide_monomial(t.mono, lead.mono);
+    if (!m) return std::nullopt;
+    Term qt{*std::move(m), t.coeff / lead.coeff};
+    q.push_back(qt);
+    rest = rest - DimExprOps::make({qt}) * b;
   }
+  if (!DimExprOps::terms(rest).empty()) return std::nullopt;
   return DimExprOps::make(std::move(q));
 }
 
@@ -165,6 +161,22 @@ DimExpr DimExprOps::from_atom(Atom a) {
   t[0].mono.emplace_back(std::move(a), 1);
   t[0].coeff = 1;
   return make(std::move(t));
+}
+
+std::optional<Monomial> divide_monomial(const Monomial& m, const Monomial& d) {
+  Monomial rest;
+  size_t j = 0;
+  for (const auto& f : m) {
+    if (j < d.size() && compare_atom(f.first, d[j].first) == 0) {
+      if (f.second < d[j].second) return std::nullopt;
+      if (f.second > d[j].second) rest.emplace_back(f.first, f.second - d[j].second);
+      ++j;
+    } else {
+      rest.push_back(f);
+    }
+  }
+  if (j != d.size()) return std::nullopt;
+  return rest;
 }
 
 const Atom* as_single_atom(const DimExpr& e) {

@@ -88,8 +88,11 @@ DimExpr max(const DimExpr& a, const DimExpr& b);
 DimExpr min(const DimExpr& a, const DimExpr& b);
 
 // A set of constraints over dimension variables; the context in which comparisons are decided.
-// Constraints are ">=", "<=", ">", "<" or "==" between two expressions; "==" constraints whose left side
-// is a single variable or a non-linear atom are also used to rewrite (as JAX does).
+// Constraints are ">=", "<=", ">", "<" or "==" between two expressions. An "==" constraint whose left
+// side (else right side) is a single term k*m is also used to rewrite, as JAX's normalisation rules do:
+// a variable or atom ("b == 2*c", "max(a, b) == c") is replaced everywhere, a term k*m replaces the
+// terms c*m with k | c ("2*b == c" rewrites 4*b to 2*c); "mod(e, k) == 0" also rewrites k*(e // k) to e.
+// Two "==" constraints rewriting the same term are an error.
 class SymbolicScope {
  public:
   SymbolicScope() = default;
@@ -116,6 +119,7 @@ class SymbolicScope {
 
  private:
   struct State;  // rewrites and derived atom bounds, computed once by create()
+  static absl::Status add_equality_rules(const Constraint& c, const std::string& text, State* state);
   std::vector<std::string> constraints_text_;
   std::vector<Constraint> parsed_;
   std::shared_ptr<const State> state_;  // null for the empty scope

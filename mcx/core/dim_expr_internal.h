@@ -46,6 +46,9 @@ struct DimExprOps {
   static DimExpr from_atom(Atom a);
 };
 
+// m / d when d divides m (every atom of d occurs in m with at least its power), else nullopt.
+std::optional<Monomial> divide_monomial(const Monomial& m, const Monomial& d);
+
 // When e is exactly one atom with coefficient 1 and power 1, that atom.
 const Atom* as_single_atom(const DimExpr& e);
 

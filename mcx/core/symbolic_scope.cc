@@ -57,23 +57,6 @@ int64_t negate(int64_t v) {
   return -v;
 }
 
-// m / d when d divides m (every atom of d occurs in m with at least its power).
-std::optional<Monomial> divide(const Monomial& m, const Monomial& d) {
-  Monomial rest;
-  size_t j = 0;
-  for (const auto& f : m) {
-    if (j < d.size() && compare_atom(f.first, d[j].first) == 0) {
-      if (f.second < d[j].second) return std::nullopt;
-      if (f.second > d[j].second) rest.emplace_back(f.first, f.second - d[j].second);
-      ++j;
-    } else {
-      rest.push_back(f);
-    }
-  }
-  if (j != d.size()) return std::nullopt;
-  return rest;
-}
-
 Interval intersect(Interval a, Interval b) { return {std::max(a.lo, b.lo), std::min(a.hi, b.hi)}; }
 
 std::string bound_str(int64_t v) {
@@ -85,20 +68,51 @@ std::string bound_str(int64_t v) {
 }  // namespace
 
 struct SymbolicScope::State {
-  std::vector<std::pair<Atom, DimExpr>> rewrites;  // from "==" constraints whose one side is an atom
-  std::vector<DimExpr> nonneg;                     // every constraint as "p >= 0", rewrites applied
+  // "==" constraints used as rewrites (JAX's normalisation rules). An atom rule replaces an atom
+  // everywhere (also inside products, powers and operands); a term rule replaces a term c*m with
+  // (c / k) * rhs when k divides c.
+  std::vector<std::pair<Atom, DimExpr>> atom_rules;
+  struct TermRule {
+    Monomial mono;
+    int64_t k;
+    DimExpr rhs;
+  };
+  std::vector<TermRule> term_rules;
+  std::vector<DimExpr> nonneg;                         // every constraint as "p >= 0", rewrites applied
   std::vector<std::pair<Atom, Interval>> atom_bounds;  // from constraints linear in one atom
 
-  DimExpr rewrite(const DimExpr& e) const {
-    if (rewrites.empty()) return e;
-    DimExpr cur = e;
-    for (int round = 0; round < 8; ++round) {
-      DimExpr next = replace_atoms(cur, [&](const Atom& a) -> std::optional<DimExpr> {
-        for (const auto& [from, to] : rewrites) {
+  DimExpr rewrite_once(const DimExpr& e) const {
+    DimExpr out = e;
+    if (!atom_rules.empty()) {
+      out = replace_atoms(out, [&](const Atom& a) -> std::optional<DimExpr> {
+        for (const auto& [from, to] : atom_rules) {
           if (compare_atom(a, from) == 0) return to;
         }
         return std::nullopt;
       });
+    }
+    if (!term_rules.empty()) {
+      DimExpr sum;
+      for (const Term& t : DimExprOps::terms(out)) {
+        DimExpr term = DimExprOps::make({t});
+        for (const TermRule& r : term_rules) {
+          if (t.coeff % r.k == 0 && compare_monomial(t.mono, r.mono) == 0) {
+            term = DimExpr(t.coeff / r.k) * r.rhs;
+            break;
+          }
+        }
+        sum = sum + term;
+      }
+      out = sum;
+    }
+    return out;
+  }
+
+  DimExpr rewrite(const DimExpr& e) const {
+    if (atom_rules.empty() && term_rules.empty()) return e;
+    DimExpr cur = e;
+    for (int round = 0; round < 8; ++round) {
+      DimExpr next = rewrite_once(cur);
       if (next == cur) break;
       cur = next;
     }
@@ -133,7 +147,7 @@ struct SymbolicScope::State {
       if (mn.lo < 0) continue;
       for (Term& p : terms) {
         if (p.coeff <= 0 || n.coeff >= 0) continue;
-        std::optional<Monomial> q = divide(p.mono, n.mono);
+        std::optional<Monomial> q = divide_monomial(p.mono, n.mono);
         if (!q || q->empty()) continue;
         const Interval qi = monomial_interval(*q);
         if (qi.lo < 1) continue;
@@ -251,21 +265,51 @@ bool contains_atom(const DimExpr& e, const Atom& a) {
 
 }  // namespace
 
+// Turns "lhs == rhs" into a rewrite when one side is a single term (lhs preferred, as in JAX).
+absl::Status SymbolicScope::add_equality_rules(const Constraint& c, const std::string& text, State* state) {
+  const auto single_term = [](const DimExpr& e) {
+    const auto& t = DimExprOps::terms(e);
+    return t.size() == 1 && !t[0].mono.empty();
+  };
+  const bool use_lhs = single_term(c.lhs);
+  if (!use_lhs && !single_term(c.rhs)) return absl::OkStatus();  // kept as two inequalities only
+  const DimExpr& from = use_lhs ? c.lhs : c.rhs;
+  const DimExpr& to = use_lhs ? c.rhs : c.lhs;
+  const Term& t = DimExprOps::terms(from)[0];
+  auto duplicate = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat("[SymbolicScope] constraint '", text, "' gives a second rewrite for '",
+                                                   from.to_string(), "'; use one equality per term"));
+  };
+  const Atom* atom = as_single_atom(from);
+  if (atom && !contains_atom(to, *atom)) {
+    for (const auto& [a, unused] : state->atom_rules) {
+      if (compare_atom(a, *atom) == 0) return duplicate();
+    }
+    state->atom_rules.emplace_back(*atom, to);
+    // mod(e, k) == 0 also means k * floordiv(e, k) == e.
+    if (atom->kind == AtomKind::kMod && to.constant_value() == 0) {
+      const DimExpr fd = floordiv(atom->args[0], atom->args[1]);
+      auto k = atom->args[1].constant_value();
+      if (k && *k > 0 && as_single_atom(fd)) {
+        state->term_rules.push_back({DimExprOps::terms(fd)[0].mono, *k, atom->args[0]});
+      }
+    }
+    return absl::OkStatus();
+  }
+  for (const auto& r : state->term_rules) {
+    if (compare_monomial(r.mono, t.mono) == 0) return duplicate();
+  }
+  state->term_rules.push_back({t.mono, t.coeff, to});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::string>& constraints) {
   SymbolicScope scope;
   scope.constraints_text_ = constraints;
   auto state = std::make_shared<State>();
   for (const std::string& text : constraints) {
     MCX_ASSIGN_OR_RETURN(Constraint c, parse_constraint(text));
-    if (c.op == "==") {
-      const Atom* l = as_single_atom(c.lhs);
-      const Atom* r = as_single_atom(c.rhs);
-      if (l && !contains_atom(c.rhs, *l)) {
-        state->rewrites.emplace_back(*l, c.rhs);
-      } else if (r && !contains_atom(c.lhs, *r)) {
-        state->rewrites.emplace_back(*r, c.lhs);
-      }
-    }
+    if (c.op == "==") MCX_RETURN_IF_ERROR(add_equality_rules(c, text, state.get()));
     scope.parsed_.push_back(std::move(c));
   }
   for (size_t i = 0; i < scope.parsed_.size(); ++i) {

@@ -70,6 +70,11 @@ TEST(DimExprTest, FloorDivModFolding) {
   EXPECT_EQ(floordiv(b, b), DimExpr(1));
   EXPECT_EQ(mod(b * c + b, b), DimExpr(0));
   EXPECT_EQ(floordiv(floordiv(b, DimExpr(2)), DimExpr(3)), floordiv(b, DimExpr(6)));
+  // Polynomial long division by a symbolic divisor.
+  EXPECT_EQ(floordiv(b * b + 2 * b + 1, b + 1), b + 1);
+  EXPECT_EQ(floordiv(b * c + b, c + 1), b);
+  EXPECT_EQ(mod(b * b - c * c, b - c), DimExpr(0));
+  EXPECT_EQ(floordiv(b * b + 2 * b + 2, b + 1).to_string(), "(b^2 + 2*b + 2) // (b + 1)");
   EXPECT_EQ(floordiv(c, DimExpr(2)).to_string(), "c // 2");
   EXPECT_EQ(floordiv(b + 1, DimExpr(2)).to_string(), "(b + 1) // 2");
   EXPECT_EQ(mod(b, DimExpr(4)).to_string(), "b % 4");

@@ -117,6 +117,28 @@ TEST(SymbolicScopeTest, EqualityConstraintsRewrite) {
   EXPECT_EQ(atom.bounds(P("max(b, a) + 1")), Bounds(2, 65));
 }
 
+TEST(SymbolicScopeTest, TermRewritesAndModZero) {
+  const SymbolicScope s = S({"2*b == c"});
+  EXPECT_TRUE(s.known_equal(P("4*b"), P("2*c")));
+  EXPECT_TRUE(s.known_equal(P("2*b + 1"), P("c + 1")));
+  EXPECT_EQ(s.bounds(P("c")), Bounds(1, kInf));  // c itself is not rewritten
+  EXPECT_EQ(s.bounds(P("2*b - c")), Bounds(0, 0));
+  const SymbolicScope r = S({"c == 3*b"});  // a single-term right side is used when the left is not one
+  EXPECT_TRUE(r.known_equal(P("c"), P("3*b")));
+  const SymbolicScope m = S({"b % 8 == 0"});
+  EXPECT_TRUE(m.known_equal(P("8*(b // 8)"), P("b")));
+  EXPECT_TRUE(m.known_equal(P("b % 8"), P("0")));
+  EXPECT_EQ(m.bounds(P("b - 8*(b // 8)")), Bounds(0, 0));
+  auto dup = SymbolicScope::create({"b == 2*c", "b == 3*d"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(std::string(dup.status().message()), HasSubstr("'b == 3*d' gives a second rewrite for 'b'"));
+  // Neither side a single term: kept as the two inequalities.
+  const SymbolicScope both = S({"b + c == d + 1"});
+  EXPECT_EQ(D(both.ge(P("b + c"), P("d + 1"))), true);
+  EXPECT_EQ(D(both.le(P("b + c"), P("d + 1"))), true);
+  EXPECT_TRUE(both.known_equal(P("b + c"), P("d + 1")));
+}
+
 TEST(SymbolicScopeTest, ConstraintOnAtom) {
   const SymbolicScope s = S({"max(a, b) <= 64", "b % 8 == 0"});
   EXPECT_EQ(s.bounds(P("max(a, b)")), Bounds(1, 64));
