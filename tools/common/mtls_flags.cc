@@ -22,4 +22,15 @@ void add_mtls_flags(CLI::App& app, MtlsFlags& f, bool per_task) {
   app.add_flag("--require-mtls", f.require, "refuse to run without mTLS")->envname(kEnvRequireMtls)->group("mTLS");
 }
 
+distributed::MtlsOptions to_mtls_options(const MtlsFlags& f) {
+  distributed::MtlsOptions m;
+  m.cert_file = f.cert;
+  m.key_file = f.key;
+  m.ca_file = f.ca;
+  m.peer_uri_prefix = f.peer_uri_prefix;
+  m.bind_task_identity = f.bind_identity;
+  m.require = f.require;
+  return m;
+}
+
 }  // namespace mcx::tools

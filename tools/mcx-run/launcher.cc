@@ -135,9 +135,8 @@ bool Job::start_coordinator() {
       so.argv.push_back(seconds_str(v));
     }
   };
-  add_time("--heartbeat-interval", o_.heartbeat_interval);
+  // (the heartbeat interval and init timeout are the agents' settings: they go to the workers' env)
   add_time("--heartbeat-timeout", o_.heartbeat_timeout);
-  add_time("--init-timeout", o_.init_timeout);
   add_time("--shutdown-timeout", o_.shutdown_timeout);
   if (o_.max_restarts > 0) so.argv.push_back("--recoverable");
   if (!o_.mtls_ca.empty()) {
@@ -389,7 +388,7 @@ std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std:
   env[kEnvNumProcesses] = absl::StrCat(o.num_processes);
   env[kEnvProcessId] = sid;
   env[kEnvRestartCount] = absl::StrCat(restart_count);
-  env[kEnvExternalCoordinator] = "1";  // mcx-run always runs the service apart from process 0
+  env[kEnvStandaloneCoordinator] = "1";  // mcx-run always runs the service apart from process 0
   if (o.cpu_devices > 0) env[kEnvCpuDeviceCount] = absl::StrCat(o.cpu_devices);
   if (o.heartbeat_interval >= 0) env[kEnvHeartbeatInterval] = seconds_str(o.heartbeat_interval);
   if (o.heartbeat_timeout >= 0) env[kEnvHeartbeatTimeout] = seconds_str(o.heartbeat_timeout);

@@ -1,0 +1,132 @@
+// mcx-run on its own: output prefixing, exit codes, ending the others, restarts, signals, deadlines.
+// The programs here are shell one-liners against an external (unused) coordinator address, so these
+// tests exercise the launcher alone; faults_test.cc runs it with real mcx workers.
+#include <signal.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/distributed/multiprocess/mp_harness.h"
+
+namespace mcx::mptest {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> run_args(std::vector<std::string> flags, const std::string& script) {
+  std::vector<std::string> argv = {tool_path("mcx-run"), "--coordinator", "127.0.0.1:9"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--", "sh", "-c", script});
+  return argv;
+}
+
+TEST(McxRun, PrefixesEveryLineAndSetsTheEnvironment) {
+  Harness h;
+  int r = h.spawn("mcx-run", run_args({"-n", "3", "--cpu-devices", "2"},
+                                      "echo id=$MCX_PROCESS_ID n=$MCX_NUM_PROCESSES dev=$MCX_CPU_DEVICE_COUNT "
+                                      "addr=$MCX_COORDINATOR_ADDRESS; echo second; echo to-stderr >&2; "
+                                      "printf no-newline"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  for (int i = 0; i < 3; ++i) {
+    std::string p = "[p" + std::to_string(i) + "] ";
+    EXPECT_THAT(h.out(r), HasSubstr(p + "id=" + std::to_string(i) + " n=3 dev=2 addr=127.0.0.1:9\n"));
+    EXPECT_THAT(h.out(r), HasSubstr(p + "second\n"));
+    EXPECT_THAT(h.out(r), HasSubstr(p + "no-newline\n"));  // a partial last line is flushed at exit
+    EXPECT_THAT(h.err(r), HasSubstr(p + "to-stderr\n"));
+  }
+  // Every stdout line carries a prefix (no interleaving inside a line).
+  std::istringstream lines(h.out(r));
+  for (std::string line; std::getline(lines, line);) EXPECT_THAT(line, ::testing::MatchesRegex("\\[p[0-2]\\] .*"));
+}
+
+TEST(McxRun, ReturnsTheFirstFailuresExitCodeAndEndsTheOthers) {
+  Harness h;
+  // p1 fails with 5 at once; p0 and p2 would run for 60 s.
+  auto start = Clock::now();
+  int r = h.spawn("mcx-run", run_args({"-n", "3", "--grace-period", "1"},
+                                      "if [ $MCX_PROCESS_ID = 1 ]; then exit 5; fi; exec sleep 60"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 5) << h.dump(r);
+  EXPECT_LT(seconds_between(start, h.proc(r).exited), 3.0);
+  EXPECT_THAT(h.err(r), HasSubstr("process 1 failed (exit code 5)"));
+}
+
+TEST(McxRun, KillsAProcessThatIgnoresSigtermAfterTheGracePeriod) {
+  Harness h;
+  auto start = Clock::now();
+  int r = h.spawn("mcx-run", run_args({"-n", "2", "--grace-period", "1"},
+                                      "trap '' TERM; if [ $MCX_PROCESS_ID = 0 ]; then exit 3; fi; sleep 60"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  double took = seconds_between(start, h.proc(r).exited);
+  EXPECT_EQ(h.exit_code(r), 3) << h.dump(r);
+  EXPECT_GE(took, 0.9);
+  EXPECT_LT(took, 4.0);
+  EXPECT_THAT(h.err(r), HasSubstr("sent SIGKILL"));
+}
+
+TEST(McxRun, ReportsASignalDeathAs128PlusTheSignal) {
+  Harness h;
+  int r = h.spawn("mcx-run", run_args({"-n", "2"}, "if [ $MCX_PROCESS_ID = 1 ]; then kill -9 $$; fi; sleep 60"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 128 + SIGKILL) << h.dump(r);
+  EXPECT_THAT(h.err(r), HasSubstr("process 1 failed (killed by signal 9"));
+}
+
+TEST(McxRun, RestartsAFailedProcessUpToMaxRestarts) {
+  Harness h;
+  // p1 fails on its first two runs and succeeds on the third.
+  int r = h.spawn("mcx-run", run_args({"-n", "2", "--max-restarts", "2"},
+                                      "echo run=$MCX_RESTART_COUNT; "
+                                      "if [ $MCX_PROCESS_ID = 1 ] && [ $MCX_RESTART_COUNT -lt 2 ]; then exit 4; fi"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.out(r), HasSubstr("[p1] run=0"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p1] run=1"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p1] run=2"));
+  EXPECT_THAT(h.out(r), Not(HasSubstr("[p0] run=1")));
+  EXPECT_THAT(h.err(r), HasSubstr("restart 2 of 2"));
+
+  // With one restart allowed, the second failure is fatal.
+  int r2 = h.spawn("mcx-run", run_args({"-n", "2", "--max-restarts", "1"},
+                                       "if [ $MCX_PROCESS_ID = 1 ]; then exit 4; fi; exec sleep 60"));
+  ASSERT_TRUE(h.wait_exit(r2, milliseconds(15000))) << h.dump(r2);
+  EXPECT_EQ(h.exit_code(r2), 4) << h.dump(r2);
+  EXPECT_THAT(h.err(r2), HasSubstr("has no restarts left"));
+}
+
+TEST(McxRun, ForwardsSigintAndExitsWith130) {
+  Harness h;
+  int r = h.spawn("mcx-run", run_args({"-n", "2"}, "trap 'echo got-int; exit 9' INT; echo up; "
+                                                   "while true; do sleep 0.05; done"));
+  ASSERT_TRUE(h.run_until([&] { return h.out(r).find("[p1] up") != std::string::npos &&
+                                       h.out(r).find("[p0] up") != std::string::npos; },
+                          milliseconds(10000)))
+      << h.dump(r);
+  ::kill(h.proc(r).sub->pid(), SIGINT);
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 130) << h.dump(r);
+  EXPECT_THAT(h.out(r), HasSubstr("[p0] got-int"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p1] got-int"));
+}
+
+TEST(McxRun, JobTimeoutEndsAHungJob) {
+  Harness h;
+  auto start = Clock::now();
+  int r = h.spawn("mcx-run", run_args({"-n", "2", "--timeout", "1", "--grace-period", "1"}, "exec sleep 60"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 124) << h.dump(r);
+  EXPECT_LT(seconds_between(start, h.proc(r).exited), 4.0);
+}
+
+TEST(McxRun, UnknownProgramFailsWith127) {
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "--coordinator", "127.0.0.1:9", "-n", "2", "--",
+                              "/nonexistent/program"});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 127) << h.dump(r);
+  EXPECT_THAT(h.err(r), HasSubstr("cannot execute '/nonexistent/program'"));
+}
+
+}  // namespace
+}  // namespace mcx::mptest

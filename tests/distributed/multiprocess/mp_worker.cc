@@ -1,0 +1,159 @@
+// mp_worker: the program the multi-process tests launch (through mcx-run or directly with MCX_* set).
+// One mode per scenario; it prints "READY <pid>" once initialized (so a test knows when to kill) and
+// "ERROR <code>: <message>" for an expected failure, then exits 1 (0 on success).
+//
+//   mp_worker hello                 initialize, barrier, shutdown
+//   mp_worker init                  initialize and shutdown (bad-config tests read the error)
+//   mp_worker wait SECONDS          initialize, print READY, sleep (up to SECONDS), shutdown
+//   mp_worker barrier NAME SECONDS  initialize, READY, barrier NAME with timeout SECONDS, shutdown
+//   mp_worker stuck ID SECONDS      initialize, READY; task ID sleeps SECONDS, the others meet at a barrier
+//                                   with a 2 s timeout (expected to fail naming task ID)
+//   mp_worker kv_limits             initialize; a 2000-byte key and a 5 MiB value must be refused
+//   mp_worker crash ID CODE         initialize; task ID exits with CODE, the others wait at a barrier
+//   mp_worker flaky ID              initialize; task ID exits 7 on its first run (MCX_RESTART_COUNT=0); all
+//                                   then meet at barrier "flaky/done" (recoverable jobs survive this)
+//   mp_worker stale                 no initialize: with a raw gRPC client register task 0 of 1, then send a
+//                                   heartbeat with another incarnation (must be refused as stale)
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "mcx/core/error.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/distributed/grpc_client.h"
+
+namespace dist = mcx::distributed;
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::atoi(v);
+}
+
+int report(const absl::Status& s) {
+  std::printf("ERROR %s: %s\n", absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+void ready() {
+  std::printf("READY %d task %d\n", static_cast<int>(getpid()), dist::agent()->task_id());
+  std::fflush(stdout);
+}
+
+int finish() {
+  absl::Status s = dist::shutdown_or_status();
+  if (!s.ok()) return report(s);
+  std::printf("DONE\n");
+  std::fflush(stdout);
+  return 0;
+}
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+int run(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: mp_worker MODE ARGS...\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  auto arg = [&](int i, const char* fallback) { return std::string(argc > i ? argv[i] : fallback); };
+
+  if (mode == "stale") {
+    dist::GrpcClientOptions o;
+    o.address = std::getenv("MCX_COORDINATOR_ADDRESS");
+    auto client = dist::make_grpc_client(o);
+    if (!client.ok()) return report(client.status());
+    auto reg = (*client)->register_task(0, 1111, 1, absl::Seconds(5));
+    if (!reg.ok()) return report(reg.status());
+    auto hb = (*client)->heartbeat(0, 2222, absl::Seconds(5));
+    if (hb.ok()) {
+      std::printf("UNEXPECTED heartbeat with a stale incarnation accepted\n");
+      return 3;
+    }
+    return report(hb.status());
+  }
+
+  if (absl::Status s = dist::initialize_or_status({}); !s.ok()) return report(s);
+  dist::CoordinationAgent* agent = dist::agent();
+  const int me = agent->task_id();
+
+  if (mode == "hello" || mode == "init") {
+    if (mode == "hello") {
+      if (absl::Status s = agent->barrier("hello", absl::Seconds(10)); !s.ok()) return report(s);
+      std::printf("task %d of %d passed the barrier\n", me, agent->num_tasks());
+    }
+    return finish();
+  }
+  if (mode == "wait") {
+    ready();
+    sleep_s(std::stod(arg(2, "20")));
+    return finish();
+  }
+  if (mode == "barrier") {
+    ready();
+    absl::Status s = agent->barrier(arg(2, "b"), absl::Seconds(std::stod(arg(3, "10"))));
+    if (!s.ok()) return report(s);
+    return finish();
+  }
+  if (mode == "stuck") {
+    ready();
+    if (me == std::stoi(arg(2, "0"))) {
+      sleep_s(std::stod(arg(3, "15")));
+      return 0;
+    }
+    absl::Status s = agent->barrier("stuck", absl::Seconds(2));
+    if (!s.ok()) return report(s);
+    std::printf("UNEXPECTED barrier passed\n");
+    return 3;
+  }
+  if (mode == "kv_limits") {
+    absl::Status big_key = agent->kv_set(std::string(2000, 'k'), "v");
+    absl::Status big_value = agent->kv_set("limits/value", std::string(5 << 20, 'v'));
+    absl::Status fine = agent->kv_set("limits/fine", std::string(1000, 'v'));
+    std::printf("KEY %s: %s\n", absl::StatusCodeToString(big_key.code()).c_str(), std::string(big_key.message()).c_str());
+    std::printf("VALUE %s: %s\n", absl::StatusCodeToString(big_value.code()).c_str(),
+                std::string(big_value.message()).c_str());
+    std::printf("FINE %s\n", absl::StatusCodeToString(fine.code()).c_str());
+    return finish();
+  }
+  if (mode == "crash") {
+    ready();
+    if (me == std::stoi(arg(2, "0"))) {
+      std::printf("task %d exits with %s\n", me, arg(3, "7").c_str());
+      std::fflush(stdout);
+      std::_Exit(std::stoi(arg(3, "7")));
+    }
+    absl::Status s = agent->barrier("crash", absl::Seconds(15));
+    if (!s.ok()) return report(s);
+    return finish();
+  }
+  if (mode == "flaky") {
+    int restart = env_int("MCX_RESTART_COUNT", 0);
+    std::printf("task %d run %d incarnation %llx\n", me, restart,
+                static_cast<unsigned long long>(agent->incarnation()));
+    std::fflush(stdout);
+    if (me == std::stoi(arg(2, "0")) && restart == 0) std::_Exit(7);
+    if (absl::Status s = agent->barrier("flaky/done", absl::Seconds(15)); !s.ok()) return report(s);
+    std::printf("task %d passed flaky/done\n", me);
+    return finish();
+  }
+  std::fprintf(stderr, "mp_worker: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::printf("ERROR exception: %s\n", e.what());
+    return 1;
+  }
+}

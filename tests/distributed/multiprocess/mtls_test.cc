@@ -1,0 +1,130 @@
+// mTLS with real certificates made at test time (make_certs.sh): a job with good certificates runs; a
+// client without a certificate, with one from another CA, outside the URI prefix, or acting as another
+// task (identity binding) is refused; strict mode refuses to start without mTLS.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/distributed/multiprocess/mp_harness.h"
+
+namespace mcx::mptest {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+class Mtls : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(make_certs(dir_.path(), 4)); }
+
+  std::vector<std::string> coordinator_flags(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> f = {"--mtls-cert", dir_.file("coordinator.pem"), "--mtls-key",
+                                  dir_.file("coordinator.key"), "--mtls-ca", dir_.file("ca.pem")};
+    f.insert(f.end(), extra.begin(), extra.end());
+    return f;
+  }
+  // Env for a task using certificate files <name>.pem/.key and the given CA.
+  Env tls_env(const std::string& name, const std::string& ca = "ca.pem") const {
+    return {{"MCX_MTLS_CERT_FILE", dir_.file(name + ".pem")},
+            {"MCX_MTLS_KEY_FILE", dir_.file(name + ".key")},
+            {"MCX_MTLS_CA_FILE", dir_.file(ca)}};
+  }
+  static Env with(Env a, const Env& b) {
+    for (const auto& [k, v] : b) a[k] = v;
+    return a;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(Mtls, JobWithGoodCertificatesRuns) {
+  Harness h;
+  std::string addr = h.start_coordinator(2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/",
+                                                              "--mtls-bind-identity"}));
+  ASSERT_FALSE(addr.empty());
+  std::vector<int> w;
+  for (int i = 0; i < 2; ++i) {
+    Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
+    w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
+  }
+  ASSERT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
+  for (int i : w) EXPECT_EQ(h.exit_code(i), 0) << h.dump_all();
+  EXPECT_THAT(h.err(h.coordinator_index()), HasSubstr("mTLS"));
+}
+
+TEST_F(Mtls, ClientWithoutCertificateIsRefused) {
+  Harness h;
+  std::string addr = h.start_coordinator(1, coordinator_flags());
+  ASSERT_FALSE(addr.empty());
+  int w = h.spawn("plain", {worker_path(), "init"}, Harness::worker_env(addr, 1, 0, {{"MCX_INIT_TIMEOUT", "2"}}));
+  ASSERT_TRUE(h.wait_exit(w, milliseconds(15000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(w), 1) << h.dump(w);
+  EXPECT_THAT(h.out(w), AnyOf(HasSubstr("UNAVAILABLE"), HasSubstr("DEADLINE_EXCEEDED")));
+  EXPECT_THAT(h.err(h.coordinator_index()), ::testing::Not(HasSubstr("task 0 CONNECTED")));
+}
+
+TEST_F(Mtls, CertificateFromAnotherCaIsRefused) {
+  Harness h;
+  std::string addr = h.start_coordinator(1, coordinator_flags());
+  ASSERT_FALSE(addr.empty());
+  // Trusts the right CA for the server, but presents a client certificate the server's CA did not sign.
+  Env env = {{"MCX_MTLS_CERT_FILE", dir_.file("other_task0.pem")},
+             {"MCX_MTLS_KEY_FILE", dir_.file("other_task0.key")},
+             {"MCX_MTLS_CA_FILE", dir_.file("ca.pem")},
+             {"MCX_INIT_TIMEOUT", "2"}};
+  int w = h.spawn("rogue", {worker_path(), "init"}, Harness::worker_env(addr, 1, 0, env));
+  ASSERT_TRUE(h.wait_exit(w, milliseconds(15000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(w), 1) << h.dump(w);
+  EXPECT_THAT(h.out(w), ::testing::Not(HasSubstr("DONE")));
+  EXPECT_THAT(h.err(h.coordinator_index()), ::testing::Not(HasSubstr("task 0 CONNECTED")));
+}
+
+TEST_F(Mtls, CertificateOutsideThePeerUriPrefixIsRefused) {
+  Harness h;
+  std::string addr = h.start_coordinator(1, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/"}));
+  ASSERT_FALSE(addr.empty());
+  Env env = with(tls_env("outsider"), {{"MCX_INIT_TIMEOUT", "2"}});
+  int w = h.spawn("outsider", {worker_path(), "init"}, Harness::worker_env(addr, 1, 0, env));
+  ASSERT_TRUE(h.wait_exit(w, milliseconds(15000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(w), 1) << h.dump(w);
+  EXPECT_THAT(h.err(h.coordinator_index()), ::testing::Not(HasSubstr("task 0 CONNECTED")));
+}
+
+TEST_F(Mtls, AnotherTasksCertificateIsRefusedWithIdentityBinding) {
+  Harness h;
+  std::string addr = h.start_coordinator(2, coordinator_flags({"--mtls-bind-identity"}));
+  ASSERT_FALSE(addr.empty());
+  // Task 1 presents task 3's (valid, CA-signed) certificate.
+  Env env = with(tls_env("task3"), {{"MCX_INIT_TIMEOUT", "3"}});
+  int w = h.spawn("task1-as-3", {worker_path(), "init"}, Harness::worker_env(addr, 2, 1, env));
+  ASSERT_TRUE(h.wait_exit(w, milliseconds(15000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(w), 1) << h.dump(w);
+  EXPECT_THAT(h.out(w), HasSubstr("PERMISSION_DENIED")) << h.dump_all();
+  EXPECT_THAT(h.out(w), HasSubstr("task/3")) << h.dump(w);
+}
+
+TEST_F(Mtls, StrictModeRefusesToRunWithoutMtls) {
+  Harness h;
+  int c = h.spawn("coordinator", {tool_path("mcx-coordinator"), "--bind", "127.0.0.1:0", "-n", "1", "--require-mtls"});
+  int w = h.spawn("task0", {worker_path(), "init"},
+                  Harness::worker_env("127.0.0.1:9", 1, 0, {{"MCX_REQUIRE_MTLS", "1"}}));
+  ASSERT_TRUE(h.wait_exits({c, w}, milliseconds(10000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(c), 2) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("mtls"));
+  EXPECT_EQ(h.exit_code(w), 1) << h.dump(w);
+  EXPECT_THAT(h.out(w), HasSubstr("mtls"));
+}
+
+TEST_F(Mtls, McxCtlNeedsACertificateToo) {
+  Harness h;
+  std::string addr = h.start_coordinator(1, coordinator_flags());
+  ASSERT_FALSE(addr.empty());
+  int ok = h.spawn("ctl", {tool_path("mcx-ctl"), "--coordinator", addr, "--mtls-cert", dir_.file("task0.pem"),
+                           "--mtls-key", dir_.file("task0.key"), "--mtls-ca", dir_.file("ca.pem"), "status"});
+  int refused = h.spawn("ctl-plain", {tool_path("mcx-ctl"), "--coordinator", addr, "--timeout", "2", "status"});
+  ASSERT_TRUE(h.wait_exits({ok, refused}, milliseconds(15000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(ok), 0) << h.dump(ok);
+  EXPECT_THAT(h.out(ok), HasSubstr("DISCONNECTED"));
+  EXPECT_EQ(h.exit_code(refused), 3) << h.dump(refused);
+}
+
+}  // namespace
+}  // namespace mcx::mptest

@@ -1,0 +1,159 @@
+// mcx-coordinator: the coordination service as a standalone process, so the control plane can live apart
+// from the job and outlive process 0.
+//
+//   mcx-coordinator --bind 127.0.0.1:0 --num-processes 4 [--heartbeat-timeout 10] [--shutdown-timeout 30]
+//                   [--recoverable] [mTLS flags]
+//
+// Prints "mcx-coordinator listening on HOST:PORT" (the bound port when 0 was asked) on stdout once it
+// serves, logs every task state change on stderr, and exits 0 on SIGTERM/SIGINT (or, with
+// --exit-when-done, once every task has shut down: 0, or 1 when the job failed).
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <time.h>
+
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/distributed/cluster.h"
+#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/grpc_server.h"
+#include "tools/common/mtls_flags.h"
+
+namespace {
+
+using mcx::distributed::JobState;
+using mcx::distributed::TaskState;
+
+std::string host_of(const std::string& bind) {
+  size_t colon = bind.rfind(':');
+  return colon == std::string::npos ? bind : bind.substr(0, colon);
+}
+
+// Logs the differences between consecutive job states (one line per task change).
+class ChangeLogger {
+ public:
+  void on_state(const JobState& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& t : s.tasks) {
+      const mcx::distributed::TaskInfo* old = t.id < static_cast<int>(last_.tasks.size()) ? &last_.tasks[t.id] : nullptr;
+      if (old != nullptr && old->state == t.state && old->incarnation == t.incarnation) continue;
+      if (old == nullptr && t.state == TaskState::kDisconnected) continue;
+      std::string line = absl::StrCat("[mcx-coordinator] task ", t.id, " ", task_state_name(t.state),
+                                      " (incarnation ", absl::Hex(t.incarnation), ")");
+      if (!t.error.ok()) absl::StrAppend(&line, ": ", t.error.ToString());
+      std::cerr << line << std::endl;
+    }
+    if (!s.job_error.ok() && last_.job_error.ok())
+      std::cerr << "[mcx-coordinator] job failed: " << s.job_error.ToString() << std::endl;
+    last_ = s;
+  }
+
+ private:
+  std::mutex mu_;
+  JobState last_;
+};
+
+bool job_done(const JobState& s, bool* failed) {
+  *failed = !s.job_error.ok();
+  for (const auto& t : s.tasks) {
+    if (t.state == TaskState::kShutdown) continue;
+    if (t.state == TaskState::kError && *failed) continue;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mcx-coordinator: standalone coordination service for an mcx job"};
+  std::string bind = absl::StrCat("[::]:", mcx::distributed::kDefaultCoordinatorPort);
+  int num_processes = 0;
+  double heartbeat_timeout = 10, shutdown_timeout = 30;
+  bool recoverable = false, exit_when_done = false, quiet = false;
+  size_t max_key_bytes = 1024, max_value_bytes = 4 << 20;
+  app.add_option("--bind", bind, "HOST:PORT to serve on; port 0 picks a free one")->capture_default_str();
+  app.add_option("-n,--num-processes", num_processes, "number of tasks in the job")->required()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--heartbeat-timeout", heartbeat_timeout, "seconds without a heartbeat before a task fails")
+      ->capture_default_str();
+  app.add_option("--shutdown-timeout", shutdown_timeout, "seconds of the shutdown barrier (0 = none)")
+      ->capture_default_str();
+  app.add_flag("--recoverable", recoverable, "keep the job running after a task fails; restarted tasks rejoin");
+  app.add_option("--max-key-bytes", max_key_bytes, "largest key accepted")->capture_default_str();
+  app.add_option("--max-value-bytes", max_value_bytes, "largest value accepted")->capture_default_str();
+  app.add_flag("--exit-when-done", exit_when_done,
+               "exit once every task has shut down (0), or the job failed and no task is left (1)");
+  app.add_flag("-q,--quiet", quiet, "do not log task state changes");
+  mcx::tools::MtlsFlags mtls;
+  mcx::tools::add_mtls_flags(app, mtls, /*per_task=*/false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  // Block the termination signals in every thread (gRPC's threads inherit the mask); main waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  mcx::distributed::ServiceOptions so;
+  so.num_tasks = num_processes;
+  so.heartbeat_timeout = absl::Seconds(heartbeat_timeout);
+  so.shutdown_timeout = absl::Seconds(shutdown_timeout);
+  so.recoverable = recoverable;
+  so.max_key_bytes = max_key_bytes;
+  so.max_value_bytes = max_value_bytes;
+  auto service = mcx::distributed::CoordinationService::create(so);
+  if (!service.ok()) {
+    std::cerr << "[mcx-coordinator] " << service.status().message() << std::endl;
+    return 2;
+  }
+  mcx::distributed::GrpcServerOptions gso;
+  gso.bind_address = bind;
+  gso.mtls = mcx::tools::to_mtls_options(mtls);
+  auto server = mcx::distributed::GrpcCoordinationServer::start(service->get(), gso);
+  if (!server.ok()) {
+    std::cerr << "[mcx-coordinator] " << server.status().message() << std::endl;
+    return 2;
+  }
+  std::cout << "mcx-coordinator listening on " << host_of(bind) << ":" << (*server)->port() << std::endl;
+  std::cerr << "[mcx-coordinator] serving " << num_processes << " tasks"
+            << (recoverable ? " (recoverable)" : " (fate-sharing)") << ", heartbeat timeout "
+            << heartbeat_timeout << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
+            << std::endl;
+
+  ChangeLogger logger;
+  std::optional<uint64_t> watch_id;
+  if (!quiet) {
+    auto w = (*service)->watch(-1, 0, [&logger](const JobState& s) { logger.on_state(s); });
+    if (w.ok()) watch_id = *w;
+  }
+
+  int exit_code = 0;
+  while (true) {
+    timespec tick{0, 200'000'000};
+    int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::cerr << "[mcx-coordinator] " << strsignal(sig) << ": stopping" << std::endl;
+      break;
+    }
+    bool failed = false;
+    if (exit_when_done && job_done((*service)->job_state(), &failed)) {
+      std::cerr << "[mcx-coordinator] every task has left" << (failed ? " (the job failed)" : "") << std::endl;
+      exit_code = failed ? 1 : 0;
+      break;
+    }
+  }
+  if (watch_id) (*service)->end_watch(*watch_id, /*connection_lost=*/false);
+  (*server)->shutdown(absl::Milliseconds(500));
+  server->reset();
+  service->reset();
+  return exit_code;
+}
