@@ -1,0 +1,105 @@
+#include "mcx/trace/dispatch.h"
+
+#include "absl/strings/str_cat.h"
+#include "mcx/ir/shape_rules.h"
+#include "mcx/runtime/executable_cache.h"
+#include "mcx/trace/trace_state.h"
+
+namespace mcx {
+namespace {
+
+ExecutableCache& eager_cache() {
+  static ExecutableCache* cache = new ExecutableCache();  // never destroyed: used until process exit
+  return *cache;
+}
+
+}  // namespace
+
+Array bind(ir::OpKind kind, std::vector<Array> operands, ir::Attrs attrs) {
+  const std::string api_name(ir::op_name(kind));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].valid()) {
+      throw InvalidArgument(absl::StrCat("[", api_name, "] operand ", i, " is an empty Array"));
+    }
+  }
+  if (detail::TraceContext* top = detail::current_trace()) {
+    return top->record(kind, operands, std::move(attrs));
+  }
+  for (const Array& a : operands) detail::check_tracer_usable(a, api_name.c_str());
+  if (kind == ir::OpKind::kConstant) return Array(value_or_throw(attrs.get_buffer("value")));
+
+  ir::Program p;
+  p.name = api_name;
+  std::vector<ArrayValue> args;
+  args.reserve(operands.size());
+  ir::Instr instr{kind, {}, std::move(attrs), {}};
+  for (const Array& a : operands) {
+    instr.operands.push_back(static_cast<ir::ValueId>(p.params.size()));
+    p.params.push_back(a.aval());
+    args.push_back(a.value());
+  }
+  instr.type = value_or_throw(ir::infer_type(kind, p.params, instr.attrs, p.scope));
+  p.instrs.push_back(std::move(instr));
+  p.results.push_back(static_cast<ir::ValueId>(p.params.size()));
+  auto exe = value_or_throw(eager_cache().get_or_compile(p));
+  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, args));
+  return Array(std::move(outs.front()));
+}
+
+std::vector<Array> call_program(const ir::Program& program, const std::vector<Array>& args, const char* api) {
+  if (args.size() != program.params.size()) {
+    throw InvalidArgument(absl::StrCat("[", api, "] expected ", program.params.size(), " arguments, found ",
+                                       args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].valid()) throw InvalidArgument(absl::StrCat("[", api, "] argument ", i, " is an empty Array"));
+    if (args[i].aval() != program.params[i]) {
+      throw InvalidArgument(absl::StrCat("[", api, "] argument ", i, ": expected ",
+                                         program.params[i].to_string(), ", found ", args[i].aval().to_string()));
+    }
+  }
+  if (detail::TraceContext* top = detail::current_trace()) {
+    // Inline: replay the instructions into the enclosing trace.
+    std::vector<int32_t> nodes;
+    nodes.reserve(program.num_values());
+    for (const Array& a : args) nodes.push_back(top->node_of(a, api));
+    for (const ir::Instr& in : program.instrs) {
+      std::vector<int32_t> ops;
+      ops.reserve(in.operands.size());
+      for (ir::ValueId v : in.operands) ops.push_back(nodes[v]);
+      nodes.push_back(top->record_node(in.kind, std::move(ops), in.attrs, in.type));
+    }
+    std::vector<Array> outs;
+    for (ir::ValueId r : program.results) outs.push_back(top->tracer(nodes[r]));
+    return outs;
+  }
+  std::vector<ArrayValue> values;
+  values.reserve(args.size());
+  for (const Array& a : args) {
+    detail::check_tracer_usable(a, api);
+    values.push_back(a.value());
+  }
+  auto exe = value_or_throw(ExecutableCache::global().get_or_compile(program));
+  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, values));
+  std::vector<Array> result;
+  result.reserve(outs.size());
+  for (ArrayValue& v : outs) result.emplace_back(std::move(v));
+  return result;
+}
+
+bool in_trace() { return detail::current_trace() != nullptr; }
+
+EagerCacheStats eager_cache_stats() {
+  ExecutableCache& c = eager_cache();
+  return {c.size(), c.hits(), c.misses()};
+}
+
+Array with_weak_type(const Array& a, bool weak) {
+  if (a.weak_type() == weak) return a;
+  auto impl = std::make_shared<detail::ArrayImpl>(*a.impl());
+  impl->weak = weak;
+  if (!weak) impl->literal.reset();
+  return Array(std::shared_ptr<const detail::ArrayImpl>(std::move(impl)));
+}
+
+}  // namespace mcx

@@ -1,0 +1,38 @@
+#include "mcx/trace/tracing.h"
+
+#include <typeinfo>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/trace/trace_state.h"
+
+namespace mcx {
+
+TracedFunction trace_flat(const std::string& what, const std::string& program_name,
+                          const std::vector<AbstractValue>& in_avals, const std::vector<bool>& in_weak,
+                          const SymbolicScope& scope,
+                          const std::function<std::vector<Array>(std::span<const Array>)>& body) {
+  detail::TraceScope trace(what, scope);
+  std::vector<Array> tracers;
+  tracers.reserve(in_avals.size());
+  for (size_t i = 0; i < in_avals.size(); ++i) {
+    tracers.push_back(trace.context().new_param(in_avals[i], i < in_weak.size() && in_weak[i]));
+  }
+  std::vector<Array> outs = body(tracers);
+  return trace.context().finish(outs, program_name);
+}
+
+namespace detail {
+
+std::string static_arg_key(const std::type_info& type, const std::string& value) {
+  return absl::StrCat(type.name(), "=", value);
+}
+
+void append_leaf_key(FlatArgs& flat) {
+  flat.key += "|";
+  for (size_t i = 0; i < flat.avals.size(); ++i) {
+    absl::StrAppend(&flat.key, flat.avals[i].to_string(), flat.weak[i] ? "w" : "", ";");
+  }
+}
+
+}  // namespace detail
+}  // namespace mcx
