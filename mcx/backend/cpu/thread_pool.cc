@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -17,19 +16,19 @@
 #include <thread>
 #include <vector>
 
+#include "mcx/core/config.h"
+
 namespace mcx::cpu {
 namespace {
 
 thread_local bool t_inside_pool = false;
 
+// MCX_CPU_THREADS through the core flag registry (0/unset = hardware concurrency); a malformed value
+// falls back to the default here (validate_all_flags() reports it at startup).
 int threads_from_env() {
-  int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const char* env = std::getenv("MCX_CPU_THREADS");
-  if (env == nullptr || *env == '\0') return hw;
-  char* end = nullptr;
-  long v = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || v < 0) return hw;  // malformed: fall back to the default
-  return v == 0 ? hw : static_cast<int>(std::min<long>(v, 1024));
+  absl::StatusOr<int> n = cpu_threads();
+  if (n.ok() && *n >= 1) return std::min(*n, 1024);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 struct Job {
