@@ -138,6 +138,27 @@ int compare_expr(const DimExpr& a, const DimExpr& b) {
   return cmp3(ta.size(), tb.size());
 }
 
+namespace {
+size_t mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
+size_t hash_terms(const std::vector<Term>& terms) {
+  size_t h = 0x51ed270b;
+  for (const Term& t : terms) {
+    h = mix(h, std::hash<int64_t>()(t.coeff));
+    for (const auto& [atom, pow] : t.mono) {
+      h = mix(h, static_cast<size_t>(atom.kind) * 31 + static_cast<size_t>(pow));
+      if (atom.kind == AtomKind::kVar) {
+        h = mix(h, std::hash<std::string>()(atom.name));
+      } else {
+        for (const DimExpr& a : atom.args) h = mix(h, a.hash());
+      }
+    }
+    h = mix(h, 0xabcdef);  // term separator
+  }
+  return h;
+}
+}  // namespace
+
 DimExpr DimExprOps::make(std::vector<Term> terms) {
   std::sort(terms.begin(), terms.end(),
             [](const Term& a, const Term& b) { return compare_monomial(a.mono, b.mono) < 0; });
@@ -153,6 +174,7 @@ DimExpr DimExprOps::make(std::vector<Term> terms) {
   }
   auto impl = std::make_shared<DimExpr::Impl>();
   impl->terms = std::move(out);
+  impl->hash = hash_terms(impl->terms);
   return DimExpr(std::shared_ptr<const DimExpr::Impl>(std::move(impl)));
 }
 
@@ -225,7 +247,11 @@ DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExp
 
 namespace {
 const std::shared_ptr<const DimExpr::Impl>& zero_impl() {
-  static const auto* z = new std::shared_ptr<const DimExpr::Impl>(std::make_shared<DimExpr::Impl>());
+  static const auto* z = new std::shared_ptr<const DimExpr::Impl>([] {
+    auto impl = std::make_shared<DimExpr::Impl>();
+    impl->hash = hash_terms(impl->terms);
+    return impl;
+  }());
   return *z;
 }
 }  // namespace
@@ -235,6 +261,7 @@ DimExpr::DimExpr(int64_t constant) : impl_(zero_impl()) {
   if (constant != 0) {
     auto impl = std::make_shared<Impl>();
     impl->terms.push_back({Monomial{}, constant});
+    impl->hash = hash_terms(impl->terms);
     impl_ = std::move(impl);
   }
 }
@@ -345,7 +372,7 @@ std::optional<DimExpr::Linear> DimExpr::as_linear_in_one_var() const {
   return Linear{lead.mono[0].first.name, lead.coeff, offset};
 }
 
-size_t DimExpr::hash() const { return std::hash<std::string>()(to_string()); }
+size_t DimExpr::hash() const { return impl_->hash; }
 
 DimExpr operator+(const DimExpr& a, const DimExpr& b) {
   if (a.impl_->terms.empty()) return b;
@@ -372,7 +399,11 @@ DimExpr operator*(const DimExpr& a, const DimExpr& b) {
   return DimExprOps::make(std::move(t));
 }
 
-bool operator==(const DimExpr& a, const DimExpr& b) { return compare_expr(a, b) == 0; }
+bool operator==(const DimExpr& a, const DimExpr& b) {
+  if (a.impl_ == b.impl_) return true;
+  if (a.impl_->hash != b.impl_->hash) return false;
+  return compare_expr(a, b) == 0;
+}
 bool structurally_less(const DimExpr& a, const DimExpr& b) { return compare_expr(a, b) < 0; }
 
 // ---------------------------------------------------------------------------------------------------

@@ -10,6 +10,15 @@
 //   "b", "2*b + 1", "b*c - 3", "b^2" (printed as "b^2"), "c // 2", "b % 4", "max(b, 16)", "min(b, c)",
 //   "(b + 1) // 2". Variables are identifiers [A-Za-z_][A-Za-z0-9_]*.
 //
+// Simplifications beyond polynomial normalisation (all value-preserving for integer variables):
+// constant folding of every operation; x // 1 == x; (k*x + r) // k == x + r // k and
+// (k*x + r) % k == r % k for constant k > 0 (terms whose coefficient k divides move out); exact
+// polynomial division by a symbolic divisor ((b*c + b) // b == c + 1); (x // k1) // k2 == x // (k1*k2);
+// max/min of operands whose difference has a decided sign (every variable >= 1: max(b, 1) == b).
+// Coefficients are int64 and overflow is not checked.
+//
+// Thread-safety: a DimExpr is immutable (shared normal form); copies may be used from any thread.
+//
 // Ordering: comparisons are decided from bounds (every variable >= 1, plus the constraints of a
 // SymbolicScope such as "b >= 16" or "b == 2*c"). When the bounds cannot decide, the comparison fails with
 // an InvalidArgument "inconclusive dimension comparison" error that names both expressions.

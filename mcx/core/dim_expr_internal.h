@@ -33,6 +33,7 @@ struct Term {
 // no repeated monomials.
 struct DimExpr::Impl {
   std::vector<Term> terms;
+  size_t hash = 0;  // structural hash of terms, computed once at construction
 };
 
 int compare_atom(const Atom& a, const Atom& b);
