@@ -54,9 +54,13 @@ TEST(McxRun, ReturnsTheFirstFailuresExitCodeAndEndsTheOthers) {
 
 TEST(McxRun, KillsAProcessThatIgnoresSigtermAfterTheGracePeriod) {
   Harness h;
+  TempDir dir;
   auto start = Clock::now();
+  // p1 ignores SIGTERM and says so through a marker file; p0 fails once p1 is armed.
   int r = h.spawn("mcx-run", run_args({"-n", "2", "--grace-period", "1"},
-                                      "trap '' TERM; if [ $MCX_PROCESS_ID = 0 ]; then exit 3; fi; sleep 60"));
+                                      "M=" + dir.file("armed") +
+                                          "; if [ $MCX_PROCESS_ID = 0 ]; then while [ ! -e $M ]; do sleep 0.01; done; "
+                                          "exit 3; fi; trap '' TERM; touch $M; sleep 60"));
   ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
   double took = seconds_between(start, h.proc(r).exited);
   EXPECT_EQ(h.exit_code(r), 3) << h.dump(r);

@@ -1,0 +1,315 @@
+#include "mcx/distributed/distributed.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "mcx/core/error.h"
+#include "mcx/core/topology.h"
+#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/grpc_server.h"
+#include "spdlog/spdlog.h"
+
+namespace mcx::distributed {
+namespace {
+
+std::optional<std::string> env_get(const EnvMap& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<std::optional<bool>> env_bool(const EnvMap& env, const char* name) {
+  auto v = env_get(env, name);
+  if (!v) return std::optional<bool>();
+  if (*v == "1" || *v == "true" || *v == "yes") return std::optional<bool>(true);
+  if (*v == "0" || *v == "false" || *v == "no") return std::optional<bool>(false);
+  return absl::InvalidArgumentError(absl::StrCat("[initialize] ", name, "='", *v, "' is not a boolean (0 or 1)"));
+}
+
+absl::StatusOr<absl::Duration> duration_setting(const std::optional<absl::Duration>& opt, const EnvMap& env,
+                                                const char* name, absl::Duration def) {
+  if (opt) {
+    if (*opt <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("[initialize] ", name, " must be positive"));
+    }
+    return *opt;
+  }
+  auto v = env_get(env, name);
+  if (!v) return def;
+  double secs;
+  if (!absl::SimpleAtod(*v, &secs) || secs <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[initialize] ", name, "='", *v, "' is not a positive number of seconds"));
+  }
+  return absl::Seconds(secs);
+}
+
+std::string port_of(const std::string& address) {
+  size_t colon = address.rfind(':');
+  return colon == std::string::npos ? "" : address.substr(colon + 1);
+}
+
+struct Runtime {
+  absl::Mutex mu;
+  std::unique_ptr<CoordinationService> service ABSL_GUARDED_BY(mu);
+  std::unique_ptr<GrpcCoordinationServer> server ABSL_GUARDED_BY(mu);
+  std::unique_ptr<CoordinationAgent> agent ABSL_GUARDED_BY(mu);
+};
+
+Runtime& runtime() {
+  static Runtime* r = new Runtime();
+  return *r;
+}
+
+// "local_id platform kind" per line.
+std::string encode_devices(const std::vector<int>& ids) {
+  std::string out;
+  for (int id : ids) absl::StrAppend(&out, id, " cpu cpu\n");
+  return out;
+}
+
+absl::Status decode_devices(int process, const std::string& text, Topology& topo) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    int local;
+    if (f.size() != 3 || !absl::SimpleAtoi(f[0], &local)) {
+      return absl::DataLossError(absl::StrCat("[initialize] malformed device list published by process ", process,
+                                              ": '", std::string(line), "'"));
+    }
+    TopologyDevice d;
+    d.global_id = static_cast<int>(topo.devices.size());
+    d.process_index = process;
+    d.local_id = local;
+    d.platform = f[1];
+    d.kind = f[2];
+    topo.devices.push_back(std::move(d));
+  }
+  return absl::OkStatus();
+}
+
+void teardown_locked(Runtime& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
+  r.agent.reset();
+  if (r.server) r.server->shutdown();
+  r.server.reset();
+  r.service.reset();
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const EnvMap& env) {
+  ResolvedConfig c;
+  std::string method = o.cluster_detection;
+  if (method == "auto") {
+    if (auto m = env_get(env, "MCX_CLUSTER_DETECTION")) method = *m;
+  }
+  std::optional<ClusterInfo> detected;
+  if (!o.coordinator_address || !o.num_processes || !o.process_id) {
+    absl::StatusOr<std::optional<ClusterInfo>> d = detect_cluster(env, method);
+    if (!d.ok()) return d.status();
+    detected = *d;
+  }
+  c.detected_by = detected ? detected->method : "options";
+  std::optional<std::string> addr = o.coordinator_address;
+  if (!addr && detected) addr = detected->coordinator_address;
+  std::optional<int> n = o.num_processes;
+  if (!n && detected) n = detected->num_processes;
+  std::optional<int> id = o.process_id;
+  if (!id && detected) id = detected->process_id;
+  if (!addr) {
+    return absl::InvalidArgumentError(
+        "[initialize] no coordinator address: pass coordinator_address or set MCX_COORDINATOR_ADDRESS (no cluster "
+        "environment was detected that names one)");
+  }
+  if (!n) return absl::InvalidArgumentError("[initialize] number of processes unknown: pass num_processes or set MCX_NUM_PROCESSES");
+  if (!id) return absl::InvalidArgumentError("[initialize] process id unknown: pass process_id or set MCX_PROCESS_ID");
+  if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("[initialize] num_processes must be >= 1, got ", *n));
+  if (*id < 0 || *id >= *n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[initialize] process_id ", *id, " is outside [0, ", *n, ") (num_processes = ", *n, ")"));
+  }
+  c.coordinator_address = *addr;
+  c.num_processes = *n;
+  c.process_id = *id;
+
+  if (o.local_device_ids) {
+    c.local_device_ids = *o.local_device_ids;
+  } else if (auto ids = env_get(env, "MCX_LOCAL_DEVICE_IDS")) {
+    for (absl::string_view s : absl::StrSplit(*ids, ',', absl::SkipEmpty())) {
+      int v;
+      if (!absl::SimpleAtoi(s, &v) || v < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_LOCAL_DEVICE_IDS='", *ids,
+                                                       "' is not a comma-separated list of device ids"));
+      }
+      c.local_device_ids.push_back(v);
+    }
+  } else {
+    int count = 1;
+    if (o.cpu_device_count) {
+      count = *o.cpu_device_count;
+    } else if (auto v = env_get(env, "MCX_CPU_DEVICE_COUNT")) {
+      if (!absl::SimpleAtoi(*v, &count)) {
+        return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_CPU_DEVICE_COUNT='", *v, "' is not an integer"));
+      }
+    }
+    if (count < 1) return absl::InvalidArgumentError(absl::StrCat("[initialize] cpu_device_count must be >= 1, got ", count));
+    for (int i = 0; i < count; ++i) c.local_device_ids.push_back(i);
+  }
+
+  if (o.bind_address) {
+    c.bind_address = *o.bind_address;
+  } else if (auto b = env_get(env, "MCX_COORDINATOR_BIND_ADDRESS")) {
+    c.bind_address = *b;
+  } else {
+    c.bind_address = absl::StrCat("[::]:", port_of(c.coordinator_address));
+  }
+  bool standalone = false;
+  if (o.standalone_coordinator) {
+    standalone = *o.standalone_coordinator;
+  } else {
+    auto v = env_bool(env, "MCX_STANDALONE_COORDINATOR");
+    if (!v.ok()) return v.status();
+    standalone = v->value_or(false);
+  }
+  c.host_service = c.process_id == 0 && !standalone;
+  if (o.recoverable) {
+    c.recoverable = *o.recoverable;
+  } else {
+    auto v = env_bool(env, "MCX_RECOVERABLE");
+    if (!v.ok()) return v.status();
+    c.recoverable = v->value_or(false);
+  }
+  MCX_ASSIGN_OR_RETURN(c.init_timeout, duration_setting(o.init_timeout, env, "MCX_INIT_TIMEOUT", absl::Seconds(60)));
+  MCX_ASSIGN_OR_RETURN(c.heartbeat_interval,
+                       duration_setting(o.heartbeat_interval, env, "MCX_HEARTBEAT_INTERVAL", absl::Seconds(1)));
+  MCX_ASSIGN_OR_RETURN(c.heartbeat_timeout,
+                       duration_setting(o.heartbeat_timeout, env, "MCX_HEARTBEAT_TIMEOUT", absl::Seconds(10)));
+  MCX_ASSIGN_OR_RETURN(c.shutdown_timeout,
+                       duration_setting(o.shutdown_timeout, env, "MCX_SHUTDOWN_TIMEOUT", absl::Seconds(30)));
+  if (c.heartbeat_interval >= c.heartbeat_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat("[initialize] heartbeat_interval (",
+                                                   absl::FormatDuration(c.heartbeat_interval),
+                                                   ") must be shorter than heartbeat_timeout (",
+                                                   absl::FormatDuration(c.heartbeat_timeout), ")"));
+  }
+  c.mtls = mtls_options_from_env(o.mtls, env);
+  MCX_RETURN_IF_ERROR(validate_mtls_options(c.mtls));
+  return c;
+}
+
+absl::Status initialize_or_status(const InitializeOptions& options) {
+  Runtime& r = runtime();
+  absl::MutexLock lock(&r.mu);
+  if (r.agent) {
+    return absl::FailedPreconditionError("[initialize] mcx::distributed::initialize should only be called once");
+  }
+  if (devices_used()) {
+    return absl::FailedPreconditionError(
+        "[initialize] devices were already used in this process; call mcx::distributed::initialize before any "
+        "computation, device query or transfer");
+  }
+  MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, process_env()));
+  const absl::Time deadline = absl::Now() + c.init_timeout;
+
+  std::unique_ptr<CoordinationClient> client;
+  if (c.host_service) {
+    ServiceOptions so;
+    so.num_tasks = c.num_processes;
+    so.heartbeat_timeout = c.heartbeat_timeout;
+    so.shutdown_timeout = c.shutdown_timeout;
+    so.recoverable = c.recoverable;
+    MCX_ASSIGN_OR_RETURN(r.service, CoordinationService::create(so));
+    GrpcServerOptions go{c.bind_address, c.mtls};
+    absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> server = GrpcCoordinationServer::start(r.service.get(), go);
+    if (!server.ok()) {
+      teardown_locked(r);
+      return server.status();
+    }
+    r.server = std::move(*server);
+    client = std::make_unique<InProcessClient>(r.service.get());
+  } else {
+    absl::StatusOr<std::unique_ptr<CoordinationClient>> gc = make_grpc_client({c.coordinator_address, c.mtls});
+    if (!gc.ok()) return gc.status();
+    client = std::move(*gc);
+  }
+  AgentOptions ao;
+  ao.task_id = c.process_id;
+  ao.num_tasks = c.num_processes;
+  ao.init_timeout = c.init_timeout;
+  ao.heartbeat_interval = c.heartbeat_interval;
+  ao.heartbeat_timeout = c.heartbeat_timeout;
+  ao.shutdown_timeout = c.shutdown_timeout;
+  ao.on_failure = options.on_failure;
+  ao.on_job_state = options.on_job_state;
+  r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
+  if (absl::Status s = r.agent->connect(); !s.ok()) {
+    teardown_locked(r);
+    return absl::Status(s.code(), absl::StrCat("[initialize] process ", c.process_id, " of ", c.num_processes,
+                                               " (coordinator ", c.coordinator_address, "): ", s.message()));
+  }
+  // Exchange local devices so every process knows the global device list.
+  absl::Status s = r.agent->kv_set(absl::StrCat("mcx/topology/", c.process_id), encode_devices(c.local_device_ids),
+                                   /*allow_overwrite=*/true);
+  Topology topo;
+  topo.process_index = c.process_id;
+  topo.process_count = c.num_processes;
+  for (int p = 0; s.ok() && p < c.num_processes; ++p) {
+    absl::StatusOr<std::string> v = r.agent->kv_get(absl::StrCat("mcx/topology/", p),
+                                                    std::max(absl::Milliseconds(1), deadline - absl::Now()));
+    if (!v.ok()) {
+      s = absl::Status(v.status().code(), absl::StrCat("[initialize] process ", p, " did not publish its devices: ",
+                                                       v.status().message()));
+    } else {
+      s = decode_devices(p, *v, topo);
+    }
+  }
+  if (s.ok()) s = set_distributed_topology(std::move(topo));
+  if (!s.ok()) {
+    teardown_locked(r);
+    return s;
+  }
+  spdlog::debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
+                c.num_processes, c.coordinator_address, c.detected_by);
+  return absl::OkStatus();
+}
+
+void initialize(const InitializeOptions& options) { throw_if_error(initialize_or_status(options)); }
+
+absl::Status shutdown_or_status() {
+  Runtime& r = runtime();
+  absl::MutexLock lock(&r.mu);
+  if (!r.agent) return absl::OkStatus();
+  absl::Status s = r.agent->shutdown();
+  if (r.service) {
+    // Keep serving until the other tasks have closed their streams after the shutdown barrier, so none of
+    // them sees the coordinator vanish while it is still leaving (bounded wait).
+    absl::Time until = absl::Now() + absl::Seconds(2);
+    while (absl::Now() < until) {
+      bool any = false;
+      for (const TaskStatus& t : r.service->status().tasks) any = any || t.watching;
+      if (!any) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  teardown_locked(r);
+  clear_distributed_topology();
+  return s;
+}
+
+void shutdown() { throw_if_error(shutdown_or_status()); }
+
+bool is_initialized() {
+  Runtime& r = runtime();
+  absl::MutexLock lock(&r.mu);
+  return r.agent != nullptr;
+}
+
+CoordinationAgent* agent() {
+  Runtime& r = runtime();
+  absl::MutexLock lock(&r.mu);
+  return r.agent.get();
+}
+
+}  // namespace mcx::distributed

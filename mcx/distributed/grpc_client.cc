@@ -1,0 +1,311 @@
+#include "mcx/distributed/grpc_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mcx/distributed/coordination.grpc.pb.h"
+#include "mcx/distributed/grpc_tls.h"
+#include "mcx/distributed/proto_convert.h"
+
+namespace mcx::distributed {
+namespace {
+
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+std::chrono::system_clock::time_point deadline_after(absl::Duration d) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+int64_t to_ms(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+// Transport failure -> Status with a message naming the coordinator.
+absl::Status transport_error(std::string_view api, const std::string& target, const grpc::Status& s) {
+  std::string msg = absl::StrCat("[", A(api), "] ");
+  absl::StatusCode code = static_cast<absl::StatusCode>(s.error_code());
+  switch (s.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      absl::StrAppend(&msg, "no answer from the coordination service at ", target, " before the deadline");
+      break;
+    case grpc::StatusCode::UNAVAILABLE:
+      absl::StrAppend(&msg, "cannot reach the coordination service at ", target, ": ", s.error_message());
+      break;
+    default:
+      absl::StrAppend(&msg, "the coordination service at ", target, " refused the call: ", s.error_message());
+  }
+  return absl::Status(code, msg);
+}
+
+class GrpcWatchStream final : public WatchStream {
+ public:
+  GrpcWatchStream(proto::Coordination::Stub* stub, std::string target, TaskId task, Incarnation inc)
+      : target_(std::move(target)) {
+    proto::WatchRequest req;
+    req.set_task(task);
+    req.set_incarnation(inc);
+    reader_ = stub->Watch(&ctx_, req);
+    thread_ = std::thread([this] { read_loop(); });
+  }
+  ~GrpcWatchStream() override {
+    cancel();
+    thread_.join();
+  }
+  absl::StatusOr<JobState> next(absl::Duration timeout) override {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return latest_.has_value() || !end_.ok(); };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+      return absl::DeadlineExceededError("[watch] no job state change within the timeout");
+    }
+    if (latest_) {
+      JobState s = std::move(*latest_);
+      latest_.reset();
+      return s;
+    }
+    return end_;
+  }
+  void cancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return;
+      cancelled_ = true;
+    }
+    ctx_.TryCancel();
+  }
+
+ private:
+  void read_loop() {
+    proto::JobStateProto msg;
+    while (reader_->Read(&msg)) {
+      JobState s = from_proto(msg);
+      absl::MutexLock lock(&mu_);
+      latest_ = std::move(s);  // newest wins
+    }
+    grpc::Status st = reader_->Finish();
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) {
+      end_ = absl::CancelledError("[watch] the stream was cancelled");
+    } else if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+               st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      end_ = absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat("[watch] ", st.error_message()));
+    } else {
+      end_ = absl::UnavailableError(absl::StrCat("lost connection to the coordination service at ", target_,
+                                                 " (watch stream ended: ",
+                                                 st.ok() ? std::string("closed by the service") : st.error_message(),
+                                                 ")"));
+    }
+  }
+
+  std::string target_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<proto::JobStateProto>> reader_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  std::optional<JobState> latest_ ABSL_GUARDED_BY(mu_);
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GrpcClient final : public CoordinationClient {
+ public:
+  GrpcClient(std::string target, std::shared_ptr<grpc::Channel> channel)
+      : target_(std::move(target)), channel_(std::move(channel)), stub_(proto::Coordination::NewStub(channel_)) {}
+
+  std::string target() const override { return target_; }
+
+  // One unary call: deadline, transport errors, then the in-band status.
+  template <typename Req, typename Resp, typename Method>
+  absl::Status call(std::string_view api, Method method, const Req& req, Resp* resp, absl::Duration timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_after(timeout));
+    grpc::Status s = (stub_.get()->*method)(&ctx, req, resp);
+    if (!s.ok()) return transport_error(api, target_, s);
+    return from_proto(resp->status());
+  }
+
+  absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                               absl::Duration timeout) override {
+    proto::RegisterRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    req.set_num_tasks(num_tasks);
+    req.set_timeout_ms(to_ms(timeout));
+    proto::RegisterResponse resp;
+    absl::Status s = call("register_task", &proto::Coordination::Stub::Register, req, &resp, timeout + kRpcGrace);
+    if (!s.ok()) return s;
+    return RegisterResult{resp.service_incarnation()};
+  }
+
+  absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override {
+    proto::HeartbeatRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    proto::HeartbeatResponse resp;
+    absl::Status s = call("heartbeat", &proto::Coordination::Stub::Heartbeat, req, &resp, timeout);
+    if (!s.ok()) return s;
+    return resp.service_incarnation();
+  }
+
+  absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
+                            absl::Duration timeout) override {
+    proto::ReportErrorRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    to_proto(error, req.mutable_error());
+    proto::StatusResponse resp;
+    return call("report_error", &proto::Coordination::Stub::ReportError, req, &resp, timeout);
+  }
+
+  absl::Status shutdown_task(TaskId task, Incarnation incarnation, absl::Duration timeout) override {
+    proto::ShutdownRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    req.set_timeout_ms(to_ms(timeout));
+    proto::StatusResponse resp;
+    return call("shutdown_task", &proto::Coordination::Stub::Shutdown, req, &resp, timeout + kRpcGrace);
+  }
+
+  absl::StatusOr<std::unique_ptr<WatchStream>> watch(TaskId task, Incarnation incarnation,
+                                                     absl::Duration) override {
+    return std::unique_ptr<WatchStream>(new GrpcWatchStream(stub_.get(), target_, task, incarnation));
+  }
+
+  absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
+                         absl::Duration timeout) override {
+    proto::KvInsertRequest req;
+    req.set_key(std::string(key));
+    req.set_value(std::string(value));
+    req.set_allow_overwrite(allow_overwrite);
+    proto::StatusResponse resp;
+    return call("kv_insert", &proto::Coordination::Stub::KvInsert, req, &resp, timeout);
+  }
+
+  absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout, bool try_only) {
+    proto::KvGetRequest req;
+    req.set_key(std::string(key));
+    req.set_timeout_ms(to_ms(timeout));
+    req.set_try_only(try_only);
+    proto::KvGetResponse resp;
+    absl::Status s = call(try_only ? "kv_try_get" : "kv_get", &proto::Coordination::Stub::KvGet, req, &resp,
+                          try_only ? timeout : timeout + kRpcGrace);
+    if (!s.ok()) return s;
+    return std::move(*resp.mutable_value());
+  }
+  absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout) override {
+    return get(key, timeout, false);
+  }
+  absl::StatusOr<std::string> kv_try_get(std::string_view key, absl::Duration timeout) override {
+    return get(key, timeout, true);
+  }
+
+  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta, absl::Duration timeout) override {
+    proto::KvIncrementRequest req;
+    req.set_key(std::string(key));
+    req.set_delta(delta);
+    proto::KvIncrementResponse resp;
+    absl::Status s = call("kv_increment", &proto::Coordination::Stub::KvIncrement, req, &resp, timeout);
+    if (!s.ok()) return s;
+    return resp.value();
+  }
+
+  absl::StatusOr<std::vector<KeyValue>> kv_dir(std::string_view dir, absl::Duration timeout) override {
+    proto::KvDirRequest req;
+    req.set_dir(std::string(dir));
+    proto::KvDirResponse resp;
+    absl::Status s = call("kv_dir", &proto::Coordination::Stub::KvDir, req, &resp, timeout);
+    if (!s.ok()) return s;
+    std::vector<KeyValue> out;
+    out.reserve(resp.entries_size());
+    for (auto& e : *resp.mutable_entries()) out.push_back({std::move(*e.mutable_key()), std::move(*e.mutable_value())});
+    return out;
+  }
+
+  absl::StatusOr<int64_t> kv_delete(std::string_view key, absl::Duration timeout) override {
+    proto::KvDeleteRequest req;
+    req.set_key(std::string(key));
+    proto::KvDeleteResponse resp;
+    absl::Status s = call("kv_delete", &proto::Coordination::Stub::KvDelete, req, &resp, timeout);
+    if (!s.ok()) return s;
+    return resp.deleted();
+  }
+
+  absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
+                       const std::vector<TaskId>& tasks, absl::Duration timeout) override {
+    proto::BarrierRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    req.set_name(std::string(name));
+    req.set_counter(counter);
+    for (TaskId t : tasks) req.add_tasks(t);
+    req.set_timeout_ms(to_ms(timeout));
+    proto::StatusResponse resp;
+    return call("barrier", &proto::Coordination::Stub::Barrier, req, &resp, timeout + kRpcGrace);
+  }
+
+  absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override {
+    proto::CancelBarrierRequest req;
+    req.set_name(std::string(name));
+    req.set_counter(counter);
+    proto::StatusResponse resp;
+    return call("cancel_barrier", &proto::Coordination::Stub::CancelBarrier, req, &resp, timeout);
+  }
+
+  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const std::vector<TaskId>& tasks,
+                                           absl::Duration timeout) override {
+    proto::LiveTasksRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    for (TaskId t : tasks) req.add_tasks(t);
+    req.set_timeout_ms(to_ms(timeout));
+    proto::LiveTasksResponse resp;
+    absl::Status s = call("get_live_tasks", &proto::Coordination::Stub::GetLiveTasks, req, &resp, timeout + kRpcGrace);
+    if (!s.ok()) return s;
+    LiveTasks out;
+    out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
+    out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
+    return out;
+  }
+
+  absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override {
+    proto::ServiceStatusRequest req;
+    proto::ServiceStatusResponse resp;
+    absl::Status s = call("status", &proto::Coordination::Stub::GetStatus, req, &resp, timeout);
+    if (!s.ok()) return s;
+    return from_proto(resp);
+  }
+
+ private:
+  std::string target_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::Coordination::Stub> stub_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinationClient>> make_grpc_client(GrpcClientOptions options) {
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("[coordination] the coordinator address is empty (expected host:port)");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = make_channel_credentials(options.mtls);
+  if (!creds.ok()) return creds.status();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Processes may start before the coordinator: retry connecting quickly.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A private channel per client, so agents of one process do not share a broken connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel = grpc::CreateCustomChannel(options.address, *creds, args);
+  return std::unique_ptr<CoordinationClient>(new GrpcClient(options.address, std::move(channel)));
+}
+
+}  // namespace mcx::distributed

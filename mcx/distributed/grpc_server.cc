@@ -1,0 +1,435 @@
+#include "mcx/distributed/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/auth_context.h>
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "mcx/distributed/coordination.grpc.pb.h"
+#include "mcx/distributed/grpc_tls.h"
+#include "mcx/distributed/proto_convert.h"
+
+namespace mcx::distributed {
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+std::vector<TaskId> ids(const google::protobuf::RepeatedField<int32_t>& r) { return {r.begin(), r.end()}; }
+absl::Duration ms(int64_t v) { return absl::Milliseconds(v); }
+
+// A unary call answered later by a service callback. The callback may fire after the call was
+// cancelled and even after the reactor is gone (server shutdown): the shared state makes that a no-op.
+class PendingCall final : public ServerUnaryReactor {
+ public:
+  struct State {
+    absl::Mutex mu;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    PendingCall* call = nullptr;
+  };
+  PendingCall() : state_(std::make_shared<State>()) { state_->call = this; }
+  const std::shared_ptr<State>& state() const { return state_; }
+
+  // Fills the response and finishes OK, unless the call already ended. Thread-safe.
+  template <typename Fill>
+  static void complete(const std::shared_ptr<State>& st, Fill&& fill) {
+    absl::MutexLock lock(&st->mu);
+    if (st->finished) return;
+    st->finished = true;
+    fill();
+    st->call->Finish(grpc::Status::OK);
+  }
+  void OnCancel() override {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->finished) return;
+    state_->finished = true;
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "[coordination] call cancelled"));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The service implementation for the callback API: every handler returns at once; handlers whose
+// service call waits finish the reactor from the service's callback.
+class Handler final : public proto::Coordination::CallbackService {
+ public:
+  Handler(CoordinationService* s, bool bind_identity) : s_(s), bind_identity_(bind_identity) {}
+
+  // Finishes every open watch stream (server shutdown).
+  void close_all_watches();
+
+  // PERMISSION_DENIED unless identity binding is off or the peer's certificate names task `task`.
+  absl::Status check_identity(CallbackServerContext* ctx, TaskId task) {
+    if (!bind_identity_) return absl::OkStatus();
+    auto auth = ctx->auth_context();
+    std::vector<std::string> uris;
+    if (auth) {
+      for (const auto& pem : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+        auto sans = certificate_uri_sans(std::string(pem.data(), pem.size()));
+        if (sans.ok()) uris.insert(uris.end(), sans->begin(), sans->end());
+      }
+    }
+    for (const std::string& u : uris) {
+      if (task_id_from_uri(u) == task) return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "[coordination] task identity binding: the client certificate has no URI SAN ending in 'task/", task,
+        "' (its URI SANs: ", uris.empty() ? "none" : absl::StrJoin(uris, ", "), "); it cannot act as task ", task));
+  }
+
+  ServerUnaryReactor* Register(CallbackServerContext* ctx, const proto::RegisterRequest* req,
+                               proto::RegisterResponse* resp) override {
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    auto* call = new PendingCall();
+    s_->register_task(req->task(), req->incarnation(), req->num_tasks(), ms(req->timeout_ms()),
+                      [st = call->state(), resp](absl::StatusOr<RegisterResult> v) {
+                        PendingCall::complete(st, [&] {
+                          to_proto(v.status(), resp->mutable_status());
+                          if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
+                        });
+                      });
+    return call;
+  }
+
+  ServerUnaryReactor* Heartbeat(CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
+                                proto::HeartbeatResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) return fail(r, id, resp->mutable_status());
+    to_proto(s_->heartbeat(req->task(), req->incarnation()), resp->mutable_status());
+    resp->set_service_incarnation(s_->service_incarnation());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* ReportError(CallbackServerContext* ctx, const proto::ReportErrorRequest* req,
+                                  proto::StatusResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) return fail(r, id, resp->mutable_status());
+    to_proto(s_->report_error(req->task(), req->incarnation(), from_proto(req->error())), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* Shutdown(CallbackServerContext* ctx, const proto::ShutdownRequest* req,
+                               proto::StatusResponse* resp) override {
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    auto* call = new PendingCall();
+    s_->shutdown_task(req->task(), req->incarnation(), [st = call->state(), resp](absl::Status v) {
+      PendingCall::complete(st, [&] { to_proto(v, resp->mutable_status()); });
+    });
+    return call;
+  }
+
+  grpc::ServerWriteReactor<proto::JobStateProto>* Watch(CallbackServerContext* ctx,
+                                                        const proto::WatchRequest* req) override;
+
+  ServerUnaryReactor* KvInsert(CallbackServerContext* ctx, const proto::KvInsertRequest* req,
+                               proto::StatusResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    to_proto(s_->kv_insert(req->key(), req->value(), req->allow_overwrite()), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* KvGet(CallbackServerContext* ctx, const proto::KvGetRequest* req,
+                            proto::KvGetResponse* resp) override {
+    auto* call = new PendingCall();
+    auto done = [st = call->state(), resp](absl::StatusOr<std::string> v) {
+      PendingCall::complete(st, [&] {
+        to_proto(v.status(), resp->mutable_status());
+        if (v.ok()) resp->set_value(std::move(*v));
+      });
+    };
+    if (req->try_only()) {
+      done(s_->kv_try_get(req->key()));
+    } else {
+      s_->kv_get(req->key(), ms(req->timeout_ms()), done);
+    }
+    return call;
+  }
+
+  ServerUnaryReactor* KvIncrement(CallbackServerContext* ctx, const proto::KvIncrementRequest* req,
+                                  proto::KvIncrementResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    absl::StatusOr<int64_t> v = s_->kv_increment(req->key(), req->delta());
+    to_proto(v.status(), resp->mutable_status());
+    if (v.ok()) resp->set_value(*v);
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* KvDir(CallbackServerContext* ctx, const proto::KvDirRequest* req,
+                            proto::KvDirResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    for (KeyValue& kv : s_->kv_dir(req->dir())) {
+      auto* e = resp->add_entries();
+      e->set_key(std::move(kv.key));
+      e->set_value(std::move(kv.value));
+    }
+    to_proto(absl::OkStatus(), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* KvDelete(CallbackServerContext* ctx, const proto::KvDeleteRequest* req,
+                               proto::KvDeleteResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    resp->set_deleted(static_cast<int64_t>(s_->kv_delete(req->key())));
+    to_proto(absl::OkStatus(), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* Barrier(CallbackServerContext* ctx, const proto::BarrierRequest* req,
+                              proto::StatusResponse* resp) override {
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    auto* call = new PendingCall();
+    s_->barrier(req->task(), req->incarnation(), req->name(), req->counter(), ids(req->tasks()),
+                ms(req->timeout_ms()), [st = call->state(), resp](absl::Status v) {
+                  PendingCall::complete(st, [&] { to_proto(v, resp->mutable_status()); });
+                });
+    return call;
+  }
+
+  ServerUnaryReactor* CancelBarrier(CallbackServerContext* ctx, const proto::CancelBarrierRequest* req,
+                                    proto::StatusResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    to_proto(s_->cancel_barrier(req->name(), req->counter()), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  ServerUnaryReactor* GetLiveTasks(CallbackServerContext* ctx, const proto::LiveTasksRequest* req,
+                                   proto::LiveTasksResponse* resp) override {
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    auto* call = new PendingCall();
+    s_->get_live_tasks(req->task(), req->incarnation(), ids(req->tasks()), ms(req->timeout_ms()),
+                       [st = call->state(), resp](absl::StatusOr<LiveTasks> v) {
+                         PendingCall::complete(st, [&] {
+                           to_proto(v.status(), resp->mutable_status());
+                           if (v.ok()) {
+                             for (TaskId t : v->tasks) resp->add_tasks(t);
+                             for (Incarnation i : v->incarnations) resp->add_incarnations(i);
+                           }
+                         });
+                       });
+    return call;
+  }
+
+  ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest*,
+                                proto::ServiceStatusResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    to_proto(s_->status(), resp);
+    to_proto(absl::OkStatus(), resp->mutable_status());
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+  CoordinationService* service() { return s_; }
+
+  class WatchReactor;
+  absl::Mutex mu_;
+  std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+
+ private:
+  static ServerUnaryReactor* fail(ServerUnaryReactor* r, const absl::Status& s, proto::StatusProto* out) {
+    to_proto(s, out);
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+  CoordinationService* s_;
+  bool bind_identity_;
+};
+
+// The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
+// When the call ends for any reason other than our own Finish (client died, connection broke, client
+// cancelled), the service is told the connection was lost.
+class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobStateProto> {
+ public:
+  WatchReactor(Handler* h, TaskId task, Incarnation inc) : h_(h), task_(task), inc_(inc) {}
+
+  void start() {
+    {
+      absl::MutexLock lock(&h_->mu_);
+      if (h_->closing_) {
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "[coordination] the coordination service is stopping"));
+        return;
+      }
+      h_->watches_.insert(this);
+    }
+    absl::StatusOr<uint64_t> id = h_->service()->watch(task_, inc_, [this](const JobState& s) { on_state(s); });
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) {
+      finish_locked(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message())));
+      return;
+    }
+    watch_id_ = *id;
+  }
+
+  void on_state(const JobState& s) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_.emplace();
+    to_proto(s, &*pending_);
+    write_next_locked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {  // the stream broke
+      finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    write_next_locked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    finish_locked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&h_->mu_);
+      h_->watches_.erase(this);
+    }
+    uint64_t id;
+    bool lost;
+    {
+      absl::MutexLock lock(&mu_);
+      id = watch_id_;
+      lost = !server_closed_;
+      watch_id_ = 0;
+    }
+    // After end_watch returns, on_state never runs again: safe to delete.
+    if (id != 0) h_->service()->end_watch(id, lost);
+    delete this;
+  }
+
+  // Server shutdown: end the stream with UNAVAILABLE.
+  void close() {
+    absl::MutexLock lock(&mu_);
+    server_closed_ = true;
+    finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "[coordination] the coordination service is stopping"));
+  }
+
+ private:
+  void write_next_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_ || !pending_) return;
+    current_ = std::move(*pending_);
+    pending_.reset();
+    writing_ = true;
+    StartWrite(&current_);
+  }
+  void finish_locked(grpc::Status s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(std::move(s));
+  }
+
+  Handler* h_;
+  TaskId task_;
+  Incarnation inc_;
+  absl::Mutex mu_;
+  uint64_t watch_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool server_closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<proto::JobStateProto> pending_ ABSL_GUARDED_BY(mu_);
+  proto::JobStateProto current_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerContext* ctx,
+                                                               const proto::WatchRequest* req) {
+  auto* w = new WatchReactor(this, req->task(), req->incarnation());
+  if (req->task() >= 0) {
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      w->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(id.message())));
+      return w;
+    }
+  }
+  w->start();
+  return w;
+}
+
+void Handler::close_all_watches() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  // Holding mu_ keeps every reactor alive (OnDone erases itself under mu_ before deleting); gRPC never
+  // runs OnDone inline from Finish.
+  absl::MutexLock lock(&mu_);
+  for (WatchReactor* w : watches_) w->close();
+}
+
+}  // namespace
+
+struct GrpcCoordinationServer::Impl {
+  std::unique_ptr<Handler> handler;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  absl::Mutex mu;
+  bool shut = false;
+};
+
+absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::start(CoordinationService* service,
+                                                                                     GrpcServerOptions options) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = make_server_credentials(options.mtls);
+  if (!creds.ok()) return creds.status();
+  auto impl = std::make_unique<Impl>();
+  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity);
+  grpc::ServerBuilder b;
+  b.AddListeningPort(options.bind_address, *creds, &impl->port);
+  b.RegisterService(impl->handler.get());
+  b.SetMaxReceiveMessageSize(64 << 20);
+  b.SetMaxSendMessageSize(64 << 20);
+  // Detect dead peers on idle connections (a host that vanished without closing its sockets).
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  impl->server = b.BuildAndStart();
+  if (!impl->server || impl->port == 0) {
+    return absl::UnavailableError(absl::StrCat("[coordination] cannot bind '", options.bind_address,
+                                               "' (address in use, or not a valid host:port)"));
+  }
+  return std::unique_ptr<GrpcCoordinationServer>(new GrpcCoordinationServer(std::move(impl)));
+}
+
+GrpcCoordinationServer::GrpcCoordinationServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GrpcCoordinationServer::~GrpcCoordinationServer() { shutdown(); }
+
+int GrpcCoordinationServer::port() const { return impl_->port; }
+
+void GrpcCoordinationServer::shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->shut) return;
+    impl_->shut = true;
+  }
+  impl_->handler->close_all_watches();
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+  impl_->server->Wait();
+}
+
+}  // namespace mcx::distributed

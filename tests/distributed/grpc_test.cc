@@ -1,0 +1,222 @@
+// The gRPC edge on loopback: agents over real gRPC, failure detection through a killed process's broken
+// stream (a child process killed with SIGKILL), coordinator loss, an unreachable coordinator.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/grpc_server.h"
+
+extern char** environ;
+
+namespace mcx::distributed {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct FailureLog {
+  absl::Mutex mu;
+  std::vector<TaskFailure> seen;
+  absl::Time first_at;
+  std::function<void(const TaskFailure&)> callback() {
+    return [this](const TaskFailure& f) {
+      absl::MutexLock l(&mu);
+      if (seen.empty()) first_at = absl::Now();
+      seen.push_back(f);
+    };
+  }
+  bool wait(absl::Duration timeout) {
+    absl::MutexLock l(&mu);
+    auto has = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !seen.empty(); };
+    return mu.AwaitWithTimeout(absl::Condition(&has), timeout);
+  }
+};
+
+std::unique_ptr<CoordinationAgent> grpc_agent(const std::string& addr, TaskId id, int n, FailureLog* log,
+                                              absl::Duration init_timeout = absl::Seconds(5)) {
+  auto client = make_grpc_client({addr, {}});
+  EXPECT_TRUE(client.ok()) << client.status();
+  AgentOptions ao;
+  ao.task_id = id;
+  ao.num_tasks = n;
+  ao.init_timeout = init_timeout;
+  ao.heartbeat_interval = absl::Milliseconds(200);
+  ao.heartbeat_timeout = absl::Seconds(3);
+  ao.shutdown_timeout = absl::Seconds(3);
+  if (log) ao.on_failure = log->callback();
+  return std::make_unique<CoordinationAgent>(std::move(*client), ao);
+}
+
+struct Cluster {
+  std::unique_ptr<CoordinationService> service;
+  std::unique_ptr<GrpcCoordinationServer> server;
+  std::string addr;
+  explicit Cluster(int n, bool recoverable = false) {
+    ServiceOptions o;
+    o.num_tasks = n;
+    o.recoverable = recoverable;
+    o.heartbeat_timeout = absl::Seconds(3);
+    o.shutdown_timeout = absl::Seconds(3);
+    service = *CoordinationService::create(o);
+    auto s = GrpcCoordinationServer::start(service.get(), {"127.0.0.1:0", {}});
+    EXPECT_TRUE(s.ok()) << s.status();
+    server = std::move(*s);
+    addr = absl::StrCat("127.0.0.1:", server->port());
+  }
+};
+
+TEST(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
+  Cluster c(3);
+  FailureLog logs[3];
+  std::vector<std::unique_ptr<CoordinationAgent>> agents;
+  for (int i = 0; i < 3; ++i) agents.push_back(grpc_agent(c.addr, i, 3, &logs[i]));
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->connect().ok()); });
+  for (auto& t : ts) t.join();
+  // KV with bytes, blocking get woken by a later insert.
+  std::string blob("a\0b\xff", 4);
+  std::thread getter([&] { EXPECT_EQ(*agents[1]->kv_get("late", absl::Seconds(3)), blob); });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(agents[0]->kv_set("late", blob).ok());
+  getter.join();
+  EXPECT_EQ(agents[2]->kv_set("late", "x").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(agents[2]->kv_try_get("none").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*agents[2]->kv_increment("ctr", 4), 4);
+  auto dir = agents[1]->kv_dir("");
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->size(), 2u);
+  absl::Status big = agents[0]->kv_set("big", std::string(5 << 20, 'x'));
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(big.message(), HasSubstr("exceeds the limit"));
+  // Barrier (reused) and a timeout with the missing task named, through gRPC.
+  for (int round = 0; round < 2; ++round) {
+    ts.clear();
+    for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->barrier("r", absl::Seconds(3)).ok()); });
+    for (auto& t : ts) t.join();
+  }
+  absl::Status timed = agents[0]->barrier("lonely", absl::Milliseconds(200), {0, 2});
+  EXPECT_EQ(timed.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(timed.message(), HasSubstr("missing: task 2"));
+  // Operator status through an observer client that is not a task.
+  auto observer = *make_grpc_client({c.addr, {}});
+  std::thread waiter([&] { (void)agents[1]->barrier("pending", absl::Seconds(2)); });
+  absl::SleepFor(absl::Milliseconds(100));
+  auto st = observer->status(absl::Seconds(2));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->num_tasks, 3);
+  EXPECT_EQ(st->tasks[2].info.incarnation, agents[2]->incarnation());
+  EXPECT_TRUE(st->tasks[2].watching);
+  ASSERT_EQ(st->barriers.size(), 1u);
+  EXPECT_EQ(st->barriers[0].name, "pending");
+  EXPECT_EQ(st->barriers[0].missing, std::vector<TaskId>({0, 2}));
+  EXPECT_TRUE(observer->cancel_barrier("pending", 0, absl::Seconds(1)).ok());
+  waiter.join();
+  ts.clear();
+  for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->shutdown().ok()); });
+  for (auto& t : ts) t.join();
+  for (auto& l : logs) EXPECT_TRUE(l.seen.empty());
+}
+
+TEST(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
+  // A port with nothing listening: bind a server, note its port, stop it.
+  int port;
+  {
+    Cluster c(1);
+    port = c.server->port();
+  }
+  auto agent = grpc_agent(absl::StrCat("127.0.0.1:", port), 0, 1, nullptr, absl::Milliseconds(700));
+  absl::Time start = absl::Now();
+  absl::Status s = agent->connect();
+  absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("cannot reach the coordination service at 127.0.0.1:"));
+  EXPECT_LT(took, absl::Seconds(2));
+}
+
+TEST(Grpc, RegisterErrorsOverTheWire) {
+  Cluster c(2);
+  auto client = *make_grpc_client({c.addr, {}});
+  auto r = client->register_task(0, 1, 3, absl::Seconds(1));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("says the job has 3 processes but the coordination service was "
+                                              "started for 2"));
+  EXPECT_EQ(client->register_task(7, 1, 2, absl::Seconds(1)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Grpc, CoordinatorLossIsReportedFast) {
+  Cluster c(2);
+  FailureLog logs[2];
+  auto a0 = grpc_agent(c.addr, 0, 2, &logs[0]);
+  auto a1 = grpc_agent(c.addr, 1, 2, &logs[1]);
+  std::thread t([&] { ASSERT_TRUE(a1->connect().ok()); });
+  ASSERT_TRUE(a0->connect().ok());
+  t.join();
+  absl::Time start = absl::Now();
+  c.server->shutdown(absl::Milliseconds(50));
+  for (auto& l : logs) {
+    ASSERT_TRUE(l.wait(absl::Seconds(2)));
+    absl::MutexLock lock(&l.mu);
+    EXPECT_LT(l.first_at - start, absl::Seconds(1));
+    EXPECT_EQ(l.seen[0].task, -1);
+    EXPECT_THAT(l.seen[0].message, HasSubstr("lost the coordination service at 127.0.0.1:"));
+  }
+}
+
+// Child side of KilledProcessIsDetectedWithinASecond: runs only when spawned by it.
+TEST(GrpcChild, DISABLED_RunAsTask) {
+  const char* addr = std::getenv("MCX_TEST_CHILD_ADDR");
+  const char* task = std::getenv("MCX_TEST_CHILD_TASK");
+  if (addr == nullptr || task == nullptr) GTEST_SKIP();
+  int id = std::atoi(task);
+  auto agent = grpc_agent(addr, id, 2, nullptr);
+  ASSERT_TRUE(agent->connect().ok());
+  absl::SleepFor(absl::Seconds(30));  // killed long before this
+}
+
+TEST(Grpc, KilledProcessIsDetectedWithinASecond) {
+  Cluster c(2);
+  FailureLog log;
+  auto a0 = grpc_agent(c.addr, 0, 2, &log);
+  std::string env_addr = absl::StrCat("MCX_TEST_CHILD_ADDR=", c.addr);
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+  env_s.push_back(env_addr);
+  env_s.push_back("MCX_TEST_CHILD_TASK=1");
+  std::vector<char*> envp;
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string filter = "--gtest_filter=GrpcChild.DISABLED_RunAsTask";
+  std::string disabled = "--gtest_also_run_disabled_tests";
+  char* argv[] = {self.data(), filter.data(), disabled.data(), nullptr};
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
+  ASSERT_TRUE(a0->connect().ok());
+  // Wait until the child holds its watch stream.
+  absl::Time until = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < until && !c.service->status().tasks[1].watching) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(c.service->status().tasks[1].watching);
+  absl::Time killed = absl::Now();
+  kill(pid, SIGKILL);
+  int wstatus;
+  waitpid(pid, &wstatus, 0);
+  ASSERT_TRUE(log.wait(absl::Seconds(3)));
+  absl::MutexLock l(&log.mu);
+  absl::Duration detect = log.first_at - killed;
+  std::printf("kill -9 of task 1 detected by task 0 after %s\n", absl::FormatDuration(detect).c_str());
+  EXPECT_LT(detect, absl::Seconds(1));
+  EXPECT_EQ(log.seen[0].task, 1);
+  EXPECT_THAT(log.seen[0].message, HasSubstr("task 1 failed: connection to task 1 lost"));
+}
+
+}  // namespace
+}  // namespace mcx::distributed
