@@ -80,7 +80,8 @@ class Job {
   bool spawn_worker(int id);
   void attach_output(Subprocess& p, const std::string& prefix);
   void on_worker_exit(int id, ExitStatus status);
-  void begin_termination(const std::string& why);
+  // Sends sig (default SIGTERM) to every running process; SIGKILL follows after the grace period.
+  void begin_termination(const std::string& why, int sig = SIGTERM);
   void handle_signals();
   void reap();
   bool all_workers_done() const;
@@ -214,13 +215,13 @@ bool Job::spawn_worker(int id) {
   return true;
 }
 
-void Job::begin_termination(const std::string& why) {
+void Job::begin_termination(const std::string& why, int sig) {
   if (terminating_) return;
   terminating_ = true;
   say(why);
   for (auto& w : workers_) {
     w.restart_at.reset();
-    if (w.proc && !w.reaped) w.proc->signal(SIGTERM);
+    if (w.proc && !w.reaped) w.proc->signal(sig);
   }
   kill_at_ = after(o_.grace_period);
 }
@@ -261,10 +262,9 @@ void Job::handle_signals() {
       ++interrupts_;
       if (!result_) result_ = 128 + sig;
       if (interrupts_ == 1) {
-        say(absl::StrCat("received ", strsignal(sig), "; forwarding it and ending the job"));
-        for (auto& w : workers_)
-          if (w.proc && !w.reaped && sig != SIGTERM) w.proc->signal(sig);
-        begin_termination("ending all processes");
+        begin_termination(absl::StrCat("received ", strsignal(sig), "; forwarding it to every process (SIGKILL after ",
+                                       o_.grace_period, " s)"),
+                          sig);
       } else {
         say("second interrupt: killing all processes now");
         kill_at_ = Clock::now();

@@ -143,7 +143,7 @@ TEST(Faults, KilledTaskIsDetectedWithinOneSecond) {
   for (int i : {w[0], w[1]}) {
     double took = seconds_between(killed_at, h.proc(i).exited);
     RecordProperty("detect_s_task" + std::to_string(i), std::to_string(took));
-    std::printf("task %d exited %.3f s after kill -9 of task 2\n", i, took);
+    std::printf("%s exited %.3f s after kill -9 of task 2\n", h.proc(i).name.c_str(), took);
     EXPECT_LT(took, 1.0) << h.dump(i);
     EXPECT_EQ(h.exit_code(i), kFailureExit) << h.dump(i);
     EXPECT_THAT(h.err(i) + h.out(i), HasSubstr("task 2")) << h.dump(i);
