@@ -215,7 +215,11 @@ DimExpr power(const DimExpr& e, int n) {
   return out;
 }
 
-DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExpr>(const Atom&)>& f) {
+namespace {
+// Memoised on operand identity so that shared operands are rebuilt once per call.
+DimExpr replace_atoms_memo(const DimExpr& e, const std::function<std::optional<DimExpr>(const Atom&)>& f,
+                           std::map<const void*, DimExpr>& memo) {
+  if (auto it = memo.find(DimExprOps::id(e)); it != memo.end()) return it->second;
   DimExpr sum;
   for (const Term& t : DimExprOps::terms(e)) {
     DimExpr prod(t.coeff);
@@ -225,8 +229,8 @@ DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExp
         if (atom.kind == AtomKind::kVar) {
           r = DimExprOps::from_atom(atom);
         } else {
-          DimExpr x = replace_atoms(atom.args[0], f);
-          DimExpr y = replace_atoms(atom.args[1], f);
+          DimExpr x = replace_atoms_memo(atom.args[0], f, memo);
+          DimExpr y = replace_atoms_memo(atom.args[1], f, memo);
           switch (atom.kind) {
             case AtomKind::kFloorDiv: r = floordiv(x, y); break;
             case AtomKind::kMod: r = mod(x, y); break;
@@ -239,7 +243,14 @@ DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExp
     }
     sum = sum + prod;
   }
+  memo.emplace(DimExprOps::id(e), sum);  // e is alive for the whole call, so its id is not reused
   return sum;
+}
+}  // namespace
+
+DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExpr>(const Atom&)>& f) {
+  std::map<const void*, DimExpr> memo;
+  return replace_atoms_memo(e, f, memo);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -291,23 +302,24 @@ absl::StatusOr<int64_t> DimExpr::to_int() const {
       absl::StrCat("[DimExpr::to_int] expected a constant dimension, found symbolic '", to_string(), "'"));
 }
 
-namespace {
-void collect_variables(const DimExpr& e, std::set<std::string>* out) {
+bool any_atom(const DimExpr& e, const std::function<bool(const Atom&)>& pred) {
   for (const Term& t : DimExprOps::terms(e)) {
     for (const auto& f : t.mono) {
-      if (f.first.kind == AtomKind::kVar) {
-        out->insert(f.first.name);
-      } else {
-        for (const DimExpr& a : f.first.args) collect_variables(a, out);
+      if (pred(f.first)) return true;
+      for (const DimExpr& a : f.first.args) {
+        if (any_atom(a, pred)) return true;
       }
     }
   }
+  return false;
 }
-}  // namespace
 
 std::vector<std::string> DimExpr::variables() const {
   std::set<std::string> s;
-  collect_variables(*this, &s);
+  any_atom(*this, [&](const Atom& a) {
+    if (a.kind == AtomKind::kVar) s.insert(a.name);
+    return false;
+  });
   return {s.begin(), s.end()};
 }
 

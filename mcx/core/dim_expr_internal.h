@@ -45,6 +45,8 @@ struct DimExprOps {
   // Sorts, merges equal monomials and drops zero coefficients.
   static DimExpr make(std::vector<Term> terms);
   static DimExpr from_atom(Atom a);
+  // Identity of the shared normal form (equal ids imply equal expressions, not conversely).
+  static const void* id(const DimExpr& e) { return e.impl_.get(); }
 };
 
 // m / d when d divides m (every atom of d occurs in m with at least its power), else nullopt.
@@ -58,6 +60,9 @@ const Atom* as_single_atom(const DimExpr& e);
 DimExpr replace_atoms(const DimExpr& e, const std::function<std::optional<DimExpr>(const Atom&)>& f);
 
 DimExpr power(const DimExpr& e, int n);
+
+// True when pred holds for some atom of e, including atoms inside operation operands.
+bool any_atom(const DimExpr& e, const std::function<bool(const Atom&)>& pred);
 
 // std::string_view whitespace trimming (Debian's abseil has its own string_view type).
 inline std::string_view strip_space(std::string_view s) {

@@ -2,6 +2,8 @@
 // comparisons (the model is JAX's shape_poly `_bounds_decision`, written independently).
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -58,6 +60,10 @@ int64_t negate(int64_t v) {
 }
 
 Interval intersect(Interval a, Interval b) { return {std::max(a.lo, b.lo), std::min(a.hi, b.hi)}; }
+
+// Bounds of operation atoms, keyed by (kind, operand identities), for the duration of one query:
+// operands are shared, so without it nested max/min/floordiv would be re-bounded exponentially often.
+using Cache = std::map<std::tuple<int, const void*, const void*>, Interval>;
 
 std::string bound_str(int64_t v) {
   if (v == kPosInf) return "inf";
@@ -119,18 +125,24 @@ struct SymbolicScope::State {
     return cur;
   }
 
-  Interval atom_interval(const Atom& a) const {
-    Interval iv = intrinsic(a);
+  Interval atom_interval(const Atom& a, Cache& cache) const {
+    std::tuple<int, const void*, const void*> key{static_cast<int>(a.kind), nullptr, nullptr};
+    if (a.kind != AtomKind::kVar) {
+      key = {static_cast<int>(a.kind), DimExprOps::id(a.args[0]), DimExprOps::id(a.args[1])};
+      if (auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    Interval iv = intrinsic(a, cache);
     for (const auto& [atom, b] : atom_bounds) {
       if (compare_atom(atom, a) == 0) iv = intersect(iv, b);
     }
+    if (a.kind != AtomKind::kVar) cache.emplace(key, iv);
     return iv;
   }
 
-  Interval monomial_interval(const Monomial& m) const {
+  Interval monomial_interval(const Monomial& m, Cache& cache) const {
     Interval prod{1, 1};
     for (const auto& [atom, pow] : m) {
-      const Interval a = atom_interval(atom);
+      const Interval a = atom_interval(atom, cache);
       for (int i = 0; i < pow; ++i) prod = mul(prod, a);
     }
     return prod;
@@ -139,17 +151,17 @@ struct SymbolicScope::State {
   // Lower bound of a sum of terms. Plain interval arithmetic loses the correlation in b*c - c, so a
   // negative term -k*m is first paired with a positive term k*m*q (q >= 1, m >= 0): their sum
   // k*m*(q - 1) is at least k*lo(m)*(lo(q) - 1) >= 0.
-  int64_t lower(std::vector<Term> terms) const {
+  int64_t lower(std::vector<Term> terms, Cache& cache) const {
     int64_t lo = 0;
     for (Term& n : terms) {
       if (n.coeff >= 0 || n.mono.empty()) continue;
-      const Interval mn = monomial_interval(n.mono);
+      const Interval mn = monomial_interval(n.mono, cache);
       if (mn.lo < 0) continue;
       for (Term& p : terms) {
         if (p.coeff <= 0 || n.coeff >= 0) continue;
         std::optional<Monomial> q = divide_monomial(p.mono, n.mono);
         if (!q || q->empty()) continue;
-        const Interval qi = monomial_interval(*q);
+        const Interval qi = monomial_interval(*q, cache);
         if (qi.lo < 1) continue;
         const int64_t k = std::min(p.coeff, -n.coeff);
         p.coeff -= k;
@@ -159,41 +171,41 @@ struct SymbolicScope::State {
     }
     for (const Term& t : terms) {
       if (t.coeff == 0) continue;
-      const Interval m = mul({t.coeff, t.coeff}, monomial_interval(t.mono));
+      const Interval m = mul({t.coeff, t.coeff}, monomial_interval(t.mono, cache));
       lo = add_sat(lo, m.lo);
     }
     return lo;
   }
 
   // Interval arithmetic over the polynomial (with the pairing above), without the constraint trick.
-  Interval interval(const DimExpr& e) const {
+  Interval interval(const DimExpr& e, Cache& cache) const {
     std::vector<Term> neg = DimExprOps::terms(e);
     for (Term& t : neg) t.coeff = -t.coeff;
-    return {lower(DimExprOps::terms(e)), negate(lower(std::move(neg)))};
+    return {lower(DimExprOps::terms(e), cache), negate(lower(std::move(neg), cache))};
   }
 
   // Interval arithmetic improved by the constraints: with p >= 0 and f > 0, e >= lo(e - f*p) and
   // e <= hi(e + f*p); f is chosen so that a term of p cancels a term of e.
-  Interval bounds(const DimExpr& e) const {
-    Interval iv = interval(e);
+  Interval bounds(const DimExpr& e, Cache& cache) const {
+    Interval iv = interval(e, cache);
     for (const DimExpr& p : nonneg) {
       for (const Term& tp : DimExprOps::terms(p)) {
         if (tp.mono.empty()) continue;
         for (const Term& te : DimExprOps::terms(e)) {
           if (compare_monomial(te.mono, tp.mono) != 0 || te.coeff % tp.coeff != 0) continue;
           const int64_t f = te.coeff / tp.coeff;
-          if (f > 0) iv.lo = std::max(iv.lo, interval(e - DimExpr(f) * p).lo);
-          if (f < 0) iv.hi = std::min(iv.hi, interval(e + DimExpr(-f) * p).hi);
+          if (f > 0) iv.lo = std::max(iv.lo, interval(e - DimExpr(f) * p, cache).lo);
+          if (f < 0) iv.hi = std::min(iv.hi, interval(e + DimExpr(-f) * p, cache).hi);
         }
       }
     }
     return iv;
   }
 
-  Interval intrinsic(const Atom& a) const {
+  Interval intrinsic(const Atom& a, Cache& cache) const {
     if (a.kind == AtomKind::kVar) return {1, kPosInf};
-    const Interval x = bounds(a.args[0]);
-    const Interval y = bounds(a.args[1]);
+    const Interval x = bounds(a.args[0], cache);
+    const Interval y = bounds(a.args[1], cache);
     switch (a.kind) {
       case AtomKind::kMax: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
       case AtomKind::kMin: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
@@ -255,12 +267,7 @@ absl::StatusOr<SymbolicScope::Constraint> parse_constraint(std::string_view text
 }
 
 bool contains_atom(const DimExpr& e, const Atom& a) {
-  bool found = false;
-  replace_atoms(e, [&](const Atom& x) -> std::optional<DimExpr> {
-    if (compare_atom(x, a) == 0) found = true;
-    return std::nullopt;
-  });
-  return found;
+  return any_atom(e, [&](const Atom& x) { return compare_atom(x, a) == 0; });
 }
 
 }  // namespace
@@ -343,7 +350,8 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
         if (t.mono.size() != 1 || t.mono[0].second != 1) continue;
         const Atom& atom = t.mono[0].first;
         const DimExpr rest = p - DimExpr(t.coeff) * DimExprOps::from_atom(atom);
-        const int64_t rest_hi = state->interval(rest).hi;
+        Cache cache;
+        const int64_t rest_hi = state->interval(rest, cache).hi;
         if (rest_hi == kPosInf) continue;
         Interval b;
         if (t.coeff > 0) {  // atom >= ceil(-rest_hi / k)
@@ -351,7 +359,7 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
         } else {            // atom <= floor(rest_hi / -k)
           b.hi = floordiv_sat(rest_hi, -t.coeff);
         }
-        const Interval before = state->atom_interval(atom);
+        const Interval before = state->atom_interval(atom, cache);
         const Interval after = intersect(before, b);
         if (after.lo != before.lo || after.hi != before.hi) {
           state->atom_bounds.emplace_back(atom, b);
@@ -368,7 +376,8 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
 std::pair<int64_t, int64_t> SymbolicScope::bounds(const DimExpr& e) const {
   static const State* empty = new State();
   const State& s = state_ ? *state_ : *empty;
-  const Interval iv = s.bounds(s.rewrite(e));
+  Cache cache;
+  const Interval iv = s.bounds(s.rewrite(e), cache);
   return {iv.lo, iv.hi};
 }
 
