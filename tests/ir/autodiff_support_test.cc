@@ -185,3 +185,104 @@ TEST(TestUtil, BuffersNearReportsFirstMismatch) {
 
 }  // namespace
 }  // namespace mcx::test
+
+namespace mcx::test {
+namespace {
+
+using ir::OpKind;
+using ir::Program;
+
+AbstractValue av2(DType t, std::vector<int64_t> dims) { return {t, concrete_shape(dims)}; }
+
+std::vector<double> eval1(const Program& p, const std::vector<Buffer>& args) {
+  auto r = reference_evaluate(p, args);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? (*r)[0].to_doubles() : std::vector<double>{};
+}
+
+TEST(ReferenceEval, LowPrecisionFloatsRoundPerOp) {
+  // 1 + 2^-9 is not representable in bf16 (8 significant bits): it rounds to 1; f16 keeps it.
+  const double tiny = std::ldexp(1.0, -9);
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    Program p = single_op_program(OpKind::kAdd, {av2(t, {}), av2(t, {})});
+    std::vector<double> r = eval1(p, {scalar_buffer(t, 1.0), scalar_buffer(t, tiny)});
+    EXPECT_EQ(r[0], t == DType::kBFloat16 ? 1.0 : 1.0 + tiny) << dtype_name(t);
+  }
+}
+
+TEST(ReferenceEval, ComparisonsWithNanAndLogicalOps) {
+  const double nan = std::nan("");
+  Buffer x = Buffer::from_vector<double>({1, nan, 2}, {3});
+  Buffer y = Buffer::from_vector<double>({1, nan, 3}, {3});
+  auto cmp = [&](OpKind k) { return eval1(single_op_program(k, {av2(DType::kFloat64, {3}), av2(DType::kFloat64, {3})}), {x, y}); };
+  EXPECT_EQ(cmp(OpKind::kEq), (std::vector<double>{1, 0, 0}));
+  EXPECT_EQ(cmp(OpKind::kNe), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(cmp(OpKind::kLt), (std::vector<double>{0, 0, 1}));
+  EXPECT_EQ(cmp(OpKind::kGe), (std::vector<double>{1, 0, 0}));
+  EXPECT_EQ(eval1(single_op_program(OpKind::kIsFinite, {av2(DType::kFloat64, {3})}), {x}), (std::vector<double>{1, 0, 1}));
+  Buffer mx = Buffer::from_vector<double>({1, 5, nan}, {3});
+  EXPECT_TRUE(std::isnan(eval1(single_op_program(OpKind::kMax, {av2(DType::kFloat64, {3}), av2(DType::kFloat64, {3})}),
+                               {mx, x})[2]));
+  Buffer a = Buffer::from_vector<int32_t>({0b1100, -1, 5}, {3});
+  Buffer b = Buffer::from_vector<int32_t>({0b1010, 0, 3}, {3});
+  auto bit = [&](OpKind k) { return eval1(single_op_program(k, {av2(DType::kInt32, {3}), av2(DType::kInt32, {3})}), {a, b}); };
+  EXPECT_EQ(bit(OpKind::kAnd), (std::vector<double>{0b1000, 0, 1}));
+  EXPECT_EQ(bit(OpKind::kOr), (std::vector<double>{0b1110, -1, 7}));
+  EXPECT_EQ(bit(OpKind::kXor), (std::vector<double>{0b0110, -1, 6}));
+  EXPECT_EQ(eval1(single_op_program(OpKind::kNot, {av2(DType::kInt32, {3})}), {a}), (std::vector<double>{-13, 0, -6}));
+  Buffer p = Buffer::from_vector<bool>({true, false}, {2});
+  EXPECT_EQ(eval1(single_op_program(OpKind::kNot, {av2(DType::kBool, {2})}), {p}), (std::vector<double>{0, 1}));
+  Buffer u = Buffer::from_vector<uint8_t>({0, 200}, {2});
+  EXPECT_EQ(eval1(single_op_program(OpKind::kNot, {av2(DType::kUInt8, {2})}), {u}), (std::vector<double>{255, 55}));
+}
+
+TEST(ReferenceEval, IntegerPowSignAbsAndUnsignedDivByZero) {
+  Buffer x = Buffer::from_vector<int32_t>({2, -3, 1, -1, 5, 0}, {6});
+  Buffer y = Buffer::from_vector<int32_t>({10, 3, -4, -3, -1, 0}, {6});
+  EXPECT_EQ(eval1(single_op_program(OpKind::kPow, {av2(DType::kInt32, {6}), av2(DType::kInt32, {6})}), {x, y}),
+            (std::vector<double>{1024, -27, 1, -1, 0, 1}));
+  EXPECT_EQ(eval1(single_op_program(OpKind::kSign, {av2(DType::kInt32, {6})}), {x}),
+            (std::vector<double>{1, -1, 1, -1, 1, 0}));
+  EXPECT_EQ(eval1(single_op_program(OpKind::kAbs, {av2(DType::kInt32, {6})}), {x}), (std::vector<double>{2, 3, 1, 1, 5, 0}));
+  Buffer ux = Buffer::from_vector<uint32_t>({7, 7}, {2}), uy = Buffer::from_vector<uint32_t>({0, 2}, {2});
+  EXPECT_EQ(eval1(single_op_program(OpKind::kDiv, {av2(DType::kUInt32, {2}), av2(DType::kUInt32, {2})}), {ux, uy}),
+            (std::vector<double>{4294967295.0, 3}));
+}
+
+TEST(ReferenceEval, IotaBroadcastTransposeReverseConcatenate) {
+  Program io = single_op_program(OpKind::kIota, {}, {{"dtype", DType::kInt32}, {"shape", concrete_shape({2, 3})},
+                                                     {"dimension", int64_t{1}}});
+  EXPECT_EQ(eval1(io, {}), (std::vector<double>{0, 1, 2, 0, 1, 2}));
+  Buffer x = Buffer::from_vector<double>({1, 2, 3}, {3});
+  Program bc = single_op_program(OpKind::kBroadcastInDim, {av2(DType::kFloat64, {3})},
+                                 {{"shape", concrete_shape({3, 2})}, {"broadcast_dimensions", std::vector<int64_t>{0}}});
+  EXPECT_EQ(eval1(bc, {x}), (std::vector<double>{1, 1, 2, 2, 3, 3}));
+  Buffer m = Buffer::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Program tr = single_op_program(OpKind::kTranspose, {av2(DType::kFloat64, {2, 3})}, {{"permutation", std::vector<int64_t>{1, 0}}});
+  EXPECT_EQ(eval1(tr, {m}), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  Program rv = single_op_program(OpKind::kReverse, {av2(DType::kFloat64, {2, 3})}, {{"dimensions", std::vector<int64_t>{1}}});
+  EXPECT_EQ(eval1(rv, {m}), (std::vector<double>{3, 2, 1, 6, 5, 4}));
+  Program ct = single_op_program(OpKind::kConcatenate, {av2(DType::kFloat64, {2, 3}), av2(DType::kFloat64, {2, 1})},
+                                 {{"dimension", int64_t{1}}});
+  EXPECT_EQ(eval1(ct, {m, Buffer::from_vector<double>({9, 8}, {2, 1})}), (std::vector<double>{1, 2, 3, 9, 4, 5, 6, 8}));
+  Program cl = single_op_program(OpKind::kClamp, {av2(DType::kFloat64, {3}), av2(DType::kFloat64, {3}), av2(DType::kFloat64, {3})});
+  EXPECT_EQ(eval1(cl, {Buffer::from_vector<double>({0, 0, 0}, {3}), Buffer::from_vector<double>({-1, 0.5, 7}, {3}),
+                       Buffer::from_vector<double>({1, 1, 1}, {3})}),
+            (std::vector<double>{0, 0.5, 1}));
+}
+
+TEST(ReferenceEval, EmptyReductionsGiveIdentities) {
+  Buffer e = Buffer::zeros(DType::kFloat64, {0, 2});
+  auto red = [&](OpKind k) {
+    return eval1(single_op_program(k, {av2(DType::kFloat64, {0, 2})}, {{"dimensions", std::vector<int64_t>{0}}}), {e});
+  };
+  EXPECT_EQ(red(OpKind::kReduceSum), (std::vector<double>{0, 0}));
+  EXPECT_EQ(red(OpKind::kReduceProd), (std::vector<double>{1, 1}));
+  EXPECT_EQ(red(OpKind::kReduceMax)[0], -std::numeric_limits<double>::infinity());
+  Buffer ei = Buffer::zeros(DType::kInt8, {0});
+  EXPECT_EQ(eval1(single_op_program(OpKind::kReduceMin, {av2(DType::kInt8, {0})}, {{"dimensions", std::vector<int64_t>{0}}}), {ei}),
+            (std::vector<double>{127}));
+}
+
+}  // namespace
+}  // namespace mcx::test

@@ -52,12 +52,13 @@ void expect_grads_match_fd(const Program& f, const Program& g, const std::vector
 }
 
 // A two-layer network with a log-sum-exp loss; x, w1, b1 and w2 are used several times.
-Program mlp_loss() {
+Program mlp_loss(DType t = DType::kFloat64) {
   ProgramBuilder b("mlp");
-  ValueId x = b.add_parameter(f64({4, 3}));
-  ValueId w1 = b.add_parameter(f64({3, 5}));
-  ValueId b1 = b.add_parameter(f64({5}));
-  ValueId w2 = b.add_parameter(f64({5, 2}));
+  auto ty = [&](V dims) { return AbstractValue{t, concrete_shape(dims)}; };
+  ValueId x = b.add_parameter(ty({4, 3}));
+  ValueId w1 = b.add_parameter(ty({3, 5}));
+  ValueId b1 = b.add_parameter(ty({5}));
+  ValueId w2 = b.add_parameter(ty({5, 2}));
   auto dot = [&](ValueId l, ValueId r) {
     return b.emit_or_throw(OpKind::kDotGeneral, {l, r},
                            {{"lhs_batch", V{}}, {"rhs_batch", V{}}, {"lhs_contracting", V{1}}, {"rhs_contracting", V{0}}});
@@ -68,7 +69,7 @@ Program mlp_loss() {
   ValueId picked = b.reduce_sum(b.binary(OpKind::kMul, logits, b.full_like(logits, 0.5)), {1});
   ValueId per_row = b.binary(OpKind::kSub, lse, picked);
   ValueId reg = b.reduce_sum(b.binary(OpKind::kMul, w1, w1), {0, 1});
-  ValueId loss = b.binary(OpKind::kAdd, b.reduce_sum(per_row, {0}), b.binary(OpKind::kMul, reg, b.scalar_constant(DType::kFloat64, 0.1)));
+  ValueId loss = b.binary(OpKind::kAdd, b.reduce_sum(per_row, {0}), b.binary(OpKind::kMul, reg, b.scalar_constant(t, 0.1)));
   return std::move(b).build({loss});
 }
 
@@ -84,6 +85,31 @@ TEST(Autodiff, ValueAndGradOfMlpMatchesFiniteDifferences) {
   ASSERT_TRUE(value.ok() && out.ok());
   EXPECT_TRUE((*out)[0].bitwise_equal((*value)[0]));
   expect_grads_match_fd(f, *g, args, {}, {1, 2, 3});
+}
+
+TEST(Autodiff, LowerPrecisionGradientsAgreeWithFloat64) {
+  // The same network in f32, f16 and bf16: every constant a rule emits takes the value's dtype, and the
+  // gradients agree with the f64 gradients to the precision of the type.
+  auto g64 = ir::value_and_grad_program(mlp_loss(), {0, 1, 2, 3});
+  ASSERT_TRUE(g64.ok());
+  std::vector<Buffer> args = {rnd({4, 3}, 1), rnd({3, 5}, 2), rnd({5}, 3), rnd({5, 2}, 4)};
+  auto want = reference_evaluate(*g64, args);
+  ASSERT_TRUE(want.ok());
+  for (auto [t, tol] : {std::pair{DType::kFloat32, 1e-5}, std::pair{DType::kFloat16, 2e-2}, std::pair{DType::kBFloat16, 1e-1}}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto g = ir::value_and_grad_program(mlp_loss(t), {0, 1, 2, 3});
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(ir::verify(*g).ok());
+    std::vector<Buffer> targs;
+    for (const Buffer& a : args) targs.push_back(buffer_from_doubles(t, a.dims(), a.to_doubles()));
+    auto got = reference_evaluate(*g, targs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_EQ((*got)[i].dtype(), t);
+      Buffer as64 = buffer_from_doubles(DType::kFloat64, (*got)[i].dims(), (*got)[i].to_doubles());
+      EXPECT_TRUE(buffers_near(as64, (*want)[i], tol, tol)) << "output " << i;
+    }
+  }
 }
 
 TEST(Autodiff, VjpWithSharedValuesAndRepeatedResults) {
