@@ -15,8 +15,10 @@
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
+#include "mcx/trace/jit.h"
 #include "mcx/trace/ops.h"
 #include "tests/support/reference_eval.h"
+#include "tests/support/test_util.h"
 
 namespace mcx {
 namespace {
@@ -214,6 +216,26 @@ TEST(RandomTest, DeterministicAcrossThreadCounts) {
   EXPECT_TRUE(u1.bitwise_equal(u4));
   EXPECT_TRUE(p1.bitwise_equal(p4));
   EXPECT_TRUE(u1.bitwise_equal(random::uniform(k, {1 << 20}).to_host()));
+}
+
+TEST(RandomTest, TracesUnderJitWithTheSameValues) {
+  auto f = jit([](const Array& k, const Array& step) {
+    Array kk = random::fold_in(k, step);  // a traced key and a traced step counter
+    return std::make_tuple(random::split(kk, 3), random::uniform(kk, {100}), random::normal(kk, {64}),
+                           random::permutation(kk, 20), random::bernoulli(kk, 0.5, {10}));
+  });
+  Array k = random::key(9);
+  auto [s, u, z, p, b] = f(k, array(uint32_t{4}));
+  Array kk = random::fold_in(k, 4u);
+  EXPECT_TRUE(s.to_host().bitwise_equal(random::split(kk, 3).to_host()));
+  EXPECT_TRUE(u.to_host().bitwise_equal(random::uniform(kk, {100}).to_host()));
+  EXPECT_TRUE(p.to_host().bitwise_equal(random::permutation(kk, 20).to_host()));
+  EXPECT_TRUE(b.to_host().bitwise_equal(random::bernoulli(kk, 0.5, {10}).to_host()));
+  test::expect_buffers_near(z.to_host(), random::normal(kk, {64}).to_host(), 1e-6, 1e-6);
+  // A new step value reuses the compiled program and gives new numbers.
+  auto [s5, u5, z5, p5, b5] = f(k, array(uint32_t{5}));
+  EXPECT_FALSE(u5.to_host().bitwise_equal(u.to_host()));
+  EXPECT_EQ(f.cache_size(), 1);
 }
 
 TEST(RandomTest, ErrorsNameTheFunction) {
