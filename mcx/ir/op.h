@@ -49,6 +49,12 @@
 //   (adds each update row into x at its index; clamped; the VJP of take)
 // threefry2x32         key u32[2], counts u32[..., 2]  -                                       u32[..., 2]
 //   (Threefry-2x32 with 20 rounds as in JAX/Random123: each row of counts is encrypted under key)
+//
+// Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
+// reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
+// comparisons, select's branches, reduce_max/min, argmax/argmin, reverse and the shape ops take any dtype;
+// take/scatter_add indices and dynamic_slice starts are any integer dtype (starts must be scalars);
+// argmax/argmin index_dtype is an integer dtype. An attribute that the op does not take is an error.
 #pragma once
 
 #include <cstdint>

@@ -582,6 +582,11 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
 
 absl::Status verify(const Program& p) {
   const int np = p.num_params();
+  for (int i = 0; i < np; ++i)
+    for (const DimExpr& d : p.params[i].shape)
+      if (auto c = d.constant_value(); c && *c < 0)
+        return absl::InvalidArgumentError(
+            cat("[verify] parameter %", i, " has a negative dimension: ", p.params[i].to_string()));
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
     const ValueId self = np + static_cast<ValueId>(i);

@@ -495,7 +495,12 @@ absl::StatusOr<Program> Parser::program() {
     param_pos.push_back(pos_);
     MCX_ASSIGN_OR_RETURN(std::string n, value_name());
     MCX_RETURN_IF_ERROR(expect_char(':'));
+    skip_ws();
+    size_t type_at = pos_;
     MCX_ASSIGN_OR_RETURN(AbstractValue t, type());
+    for (const DimExpr& d : t.shape)
+      if (auto c = d.constant_value(); c && *c < 0)
+        return error_at(type_at, cat("parameter type ", t.to_string(), " has a negative dimension"));
     params.emplace_back(std::move(n), std::move(t));
   }
   MCX_RETURN_IF_ERROR(expect_char('-'));

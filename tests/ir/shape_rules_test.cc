@@ -259,6 +259,9 @@ TEST(Verify, AcceptsBuiltProgramsAndNamesTheBadInstruction) {
   bad.results = {7};
   EXPECT_THAT(std::string(verify(bad).message()), HasSubstr("result 0 refers to %7"));
   bad = p;
+  bad.params[0] = T("f32[-1,4]");
+  EXPECT_THAT(std::string(verify(bad).message()), HasSubstr("[verify] parameter %0 has a negative dimension"));
+  bad = p;
   bad.instrs[1].attrs.set("dimensions", Ints{3});
   EXPECT_THAT(std::string(verify(bad).message()), HasSubstr("[reduce_sum] attribute 'dimensions'"));
 }

@@ -202,6 +202,8 @@ TEST(Text, ParseErrorsNamePositionAndExpectation) {
               HasSubstr("expected 3 constant elements (found 2)"));
   EXPECT_THAT(parse_error("program @f(%0: q32[2]) -> () {\n  return ()\n}"),
               HasSubstr("line 1, column 16: expected a dtype, found 'q32'"));
+  EXPECT_THAT(parse_error("program @f(%0: f32[2,-3]) -> () {\n  return ()\n}"),
+              HasSubstr("line 1, column 16: parameter type f32[2,-3] has a negative dimension"));
   EXPECT_THAT(parse_error("program @f(%0: f32[2]) -> () where b >= {\n  return ()\n}"),
               HasSubstr("line 1, column 30: bad constraint"));
   EXPECT_THAT(parse_error("program @f(%0: f32[2]) -> () {\n  return ()\n}\nextra"),
