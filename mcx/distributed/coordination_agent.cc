@@ -32,6 +32,7 @@ struct CoordinationAgent::Impl {
   std::set<std::pair<TaskId, Incarnation>> reported ABSL_GUARDED_BY(mu);
   bool coordinator_loss_reported ABSL_GUARDED_BY(mu) = false;
   bool job_error_reported ABSL_GUARDED_BY(mu) = false;
+  bool self_reported_error ABSL_GUARDED_BY(mu) = false;  // report_error() was called: our ERROR is no news
   std::unique_ptr<WatchStream> stream;
   std::thread heartbeat_thread, watcher_thread;
 
@@ -79,6 +80,7 @@ struct CoordinationAgent::Impl {
         if (t.state != TaskState::kError) continue;
         if (!reported.insert({t.id, t.incarnation}).second) continue;
         bool own = t.id == self->options_.task_id && t.incarnation == self->options_.incarnation;
+        if (own && self_reported_error) continue;
         // In recoverable mode another task's failure is a membership change: only on_failure hears of it.
         if (!own && !fatal_job && !self->options_.on_failure) continue;
         std::string msg = own ? absl::StrCat("this task (", t.id, ") was declared failed by the coordination service: ",
@@ -131,7 +133,7 @@ struct CoordinationAgent::Impl {
         bool job_reported;
         {
           absl::MutexLock lock(&mu);
-          job_reported = job_error_reported ||
+          job_reported = job_error_reported || self_reported_error ||
                          reported.count({o.task_id, o.incarnation}) > 0;
         }
         if (!job_reported) {
@@ -260,6 +262,11 @@ absl::Status CoordinationAgent::shutdown() {
 }
 
 absl::Status CoordinationAgent::report_error(const absl::Status& error) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->self_reported_error = true;
+    impl_->job_error_reported = true;  // the job error it causes is ours: other tasks' failures still count
+  }
   return client_->report_error(options_.task_id, options_.incarnation, error, options_.rpc_timeout);
 }
 

@@ -80,6 +80,8 @@ class CoordinationAgent {
   absl::Status shutdown();
 
   // Reports a fatal error of this process to the service (propagated to the others unless recoverable).
+  // This agent does not treat the resulting failure of its own task as news (no on_failure / exit for
+  // it); the program decides how to end.
   absl::Status report_error(const absl::Status& error);
 
   TaskId task_id() const { return options_.task_id; }

@@ -340,9 +340,21 @@ struct CoordinationService::Impl {
     changed(d);
   }
 
-  void complete_registration_if_ready(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  bool all_registered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (const Task& t : tasks) {
-      if (!t.ever_registered) return;
+      if (!t.ever_registered) return false;
+    }
+    return true;
+  }
+
+  void complete_registration_if_ready(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!all_registered()) return;
+    if (!register_waiters.empty()) {
+      // The waiting tasks could not heartbeat while blocked in registration: their clocks start now.
+      absl::Time now = clock->now();
+      for (const auto& w : register_waiters) {
+        if (tasks[w.task].state == TaskState::kConnected) tasks[w.task].last_heartbeat = now;
+      }
     }
     RegisterResult r{self->service_incarnation_};
     for (auto& w : register_waiters) {
@@ -465,8 +477,10 @@ absl::Time CoordinationService::Impl::earliest_deadline() const {
 
 void CoordinationService::Impl::check_timeouts_locked(Deferred& d) {
   absl::Time now = clock->now();
-  // Heartbeats.
-  for (size_t i = 0; i < tasks.size(); ++i) {
+  // Heartbeats. Not while the job is still assembling: registered tasks wait in registration without
+  // heartbeating (their registration deadline bounds that wait).
+  const bool assembled = all_registered();
+  for (size_t i = 0; i < tasks.size() && assembled; ++i) {
     Task& t = tasks[i];
     if (t.state == TaskState::kConnected && now - t.last_heartbeat > opt.heartbeat_timeout) {
       fail_task_locked(static_cast<TaskId>(i),

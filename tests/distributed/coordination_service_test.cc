@@ -85,6 +85,23 @@ TEST_F(ServiceTest, RegisterWaitsForAllThenTimesOutNamingMissing) {
   EXPECT_TRUE(r3.get().ok());
 }
 
+TEST_F(ServiceTest, SlowRegistrationIsNotAHeartbeatFailure) {
+  auto s = make(2);
+  Result<absl::StatusOr<RegisterResult>> r0, r1;
+  s->register_task(0, 100, 2, absl::Seconds(60), r0.cb());
+  clock_.advance(absl::Seconds(15));  // longer than the 10 s heartbeat timeout
+  s->check_timeouts();
+  EXPECT_EQ(s->job_state().tasks[0].state, TaskState::kConnected);
+  s->register_task(1, 101, 2, absl::Seconds(60), r1.cb());
+  EXPECT_TRUE(r0.get().ok());
+  clock_.advance(absl::Seconds(9));
+  s->check_timeouts();
+  EXPECT_EQ(s->job_state().tasks[0].state, TaskState::kConnected);  // its clock started at completion
+  clock_.advance(absl::Seconds(2));
+  s->check_timeouts();
+  EXPECT_EQ(s->job_state().tasks[0].state, TaskState::kError);
+}
+
 TEST_F(ServiceTest, RegisterErrors) {
   auto s = make(2);
   Result<absl::StatusOr<RegisterResult>> bad_id, bad_n, zero;
