@@ -1,8 +1,10 @@
 // A dense, row-major host array: dtype, concrete dims and shared storage. Cheap to copy (the storage is
 // shared); treat it as immutable once it has been handed to an op. Used for IR constants, kernel inputs
-// and outputs, and the shards of concrete arrays.
+// and outputs, and the shards of concrete arrays. Storage is 64-byte aligned (also for zero elements).
+// Thread-safety: concurrent reads are safe; writes through mutable_data() need external ordering.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,7 @@ class Buffer {
   template <typename T>
   static Buffer from_vector(const std::vector<T>& values, std::vector<int64_t> dims) {
     Buffer b = uninitialized(dtype_v<T>, std::move(dims));
+    assert(values.size() == static_cast<size_t>(b.num_elements()) && "from_vector: size must match dims");
     for (size_t i = 0; i < values.size(); ++i) b.mutable_data<T>()[i] = values[i];
     return b;
   }

@@ -102,6 +102,7 @@ DimExpr min(const DimExpr& a, const DimExpr& b);
 // a variable or atom ("b == 2*c", "max(a, b) == c") is replaced everywhere, a term k*m replaces the
 // terms c*m with k | c ("2*b == c" rewrites 4*b to 2*c); "mod(e, k) == 0" also rewrites k*(e // k) to e.
 // Two "==" constraints rewriting the same term are an error.
+// Thread-safety: immutable after create(); copies share state and may be used from any thread.
 class SymbolicScope {
  public:
   SymbolicScope() = default;

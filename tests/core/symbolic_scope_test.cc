@@ -113,6 +113,13 @@ TEST(SymbolicScopeTest, EqualityConstraintsRewrite) {
   EXPECT_EQ(D(s.ge(P("b"), P("c"))), true);
   EXPECT_EQ(D(s.gt(P("b"), P("c"))), true);
 
+  // Inequalities are rewritten too: b >= 16 becomes 2*c >= 16, so c >= 8.
+  const SymbolicScope both = S({"b == 2*c", "b >= 16"});
+  EXPECT_EQ(both.bounds(P("c")), Bounds(8, kInf));
+  EXPECT_EQ(both.bounds(P("b")), Bounds(16, kInf));
+  EXPECT_EQ(S({"b == 5"}).bounds(P("b*c")), Bounds(5, kInf));
+  EXPECT_EQ(S({"b == 5"}).bounds(P("b + 1")), Bounds(6, 6));
+
   const SymbolicScope atom = S({"max(a, b) == c", "c <= 64"});
   EXPECT_TRUE(atom.known_equal(P("max(a, b)"), P("c")));
   EXPECT_EQ(D(atom.le(P("max(a, b)"), P("64"))), true);
