@@ -3,6 +3,7 @@
 //
 //   mcx-ctl --coordinator HOST:PORT [--json] [--timeout S] [mTLS flags] status
 //   mcx-ctl ... kv get KEY | kv set KEY VALUE [--no-overwrite] | kv ls PREFIX | kv rm KEY | kv incr KEY [DELTA]
+//   (kv get prints the value's bytes as they are; kv ls prints "key<TAB>value" lines, C-escaped)
 //   mcx-ctl ... barriers
 //
 // Exit codes: 0 ok, 1 the call failed (message on stderr, e.g. key not found), 2 usage error,
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -196,7 +198,8 @@ int main(int argc, char** argv) {
       for (const auto& e : *entries) out.push_back({{"key", e.key}, {"value", e.value}});
       std::cout << out.dump(2) << std::endl;
     } else {
-      for (const auto& e : *entries) std::cout << e.key << "\t" << e.value << "\n";
+      // One line per entry: keys and values are C-escaped (values are bytes and may hold newlines).
+      for (const auto& e : *entries) std::cout << absl::CEscape(e.key) << "\t" << absl::CEscape(e.value) << "\n";
     }
     return 0;
   }

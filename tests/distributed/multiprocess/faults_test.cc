@@ -170,6 +170,30 @@ TEST(Faults, KilledCoordinatorFailsEveryTaskFast) {
   }
 }
 
+// A task that stops entirely (SIGSTOP: no heartbeats, but its connection stays open) is failed by the
+// heartbeat timeout, and the others are told.
+TEST(Faults, StoppedTaskIsDetectedByHeartbeatTimeout) {
+  Harness h;
+  std::string addr = h.start_coordinator(2, {"--heartbeat-timeout", "2"});
+  ASSERT_FALSE(addr.empty());
+  Env hb = {{"MCX_HEARTBEAT_INTERVAL", "0.5"}, {"MCX_HEARTBEAT_TIMEOUT", "2"}};
+  std::vector<int> w;
+  for (int i = 0; i < 2; ++i) w.push_back(spawn_worker(h, addr, 2, i, {"wait", "30"}, hb));
+  for (int i : w) ASSERT_TRUE(h.wait_output(i, "READY", milliseconds(15000))) << h.dump_all();
+  auto stopped_at = Clock::now();
+  ::kill(h.proc(w[1]).sub->pid(), SIGSTOP);
+  ASSERT_TRUE(h.wait_exit(w[0], milliseconds(10000))) << h.dump_all();
+  double took = seconds_between(stopped_at, h.proc(w[0]).exited);
+  std::printf("task 0 exited %.3f s after SIGSTOP of task 1 (heartbeat timeout 2 s)\n", took);
+  EXPECT_EQ(h.exit_code(w[0]), kFailureExit) << h.dump(w[0]);
+  EXPECT_THAT(h.err(w[0]) + h.out(w[0]), HasSubstr("task 1")) << h.dump(w[0]);
+  EXPECT_THAT(h.err(w[0]) + h.out(w[0]), HasSubstr("heartbeat")) << h.dump(w[0]);
+  EXPECT_GE(took, 1.0);
+  EXPECT_LT(took, 2.0 + 2.0);  // timeout + checker period + exit
+  ::kill(h.proc(w[1]).sub->pid(), SIGCONT);
+  h.kill9(w[1]);
+}
+
 // A task that is alive (heartbeating) but never arrives: the barrier times out and names it.
 TEST(Faults, StuckTaskIsNamedByTheBarrierTimeout) {
   Harness h;

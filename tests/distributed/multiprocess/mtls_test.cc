@@ -50,6 +50,22 @@ TEST_F(Mtls, JobWithGoodCertificatesRuns) {
   EXPECT_THAT(h.err(h.coordinator_index()), HasSubstr("mTLS"));
 }
 
+// mcx-run gives each process its own certificate ({id}) and the coordinator its own ({id} = coordinator).
+TEST_F(Mtls, McxRunGivesEachProcessItsOwnCertificate) {
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "3", "--mtls-cert", dir_.file("task{id}.pem"),
+                              "--mtls-key", dir_.file("task{id}.key"), "--mtls-ca", dir_.file("ca.pem"),
+                              "--coordinator-mtls-cert", dir_.file("coordinator.pem"),
+                              "--coordinator-mtls-key", dir_.file("coordinator.key"),
+                              "--mtls-peer-uri-prefix", "spiffe://mcx/job/", "--mtls-bind-identity",
+                              "--require-mtls", "-v", "--", worker_path(), "hello"});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(20000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_THAT(h.out(r), HasSubstr("[p" + std::to_string(i) + "] task " + std::to_string(i) + " of 3 passed"));
+  EXPECT_THAT(h.err(r), HasSubstr("mTLS"));  // the coordinator's banner (verbose)
+}
+
 TEST_F(Mtls, ClientWithoutCertificateIsRefused) {
   Harness h;
   std::string addr = h.start_coordinator(1, coordinator_flags());

@@ -1,5 +1,6 @@
 // mcx-ctl against a live job, and the hello_distributed example under mcx-run and under OpenMPI's mpirun.
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -79,13 +80,16 @@ TEST(McxCtl, StatusShowsTasksHeartbeatsAndWhoIsMissingFromABarrier) {
   EXPECT_EQ(h.out(get), "alpha\n");
   int ls = ctl(h, addr, {"kv", "ls", "ops"});
   EXPECT_EQ(h.out(ls), "ops/a\talpha\nops/b\tbeta\n");
+  EXPECT_EQ(h.exit_code(ctl(h, addr, {"kv", "set", "ops/nl", "two\nlines"})), 0);
+  int ls_nl = ctl(h, addr, {"kv", "ls", "ops"});
+  EXPECT_THAT(h.out(ls_nl), HasSubstr("ops/nl\ttwo\\nlines\n"));  // escaped: one line per entry
   int no = ctl(h, addr, {"kv", "set", "--no-overwrite", "ops/a", "x"});
   EXPECT_EQ(h.exit_code(no), 1);
   EXPECT_THAT(h.err(no), HasSubstr("ALREADY_EXISTS"));
   int inc = ctl(h, addr, {"kv", "incr", "ops/n", "5"});
   EXPECT_EQ(h.out(inc), "5\n");
   int rm = ctl(h, addr, {"kv", "rm", "ops"});
-  EXPECT_THAT(h.out(rm), HasSubstr("deleted 3"));
+  EXPECT_THAT(h.out(rm), HasSubstr("deleted 4"));
   int missing = ctl(h, addr, {"kv", "get", "ops/a"});
   EXPECT_EQ(h.exit_code(missing), 1);
   EXPECT_THAT(h.err(missing), HasSubstr("NOT_FOUND"));
@@ -93,6 +97,39 @@ TEST(McxCtl, StatusShowsTasksHeartbeatsAndWhoIsMissingFromABarrier) {
   int topo = ctl(h, addr, {"kv", "ls", "mcx/topology"});
   EXPECT_THAT(h.out(topo), HasSubstr("mcx/topology/0"));
   EXPECT_THAT(h.out(topo), HasSubstr("mcx/topology/1"));
+}
+
+TEST(McxCoordinator, ExitsCleanlyOnSigtermAndWhenTheJobIsDone) {
+  Harness h;
+  std::string addr = h.start_coordinator(1);
+  ASSERT_FALSE(addr.empty());
+  ::kill(h.proc(h.coordinator_index()).sub->pid(), SIGTERM);
+  ASSERT_TRUE(h.wait_exit(h.coordinator_index(), milliseconds(5000))) << h.dump_all();
+  EXPECT_EQ(h.exit_code(h.coordinator_index()), 0) << h.dump_all();
+
+  // --exit-when-done: exits 0 once every task has shut down.
+  Harness h2;
+  std::string addr2 = h2.start_coordinator(2, {"--exit-when-done"});
+  ASSERT_FALSE(addr2.empty());
+  int a = h2.spawn("task0", {worker_path(), "hello"}, Harness::worker_env(addr2, 2, 0));
+  int b = h2.spawn("task1", {worker_path(), "hello"}, Harness::worker_env(addr2, 2, 1));
+  ASSERT_TRUE(h2.wait_exits({a, b, h2.coordinator_index()}, milliseconds(15000))) << h2.dump_all();
+  EXPECT_EQ(h2.exit_code(a), 0);
+  EXPECT_EQ(h2.exit_code(b), 0);
+  EXPECT_EQ(h2.exit_code(h2.coordinator_index()), 0) << h2.dump_all();
+  EXPECT_THAT(h2.err(h2.coordinator_index()), HasSubstr("task 1 SHUTDOWN"));
+}
+
+// Two coordinators on one port would split the job's connections between them (gRPC sets SO_REUSEPORT
+// unless GRPC_ARG_ALLOW_REUSEPORT is 0): the second must refuse to start.
+TEST(McxCoordinator, RefusesAnAddressInUse) {
+  Harness h;
+  std::string addr = h.start_coordinator(1);
+  ASSERT_FALSE(addr.empty());
+  int second = h.spawn("second", {tool_path("mcx-coordinator"), "--bind", addr, "-n", "1"});
+  ASSERT_TRUE(h.wait_exit(second, milliseconds(5000))) << h.dump(second);
+  EXPECT_EQ(h.exit_code(second), 2) << h.dump(second);
+  EXPECT_THAT(h.err(second), HasSubstr(addr));
 }
 
 TEST(McxCtl, UnreachableCoordinatorExitsWith3) {
