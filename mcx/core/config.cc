@@ -192,8 +192,8 @@ std::string flags_markdown_table() {
 }
 
 const Flag<std::string> kLogLevelFlag(
-    "MCX_LOG_LEVEL", "info", "log level of the mcx logger: trace, debug, info, warn, error, critical or off",
-    one_of({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+    "MCX_LOG_LEVEL", "info", "log level of the mcx logger: trace, debug, info, warn (or warning), error, critical or off",
+    one_of({"trace", "debug", "info", "warn", "warning", "error", "critical", "off"}));
 
 const Flag<int64_t> kCpuThreadsFlag(
     "MCX_CPU_THREADS", 0, "worker threads of the CPU backend; 0 means std::thread::hardware_concurrency()",

@@ -100,7 +100,7 @@ absl::Status validate_all_flags();
 std::string flags_markdown_table();
 
 // The flags of mcx/core.
-extern const Flag<std::string> kLogLevelFlag;  // MCX_LOG_LEVEL: trace|debug|info|warn|error|critical|off
+extern const Flag<std::string> kLogLevelFlag;  // MCX_LOG_LEVEL: trace|debug|info|warn(ing)|error|critical|off
 extern const Flag<int64_t> kCpuThreadsFlag;    // MCX_CPU_THREADS: 0 = hardware concurrency
 
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
