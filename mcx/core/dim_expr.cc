@@ -324,6 +324,10 @@ std::vector<std::string> DimExpr::variables() const {
 }
 
 absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& env) const {
+  auto overflow = [&]() {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[DimExpr::evaluate] int64 overflow evaluating '", to_string(), "'"));
+  };
   int64_t sum = 0;
   for (const Term& t : impl_->terms) {
     int64_t prod = t.coeff;
@@ -353,9 +357,11 @@ absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& 
           default: v = std::min(*x, *y); break;
         }
       }
-      for (int i = 0; i < pow; ++i) prod *= v;
+      for (int i = 0; i < pow; ++i) {
+        if (__builtin_mul_overflow(prod, v, &prod)) return overflow();
+      }
     }
-    sum += prod;
+    if (__builtin_add_overflow(sum, prod, &sum)) return overflow();
   }
   return sum;
 }

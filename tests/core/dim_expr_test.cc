@@ -200,6 +200,10 @@ TEST(DimExprTest, EvaluateAndSubstitute) {
   ASSERT_FALSE(divzero.ok());
   EXPECT_THAT(std::string(divzero.status().message()), HasSubstr("division by zero"));
   EXPECT_FALSE(floordiv(b, DimExpr(0)).evaluate({{"b", 1}}).ok());
+  auto big = (b * b * b).evaluate({{"b", int64_t{1} << 22}});
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("overflow"));
+  EXPECT_EQ(*(b * b * b).evaluate({{"b", int64_t{1} << 20}}), int64_t{1} << 60);
   EXPECT_EQ(e.variables(), (std::vector<std::string>{"b", "c"}));
   EXPECT_EQ(P("max(x, y // z)").variables(), (std::vector<std::string>{"x", "y", "z"}));
   const DimExpr s = e.substitute({{"c", 2 * b}});
