@@ -241,6 +241,53 @@ TEST(ShapeRules, IndexingAndRandom) {
   EXPECT_THAT(err(infer(OpKind::kThreefry2x32, {"u32[2]", "u32[b,3]"})), HasSubstr("counts must be u32[..., 2]"));
 }
 
+TEST(ShapeRules, MoreErrorPaths) {
+  EXPECT_THAT(err(infer(OpKind::kSlice, {"f32[4,4]"}, {{"start", S("0")}, {"limit", S("1")}, {"strides", Ints{1}}})),
+              HasSubstr("must each have 2 entries for f32[4,4]"));
+  EXPECT_THAT(err(infer(OpKind::kSlice, {"f32[4]"}, {{"start", Ints{0}}, {"limit", S("1")}, {"strides", Ints{1}}})),
+              HasSubstr("[slice] attribute 'start' expected dims, found ints"));
+  EXPECT_THAT(err(infer(OpKind::kDynamicSlice, {"f32[4]", "i32[]"}, {{"sizes", S("1, 1")}})),
+              HasSubstr("sizes [1,1] must have 1 entries"));
+  EXPECT_THAT(err(infer(OpKind::kDynamicSlice, {"f32[4]", "i32[1]"}, {{"sizes", S("1")}})),
+              HasSubstr("must be an integer scalar, found i32[1]"));
+  EXPECT_THAT(err(infer(OpKind::kPad, {"f32[3]", "f32[]"}, {{"low", S("0, 0")}, {"high", S("0")}, {"interior", Ints{0}}})),
+              HasSubstr("must each have 1 entries"));
+  EXPECT_THAT(err(infer(OpKind::kArgMax, {"f32[3]"}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}})),
+              HasSubstr("[argmax] attribute 'dimension' is 1, expected an axis in [0, 1)"));
+  EXPECT_THAT(err(infer(OpKind::kDotGeneral, {"bool[3]", "bool[3]"}, {{"lhs_batch", Ints{}}, {"rhs_batch", Ints{}},
+                                                                     {"lhs_contracting", Ints{0}},
+                                                                     {"rhs_contracting", Ints{0}}})),
+              HasSubstr("[dot_general] operands must be numeric"));
+  EXPECT_THAT(err(infer(OpKind::kCumsum, {"bool[3]"}, {{"dimension", int64_t{0}}, {"reverse", int64_t{0}}})),
+              HasSubstr("[cumsum] operand must be numeric"));
+  EXPECT_THAT(err(infer(OpKind::kCumsum, {"f32[3]"}, {{"dimension", int64_t{-1}}, {"reverse", int64_t{0}}})),
+              HasSubstr("attribute 'dimension' is -1"));
+  EXPECT_THAT(err(infer(OpKind::kScatterAdd, {"f32[]", "i32[2]", "f32[2]"})), HasSubstr("[scatter_add] operand must have rank >= 1"));
+  EXPECT_THAT(err(infer(OpKind::kScatterAdd, {"f32[4]", "f32[2]", "f32[2]"})), HasSubstr("indices must be integer"));
+  EXPECT_THAT(err(infer(OpKind::kScatterAdd, {"bool[4]", "i32[2]", "bool[2]"})), HasSubstr("operand must be numeric"));
+  EXPECT_THAT(err(infer(OpKind::kTake, {"f32[4]", "bool[2]"})), HasSubstr("indices must be integer, found bool[2]"));
+  EXPECT_THAT(err(infer(OpKind::kThreefry2x32, {"u32[2]", "i32[3,2]"})), HasSubstr("counts must be u32[..., 2], found i32[3,2]"));
+  EXPECT_THAT(err(infer(OpKind::kThreefry2x32, {"u32[3]", "u32[3,2]"})), HasSubstr("key must be u32[2], found u32[3]"));
+  EXPECT_THAT(err(infer(OpKind::kReshape, {"f32[4]"}, {{"shape", S("-2, -2")}})), HasSubstr("entry 0 is -2, expected >= 0"));
+  EXPECT_THAT(err(infer(OpKind::kReshape, {"f32[b]"}, {{"shape", S("c")}})),
+              HasSubstr("element counts differ: operand f32[b] has b, shape [c] has c"));
+  EXPECT_THAT(err(infer(OpKind::kReverse, {"f32[3]"}, {{"dimensions", Ints{0, 0}}})), HasSubstr("repeats axis 0"));
+  EXPECT_THAT(err(infer(OpKind::kIota, {}, {{"dtype", DType::kInt32}, {"shape", S("-1")}, {"dimension", int64_t{0}}})),
+              HasSubstr("[iota] attribute 'shape' entry 0 is -1"));
+  EXPECT_THAT(err(infer(OpKind::kConcatenate, {"f32[2]", "f32[2,1]"}, {{"dimension", int64_t{0}}})),
+              HasSubstr("operand ranks differ"));
+  EXPECT_THAT(err(infer(OpKind::kDynamicSlice, {}, {{"sizes", S("1")}})), HasSubstr("got no operands"));
+  EXPECT_THAT(err(infer(OpKind::kBroadcastInDim, {"f32[b]"}, {{"shape", S("c")}, {"broadcast_dimensions", Ints{0}}})),
+              HasSubstr("operand f32[b] dim 0 is b, expected 1 or result f32[c] dim 0 which is c"));
+}
+
+TEST(ShapeRules, ScopeEqualityRewrites) {
+  // With "b == 2*c" in scope, f32[b] and f32[2*c] are the same shape.
+  SymbolicScope scope = value_or_throw(SymbolicScope::create({"b == 2*c"}));
+  EXPECT_EQ(ok_type(infer(OpKind::kAdd, {"f32[b]", "f32[2*c]"}, {}, scope)), "f32[b]");
+  EXPECT_THAT(err(infer(OpKind::kAdd, {"f32[b]", "f32[2*c]"})), HasSubstr("operand shapes differ"));
+}
+
 TEST(Verify, AcceptsBuiltProgramsAndNamesTheBadInstruction) {
   ProgramBuilder b("f");
   ValueId x = b.add_parameter(T("f32[b,4]"));
