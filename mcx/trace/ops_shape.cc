@@ -235,8 +235,8 @@ Array matmul(const Array& a, const Array& b) {
   }
   if (a_vec || b_vec) {
     Shape s = out.shape();
-    if (b_vec) s.erase(s.end() - 1);
-    if (a_vec) s.erase(s.end() - 1);
+    if (b_vec) s.erase(s.end() - 1);          // the added n = 1
+    if (a_vec) s.erase(s.end() - (b_vec ? 1 : 2));  // the added m = 1
     out = reshape(out, s);
   }
   return out;

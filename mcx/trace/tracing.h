@@ -43,8 +43,12 @@ TracedFunction trace_flat(const std::string& what, const std::string& program_na
 namespace detail {
 
 // Arguments that are not pytrees but plain values: part of the jit cache key, passed through unchanged.
+// String literals and const char* are passed to the function as std::string.
 template <typename T>
-concept StaticArg = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::string>;
+concept StringLike = std::is_same_v<T, std::string> || std::is_same_v<std::decay_t<T>, const char*> ||
+                     std::is_same_v<std::decay_t<T>, char*>;
+template <typename T>
+concept StaticArg = std::is_arithmetic_v<T> || std::is_enum_v<T> || StringLike<T>;
 
 // Arguments of jitted/differentiated calls, and of mcx::trace (which also takes AbstractValue leaves).
 template <typename T>
@@ -56,8 +60,8 @@ std::string static_arg_key(const std::type_info& type, const std::string& value)
 
 template <typename T>
 std::string static_key_of(const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    return static_arg_key(typeid(T), v);
+  if constexpr (StringLike<T>) {
+    return static_arg_key(typeid(std::string), std::string(v));
   } else if constexpr (std::is_enum_v<T>) {
     return static_arg_key(typeid(T), std::to_string(static_cast<int64_t>(v)));
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -118,7 +122,8 @@ FlatArgs flatten_args(const Args&... args) {
 
 // The argument as the function sees it when its leaves are replaced (AbstractValue becomes Array).
 template <typename T>
-using traced_arg_t = std::conditional_t<std::is_same_v<T, AbstractValue>, Array, T>;
+using traced_arg_t = std::conditional_t<std::is_same_v<T, AbstractValue>, Array,
+                                        std::conditional_t<StringLike<T>, std::string, T>>;
 
 template <typename T>
 traced_arg_t<T> rebuild_one(const T& orig, const FlatArgs& flat, size_t index, std::span<const Array> leaves) {
@@ -127,6 +132,8 @@ traced_arg_t<T> rebuild_one(const T& orig, const FlatArgs& flat, size_t index, s
   } else if constexpr (PyTree<T>) {
     auto [b, e] = flat.ranges[index];
     return tree_unflatten<T>(flat.defs[index], leaves.subspan(b, e - b));
+  } else if constexpr (StringLike<T>) {
+    return std::string(orig);
   } else {
     return orig;
   }
