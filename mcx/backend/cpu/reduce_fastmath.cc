@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstring>
 #include <memory>
 
 #include "mcx/backend/cpu/elementwise.h"
@@ -62,9 +63,51 @@ constexpr int64_t kRowChunk = 8192;  // elements of one row reduced by one work 
 constexpr int64_t kColChunk = 256;   // rows of a column reduction per work item
 
 // Reduces n contiguous values with 16 independent lanes combined in a fixed order.
+template <typename Op> struct IsMinMax : std::false_type {};
+template <typename A> struct IsMinMax<MaxOp<A>> : std::true_type {};
+template <typename A> struct IsMinMax<MinOp<A>> : std::true_type {};
+
+// Float max/min with GCC vector extensions (SSE-sized vectors, 4 accumulators): `v > acc ? v : acc` is
+// one maxps/minps and keeps acc when v is NaN, so NaNs are tracked in a separate accumulator. (Wider
+// generic vectors are lowered to scalar code on the baseline ISA, hence 16 bytes.)
+template <typename A, typename Op>
+A minmax_run(const A* x, int64_t n) {
+  constexpr int W = 16 / sizeof(A), K = 4, L = W * K;
+  typedef A Vec __attribute__((vector_size(16)));
+  constexpr bool kMax = std::is_same_v<Op, MaxOp<A>>;
+  Vec acc[K], nan_seen[K];
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < W; ++j) acc[k][j] = Op::init(), nan_seen[k][j] = 0;
+  }
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (int k = 0; k < K; ++k) {
+      Vec v;
+      std::memcpy(&v, x + i + k * W, sizeof(Vec));
+      if constexpr (kMax) acc[k] = v > acc[k] ? v : acc[k];
+      else acc[k] = v < acc[k] ? v : acc[k];
+      nan_seen[k] = v != v ? v : nan_seen[k];
+    }
+  }
+  A r = Op::init();
+  bool nan = false;
+  for (; i < n; ++i) {
+    nan |= (x[i] != x[i]);
+    r = Op::apply(r, x[i]);
+  }
+  for (int k = 0; k < K; ++k) {
+    for (int j = 0; j < W; ++j) {
+      nan |= (nan_seen[k][j] != nan_seen[k][j]);
+      r = Op::apply(r, acc[k][j]);
+    }
+  }
+  return nan ? std::numeric_limits<A>::quiet_NaN() : r;
+}
+
 template <typename S, typename Op>
 compute_t<S> reduce_run(const S* x, int64_t n) {
   using A = compute_t<S>;
+  if constexpr (std::is_floating_point_v<S> && IsMinMax<Op>::value) return minmax_run<S, Op>(x, n);
   constexpr int L = 16;
   A acc[L];
   for (int j = 0; j < L; ++j) acc[j] = Op::init();
