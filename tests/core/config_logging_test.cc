@@ -145,7 +145,9 @@ TEST(ConfigTest, RegistryListsFlags) {
       EXPECT_EQ(f.default_text, "info");
       EXPECT_EQ(f.type, FlagType::kString);
     }
-    if (f.env_var == "MCX_CPU_THREADS") EXPECT_EQ(f.default_text, "0");
+    if (f.env_var == "MCX_CPU_THREADS") {
+      EXPECT_EQ(f.default_text, "0");
+    }
     if (f.env_var == "MCX_TEST_CORE_DOUBLE") {
       EXPECT_EQ(f.env_value, "1.5");
       EXPECT_EQ(f.type_name, "double");
