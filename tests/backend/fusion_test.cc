@@ -141,5 +141,24 @@ TEST(Fusion, ResultsAliasingParametersAndConstants) {
   EXPECT_EQ((*r2)[2].data<float>()[2], 12.0f);
 }
 
+TEST(Fusion, BroadcastScalarsIntoSmallAndMultiTileShapes) {
+  // Uniform (all-stride-0) leaves are filled once per chunk; shorter than a tile, exactly a tile, longer.
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kInt32}) {
+    for (const Ints& dims : std::vector<Ints>{{5}, {3, 5}, {1024}, {3, 1000}, {2, 1, 2049}}) {
+      SCOPED_TRACE(std::string(dtype_short_name(t)) + dims_str(dims));
+      ir::ProgramBuilder b("bscalar");
+      auto x = b.add_parameter(av(t, dims));
+      auto s = b.add_parameter(av(t, {}));
+      auto one = b.add_parameter(av(t, {1, 1}));
+      auto sb = b.broadcast_in_dim(s, concrete_shape(dims), {});
+      auto ob = b.broadcast_in_dim(b.reshape(one, concrete_shape({})), concrete_shape(dims), {});
+      auto y = b.binary(OpKind::kMul, b.binary(OpKind::kAdd, x, sb), ob);
+      ir::Program p = std::move(b).build({y});
+      expect_fused_equals_unfused_and_reference(
+          p, {test::random_buffer(t, dims, 11, -9, 9), test::random_buffer(t, {}, 12, -9, 9), test::random_buffer(t, {1, 1}, 13, -9, 9)});
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mcx::cpu::testing

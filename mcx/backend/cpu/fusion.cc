@@ -17,6 +17,7 @@ struct Leaf {
   DType dtype;
   int elem_size;
   bool contiguous;
+  bool uniform;  // every stride is 0 (a broadcast scalar): one tile of it serves all tiles
   std::vector<int64_t> dims, strides;
 };
 
@@ -37,6 +38,7 @@ Leaf prepare_leaf(const View& v) {
     l.dims.push_back(v.dims[i]);
     l.strides.push_back(v.strides[i]);
   }
+  l.uniform = std::all_of(l.strides.begin(), l.strides.end(), [](int64_t s) { return s == 0; });
   return l;
 }
 
@@ -131,12 +133,23 @@ void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::
     std::byte* staging = slot_mem(num_slots);
     std::vector<const void*> ptr(num_slots);
     std::vector<const void*> args;
+    std::vector<bool> filled(num_leaves, false);
     for (int64_t t = tb; t < te; ++t) {
       const int64_t start = t * kTileElements;
       const int64_t n = std::min(kTileElements, total - start);
       for (int i = 0; i < num_leaves; ++i) {
         const Leaf& l = prepared[i];
         const bool convert = needs_conversion(l.dtype);
+        if (l.uniform && !l.contiguous) {
+          if (!filled[i]) {  // as long as the longest tile, so it serves every tile
+            const int64_t m = std::min(kTileElements, total);
+            gather(l, 0, m, convert ? staging : slot_mem(i));
+            if (convert) load_compute(l.dtype, staging, slot_mem(i), m);
+            filled[i] = true;
+          }
+          ptr[i] = slot_mem(i);
+          continue;
+        }
         if (l.contiguous && !convert) {
           ptr[i] = l.data + start * l.elem_size;
           continue;
