@@ -2,7 +2,7 @@
 // numpy and PyTorch (bench/peers/core_peers.py under /usr/bin/python3) and OpenBLAS cblas_sgemm called
 // directly for the GEMM. Prints one JSON line per (case, peer):
 //   {"name", "mcx_ms", "peer", "peer_ms", "ratio" (peer_ms / mcx_ms, > 1: mcx faster), "threads", "blas",
-//    "mcx_min_ms", "peer_min_ms", "repeats"}
+//    "mcx_min_ms", "peer_min_ms", "ratio_min" (of the fastest runs), "repeats"}
 // Times are medians over --repeats runs after --warmup runs. Cases (shapes shared with core_peers.py):
 //   elementwise  exp(a) * b + 1, a, b f32[1048576]
 //   dense_tanh   tanh(x @ W + b), x f32[1024,256], W f32[256,1024], b f32[1024] (1M outputs)
@@ -151,6 +151,9 @@ void print_line(const std::string& name, const Timing& mcx_t, const std::string&
   j["mcx_min_ms"] = std::round(mcx_t.min_ms * 1e4) / 1e4;
   j["peer_min_ms"] = peer_t != nullptr ? nlohmann::ordered_json(std::round(peer_t->min_ms * 1e4) / 1e4)
                                        : nlohmann::ordered_json();
+  // The ratio of the fastest runs: less sensitive than the medians to other load on a shared machine.
+  j["ratio_min"] = peer_t != nullptr ? nlohmann::ordered_json(std::round(peer_t->min_ms / mcx_t.min_ms * 1e3) / 1e3)
+                                     : nlohmann::ordered_json();
   j["repeats"] = repeats;
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
