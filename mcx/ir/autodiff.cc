@@ -80,7 +80,7 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   std::vector<std::optional<ValueId>> ct(nv);
   auto accumulate = [&](ValueId v, ValueId contribution) {
     const AbstractValue& want = f.type(v);
-    const AbstractValue& got = b.type(contribution);
+    const AbstractValue got = b.type(contribution);  // a copy: emitting reallocates
     if (got.dtype != want.dtype) {
       throw Internal(cat("[vjp_program] cotangent of %", v, " has type ", got.to_string(), ", expected ",
                          want.to_string()));

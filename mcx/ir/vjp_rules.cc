@@ -15,8 +15,9 @@ constexpr ValueId kNone = -1;
 struct E {
   ProgramBuilder& b;
 
-  const AbstractValue& type(ValueId v) const { return b.type(v); }
-  const Shape& shape(ValueId v) const { return b.type(v).shape; }
+  // By value: emitting may reallocate the builder's instruction list.
+  AbstractValue type(ValueId v) const { return b.type(v); }
+  Shape shape(ValueId v) const { return b.type(v).shape; }
   ValueId add(ValueId x, ValueId y) { return b.binary(OpKind::kAdd, x, y); }
   ValueId sub(ValueId x, ValueId y) { return b.binary(OpKind::kSub, x, y); }
   ValueId mul(ValueId x, ValueId y) { return b.binary(OpKind::kMul, x, y); }
@@ -204,12 +205,12 @@ std::vector<ValueId> shape_rule(E& e, const Instr& in, std::span<const ValueId> 
   const size_t n = ops.size();
   std::vector<ValueId> out(n, kNone);
   const ValueId x = ops[0];
-  const Shape& xs = e.shape(x);
+  const Shape xs = e.shape(x);
   const int64_t rank = static_cast<int64_t>(xs.size());
   switch (in.kind) {
     case OpKind::kBroadcastInDim: {
       const std::vector<int64_t> bd = ints(in, "broadcast_dimensions");
-      const Shape& zs = e.shape(z);
+      const Shape zs = e.shape(z);
       std::vector<int64_t> sum_dims;
       for (int64_t d = 0; d < static_cast<int64_t>(zs.size()); ++d) {
         auto it = std::find(bd.begin(), bd.end(), d);
@@ -233,7 +234,7 @@ std::vector<ValueId> shape_rule(E& e, const Instr& in, std::span<const ValueId> 
       // Pad the cotangent back: zeros before start, between strided elements and after the last one.
       const Shape start = dims(in, "start");
       const std::vector<int64_t> strides = ints(in, "strides");
-      const Shape& zs = e.shape(z);
+      const Shape zs = e.shape(z);
       Shape high(rank);
       std::vector<int64_t> interior(rank);
       for (int64_t d = 0; d < rank; ++d) {
@@ -270,7 +271,7 @@ std::vector<ValueId> shape_rule(E& e, const Instr& in, std::span<const ValueId> 
       const int64_t dim = int_attr(in, "dimension");
       DimExpr offset(0);
       for (size_t i = 0; i < n; ++i) {
-        const Shape& s = e.shape(ops[i]);
+        const Shape s = e.shape(ops[i]);
         if (need[i]) {
           Shape start(s.size(), DimExpr(0)), limit = e.shape(ct);
           start[dim] = offset;
@@ -313,7 +314,7 @@ std::vector<ValueId> shape_rule(E& e, const Instr& in, std::span<const ValueId> 
 
 std::vector<ValueId> reduce_rule(E& e, const Instr& in, ValueId x, ValueId z, ValueId ct) {
   const std::vector<int64_t> rd = ints(in, "dimensions");
-  const Shape& xs = e.shape(x);
+  const Shape xs = e.shape(x);
   ValueId ct_b = e.unreduce(ct, xs, rd);
   switch (in.kind) {
     case OpKind::kReduceSum: return {ct_b};
