@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "do not log task state changes");
   mcx::tools::MtlsFlags mtls;
   mcx::tools::add_mtls_flags(app, mtls, /*per_task=*/false);
+  double mtls_refresh = 1;
+  app.add_option("--mtls-refresh-interval", mtls_refresh, "seconds between re-reads of the certificate files")
+      ->group("mTLS")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
   mcx::distributed::GrpcServerOptions gso;
   gso.bind_address = bind;
   gso.mtls = mcx::tools::to_mtls_options(mtls);
+  gso.mtls.refresh_interval = absl::Seconds(mtls_refresh);
   auto server = mcx::distributed::GrpcCoordinationServer::start(service->get(), gso);
   if (!server.ok()) {
     std::cerr << "[mcx-coordinator] " << server.status().message() << std::endl;
