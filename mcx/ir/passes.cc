@@ -230,4 +230,63 @@ absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string,
   return std::move(b).build(p.results);
 }
 
+absl::StatusOr<std::map<std::string, int64_t>> solve_dimension_values(
+    const Program& p, std::span<const std::vector<int64_t>> arg_dims) {
+  auto fail = [](const auto&... a) { return absl::InvalidArgumentError(cat("[solve_dimension_values] ", a...)); };
+  if (static_cast<int>(arg_dims.size()) != p.num_params())
+    return fail("got ", arg_dims.size(), " argument shapes for ", p.num_params(), " parameters");
+  for (int i = 0; i < p.num_params(); ++i)
+    if (static_cast<int>(arg_dims[i].size()) != p.params[i].rank())
+      return fail("argument ", i, " has rank ", arg_dims[i].size(), ", parameter %", i, " is ",
+                  p.params[i].to_string());
+  auto arg_str = [&](int i) { return cat("[", internal::join(arg_dims[i], ","), "]"); };
+  std::map<std::string, int64_t> values;
+  std::map<std::string, DimExpr> env;
+  // Solve until no dimension yields a new variable (a solved one may make another linear).
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int i = 0; i < p.num_params(); ++i) {
+      for (int d = 0; d < p.params[i].rank(); ++d) {
+        DimExpr e = p.params[i].shape[d].substitute(env);
+        auto lin = e.as_linear_in_one_var();
+        if (!lin) continue;
+        int64_t n = arg_dims[i][d] - lin->offset;
+        if (n % lin->factor != 0 || n / lin->factor < 1)
+          return fail("argument ", i, " ", arg_str(i), " dim ", d, " is ", arg_dims[i][d], ", but parameter %", i,
+                      " ", p.params[i].to_string(), " needs ", p.params[i].shape[d].to_string(),
+                      " there, which has no solution with ", lin->var, " >= 1");
+        values[lin->var] = n / lin->factor;
+        env[lin->var] = DimExpr(n / lin->factor);
+        progress = true;
+      }
+    }
+  }
+  for (int i = 0; i < p.num_params(); ++i) {
+    for (int d = 0; d < p.params[i].rank(); ++d) {
+      const DimExpr& e = p.params[i].shape[d];
+      for (const std::string& v : e.variables())
+        if (!values.count(v))
+          return fail("dimension variable ", v, " of parameter %", i, " ", p.params[i].to_string(),
+                      " is not determined by the argument shapes (it occurs only in non-linear dimensions)");
+      MCX_ASSIGN_OR_RETURN(int64_t got, e.evaluate(values));
+      if (got != arg_dims[i][d]) {
+        std::string vals;
+        for (const auto& [name, value] : values) vals += cat(vals.empty() ? "" : ", ", name, " = ", value);
+        return fail("argument ", i, " ", arg_str(i), " dim ", d, " is ", arg_dims[i][d], ", but parameter %", i,
+                    " ", p.params[i].to_string(), " has ", e.to_string(), " = ", got, " for ", vals);
+      }
+    }
+  }
+  for (size_t i = 0; i < p.scope.parsed().size(); ++i) {
+    const auto& c = p.scope.parsed()[i];
+    auto l = c.lhs.evaluate(values);
+    auto r = c.rhs.evaluate(values);
+    if (!l.ok() || !r.ok()) continue;  // mentions a variable that the parameters do not determine
+    if (!compare(*l, c.op, *r))
+      return fail("constraint '", p.scope.constraints()[i], "' is violated (", *l, " ", c.op, " ", *r,
+                  " is false) for the argument shapes");
+  }
+  return values;
+}
+
 }  // namespace mcx::ir

@@ -50,4 +50,15 @@ absl::StatusOr<Program> fold_constants(const Program& program, const ConstantEva
 // whose dimension becomes negative, or a shape rule that fails for the concrete sizes.
 absl::StatusOr<Program> specialize(const Program& program, const std::map<std::string, int64_t>& dim_values);
 
+// The dimension variable values under which the parameter shapes equal arg_dims (one list of concrete
+// dims per parameter), as JAX solves shape-polymorphic arguments: a dimension that is, after
+// substituting values already found, of the form k*v + c determines v; the others are then checked.
+// Constraints whose variables are all solved are checked too. Feed the result to specialize().
+// Errors (InvalidArgument, "[solve_dimension_values] ..."): wrong parameter count or rank, a value that
+// does not divide or is < 1, a dimension that disagrees with the solution (naming the parameter, the
+// dimension, its expression and both values), a variable that no dimension determines, a violated
+// constraint.
+absl::StatusOr<std::map<std::string, int64_t>> solve_dimension_values(
+    const Program& program, std::span<const std::vector<int64_t>> arg_dims);
+
 }  // namespace mcx::ir

@@ -221,6 +221,40 @@ TEST(Passes, SpecializeEveryOpToStaticShapes) {
   EXPECT_EQ(out->size(), s->results.size());
 }
 
+std::string solve_error(const Program& p, std::vector<std::vector<int64_t>> dims) {
+  auto v = solve_dimension_values(p, dims);
+  return v.ok() ? "solved" : std::string(v.status().message());
+}
+
+TEST(Passes, SolveDimensionValuesFromArgumentShapes) {
+  Program p = parse(
+      "program @f(%0: f32[b,2*c + 1], %1: f32[c,b*c], %2: f32[d // 2]) -> (f32[b,2*c + 1]) where b >= 2 {\n"
+      "  return (%0)\n"
+      "}\n");
+  auto v = solve_dimension_values(p, std::vector<std::vector<int64_t>>{{4, 7}, {3, 12}, {5}});
+  // d occurs only in a non-linear dimension: not determined.
+  EXPECT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("dimension variable d of parameter %2 f32[d // 2] is not determined"));
+  Program q = parse(
+      "program @f(%0: f32[b,2*c + 1], %1: f32[c,b*c]) -> (f32[b,2*c + 1]) where b >= 2 {\n"
+      "  return (%0)\n"
+      "}\n");
+  auto ok = solve_dimension_values(q, std::vector<std::vector<int64_t>>{{4, 7}, {3, 12}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, (std::map<std::string, int64_t>{{"b", 4}, {"c", 3}}));
+  auto s = specialize(q, *ok);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->params[1].to_string(), "f32[3,12]");
+
+  EXPECT_THAT(solve_error(q, {{4, 7}, {3, 13}}),
+              HasSubstr("argument 1 [3,13] dim 1 is 13, but parameter %1 f32[c,b*c] has b*c = 12 for b = 4, c = 3"));
+  EXPECT_THAT(solve_error(q, {{4, 8}, {3, 12}}), HasSubstr("dim 1 is 8, but parameter %0 f32[b,2*c + 1] needs 2*c + 1"));
+  EXPECT_THAT(solve_error(q, {{1, 7}, {3, 3}}), HasSubstr("constraint 'b >= 2' is violated (1 >= 2 is false)"));
+  EXPECT_THAT(solve_error(q, {{4, 7}}), HasSubstr("got 1 argument shapes for 2 parameters"));
+  EXPECT_THAT(solve_error(q, {{4}, {3, 12}}), HasSubstr("argument 0 has rank 1, parameter %0 is f32[b,2*c + 1]"));
+}
+
 TEST(Passes, FoldingPreservesValues) {
   Program p = parse(
       "program @f(%0: f32[3]) -> (f32[3], f32[3], i32[2,3]) {\n"
