@@ -151,6 +151,12 @@ TEST(Execute, ArgumentErrorsNameIndexAndTypes) {
   r = (*exe)->execute(wrong_dtype);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "[execute] argument 0: expected f32[256,784], found f64[256,784]");
+  ir::Program scalar = test::single_op_program(OpKind::kNeg, {av(DType::kFloat32, {})});
+  auto sexe = CpuExecutable::compile(scalar);
+  ASSERT_TRUE(sexe.ok());
+  auto sr = (*sexe)->execute(std::vector<Buffer>{Buffer()});
+  ASSERT_FALSE(sr.ok());
+  EXPECT_EQ(sr.status().message(), "[execute] argument 0: expected f32[], found f32[] without storage");
   r = (*exe)->execute(std::vector<Buffer>{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("expected 2 arguments, found 0"), std::string::npos) << r.status();

@@ -417,11 +417,13 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
                                                    args.size()));
   }
   for (int i = 0; i < p.num_params(); ++i) {
-    if (args[i].dtype() != p.params[i].dtype || args[i].dims() != plan.dims[i] || !args[i].valid()) {
+    // A default-constructed Buffer has no storage (and reads as a scalar): refuse it explicitly.
+    const bool has_storage = args[i].data() != nullptr || product(plan.dims[i]) == 0;
+    if (args[i].dtype() != p.params[i].dtype || args[i].dims() != plan.dims[i] || !has_storage) {
       return absl::InvalidArgumentError(absl::StrCat("[execute] argument ", i, ": expected ",
                                                      p.params[i].to_string(), ", found ",
                                                      args[i].abstract_value().to_string(),
-                                                     args[i].valid() ? "" : " (no storage)"));
+                                                     has_storage ? "" : " without storage"));
     }
   }
   std::vector<RtValue> rt(p.num_values());
