@@ -1,5 +1,19 @@
 // Reverse-mode autodiff as a program transformation: the result is again a Program, so it can be
 // jitted, printed, differentiated again and exported.
+//
+// The gradient program replays the primal instructions, then emits each op's VJP rule (vjp_rules.h) in
+// reverse order. Rules are ordinary ops, so grad of grad works to any order. Rules read shapes as DimExprs,
+// so programs with symbolic dimensions differentiate; the result keeps f's SymbolicScope.
+// Only "active" values get cotangents: floating values that depend on a wrt parameter through
+// differentiable ops and reach a result; other values cost nothing in the backward pass. Cotangents of
+// values used several times are summed. Conventions (as JAX): ties of max/min and reduce_max/reduce_min
+// split the cotangent evenly among the tied elements; abs'(0) = 0; pow's d/dy at x == 0 is 0 and d/dx at
+// y == 0 is 0; convert passes cotangents only between floating types; integer-valued, bool and
+// non-differentiable ops (sign floor ceil round comparisons argmax/argmin iota constant stop_gradient
+// threefry2x32 is_finite not and or xor) contribute zero.
+// Errors: InvalidArgument for bad wrt indices or non-floating wrt parameters; shape-rule errors of the
+// emitted ops (e.g. an inconclusive symbolic comparison) are returned, never thrown.
+// Thread-safety: pure functions of their arguments (inline_program mutates only the given builder).
 #pragma once
 
 #include <span>
@@ -22,6 +36,8 @@ absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wr
 absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vector<int>& wrt);
 
 // Appends callee's instructions to b with its parameters bound to args; returns the callee's results.
+// InvalidArgument when the argument count differs or an argument's type differs from the parameter's
+// (dimensions compared with b's scope). callee's scope constraints are not copied into b.
 absl::StatusOr<std::vector<ValueId>> inline_program(ProgramBuilder& b, const Program& callee,
                                                     std::span<const ValueId> args);
 

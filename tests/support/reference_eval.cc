@@ -512,19 +512,32 @@ absl::StatusOr<RVal> eval_dot(const Instr& in, const RVal& l, const RVal& r, RVa
     cdims.push_back(l.dims[lc[a]]);
   }
   const int64_t nc = product(cdims);
+  // Flat offsets of every contracting multi-index in lhs and rhs, computed once (the rest of the index
+  // is fixed per output element): with all other coordinates zero, ravel() gives exactly that offset.
+  std::vector<int64_t> loff(nc), roff(nc);
+  {
+    std::vector<int64_t> li(l.dims.size(), 0), ri(r.dims.size(), 0);
+    for (int64_t c = 0; c < nc; ++c) {
+      std::vector<int64_t> ci = unravel(c, cdims);
+      for (size_t a = 0; a < lc.size(); ++a) { li[lc[a]] = ci[a]; ri[rc[a]] = ci[a]; }
+      loff[c] = ravel(li, l.dims);
+      roff[c] = ravel(ri, r.dims);
+    }
+  }
   std::vector<int64_t> li(l.dims.size()), ri(r.dims.size());
   for (int64_t k = 0; k < out.size(); ++k) {
     std::vector<int64_t> o = unravel(k, out.dims);
     size_t p = 0;
+    std::fill(li.begin(), li.end(), 0);
+    std::fill(ri.begin(), ri.end(), 0);
     for (size_t a = 0; a < lb.size(); ++a, ++p) { li[lb[a]] = o[p]; ri[rb[a]] = o[p]; }
     for (int64_t d : lf) li[d] = o[p++];
     for (int64_t d : rf) ri[d] = o[p++];
+    const int64_t lbase = ravel(li, l.dims), rbase = ravel(ri, r.dims);
     double accf = 0;
     uint64_t acci = 0;
     for (int64_t c = 0; c < nc; ++c) {
-      std::vector<int64_t> ci = unravel(c, cdims);
-      for (size_t a = 0; a < lc.size(); ++a) { li[lc[a]] = ci[a]; ri[rc[a]] = ci[a]; }
-      int64_t lk = ravel(li, l.dims), rk = ravel(ri, r.dims);
+      const int64_t lk = lbase + loff[c], rk = rbase + roff[c];
       if (l.fl()) accf += l.f[lk] * r.f[rk];
       else acci += static_cast<uint64_t>(l.i[lk]) * static_cast<uint64_t>(r.i[rk]);
     }
