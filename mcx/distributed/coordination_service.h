@@ -233,7 +233,8 @@ class CoordinationService {
   // Atomically adds `delta` to the decimal int64 stored at key (absent = 0) and returns the new value.
   // Errors: InvalidArgument when the stored value is not a decimal int64 or the sum overflows.
   absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta);
-  // Every entry whose key starts with `dir` + "/" (a trailing "/" on dir is allowed), in key order.
+  // Every entry whose key starts with `dir` + "/" (a trailing "/" on dir is allowed), in key order;
+  // an empty `dir` lists every entry.
   std::vector<KeyValue> kv_dir(std::string_view dir);
   // Deletes `key` and every key under `key/`. Deleting nothing is OK. Returns the number deleted.
   size_t kv_delete(std::string_view key);

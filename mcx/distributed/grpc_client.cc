@@ -302,6 +302,9 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> make_grpc_client(GrpcClientO
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Never route the control plane through an HTTP proxy from http_proxy/https_proxy (a proxy that cannot
+  // reach the coordinator makes every call hang until its deadline; JAX warns about the same trap).
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);
   // A private channel per client, so agents of one process do not share a broken connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(options.address, *creds, args);

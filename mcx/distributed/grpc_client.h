@@ -15,6 +15,7 @@ struct GrpcClientOptions {
   MtlsOptions mtls;     // used as given (apply mtls_options_from_env first if wanted)
 };
 
+// HTTP proxies (http_proxy, https_proxy) are never used for the coordinator.
 // Creates a client; does not connect (the first call does, waiting for the server up to its deadline).
 // Errors: InvalidArgument for an empty address; the mTLS validation errors (mtls.h), before any
 // connection is tried.
