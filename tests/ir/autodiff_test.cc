@@ -209,6 +209,35 @@ TEST(Autodiff, SecondDerivativesThroughStructuralOps) {
   check_second_derivative(f, {rnd({3, 4}, 5, 0.2, 1.2)}, 6);
 }
 
+TEST(Autodiff, SecondDerivativesThroughIndexingAndLayoutOps) {
+  // Every op here has a rule that emits other rule-bearing ops (dynamic_update_slice, scatter_add, pad,
+  // slice, reverse, transpose), so the Hessian exercises the rules of the rules.
+  ProgramBuilder b;
+  ValueId x = b.add_parameter(f64({4, 3}));
+  ValueId i1 = b.constant(Buffer::scalar<int32_t>(1));
+  ValueId i0 = b.constant(Buffer::scalar<int32_t>(0));
+  ValueId sq = b.binary(OpKind::kMul, x, x);
+  ValueId ds = b.emit_or_throw(OpKind::kDynamicSlice, {sq, i1, i0}, {{"sizes", concrete_shape({2, 3})}});
+  ValueId dus = b.emit_or_throw(OpKind::kDynamicUpdateSlice, {x, b.unary(OpKind::kSin, ds), i0, i1});
+  ValueId rows = b.constant(Buffer::from_vector<int32_t>({3, 0, 3, 1}, {4}));
+  ValueId tk = b.emit_or_throw(OpKind::kTake, {b.unary(OpKind::kTanh, dus), rows});  // [4,3]
+  ValueId sc = b.emit_or_throw(OpKind::kScatterAdd, {sq, rows, b.binary(OpKind::kMul, tk, x)});
+  ValueId tr = b.transpose(b.emit_or_throw(OpKind::kReverse, {sc}, {{"dimensions", V{0}}}), {1, 0});  // [3,4]
+  ValueId cat = b.emit_or_throw(OpKind::kConcatenate, {tr, b.transpose(x, {1, 0})}, {{"dimension", int64_t{1}}});
+  ValueId bc = b.broadcast_in_dim(b.reduce_sum(x, {1}), concrete_shape({3, 4}), {1});
+  ValueId pred = b.binary(OpKind::kGt, x, b.full_like(x, 0.5));
+  ValueId sel = b.select(pred, b.unary(OpKind::kExp, x), sq);
+  ValueId cl = b.emit_or_throw(OpKind::kClamp, {b.full_like(x, -0.2), b.unary(OpKind::kCos, sel), b.full_like(x, 0.3)});
+  ValueId rm = b.binary(OpKind::kRem, b.binary(OpKind::kMul, x, b.full_like(x, 7.0)), b.full_like(x, 1.3));
+  ValueId total = b.reduce_sum(b.binary(OpKind::kMul, cat, cat), {0, 1});
+  total = b.binary(OpKind::kAdd, total, b.reduce_sum(b.binary(OpKind::kMul, bc, tr), {0, 1}));
+  total = b.binary(OpKind::kAdd, total, b.reduce_sum(b.binary(OpKind::kMul, cl, b.binary(OpKind::kMul, rm, x)), {0, 1}));
+  Program f = std::move(b).build({total});
+  // Inputs away from select's switch at 0.5, clamp's bounds and rem's jumps.
+  Buffer xv = Buffer::from_vector<double>({0.11, 0.23, 0.37, 0.71, 0.83, 0.97, 0.13, 0.29, 0.61, 0.77, 0.41, 0.89}, {4, 3});
+  check_second_derivative(f, {xv}, 7);
+}
+
 TEST(Autodiff, ThirdDerivativeOfScalarFunction) {
   // f(x) = x^4 summed: f''' = 24 x.
   ProgramBuilder b;
