@@ -1,0 +1,143 @@
+// The key-value store of the coordination service (see coordination_service.h).
+#include "absl/strings/numbers.h"
+#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination_service_impl.h"
+
+namespace mcx::distributed {
+
+// --- KV ---
+
+namespace {
+absl::Status check_key(absl::string_view api, std::string_view key, size_t max) {
+  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat("[", api, "] the key is empty"));
+  if (key.size() > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[", api, "] key of ", A(key).size(), " bytes exceeds the limit of ", max, " bytes"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite) {
+  MCX_RETURN_IF_ERROR(check_key("kv_insert", key, options_.max_key_bytes));
+  if (value.size() > options_.max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("[kv_insert] value of ", value.size(), " bytes for key '", A(key),
+                                                   "' exceeds the limit of ", options_.max_value_bytes, " bytes"));
+  }
+  Deferred d;
+  absl::MutexLock lock(&impl_->mu);
+  std::string k(key);
+  auto it = impl_->kv.find(k);
+  size_t old = 0;
+  if (it != impl_->kv.end()) {
+    if (!allow_overwrite) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("[kv_insert] key '", A(key), "' already exists (pass allow_overwrite to replace it)"));
+    }
+    old = it->first.size() + it->second.size();
+  }
+  size_t next = impl_->kv_bytes - old + k.size() + value.size();
+  if (next > options_.max_total_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("[kv_insert] the key-value store would hold ", next,
+                                                     " bytes, over its limit of ", options_.max_total_bytes));
+  }
+  impl_->kv_bytes = next;
+  impl_->kv[k] = std::string(value);
+  auto w = impl_->kv_waiters.find(k);
+  if (w != impl_->kv_waiters.end()) {
+    std::string v(value);
+    for (auto& kw : w->second) d.add([f = std::move(kw.done), v] { f(v); });
+    impl_->kv_waiters.erase(w);
+  }
+  return absl::OkStatus();
+}
+
+void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
+                                 Callback<absl::StatusOr<std::string>> done) {
+  Deferred d;
+  absl::MutexLock lock(&impl_->mu);
+  if (absl::Status s = check_key("kv_get", key, options_.max_key_bytes); !s.ok()) {
+    d.add([f = std::move(done), s] { f(s); });
+    return;
+  }
+  std::string k(key);
+  auto it = impl_->kv.find(k);
+  if (it != impl_->kv.end()) {
+    d.add([f = std::move(done), v = it->second] { f(v); });
+    return;
+  }
+  impl_->kv_waiters[k].push_back({impl_->next_id++, impl_->clock->now() + timeout, std::move(done)});
+  impl_->timer_cv.Signal();
+}
+
+absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key) {
+  MCX_RETURN_IF_ERROR(check_key("kv_try_get", key, options_.max_key_bytes));
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->kv.find(std::string(key));
+  if (it == impl_->kv.end()) return absl::NotFoundError(absl::StrCat("[kv_try_get] key '", A(key), "' is not set"));
+  return it->second;
+}
+
+absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta) {
+  MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
+  Deferred d;
+  absl::MutexLock lock(&impl_->mu);
+  std::string k(key);
+  auto it = impl_->kv.find(k);
+  int64_t value = 0;
+  if (it != impl_->kv.end() && !absl::SimpleAtoi(it->second, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("[kv_increment] key '", A(key),
+                                                   "' holds a value that is not a decimal int64 (",
+                                                   it->second.size(), " bytes)"));
+  }
+  if (__builtin_add_overflow(value, delta, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("[kv_increment] key '", A(key), "': adding ", delta,
+                                                   " overflows int64"));
+  }
+  std::string v = absl::StrCat(value);
+  if (it != impl_->kv.end()) {
+    impl_->kv_bytes = impl_->kv_bytes - it->second.size() + v.size();
+    it->second = v;
+  } else {
+    impl_->kv_bytes += k.size() + v.size();
+    impl_->kv[k] = v;
+  }
+  auto w = impl_->kv_waiters.find(k);
+  if (w != impl_->kv_waiters.end()) {
+    for (auto& kw : w->second) d.add([f = std::move(kw.done), v] { f(v); });
+    impl_->kv_waiters.erase(w);
+  }
+  return value;
+}
+
+std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
+  std::string prefix = strip_trailing_slashes(dir);
+  if (!prefix.empty()) prefix += "/";
+  std::vector<KeyValue> out;
+  absl::MutexLock lock(&impl_->mu);
+  for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
+    out.push_back({it->first, it->second});
+  }
+  return out;
+}
+
+size_t CoordinationService::kv_delete(std::string_view key) {
+  std::string k = strip_trailing_slashes(key);
+  absl::MutexLock lock(&impl_->mu);
+  size_t n = 0;
+  if (auto it = impl_->kv.find(k); it != impl_->kv.end()) {
+    impl_->kv_bytes -= it->first.size() + it->second.size();
+    impl_->kv.erase(it);
+    ++n;
+  }
+  std::string prefix = k + "/";
+  auto it = impl_->kv.lower_bound(prefix);
+  while (it != impl_->kv.end() && it->first.starts_with(prefix)) {
+    impl_->kv_bytes -= it->first.size() + it->second.size();
+    it = impl_->kv.erase(it);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace mcx::distributed
