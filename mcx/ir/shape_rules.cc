@@ -58,9 +58,10 @@ struct Rule {
     return *v;
   }
   // Decided a >= b, or the scope's inconclusive error prefixed with the op name.
-  absl::StatusOr<bool> ge(const DimExpr& a, const DimExpr& b) const {
+  // context says what is being checked, e.g. "dim 0: limit 16 <= operand f32[b] dim 0".
+  absl::StatusOr<bool> ge(const DimExpr& a, const DimExpr& b, const std::string& context) const {
     auto v = scope.ge(a, b);
-    if (!v.ok()) return wrap(v.status());
+    if (!v.ok()) return absl::Status(v.status().code(), cat("[", name, "] ", context, ": ", std::string(v.status().message())));
     return *v;
   }
   bool eq(const DimExpr& a, const DimExpr& b) const { return a == b || scope.known_equal(a, b); }
@@ -293,12 +294,12 @@ absl::StatusOr<AbstractValue> rule_slice(const Rule& r) {
   Shape out;
   for (size_t i = 0; i < rank; ++i) {
     if (strides[i] < 1) return r.err("stride ", i, " is ", strides[i], ", expected >= 1");
-    MCX_ASSIGN_OR_RETURN(bool s_ok, r.ge(start[i], 0));
+    MCX_ASSIGN_OR_RETURN(bool s_ok, r.ge(start[i], 0, cat("start ", i, " >= 0")));
     if (!s_ok) return r.err("start ", i, " is ", start[i].to_string(), ", expected >= 0");
-    MCX_ASSIGN_OR_RETURN(bool l_ok, r.ge(limit[i], start[i]));
+    MCX_ASSIGN_OR_RETURN(bool l_ok, r.ge(limit[i], start[i], cat("dim ", i, ": limit ", limit[i].to_string(), " >= start ", start[i].to_string())));
     if (!l_ok)
       return r.err("dim ", i, ": limit ", limit[i].to_string(), " is less than start ", start[i].to_string());
-    MCX_ASSIGN_OR_RETURN(bool in_ok, r.ge(x.shape[i], limit[i]));
+    MCX_ASSIGN_OR_RETURN(bool in_ok, r.ge(x.shape[i], limit[i], cat("dim ", i, ": limit ", limit[i].to_string(), " <= operand ", x.to_string(), " dim ", i)));
     if (!in_ok)
       return r.err("dim ", i, ": limit ", limit[i].to_string(), " exceeds operand ", x.to_string(), " dim ",
                    i, " which is ", x.shape[i].to_string());
@@ -329,7 +330,7 @@ absl::StatusOr<AbstractValue> rule_dynamic_slice(const Rule& r) {
     return r.err("sizes ", shape_to_string(sizes), " must have ", x.rank(), " entries for ", x.to_string());
   MCX_RETURN_IF_ERROR(r.check_nonneg_dims(sizes, "sizes"));
   for (int i = 0; i < x.rank(); ++i) {
-    MCX_ASSIGN_OR_RETURN(bool ok, r.ge(x.shape[i], sizes[i]));
+    MCX_ASSIGN_OR_RETURN(bool ok, r.ge(x.shape[i], sizes[i], cat("size ", i, " ", sizes[i].to_string(), " <= operand ", x.to_string(), " dim ", i)));
     if (!ok)
       return r.err("size ", i, " is ", sizes[i].to_string(), ", larger than operand ", x.to_string(), " dim ", i);
   }
@@ -347,7 +348,7 @@ absl::StatusOr<AbstractValue> rule_dynamic_update_slice(const Rule& r) {
     return r.err("update ", u.to_string(), " must have the rank and dtype of operand ", x.to_string());
   MCX_RETURN_IF_ERROR(check_index_scalars(r, 2));
   for (int i = 0; i < x.rank(); ++i) {
-    MCX_ASSIGN_OR_RETURN(bool ok, r.ge(x.shape[i], u.shape[i]));
+    MCX_ASSIGN_OR_RETURN(bool ok, r.ge(x.shape[i], u.shape[i], cat("update ", u.to_string(), " dim ", i, " <= operand ", x.to_string(), " dim ", i)));
     if (!ok) return r.err("update ", u.to_string(), " dim ", i, " exceeds operand ", x.to_string(), " dim ", i);
   }
   return x;
@@ -396,7 +397,7 @@ absl::StatusOr<AbstractValue> rule_pad(const Rule& r) {
       if (auto c = d.constant_value()) {
         body = DimExpr(*c + std::max<int64_t>(*c - 1, 0) * interior[i]);
       } else {
-        MCX_ASSIGN_OR_RETURN(bool pos, r.ge(d, 1));
+        MCX_ASSIGN_OR_RETURN(bool pos, r.ge(d, 1, cat("interior padding needs operand ", x.to_string(), " dim ", i, " >= 1")));
         if (!pos) return r.err("dim ", i, " of ", x.to_string(), " may be 0; interior padding needs it >= 1");
         body = d + (d - DimExpr(1)) * DimExpr(interior[i]);
       }
