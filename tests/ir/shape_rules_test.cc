@@ -331,9 +331,14 @@ TEST(Builder, ConvenienceEmitters) {
   ValueId sel = b.select(gt, cv, cv);
   EXPECT_EQ(b.type(sel).to_string(), "f32[3*b]");
   EXPECT_THROW(b.binary(OpKind::kAdd, x, c), InvalidArgument);
-  EXPECT_FALSE(b.emit(OpKind::kNeg, {99}).ok());
+  EXPECT_THROW(b.add_parameter(T("f32[]")), FailedPrecondition);  // would renumber instructions
+  EXPECT_THAT(std::string(b.emit(OpKind::kNeg, {99}).status().message()),
+              HasSubstr("[neg] operand %99 is not a value of this program"));
+  ProgramBuilder bad("bad");
+  EXPECT_THROW(std::move(bad).build({0}), InvalidArgument);
   Program p = std::move(b).build({sel});
   EXPECT_TRUE(verify(p).ok());
+  EXPECT_EQ(p.result_types()[0].to_string(), "f32[3*b]");
 }
 
 TEST(OpTable, NamesRoundTripAndArity) {
