@@ -283,13 +283,17 @@ absl::Status shutdown_or_status() {
   if (!r.agent) return absl::OkStatus();
   absl::Status s = r.agent->shutdown();
   if (r.service) {
-    // Keep serving until the other tasks have closed their streams after the shutdown barrier, so none of
-    // them sees the coordinator vanish while it is still leaving (bounded wait).
-    absl::Time until = absl::Now() + absl::Seconds(2);
+    // Keep serving until every other task has left and closed its stream, so none of them sees the
+    // coordinator vanish while it is still working or leaving. After a shutdown barrier that is at once;
+    // in recoverable mode (no barrier) the others may still be running: wait up to shutdown_timeout.
+    const ServiceOptions& so = r.service->options();
+    absl::Time until = absl::Now() + (so.recoverable ? so.shutdown_timeout : absl::ZeroDuration()) + absl::Seconds(2);
     while (absl::Now() < until) {
-      bool any = false;
-      for (const TaskStatus& t : r.service->status().tasks) any = any || t.watching;
-      if (!any) break;
+      bool busy = false;
+      for (const TaskStatus& t : r.service->status().tasks) {
+        busy = busy || t.watching || t.info.state == TaskState::kConnected;
+      }
+      if (!busy) break;
       absl::SleepFor(absl::Milliseconds(5));
     }
   }

@@ -81,7 +81,9 @@ void initialize(const InitializeOptions& options = {});
 absl::Status initialize_or_status(const InitializeOptions& options);
 
 // Leaves the job: shutdown barrier (all processes), stops the agent, stops the service if hosted here,
-// clears the topology. No-op if not initialized. Throws on a failed shutdown barrier.
+// clears the topology. No-op if not initialized. Throws on a failed shutdown barrier. The process hosting
+// the service keeps serving until the other processes have left (in recoverable mode, where there is no
+// shutdown barrier, up to shutdown_timeout).
 void shutdown();
 absl::Status shutdown_or_status();
 
