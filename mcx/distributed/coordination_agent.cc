@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "spdlog/spdlog.h"
+#include "mcx/core/logging.h"
 
 namespace mcx::distributed {
 namespace {
@@ -50,9 +50,8 @@ struct CoordinationAgent::Impl {
     }
     std::string line = absl::StrCat("[mcx.distributed] ", f.message, "; terminating task ", o.task_id,
                                     " (fate-sharing; set on_failure or recoverable mode to keep running)");
-    spdlog::error("{}", line);
-    spdlog::default_logger()->flush();
-    std::fprintf(stderr, "%s\n", line.c_str());
+    log_error("{}", line);
+    logger().flush();
     std::fflush(stderr);
     std::fflush(stdout);
     std::_Exit(kFailureExitCode);

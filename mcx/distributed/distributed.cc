@@ -10,7 +10,7 @@
 #include "mcx/core/topology.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
-#include "spdlog/spdlog.h"
+#include "mcx/core/logging.h"
 
 namespace mcx::distributed {
 namespace {
@@ -270,7 +270,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     teardown_locked(r);
     return s;
   }
-  spdlog::debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
+  log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
                 c.num_processes, c.coordinator_address, c.detected_by);
   return absl::OkStatus();
 }

@@ -14,7 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "spdlog/spdlog.h"
+#include "mcx/core/logging.h"
 
 namespace mcx::distributed {
 namespace {
@@ -144,7 +144,7 @@ absl::Status validate_mtls_options(const MtlsOptions& o) {
   sk_X509_free(untrusted);
   ERR_clear_error();
   if (ok != 1) {
-    spdlog::warn("[mtls] certificate '{}' does not verify against the CA file '{}' ({}); peers that trust only "
+    log_warn("[mtls] certificate '{}' does not verify against the CA file '{}' ({}); peers that trust only "
                  "that CA will refuse it",
                  o.cert_file, o.ca_file, X509_verify_cert_error_string(err));
   }
