@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 bench/peers/core_peers.py --threads N [--repeats R] [--warmup W] [--cases a,b]
 
 Prints one JSON line per (case, peer): {"case", "peer", "ms" (median), "min_ms", "repeats", "threads",
-"blas"}. Threads are pinned before numpy/torch load (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS,
+"blas", "omp_wait_policy"}. Threads are pinned before numpy/torch load (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS,
 torch.set_num_threads), so the peers use as many threads as mcx does. "blas" names the BLAS shared
 library actually mapped into this process (Debian's numpy/torch use the libblas.so.3 alternative).
 Cases (shapes must match bench/core/main.cc):
@@ -34,6 +34,10 @@ def parse_args():
 ARGS = parse_args()
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
+# PyTorch's OpenMP workers busy-wait between parallel regions by default; on a shared, oversubscribed
+# machine (other processes compiling) that makes a 1 ms op take 50+ ms. Passive waiting keeps the peer
+# honest under load and costs little on a quiet machine. Override by setting OMP_WAIT_POLICY yourself.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402  (after the thread variables are set)
 
@@ -205,7 +209,8 @@ def main():
                 continue
             med, best = median_ms(cases[name], ARGS.repeats, ARGS.warmup)
             print(json.dumps({"case": name, "peer": peer, "ms": round(med, 4), "min_ms": round(best, 4),
-                              "repeats": ARGS.repeats, "threads": ARGS.threads, "blas": blas_library()}),
+                              "repeats": ARGS.repeats, "threads": ARGS.threads, "blas": blas_library(),
+                              "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]}),
                   flush=True)
 
 
