@@ -21,6 +21,8 @@ class ProgramBuilder {
   // Same, but throws mcx::Error; for code whose inputs are already verified (VJP rules, passes).
   ValueId emit_or_throw(OpKind kind, std::vector<ValueId> operands, Attrs attrs = {});
 
+  // The reference is invalidated by the next emit (the instruction vector may reallocate): copy the
+  // type (or its shape) before emitting more instructions with it.
   const AbstractValue& type(ValueId v) const { return program_.type(v); }
   const SymbolicScope& scope() const { return program_.scope; }
   const Program& program() const { return program_; }
