@@ -402,6 +402,7 @@ int main(int argc, char** argv) {
       w.wait_exit(milliseconds(30000));
     }
 
+    if (detect_reps <= 0) return 0;
     std::cerr << "[bench_distributed] kill -9 detection, " << detect_procs << " processes x " << detect_reps
               << " ..." << std::endl;
     std::vector<double> detect;

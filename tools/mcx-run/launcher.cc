@@ -220,7 +220,10 @@ void Job::begin_termination(const std::string& why, int sig) {
   terminating_ = true;
   say(why);
   for (auto& w : workers_) {
-    w.restart_at.reset();
+    if (w.restart_at) {  // waiting to be restarted: it will not be
+      w.restart_at.reset();
+      w.done = true;
+    }
     if (w.proc && !w.reaped) w.proc->signal(sig);
   }
   kill_at_ = after(o_.grace_period);

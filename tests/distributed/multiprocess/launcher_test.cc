@@ -123,6 +123,18 @@ TEST(McxRun, JobTimeoutEndsAHungJob) {
   EXPECT_LT(seconds_between(start, h.proc(r).exited), 4.0);
 }
 
+// A process that keeps failing and being restarted (most of the time it is waiting for its restart) must
+// not keep the launcher alive past --timeout.
+TEST(McxRun, JobTimeoutEndsAJobThatKeepsRestarting) {
+  Harness h;
+  auto start = Clock::now();
+  int r = h.spawn("mcx-run", run_args({"-n", "2", "--max-restarts", "1000", "--timeout", "1", "--grace-period", "1"},
+                                      "sleep 0.02; exit 1"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 124) << h.dump(r);
+  EXPECT_LT(seconds_between(start, h.proc(r).exited), 4.0);
+}
+
 TEST(McxRun, UnknownProgramFailsWith127) {
   Harness h;
   int r = h.spawn("mcx-run", {tool_path("mcx-run"), "--coordinator", "127.0.0.1:9", "-n", "2", "--",

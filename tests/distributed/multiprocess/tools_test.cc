@@ -141,6 +141,7 @@ TEST(McxCtl, UnreachableCoordinatorExitsWith3) {
 }
 
 TEST(Example, HelloDistributedUnderMcxRun) {
+  if (hello_path().empty()) GTEST_SKIP() << "examples are not built (MCX_BUILD_EXAMPLES=OFF)";
   Harness h;
   int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "4", "--cpu-devices", "2", "--", hello_path()});
   ASSERT_TRUE(h.wait_exit(r, milliseconds(20000))) << h.dump(r);
@@ -168,6 +169,7 @@ int free_port() {
 }
 
 TEST(Example, HelloDistributedUnderMpirun) {
+  if (hello_path().empty()) GTEST_SKIP() << "examples are not built (MCX_BUILD_EXAMPLES=OFF)";
   std::string mpirun = tools::find_tool("mpirun");
   if (mpirun.empty()) GTEST_SKIP() << "mpirun (Debian openmpi-bin) is not installed";
   Harness h;
