@@ -63,9 +63,11 @@ struct CoordinationAgent::Impl {
       if (stopping || coordinator_loss_reported) return;
       coordinator_loss_reported = true;
     }
-    fail(TaskFailure{-1, 0, why,
-                     absl::StrCat("lost the coordination service at ", self->client_->target(), ": ",
-                                  why.message())});
+    std::string msg(why.message());
+    if (msg.rfind("lost the coordination service", 0) != 0) {
+      msg = absl::StrCat("lost the coordination service at ", self->client_->target(), ": ", msg);
+    }
+    fail(TaskFailure{-1, 0, why, msg});
   }
 
   void on_state(const JobState& s) {

@@ -124,8 +124,8 @@ void InProcessClient::simulate_connection_loss() {
   }
   for (const auto& s : open) {
     InProcessWatchStream::close_state(service_, s, /*lost=*/true,
-                                      absl::UnavailableError("[watch] lost connection to the coordination service "
-                                                             "(simulated)"));
+                                      absl::UnavailableError("lost the coordination service at in-process "
+                                                             "(simulated connection loss)"));
   }
 }
 

@@ -34,7 +34,7 @@ class WatchStream {
  public:
   virtual ~WatchStream() = default;  // cancels (as cancel()) and releases the stream
   // Blocks until a job state newer than the last one returned arrives (OK), the stream ended (UNAVAILABLE
-  // "lost connection to the coordination service ..." when it broke, CANCELLED after cancel()), or
+  // "lost the coordination service at ADDR (...)" when it broke, CANCELLED after cancel()), or
   // `timeout` passed (DEADLINE_EXCEEDED; the stream stays usable).
   virtual absl::StatusOr<JobState> next(absl::Duration timeout) = 0;
   // Ends the stream on purpose (not a connection loss); unblocks next(). Thread-safe, idempotent.

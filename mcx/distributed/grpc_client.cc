@@ -92,7 +92,7 @@ class GrpcWatchStream final : public WatchStream {
                st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       end_ = absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat("[watch] ", st.error_message()));
     } else {
-      end_ = absl::UnavailableError(absl::StrCat("lost connection to the coordination service at ", target_,
+      end_ = absl::UnavailableError(absl::StrCat("lost the coordination service at ", target_,
                                                  " (watch stream ended: ",
                                                  st.ok() ? std::string("closed by the service") : st.error_message(),
                                                  ")"));
