@@ -299,9 +299,13 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> make_grpc_client(GrpcClientO
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Processes may start before the coordinator: retry connecting quickly.
+  // (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left alone: gRPC uses it as the minimum connect timeout, and a
+  // small value aborts every connection attempt.)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // After a refused connection the channel re-resolves the address before trying again; gRPC rate-limits
+  // that (several seconds), which would delay joining a job whose coordinator starts a moment late.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
   // Never route the control plane through an HTTP proxy from http_proxy/https_proxy (a proxy that cannot
   // reach the coordinator makes every call hang until its deadline; JAX warns about the same trap).
   args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);

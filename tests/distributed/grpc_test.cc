@@ -142,6 +142,32 @@ TEST(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
   EXPECT_LT(took, absl::Seconds(2));
 }
 
+TEST(Grpc, JoinsQuicklyWhenTheCoordinatorStartsLate) {
+  int port;
+  {
+    Cluster c(1);
+    port = c.server->port();
+  }
+  std::string addr = absl::StrCat("127.0.0.1:", port);
+  auto agent = grpc_agent(addr, 0, 1, nullptr, absl::Seconds(10));
+  ServiceOptions o;
+  o.num_tasks = 1;
+  auto service = *CoordinationService::create(o);
+  std::unique_ptr<GrpcCoordinationServer> server;
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    server = *GrpcCoordinationServer::start(service.get(), {addr, {}});
+  });
+  absl::Time start = absl::Now();
+  absl::Status s = agent->connect();
+  absl::Duration took = absl::Now() - start;
+  late.join();
+  ASSERT_TRUE(s.ok()) << s;
+  // gRPC's default re-resolution rate limit made this take seconds; the client lowers it.
+  EXPECT_LT(took, absl::Milliseconds(1800));
+  agent.reset();
+}
+
 TEST(Grpc, RegisterErrorsOverTheWire) {
   Cluster c(2);
   auto client = *make_grpc_client({c.addr, {}});
