@@ -144,6 +144,12 @@ Array array(const std::vector<T>& values, std::vector<int64_t> dims) {
 
 template <typename T>
 std::vector<T> Array::to_vector() const {
+  if constexpr (requires { dtype_of<T>::value; }) {
+    if (valid() && !is_tracer() && dtype() == dtype_v<T>) {  // exact copy, no detour through double
+      Buffer b = to_host();
+      return std::vector<T>(b.data<T>(), b.data<T>() + b.num_elements());
+    }
+  }
   std::vector<double> d = to_doubles("to_vector");
   std::vector<T> out;
   out.reserve(d.size());

@@ -166,6 +166,9 @@ Array matmul(const Array& a, const Array& b);
 // Rows of x along axis at integer indices: result shape x.shape[:axis] + indices.shape + x.shape[axis+1:].
 // Out-of-range indices are clamped (as XLA gather).
 Array take(const Array& x, const Array& indices, int axis = 0);
+// Adds each row of updates into x at its index along axis 0 (the transpose of take): x[N, ...],
+// indices (int)[k...], updates[k..., ...]; repeated indices accumulate, out-of-range ones are clamped.
+Array scatter_add(const Array& x, const Array& indices, const Array& updates);
 // take_along_axis-style pick for classification losses: x[..., i] for integer labels of shape x.shape[:-1].
 Array take_along_last(const Array& x, const Array& labels);
 

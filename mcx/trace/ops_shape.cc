@@ -263,6 +263,11 @@ Array take(const Array& x, const Array& indices, int axis) {
   return transpose(g, back);
 }
 
+Array scatter_add(const Array& x, const Array& indices, const Array& updates) {
+  Array idx = is_integer(indices.dtype()) && !indices.weak_type() ? indices : astype(indices, DType::kInt32);
+  return bind(OpKind::kScatterAdd, {x, idx, detail::convert_to(updates, x.dtype())});
+}
+
 Array take_along_last(const Array& x, const Array& labels) {
   const int64_t c = x.dim(-1);
   return sum(x * one_hot(labels, c, x.dtype()), -1);

@@ -81,6 +81,7 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
       {"dynamic_update_slice",
        [](const Array& x) { return dynamic_update_slice(x, ones({1, 2}), {Array(2), Array(1)}); }, -3, 3},
       {"take", [](const Array& x) { return take(x, array({3, 0, 1}), 0); }, -3, 3},
+      {"scatter_add", [](const Array& x) { return scatter_add(x, array({1, 3, 1}), ones({3, 5}) * 2.0); }, -3, 3},
       {"take_axis1", [](const Array& x) { return take(x, array({4, 4, 0}), 1); }, -3, 3},
       {"matmul", [](const Array& x) { return matmul(x, transpose(x)); }, -3, 3},
       {"astype_i32", [](const Array& x) { return astype(x, DType::kInt32); }, -3, 3},

@@ -1,0 +1,312 @@
+#include "mcx/trace/export.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "mcx/export/shape_solve.h"
+#include "mcx/ir/autodiff.h"
+#include "mcx/ir/passes.h"
+#include "mcx/ir/str_util.h"
+#include "mcx/runtime/executable_cache.h"
+#include "mcx/trace/dispatch.h"
+
+namespace mcx {
+
+using exporting::Artifact;
+using exporting::ShardingSpec;
+using exporting::TreeSpec;
+using ir::internal::cat;
+using ir::internal::join;
+
+// ---- tree conversion --------------------------------------------------------------------------------
+
+namespace detail {
+
+TreeSpec to_tree_spec(const TreeDef& def) {
+  TreeSpec s;
+  s.kind = static_cast<TreeSpec::Kind>(static_cast<int>(def.kind()));
+  s.keys = def.keys();
+  for (const TreeDef& c : def.children()) s.children.push_back(to_tree_spec(c));
+  return s;
+}
+
+TreeDef from_tree_spec(const TreeSpec& spec) {
+  std::vector<TreeDef> children;
+  for (const TreeSpec& c : spec.children) children.push_back(from_tree_spec(c));
+  switch (spec.kind) {
+    case TreeSpec::Kind::kLeaf: return TreeDef::leaf();
+    case TreeSpec::Kind::kList: return TreeDef::list(std::move(children));
+    case TreeSpec::Kind::kTuple: return TreeDef::tuple(std::move(children));
+    case TreeSpec::Kind::kDict: return TreeDef::dict(spec.keys, std::move(children));
+  }
+  return TreeDef::leaf();
+}
+
+namespace {
+
+void leaf_names(const TreeSpec& t, const std::string& prefix, std::vector<std::string>& out) {
+  if (t.kind == TreeSpec::Kind::kLeaf) {
+    out.push_back(prefix);
+    return;
+  }
+  for (size_t i = 0; i < t.children.size(); ++i) {
+    leaf_names(t.children[i], t.kind == TreeSpec::Kind::kDict ? cat(prefix, "['", t.keys[i], "']") : cat(prefix, "[", i, "]"),
+               out);
+  }
+}
+
+std::vector<ShardingSpec> shardings_or_unspecified(const std::vector<ShardingSpec>& given, size_t n,
+                                                   const char* what, const std::string& name) {
+  if (given.empty()) return std::vector<ShardingSpec>(n);
+  if (given.size() != n) {
+    throw InvalidArgument(cat("[export] '", name, "': ", given.size(), " ", what, " shardings for ", n, " ", what, "s"));
+  }
+  return given;
+}
+
+int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The VJP artifact of `a`: (primals..., output cotangents...) -> cotangents of the floating inputs.
+std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
+  std::vector<int> wrt;
+  for (size_t i = 0; i < a.in_avals.size(); ++i) {
+    if (is_floating(a.in_avals[i].dtype)) wrt.push_back(static_cast<int>(i));
+  }
+  if (wrt.empty()) return nullptr;
+  ir::Program vjp = value_or_throw(ir::vjp_program(a.program, wrt));
+  // Keep only the cotangents: the primal results are the first out_avals.size() results.
+  vjp.results.erase(vjp.results.begin(), vjp.results.begin() + static_cast<long>(a.out_avals.size()));
+  vjp = ir::eliminate_dead_code(vjp);
+  vjp.name = a.program.name + "_vjp";
+  Artifact v;
+  v.opset_version = a.opset_version;
+  v.producer = a.producer;
+  v.creation_time_unix_ms = a.creation_time_unix_ms;
+  v.fun_name = a.fun_name + ".vjp";
+  TreeSpec ct_tree = a.out_tree;
+  v.in_tree.kind = TreeSpec::Kind::kTuple;
+  v.in_tree.children = a.in_tree.children;
+  v.in_tree.children.push_back(ct_tree);
+  v.in_names = a.in_names;
+  std::vector<std::string> ct_names;
+  leaf_names(a.out_tree, "cotangent", ct_names);
+  v.in_names.insert(v.in_names.end(), ct_names.begin(), ct_names.end());
+  v.in_avals = vjp.params;
+  v.out_avals = vjp.result_types();
+  v.out_tree.kind = TreeSpec::Kind::kTuple;
+  v.out_tree.children.resize(wrt.size());
+  v.in_shardings.resize(v.in_avals.size());
+  v.out_shardings.resize(v.out_avals.size());
+  v.nr_devices = a.nr_devices;
+  v.platforms = a.platforms;
+  v.constraints = a.constraints;
+  v.disabled_safety_checks = a.disabled_safety_checks;
+  v.program = std::move(vjp);
+  v.vjp_wrt = {};
+  throw_if_error(exporting::validate(v));
+  return std::make_shared<const Artifact>(std::move(v));
+}
+
+}  // namespace
+
+Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const std::vector<bool>& is_input,
+                       const TracedFunction& traced, const TreeDef& out_tree) {
+  if (!traced.captured.empty()) {
+    throw InvalidArgument(cat("[export] '", options.name, "': the function captures tracers of an enclosing trace"));
+  }
+  Artifact a;
+  a.opset_version = ir::kOpsetVersion;
+  a.producer = exporting::producer_string();
+  a.creation_time_unix_ms = options.creation_time_unix_ms >= 0 ? options.creation_time_unix_ms : now_unix_ms();
+  a.fun_name = options.name;
+  a.in_tree.kind = TreeSpec::Kind::kTuple;
+  for (size_t i = 0; i < flat.defs.size(); ++i) {
+    if (!is_input[i]) continue;  // static arguments are baked into the program
+    TreeSpec arg = to_tree_spec(flat.defs[i]);
+    leaf_names(arg, cat("args[", i, "]"), a.in_names);
+    a.in_tree.children.push_back(std::move(arg));
+  }
+  a.out_tree = to_tree_spec(out_tree);
+  a.program = options.optimize ? ir::eliminate_dead_code(ir::eliminate_common_subexpressions(traced.program))
+                               : traced.program;
+  a.in_avals = a.program.params;
+  a.out_avals = a.program.result_types();
+  a.in_shardings = shardings_or_unspecified(options.in_shardings, a.in_avals.size(), "input", options.name);
+  a.out_shardings = shardings_or_unspecified(options.out_shardings, a.out_avals.size(), "output", options.name);
+  a.nr_devices = options.nr_devices;
+  a.platforms = options.platforms;
+  a.constraints = a.program.scope.constraints();
+  a.disabled_safety_checks = options.disabled_safety_checks;
+  for (const std::string& c : a.disabled_safety_checks) {
+    if (c != "platform") {
+      throw InvalidArgument(cat("[export] '", options.name, "': unknown safety check '", c, "' (known: platform)"));
+    }
+  }
+  throw_if_error(exporting::validate(a));
+  if (options.with_vjp) {
+    a.vjp = make_vjp(a);
+    if (a.vjp) {
+      for (size_t i = 0; i < a.in_avals.size(); ++i) {
+        if (is_floating(a.in_avals[i].dtype)) a.vjp_wrt.push_back(static_cast<int>(i));
+      }
+    }
+  }
+  return Exported(std::move(a));
+}
+
+}  // namespace detail
+
+// ---- Exported --------------------------------------------------------------------------------------
+
+struct Exported::State {
+  Artifact artifact;
+  exporting::Signature sig;
+  struct Entry {
+    ir::Program program;  // specialised to one concrete signature
+    std::shared_ptr<const cpu::CpuExecutable> executable;  // compiled on first eager use
+    absl::Mutex mu;
+  };
+  mutable absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache ABSL_GUARDED_BY(mu);
+  int64_t hits ABSL_GUARDED_BY(mu) = 0;
+  int64_t misses ABSL_GUARDED_BY(mu) = 0;
+};
+
+Exported::Exported(Artifact artifact) : state_(std::make_shared<State>()) {
+  state_->artifact = std::move(artifact);
+  state_->sig.fun_name = state_->artifact.fun_name;
+  state_->sig.in_names = state_->artifact.in_names;
+  state_->sig.in_avals = state_->artifact.in_avals;
+  state_->sig.scope = &state_->artifact.program.scope;
+}
+
+const Artifact& Exported::artifact() const { return state_->artifact; }
+
+std::string Exported::serialize() const { return value_or_throw(exporting::serialize(state_->artifact)); }
+
+Exported Exported::deserialize(std::string_view bytes, const exporting::Limits& limits) {
+  return Exported(value_or_throw(exporting::deserialize(bytes, limits)));
+}
+
+Exported Exported::vjp() const {
+  if (!state_->artifact.vjp) {
+    throw InvalidArgument(cat("[Exported.vjp] '", fun_name(), "' was exported without a VJP (with_vjp = false, ",
+                              "or no floating inputs)"));
+  }
+  return Exported(*state_->artifact.vjp);
+}
+
+ExportedCacheStats Exported::cache_stats() const {
+  absl::MutexLock lock(&state_->mu);
+  return {static_cast<int64_t>(state_->cache.size()), state_->hits, state_->misses};
+}
+
+void Exported::check_in_tree(const std::vector<TreeDef>& defs) const {
+  TreeSpec got;
+  got.kind = TreeSpec::Kind::kTuple;
+  for (const TreeDef& d : defs) got.children.push_back(detail::to_tree_spec(d));
+  if (!(got == artifact().in_tree)) {
+    throw InvalidArgument(cat("[Exported.call] '", fun_name(), "': the arguments have structure ", got.to_string(),
+                              ", but the function was exported for ", artifact().in_tree.to_string()));
+  }
+}
+
+Tree Exported::unflatten_outputs(const std::vector<Array>& outs) const {
+  size_t pos = 0;
+  auto build = [&](auto& self, const TreeSpec& t) -> Tree {
+    if (t.kind == TreeSpec::Kind::kLeaf) return Tree(outs[pos++]);
+    if (t.kind == TreeSpec::Kind::kDict) {
+      Tree::Dict d;
+      for (size_t i = 0; i < t.children.size(); ++i) d.emplace(t.keys[i], self(self, t.children[i]));
+      return Tree(std::move(d));
+    }
+    Tree::List l;
+    for (const TreeSpec& c : t.children) l.push_back(self(self, c));
+    return Tree(std::move(l));
+  };
+  return build(build, artifact().out_tree);
+}
+
+std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
+  const Artifact& a = state_->artifact;
+  const std::string api = "Exported.call";
+  if (std::find(a.platforms.begin(), a.platforms.end(), "cpu") == a.platforms.end() &&
+      !a.has_safety_check_disabled("platform")) {
+    throw InvalidArgument(cat("[", api, "] Function '", a.fun_name, "' was exported for platforms '",
+                              join(a.platforms, ", "), "' but it is used on 'cpu'."));
+  }
+  if (a.nr_devices != 1) {
+    throw InvalidArgument(cat("[", api, "] Function '", a.fun_name, "' was exported for ", a.nr_devices,
+                              " devices and is called in a context with 1 devices, which is not allowed ",
+                              "(sharded execution of exported functions needs the sharding runtime)."));
+  }
+  std::vector<AbstractValue> avals;
+  avals.reserve(leaves.size());
+  bool all_static = true;
+  std::string key;
+  for (const Array& x : leaves) {
+    if (!x.valid()) throw InvalidArgument(cat("[", api, "] '", a.fun_name, "': an argument is an empty Array"));
+    avals.push_back(x.aval());
+    all_static = all_static && is_static(avals.back().shape);
+    key += avals.back().to_string();
+  }
+  const bool tracing = in_trace();
+  if (!all_static) {
+    // A caller traced with symbolic shapes: solve symbolically and inline (never cached: the caller's
+    // scope takes part in the shape rules).
+    if (!tracing) throw InvalidArgument(cat("[", api, "] '", a.fun_name, "': symbolic arguments outside a trace"));
+    auto env = value_or_throw(exporting::solve_dim_vars(state_->sig, avals));
+    SymbolicScope outer;  // the caller's constraints are not visible here; shape rules use variables >= 1
+    ir::Program p = value_or_throw(exporting::substitute_dim_vars(a.program, env, outer, api));
+    return call_program(p, leaves, "Exported.call");
+  }
+  std::shared_ptr<State::Entry> entry;
+  {
+    absl::MutexLock lock(&state_->mu);
+    auto it = state_->cache.find(key);
+    if (it != state_->cache.end()) {
+      entry = it->second;
+      ++state_->hits;
+    }
+  }
+  if (!entry) {
+    auto values = value_or_throw(exporting::solve_dim_values(state_->sig, avals));
+    auto fresh = std::make_shared<State::Entry>();
+    if (values.empty()) {
+      fresh->program = a.program;
+    } else {
+      auto p = ir::specialize(a.program, values);
+      if (!p.ok()) throw_if_error(absl::InvalidArgumentError(cat("[", api, "] '", a.fun_name, "': ", p.status().message())));
+      fresh->program = *std::move(p);
+    }
+    absl::MutexLock lock(&state_->mu);
+    ++state_->misses;
+    entry = state_->cache.emplace(key, std::move(fresh)).first->second;
+  }
+  if (tracing) return call_program(entry->program, leaves, "Exported.call");
+  std::shared_ptr<const cpu::CpuExecutable> exe;
+  {
+    absl::MutexLock lock(&entry->mu);
+    exe = entry->executable;
+  }
+  if (!exe) {
+    exe = value_or_throw(ExecutableCache::global().get_or_compile(entry->program));
+    absl::MutexLock lock(&entry->mu);
+    if (!entry->executable) entry->executable = exe;
+  }
+  std::vector<ArrayValue> args;
+  args.reserve(leaves.size());
+  for (const Array& x : leaves) args.push_back(x.value());
+  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, args));
+  std::vector<Array> result;
+  result.reserve(outs.size());
+  for (ArrayValue& v : outs) result.emplace_back(std::move(v));
+  return result;
+}
+
+}  // namespace mcx

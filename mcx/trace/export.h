@@ -1,0 +1,150 @@
+// Exporting traced functions with shape polymorphism, and calling exported artifacts (as jax.export).
+//
+//   auto predict = [](const mcx::Tree& params, const mcx::Array& x) { ... };
+//   mcx::Exported exp = mcx::export_fn(predict, {.name = "predict", .constraints = {"b >= 1"}})(
+//       params, mcx::AbstractValue{mcx::DType::kFloat32, mcx::symbolic_shape("b, 784")});
+//   std::string bytes = exp.serialize();                     // FlatBuffers, versioned (artifact.h)
+//   mcx::Exported back = mcx::Exported::deserialize(bytes);  // verified; throws on any bad input
+//   std::vector<mcx::Array> out = back.call(params, x);      // any batch size b
+//
+// export_fn(f, options)(args...) traces f once: AbstractValue arguments become symbolic inputs (dims
+// may be DimExprs such as "b", "2*b + 1"; options.constraints restrict them), Arrays and pytrees of
+// Arrays become inputs of their own types (their values are not captured), static arguments (numbers,
+// enums, strings) are baked into the program. Arrays the function captures become constants. The result
+// records the program, the signature with per-input names ("args[0]['w']"), shardings as data, platforms,
+// device count, versions and (options.with_vjp, for floating inputs) the exported VJP.
+//
+// Exported::call(args...) checks dtypes and ranks, solves the dimension variables from the argument
+// shapes (shape_solve.h; errors name the argument, dimension, expression and value), checks the
+// constraints, specialises the program to the concrete shapes and compiles it; the compiled program is
+// cached per concrete signature, so one artifact serves many sizes. Inside an active trace (jit, grad,
+// another export) the specialised program is inlined into the trace instead (symbolic caller shapes are
+// solved symbolically). The platform must be among the artifact's platforms (unless the "platform"
+// safety check is disabled) and the artifact must have been exported for 1 device (sharded execution
+// comes with the sharding runtime).
+//
+// Errors are thrown as mcx::Error subclasses (InvalidArgument) with messages starting "[export]",
+// "[Exported.call]", "[Exported.vjp]" or "[deserialize]". Thread-safety: an Exported may be called from
+// many threads at once (its cache is guarded by a mutex; specialisation and compilation happen outside
+// it). Copies share the cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mcx/export/artifact.h"
+#include "mcx/trace/array.h"
+#include "mcx/trace/jit.h"
+#include "mcx/trace/pytree.h"
+#include "mcx/trace/tracing.h"
+
+namespace mcx {
+
+struct ExportOptions {
+  std::string name = "function";
+  std::vector<std::string> constraints;             // e.g. "b >= 16", "b == 2*c"
+  std::vector<std::string> platforms = {"cpu"};
+  std::vector<std::string> disabled_safety_checks;  // "platform": call on any platform
+  std::vector<exporting::ShardingSpec> in_shardings;   // one per flat input, or empty (unspecified)
+  std::vector<exporting::ShardingSpec> out_shardings;  // one per flat output, or empty
+  uint32_t nr_devices = 1;
+  bool with_vjp = true;   // also export the VJP (when some input is floating)
+  bool optimize = true;   // dead-code and common-subexpression elimination before export
+  int64_t creation_time_unix_ms = -1;  // -1: now (tests pin it for reproducible bytes)
+};
+
+struct ExportedCacheStats {
+  int64_t size = 0;  // concrete signatures specialised
+  int64_t hits = 0;
+  int64_t misses = 0;
+};
+
+class Exported {
+ public:
+  explicit Exported(exporting::Artifact artifact);
+
+  std::string serialize() const;
+  static Exported deserialize(std::string_view bytes, const exporting::Limits& limits = {});
+
+  const exporting::Artifact& artifact() const;
+  const std::string& fun_name() const { return artifact().fun_name; }
+  const std::vector<AbstractValue>& in_avals() const { return artifact().in_avals; }
+  const std::vector<AbstractValue>& out_avals() const { return artifact().out_avals; }
+
+  // Calls with the flat inputs (one Array per input leaf); returns the flat outputs.
+  std::vector<Array> call_flat(const std::vector<Array>& leaves) const;
+  // Calls with the exported argument structure (pytrees checked against the exported input tree).
+  template <typename... Args>
+    requires(PyTree<Args> && ...)
+  std::vector<Array> call(const Args&... args) const {
+    detail::FlatArgs flat = detail::flatten_args(args...);
+    check_in_tree(flat.defs);
+    return call_flat(flat.leaves);
+  }
+  // Same, with the outputs in the exported output structure (tuples become lists).
+  template <typename... Args>
+    requires(PyTree<Args> && ...)
+  Tree call_tree(const Args&... args) const {
+    return unflatten_outputs(call(args...));
+  }
+
+  bool has_vjp() const { return artifact().vjp != nullptr; }
+  // The exported backward function: (primal inputs..., output cotangents...) -> cotangents of the
+  // floating inputs (artifact().vjp_wrt lists which). InvalidArgument when exported without it.
+  Exported vjp() const;
+
+  ExportedCacheStats cache_stats() const;
+
+ private:
+  struct State;
+  void check_in_tree(const std::vector<TreeDef>& defs) const;
+  Tree unflatten_outputs(const std::vector<Array>& outs) const;
+  std::shared_ptr<State> state_;
+};
+
+namespace detail {
+// The non-template part of export_fn: builds the artifact from a traced program.
+Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const std::vector<bool>& is_input,
+                       const TracedFunction& traced, const TreeDef& out_tree);
+exporting::TreeSpec to_tree_spec(const TreeDef& def);
+TreeDef from_tree_spec(const exporting::TreeSpec& spec);
+}  // namespace detail
+
+template <typename F>
+class Exporter {
+ public:
+  Exporter(F f, ExportOptions options) : f_(std::move(f)), options_(std::move(options)) {}
+
+  template <typename... Args>
+    requires(detail::TraceableArg<Args> && ...)
+  Exported operator()(const Args&... args) const {
+    if (in_trace()) throw InvalidArgument("[export] '" + options_.name + "': export inside an active trace");
+    detail::FlatArgs flat = detail::flatten_args(args...);
+    std::vector<bool> is_input = {(PyTree<Args> || std::is_same_v<Args, AbstractValue>)...};
+    SymbolicScope scope = value_or_throw(SymbolicScope::create(options_.constraints));
+    TreeDef out_tree;
+    TracedFunction t = trace_flat("export of '" + options_.name + "'", options_.name, flat.avals, flat.weak,
+                                  scope, [&](std::span<const Array> tracers) {
+                                    auto [leaves, def] = tree_flatten(detail::call_rebuilt(f_, flat, tracers, args...));
+                                    out_tree = std::move(def);
+                                    return leaves;
+                                  });
+    return detail::make_exported(options_, flat, is_input, t, out_tree);
+  }
+
+ private:
+  F f_;
+  ExportOptions options_;
+};
+
+// `export` is a C++ keyword, hence export_fn.
+template <typename F>
+Exporter<std::decay_t<F>> export_fn(F&& f, ExportOptions options = {}) {
+  return Exporter<std::decay_t<F>>(std::forward<F>(f), std::move(options));
+}
+
+}  // namespace mcx
