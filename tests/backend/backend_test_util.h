@@ -7,6 +7,8 @@
 
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/executable.h"
+#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/ir/builder.h"
 #include "mcx/core/buffer.h"
 #include "mcx/ir/program.h"
 #include "tests/support/reference_eval.h"
@@ -23,6 +25,32 @@ inline std::vector<Buffer> run_cpu(const ir::Program& p, const std::vector<Buffe
   if (!out.ok()) return {};
   return *std::move(out);
 }
+
+// Runs p one instruction at a time, each as its own single-op executable (no fusion across ops).
+inline std::vector<Buffer> run_unfused(const ir::Program& p, const std::vector<Buffer>& args) {
+  std::vector<Buffer> vals(args.begin(), args.end());
+  for (const ir::Instr& in : p.instrs) {
+    ir::ProgramBuilder b("one");
+    std::vector<ir::ValueId> ops;
+    std::vector<Buffer> op_args;
+    for (ir::ValueId o : in.operands) {
+      ops.push_back(b.add_parameter(p.type(o)));
+      op_args.push_back(vals[o]);
+    }
+    ir::ValueId r = b.emit_or_throw(in.kind, ops, in.attrs);
+    std::vector<Buffer> out = run_cpu(std::move(b).build({r}), op_args);
+    vals.push_back(out.empty() ? Buffer() : out[0]);
+  }
+  std::vector<Buffer> res;
+  for (ir::ValueId r : p.results) res.push_back(vals[r]);
+  return res;
+}
+
+// Restores the thread count a test changed.
+struct ThreadCountGuard {
+  int saved = num_threads();
+  ~ThreadCountGuard() { set_num_threads(saved); }
+};
 
 // Default tolerances per dtype for one rounding step (the backend computes f32 in float, the reference
 // in double rounded per op; 16-bit floats go through float).

@@ -12,26 +12,6 @@ using Ints = std::vector<int64_t>;
 
 AbstractValue av(DType t, const Ints& dims) { return {t, concrete_shape(dims)}; }
 
-// Runs p one instruction at a time, each as its own single-op executable (no fusion across ops).
-std::vector<Buffer> run_unfused(const ir::Program& p, const std::vector<Buffer>& args) {
-  std::vector<Buffer> vals(args.begin(), args.end());
-  for (const ir::Instr& in : p.instrs) {
-    ir::ProgramBuilder b("one");
-    std::vector<ir::ValueId> ops;
-    std::vector<Buffer> op_args;
-    for (ir::ValueId o : in.operands) {
-      ops.push_back(b.add_parameter(p.type(o)));
-      op_args.push_back(vals[o]);
-    }
-    ir::ValueId r = b.emit_or_throw(in.kind, ops, in.attrs);
-    std::vector<Buffer> out = run_cpu(std::move(b).build({r}), op_args);
-    vals.push_back(out.empty() ? Buffer() : out[0]);
-  }
-  std::vector<Buffer> res;
-  for (ir::ValueId r : p.results) res.push_back(vals[r]);
-  return res;
-}
-
 void expect_fused_equals_unfused_and_reference(const ir::Program& p, const std::vector<Buffer>& args,
                                                double rtol = -1, double atol = -1) {
   expect_matches_reference(p, args, rtol, atol);

@@ -15,12 +15,6 @@ using Ints = std::vector<int64_t>;
 
 AbstractValue av(DType t, const Ints& dims) { return {t, concrete_shape(dims)}; }
 
-// Restores the thread count a test changed.
-struct ThreadCountGuard {
-  int saved = num_threads();
-  ~ThreadCountGuard() { set_num_threads(saved); }
-};
-
 TEST(ThreadPool, CoversRangeExactlyOnce) {
   ThreadCountGuard guard;
   for (int threads : {1, 2, 3, 8}) {

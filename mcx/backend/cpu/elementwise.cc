@@ -139,8 +139,47 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
   unsupported(k, dtype_v<T>);
 }
 
+// The hot float/double arithmetic loops, compiled for AVX-512, AVX2 and the baseline ISA; the loader
+// picks the best clone for the machine (ifunc), so the binary stays portable without -march=native.
+#define MCX_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MCX_BINARY_LOOP(name, T, expr)                                        \
+  MCX_MULTIVERSION void name(const T* a, const T* b, T* y, int64_t n) {      \
+    for (int64_t i = 0; i < n; ++i) {                                         \
+      const T u = a[i], v = b[i];                                             \
+      y[i] = (expr);                                                          \
+    }                                                                         \
+  }
+#define MCX_FLOAT_LOOPS(T)                                                    \
+  MCX_BINARY_LOOP(simd_add, T, u + v)                                         \
+  MCX_BINARY_LOOP(simd_sub, T, u - v)                                         \
+  MCX_BINARY_LOOP(simd_mul, T, u * v)                                         \
+  MCX_BINARY_LOOP(simd_div, T, u / v)                                         \
+  MCX_BINARY_LOOP(simd_max, T, max_nan(u, v))                                 \
+  MCX_BINARY_LOOP(simd_min, T, min_nan(u, v))
+MCX_FLOAT_LOOPS(float)
+MCX_FLOAT_LOOPS(double)
+#undef MCX_FLOAT_LOOPS
+#undef MCX_BINARY_LOOP
+
+// Dispatches float/double arithmetic to the multiversioned loops; false for other ops.
+template <typename T>
+bool binary_simd(OpKind k, const T* a, const T* b, T* y, int64_t n) {
+  switch (k) {
+    case OpKind::kAdd: simd_add(a, b, y, n); return true;
+    case OpKind::kSub: simd_sub(a, b, y, n); return true;
+    case OpKind::kMul: simd_mul(a, b, y, n); return true;
+    case OpKind::kDiv: simd_div(a, b, y, n); return true;
+    case OpKind::kMax: simd_max(a, b, y, n); return true;
+    case OpKind::kMin: simd_min(a, b, y, n); return true;
+    default: return false;
+  }
+}
+
 template <typename T>
 void binary(OpKind k, const T* a, const T* b, T* y, int64_t n) {
+  if constexpr (kFloat<T>) {
+    if (binary_simd(k, a, b, y, n)) return;
+  }
   switch (k) {
     case OpKind::kMax: return map2(a, b, y, n, [](T u, T v) { return max_nan(u, v); });
     case OpKind::kMin: return map2(a, b, y, n, [](T u, T v) { return min_nan(u, v); });

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <exception>
+#include <cstring>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
+#include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/shape_rules.h"
@@ -47,11 +50,12 @@ struct CpuExecutable::Plan {
     std::vector<ValueId> outputs;   // values written out, parallel to group.outputs
     std::vector<int> inplace_leaf;  // per output: leaf index whose storage is reused, or -1
   };
-  enum class StepKind { kView, kOp, kFused };
+  enum class StepKind { kView, kOp, kFused, kRowRegion };
   struct Step {
     StepKind kind;
     ValueId value = -1;  // kView / kOp
     int group = -1;      // kFused
+    int region = -1;     // kRowRegion
     // Parsed attributes (meaning per op; see execute_op).
     std::vector<int64_t> a, b, c, d;
     int64_t i0 = 0, i1 = 0;
@@ -62,7 +66,23 @@ struct CpuExecutable::Plan {
   ir::Program program;
   std::vector<std::vector<int64_t>> dims;  // concrete dims per value
   std::map<ValueId, Buffer> constants;
+  // A run of steps over values whose dim 0 is the same "row" axis of size rows: fused groups with that
+  // leading dim, reductions that keep dim 0, and broadcasts of such values that map dim 0 to dim 0. It
+  // runs row block by row block (a block fits in L2), so e.g. softmax reads its input once from memory;
+  // values used only inside live in per-block storage. Results equal running the steps one by one.
+  struct RowRegion {
+    int64_t rows = 0;
+    int64_t max_block_rows = 1;          // cache-sized blocks (plan time); execute may pick smaller ones
+    std::vector<Step> steps;             // kView (internal broadcasts), kOp (reductions), kFused
+    std::map<ValueId, int> local;        // value made inside -> slot in the per-block table
+    std::map<ValueId, int> escape_slot;  // non-view value needed after the region -> full buffer index
+    std::vector<ValueId> escaping;       // parallel to the full buffers
+    std::vector<Step> post_views;        // internal views needed after the region, applied at full size
+    std::vector<ValueId> reads;          // values from outside the region
+  };
+
   std::vector<GroupPlan> groups;
+  std::vector<RowRegion> regions;
   std::vector<Step> steps;
 };
 
@@ -232,6 +252,225 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
   }
 }
 
+
+bool is_reduction(OpKind k) {
+  return k == OpKind::kReduceSum || k == OpKind::kReduceMax || k == OpKind::kReduceMin || k == OpKind::kReduceProd;
+}
+
+// Values a top-level step reads.
+std::vector<ValueId> step_reads(const Plan& plan, const Plan::Step& st) {
+  switch (st.kind) {
+    case Plan::StepKind::kFused: return plan.groups[st.group].leaves;
+    case Plan::StepKind::kRowRegion: return plan.regions[st.region].reads;
+    default: return plan.program.defining_instr(st.value).operands;
+  }
+}
+
+constexpr int64_t kRowBlockBytes = 64 * 1024;  // per value of a row block: a few values stay in L2
+
+// Replaces maximal runs of row-blockable steps (see Plan::RowRegion) that hold at least one reduction and
+// one fused group by one kRowRegion step. Views of outside values met in a run move before the region.
+void form_row_regions(Plan& plan) {
+  const ir::Program& p = plan.program;
+  auto rows_of = [&](const Plan::Step& st) -> int64_t {
+    if (st.kind == Plan::StepKind::kFused) {
+      const auto& d = plan.groups[st.group].group.dims;
+      return d.empty() ? -1 : d[0];
+    }
+    if (st.kind != Plan::StepKind::kOp) return -1;
+    const ir::Instr& in = p.defining_instr(st.value);
+    if (!is_reduction(in.kind)) return -1;
+    const auto& d = plan.dims[in.operands[0]];
+    if (d.empty() || std::find(st.a.begin(), st.a.end(), 0) != st.a.end()) return -1;
+    return d[0];
+  };
+  std::vector<Plan::Step> out;
+  const int S = static_cast<int>(plan.steps.size());
+  for (int i = 0; i < S;) {
+    const int64_t R = rows_of(plan.steps[i]);
+    if (R < 0) {
+      out.push_back(std::move(plan.steps[i++]));
+      continue;
+    }
+    Plan::RowRegion rg;
+    rg.rows = R;
+    std::vector<int> hoisted;
+    int reductions = 0, groups = 0, j = i;
+    for (; j < S; ++j) {
+      const Plan::Step& st = plan.steps[j];
+      std::vector<ValueId> made;
+      if (st.kind == Plan::StepKind::kView) {
+        const ir::Instr& in = p.defining_instr(st.value);
+        if (!rg.local.count(in.operands[0])) {
+          hoisted.push_back(j);
+          continue;
+        }
+        const bool row_broadcast = in.kind == OpKind::kBroadcastInDim && !st.a.empty() && st.a[0] == 0 &&
+                                   plan.dims[st.value][0] == R && plan.dims[in.operands[0]][0] == R;
+        if (!row_broadcast) break;
+        made.push_back(st.value);
+      } else if (rows_of(st) == R) {
+        if (st.kind == Plan::StepKind::kFused) {
+          ++groups;
+          made = plan.groups[st.group].outputs;
+        } else {
+          ++reductions;
+          made.push_back(st.value);
+        }
+      } else {
+        break;
+      }
+      for (ValueId v : made) rg.local.emplace(v, static_cast<int>(rg.local.size()));
+      rg.steps.push_back(st);
+    }
+    if (reductions == 0 || groups == 0) {
+      out.push_back(std::move(plan.steps[i++]));
+      continue;
+    }
+    for (int h : hoisted) out.push_back(std::move(plan.steps[h]));
+    Plan::Step st;
+    st.kind = Plan::StepKind::kRowRegion;
+    st.region = static_cast<int>(plan.regions.size());
+    plan.regions.push_back(std::move(rg));
+    out.push_back(std::move(st));
+    i = j;
+  }
+  plan.steps = std::move(out);
+
+  // What each region reads from outside, what it must leave behind, and its block size.
+  for (size_t r = 0; r < plan.regions.size(); ++r) {
+    Plan::RowRegion& rg = plan.regions[r];
+    std::set<ValueId> needed(p.results.begin(), p.results.end());
+    for (const Plan::Step& st : plan.steps) {
+      if (st.kind == Plan::StepKind::kRowRegion && st.region == static_cast<int>(r)) continue;
+      for (ValueId v : step_reads(plan, st)) needed.insert(v);
+    }
+    int64_t row_bytes = 1;
+    std::set<ValueId> reads;
+    auto note_row = [&](ValueId v) {
+      row_bytes = std::max(row_bytes, product(plan.dims[v]) / std::max<int64_t>(1, rg.rows) * dtype_size(p.type(v).dtype));
+    };
+    for (const Plan::Step& st : rg.steps) {
+      std::vector<ValueId> in = st.kind == Plan::StepKind::kFused ? plan.groups[st.group].leaves
+                                                                   : p.defining_instr(st.value).operands;
+      for (ValueId v : in) {
+        note_row(v);
+        if (!rg.local.count(v)) reads.insert(v);
+      }
+    }
+    rg.reads.assign(reads.begin(), reads.end());
+    // Backwards, so that a needed view makes its operand needed too.
+    for (auto it = rg.steps.rbegin(); it != rg.steps.rend(); ++it) {
+      if (it->kind == Plan::StepKind::kView) {
+        if (needed.count(it->value)) {
+          rg.post_views.insert(rg.post_views.begin(), *it);
+          needed.insert(p.defining_instr(it->value).operands[0]);
+        }
+        continue;
+      }
+      std::vector<ValueId> made = it->kind == Plan::StepKind::kFused ? plan.groups[it->group].outputs
+                                                                      : std::vector<ValueId>{it->value};
+      for (ValueId v : made) {
+        note_row(v);
+        if (needed.count(v)) rg.escape_slot[v] = 0;
+      }
+    }
+    for (auto& [v, slot] : rg.escape_slot) {
+      slot = static_cast<int>(rg.escaping.size());
+      rg.escaping.push_back(v);
+    }
+    rg.max_block_rows = std::max<int64_t>(1, kRowBlockBytes / row_bytes);
+  }
+}
+
+// v restricted to rows [r0, r0 + n) of dim 0.
+View row_block(View v, int64_t r0, int64_t n) {
+  if (n > 0) v.data += r0 * v.strides[0] * dtype_size(v.dtype);
+  v.dims[0] = n;
+  return v;
+}
+
+// Runs rows [r0, r0 + n) of a region; full[k] holds escaping value rg.escaping[k] (all rows).
+void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::vector<RtValue>& rt,
+                      const std::vector<Buffer>& full, int64_t r0, int64_t n) {
+  const ir::Program& p = plan.program;
+  std::vector<RtValue> local(rg.local.size());
+  auto block_dims = [&](ValueId v) {
+    std::vector<int64_t> d = plan.dims[v];
+    d[0] = n;
+    return d;
+  };
+  auto input = [&](ValueId v) -> RtValue {
+    auto it = rg.local.find(v);
+    if (it != rg.local.end()) return local[it->second];
+    RtValue x;
+    x.view = row_block(rt[v].view, r0, n);
+    return x;
+  };
+  // Storage for a value made in this block: its rows of the full buffer when it escapes.
+  auto output = [&](ValueId v) -> RtValue {
+    auto it = rg.escape_slot.find(v);
+    if (it == rg.escape_slot.end()) return from_buffer(Buffer::uninitialized(p.type(v).dtype, block_dims(v)));
+    RtValue x;
+    x.base = full[it->second];
+    x.view = row_block(view_of(x.base), r0, n);
+    return x;
+  };
+  for (const Plan::Step& st : rg.steps) {
+    if (st.kind == Plan::StepKind::kFused) {
+      const Plan::GroupPlan& gp = plan.groups[st.group];
+      std::vector<View> leaves;
+      for (ValueId l : gp.leaves) leaves.push_back(input(l).view);
+      std::vector<std::byte*> outs;
+      for (ValueId o : gp.outputs) {
+        RtValue& dst = local[rg.local.at(o)];
+        dst = output(o);
+        outs.push_back(dst.view.data);
+      }
+      run_fused(gp.group, leaves, outs, n);
+      continue;
+    }
+    const ir::Instr& in = p.defining_instr(st.value);
+    RtValue& dst = local[rg.local.at(st.value)];
+    if (st.kind == Plan::StepKind::kView) {
+      dst = apply_view(st, in, block_dims(st.value), input(in.operands[0]));
+      continue;
+    }
+    Buffer r = reduce(in.kind, input(in.operands[0]).view, st.a);
+    dst = output(st.value);
+    if (r.nbytes() > 0) std::memcpy(dst.view.data, r.data(), r.nbytes());
+  }
+}
+
+void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue>& rt) {
+  const ir::Program& p = plan.program;
+  std::vector<Buffer> full;
+  for (ValueId v : rg.escaping) full.push_back(Buffer::uninitialized(p.type(v).dtype, plan.dims[v]));
+  // Blocks: cache-sized, but at least two per thread when there are enough rows. Block boundaries do
+  // not change any value (every op is row-local and reductions are per row), so results do not depend
+  // on the thread count.
+  const int64_t R = rg.rows;
+  const int64_t per_thread = (R + 2 * num_threads() - 1) / (2 * num_threads());
+  const int64_t block = std::max<int64_t>(1, std::min(rg.max_block_rows, per_thread));
+  const int64_t num_blocks = R == 0 ? 0 : (R + block - 1) / block;
+  if (num_blocks == 0) {
+    // No rows: still give escaping values their (empty) storage.
+  } else if (block >= R) {
+    run_region_block(plan, rg, rt, full, 0, R);
+  } else {
+    parallel_for(num_blocks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const int64_t r0 = k * block;
+        run_region_block(plan, rg, rt, full, r0, std::min(block, R - r0));
+      }
+    });
+  }
+  for (size_t k = 0; k < rg.escaping.size(); ++k) rt[rg.escaping[k]] = from_buffer(std::move(full[k]));
+  for (const Plan::Step& st : rg.post_views) {
+    const ir::Instr& in = p.defining_instr(st.value);
+    rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
+  }
+}
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
@@ -352,6 +591,9 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
     plan->steps.push_back(std::move(st));
   }
 
+  // --- Row-block regions (softmax and friends), before liveness so that they count as one step.
+  form_row_regions(*plan);
+
   // --- Liveness: a value's storage root is itself, or for a view the root of its operand. A root dies
   // after the last step that reads it or any view of it; results never die.
   std::vector<ValueId> root(V);
@@ -361,14 +603,8 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
   }
   const int S = static_cast<int>(plan->steps.size());
   std::vector<int> last_use(V, -1);
-  auto step_reads = [&](const Plan::Step& st) {
-    std::vector<ValueId> r;
-    if (st.kind == Plan::StepKind::kFused) r = plan->groups[st.group].leaves;
-    else r = p.defining_instr(st.value).operands;
-    return r;
-  };
   for (int s = 0; s < S; ++s) {
-    for (ValueId o : step_reads(plan->steps[s])) last_use[root[o]] = std::max(last_use[root[o]], s);
+    for (ValueId o : step_reads(*plan, plan->steps[s])) last_use[root[o]] = std::max(last_use[root[o]], s);
   }
   std::vector<bool> pinned(V, false);  // results and anything a result is a view of
   for (ValueId r : p.results) pinned[root[r]] = true;
@@ -431,7 +667,9 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
   for (const auto& [v, c] : plan.constants) rt[v] = from_buffer(c);
   try {
     for (const Plan::Step& st : plan.steps) {
-      if (st.kind == Plan::StepKind::kFused) {
+      if (st.kind == Plan::StepKind::kRowRegion) {
+        run_region(plan, plan.regions[st.region], rt);
+      } else if (st.kind == Plan::StepKind::kFused) {
         const Plan::GroupPlan& gp = plan.groups[st.group];
         std::vector<View> leaves;
         leaves.reserve(gp.leaves.size());

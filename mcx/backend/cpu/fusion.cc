@@ -96,8 +96,11 @@ bool needs_conversion(DType t) { return compute_dtype(t) != t; }
 
 }  // namespace
 
-void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs) {
-  const int64_t total = product(g.dims);
+void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs,
+               int64_t rows) {
+  std::vector<int64_t> dims = g.dims;
+  if (rows >= 0 && !dims.empty()) dims[0] = rows;
+  const int64_t total = product(dims);
   if (total == 0) return;
   const int num_leaves = static_cast<int>(g.leaf_dtypes.size());
   const int num_nodes = static_cast<int>(g.nodes.size());

@@ -41,6 +41,9 @@ bool elementwise_supported(ir::OpKind kind, DType result, DType operand);
 // Evaluates g. leaves[i] has dims g.dims and dtype g.leaf_dtypes[i]; outs[j] is a contiguous buffer of
 // g.dims and dtype nodes[outputs[j]].dtype. An output may be the storage of a leaf (in-place reuse) only
 // when that leaf is contiguous. Throws std::logic_error for an unsupported kind/dtype combination.
-void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs);
+// With rows >= 0, g.dims[0] is taken to be rows (leaves and outputs then cover a block of rows of the
+// group: executable.cc runs row-block regions this way).
+void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs,
+               int64_t rows = -1);
 
 }  // namespace mcx::cpu

@@ -132,11 +132,11 @@ Buffer dot_general(const View& lhs, const View& rhs, const std::vector<int64_t>&
   for (int64_t d : lf) out_dims.push_back(lhs.dims[d]);
   for (int64_t d : rf) out_dims.push_back(rhs.dims[d]);
   const DType dt = lhs.dtype;
-  Buffer out = Buffer::zeros(dt, out_dims);
   const int64_t M = product(select_dims(lhs, lf).dims), N = product(select_dims(rhs, rf).dims);
   const int64_t K = product(select_dims(lhs, lc).dims);
   const int64_t B = product(select_dims(lhs, lb).dims);
-  if (out.num_elements() == 0 || K == 0) return out;  // empty, or an empty sum (zeros)
+  if (product(out_dims) == 0 || K == 0) return Buffer::zeros(dt, out_dims);  // empty, or an empty sum
+  Buffer out = Buffer::uninitialized(dt, out_dims);  // every element is written below (beta = 0)
 
   const bool is_blas = dt == DType::kFloat32 || dt == DType::kFloat64;
   const bool is_half = dt == DType::kFloat16 || dt == DType::kBFloat16;

@@ -2,6 +2,8 @@
 // SSE2 clones chosen at load time). Accuracy: within a few ulp of the correctly rounded result on normal
 // ranges (tests/backend/vmath_test.cc measures it); inf, NaN, zero, denormals and overflow follow IEEE
 // (exp(-inf) = 0, log(0) = -inf, log(-1) = NaN, exp(1000) = inf, ...). x and y may alias exactly.
+// An element's result depends only on its input, never on its position in the array or on n (so tiling and
+// row blocking cannot change results).
 #pragma once
 
 #include <cstdint>

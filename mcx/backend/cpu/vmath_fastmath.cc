@@ -17,12 +17,34 @@ namespace {
 
 #define MCX_VCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-#define MCX_VLOOP(NAME, T, EXPR)                                            \
-  MCX_VCLONES void NAME(const T* x, T* y, int64_t n) {                      \
-    for (int64_t i = 0; i < n; ++i) {                                       \
-      const T v = x[i];                                                     \
-      y[i] = (EXPR);                                                        \
-    }                                                                       \
+// Every element goes through the same vector code, whatever its position: the loops run on whole blocks
+// of kBlock elements (a multiple of every vector width, fixed trip count, no scalar epilogue), and a
+// partial last block (or an in-place call) goes through an aligned local block. Otherwise an element's
+// result would depend on where the array starts (libmvec's vector and glibc's scalar functions differ
+// in the last bits), and row-block execution (executable.cc) or a different tiling would change results.
+template <typename T>
+constexpr int kBlock = 256 / static_cast<int>(sizeof(T));  // 64 floats, 32 doubles
+
+#define MCX_VLOOP(NAME, T, EXPR)                                                        \
+  [[gnu::always_inline]] inline void NAME##_block(const T* __restrict x, T* __restrict y) { \
+    for (int i = 0; i < kBlock<T>; ++i) {                                               \
+      const T v = x[i];                                                                 \
+      y[i] = (EXPR);                                                                    \
+    }                                                                                   \
+  }                                                                                     \
+  MCX_VCLONES void NAME(const T* x, T* y, int64_t n) {                                  \
+    constexpr int64_t B = kBlock<T>;                                                    \
+    int64_t i = 0;                                                                      \
+    if (x != y) {                                                                       \
+      for (; i + B <= n; i += B) NAME##_block(x + i, y + i);                            \
+    }                                                                                   \
+    alignas(64) T in[B], out[B];                                                        \
+    for (; i < n; i += B) {                                                             \
+      const int64_t m = n - i < B ? n - i : B;                                          \
+      for (int64_t j = 0; j < B; ++j) in[j] = j < m ? x[i + j] : T(1);                  \
+      NAME##_block(in, out);                                                            \
+      for (int64_t j = 0; j < m; ++j) y[i + j] = out[j];                                \
+    }                                                                                   \
   }
 
 MCX_VLOOP(exp_f, float, std::exp(v))
@@ -47,12 +69,28 @@ MCX_VLOOP(sqrt_d, double, std::sqrt(v))
 MCX_VLOOP(rsqrt_d, double, 1.0 / std::sqrt(v))
 #undef MCX_VLOOP
 
-MCX_VCLONES void pow_f(const float* x, const float* y, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
-}
-MCX_VCLONES void pow_d(const double* x, const double* y, double* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = std::pow(x[i], y[i]);
-}
+#define MCX_VPOW(NAME, T)                                                                            \
+  [[gnu::always_inline]] inline void NAME##_block(const T* __restrict x, const T* __restrict y,      \
+                                                  T* __restrict out) {                               \
+    for (int i = 0; i < kBlock<T>; ++i) out[i] = std::pow(x[i], y[i]);                               \
+  }                                                                                                  \
+  MCX_VCLONES void NAME(const T* x, const T* y, T* out, int64_t n) {                                 \
+    constexpr int64_t B = kBlock<T>;                                                                 \
+    int64_t i = 0;                                                                                   \
+    if (out != x && out != y) {                                                                      \
+      for (; i + B <= n; i += B) NAME##_block(x + i, y + i, out + i);                                \
+    }                                                                                                \
+    alignas(64) T a[B], b[B], r[B];                                                                  \
+    for (; i < n; i += B) {                                                                          \
+      const int64_t m = n - i < B ? n - i : B;                                                       \
+      for (int64_t j = 0; j < B; ++j) a[j] = j < m ? x[i + j] : T(1), b[j] = j < m ? y[i + j] : T(1); \
+      NAME##_block(a, b, r);                                                                         \
+      for (int64_t j = 0; j < m; ++j) out[i + j] = r[j];                                             \
+    }                                                                                                \
+  }
+MCX_VPOW(pow_f, float)
+MCX_VPOW(pow_d, double)
+#undef MCX_VPOW
 
 }  // namespace
 
