@@ -9,6 +9,8 @@ packages=(
   # core libraries
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libzstd-dev libssl-dev
   libopenblas-dev libopenblas0
+  # export artifacts (FlatBuffers schema compiler + header-only runtime)
+  flatbuffers-compiler libflatbuffers-dev
   # control plane (gRPC + protobuf)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # tests and benchmarks

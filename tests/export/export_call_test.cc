@@ -1,0 +1,228 @@
+// export_fn and Exported::call: shape polymorphism end to end, the per-shape cache, calls from inside
+// jit/grad/another export, the exported VJP, and the call-time errors.
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/mcx.h"
+#include "mcx/ir/passes.h"
+#include "mcx/trace/export.h"
+#include "tests/trace/trace_test_util.h"
+
+// Designated initializers of ExportOptions leave the other fields at their defaults on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace mcx {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing_util::error_of;
+using testing_util::expect_allclose;
+using testing_util::expect_same_values;
+
+Array random_array(std::vector<int64_t> dims, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return array(v, dims);
+}
+
+Tree mlp_params(uint64_t seed) {
+  return Tree{{"w1", Tree(random_array({6, 5}, seed))}, {"b1", Tree(random_array({5}, seed + 1))},
+              {"w2", Tree(random_array({5, 3}, seed + 2))}};
+}
+
+Array mlp(const Tree& p, const Array& x) {
+  Array h = relu(matmul(x, p.at("w1")) + p.at("b1"));
+  return tanh(matmul(h, p.at("w2")));
+}
+
+AbstractValue f32(std::string_view shape) { return {DType::kFloat32, symbolic_shape(shape)}; }
+
+Exported export_mlp(ExportOptions options = {}) {
+  options.name = "mlp";
+  options.creation_time_unix_ms = 1;
+  return export_fn(mlp, options)(mlp_params(1), f32("b, 6"));
+}
+
+TEST(Export, SignatureHasNamesSymbolicShapesAndVersions) {
+  Exported e = export_mlp();
+  const auto& a = e.artifact();
+  EXPECT_EQ(a.fun_name, "mlp");
+  EXPECT_EQ(a.in_names, (std::vector<std::string>{"args[0]['b1']", "args[0]['w1']", "args[0]['w2']", "args[1]"}));
+  EXPECT_EQ(a.in_avals[3].to_string(), "f32[b,6]");
+  EXPECT_EQ(a.out_avals.at(0).to_string(), "f32[b,3]");
+  EXPECT_EQ(a.in_tree.to_string(), "tuple(dict{b1: *, w1: *, w2: *}, *)");
+  EXPECT_EQ(a.out_tree.to_string(), "*");
+  EXPECT_EQ(a.dim_vars(), std::vector<std::string>{"b"});
+  EXPECT_EQ(a.opset_version, static_cast<uint32_t>(ir::kOpsetVersion));
+  EXPECT_EQ(a.platforms, std::vector<std::string>{"cpu"});
+  EXPECT_EQ(a.creation_time_unix_ms, 1);
+  EXPECT_TRUE(e.has_vjp());
+}
+
+TEST(Export, OneArtifactServesManyBatchSizesAndMatchesEager) {
+  Exported e = Exported::deserialize(export_mlp().serialize());
+  Tree p = mlp_params(1);
+  for (int64_t b : {1, 3, 17}) {
+    Array x = random_array({b, 6}, 100 + b);
+    std::vector<Array> out = e.call(p, x);
+    ASSERT_EQ(out.size(), 1u);
+    expect_same_values(out[0], mlp(p, x), 1e-5, 1e-6, "b = " + std::to_string(b));
+    // Independent oracle: the naive reference evaluator on the specialised program.
+    ir::Program spec = value_or_throw(ir::specialize(e.artifact().program, {{"b", b}}));
+    std::vector<Buffer> args = {p.at("b1").array().to_host(), p.at("w1").array().to_host(),
+                                p.at("w2").array().to_host(), x.to_host()};
+    auto ref = value_or_throw(test::reference_evaluate(spec, args));
+    expect_allclose(out[0], ref[0].to_doubles(), 1e-5, 1e-6);
+  }
+  EXPECT_EQ(e.cache_stats().size, 3);
+}
+
+TEST(Export, CacheIsPerConcreteShape) {
+  Exported e = export_mlp();
+  Tree p = mlp_params(1);
+  e.call(p, random_array({4, 6}, 1));
+  e.call(p, random_array({4, 6}, 2));
+  e.call(p, random_array({5, 6}, 3));
+  ExportedCacheStats s = e.cache_stats();
+  EXPECT_EQ(s.size, 2);
+  EXPECT_EQ(s.misses, 2);
+  EXPECT_EQ(s.hits, 1);
+  Tree t = e.call_tree(p, random_array({2, 6}, 4));
+  EXPECT_TRUE(t.is_leaf());
+  EXPECT_EQ(t.array().dims(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(Export, CalledInsideJitIsInlined) {
+  Exported e = export_mlp();
+  Tree p = mlp_params(1);
+  auto f = jit([&](const Tree& params, const Array& x) { return e.call(params, x)[0] * 2.0f; });
+  Array x = random_array({3, 6}, 5);
+  expect_allclose(f(p, x), (mlp(p, x) * 2.0f).to_host().to_doubles(), 1e-5, 1e-6);
+  ir::Program lowered = f.lower(p, x);
+  for (const ir::Instr& in : lowered.instrs) {
+    if (in.kind == ir::OpKind::kConstant) {
+      EXPECT_LE(value_or_throw(in.attrs.get_buffer("value")).num_elements(), 1) << "weights must stay inputs";
+    }
+  }
+}
+
+TEST(Export, GradThroughExportedCall) {
+  Exported e = export_mlp();
+  Tree p = mlp_params(1);
+  Array x = random_array({3, 6}, 6);
+  auto via_export = grad([&](const Array& xx) { return sum(e.call(p, xx)[0]); })(x);
+  auto direct = grad([&](const Array& xx) { return sum(mlp(p, xx)); })(x);
+  expect_same_values(via_export, direct, 1e-5, 1e-6);
+}
+
+TEST(Export, ExportOfAFunctionCallingAnExportedOneSolvesSymbolically) {
+  Exported inner = export_mlp();
+  Tree p = mlp_params(1);
+  auto outer_fn = [&](const Array& x) { return inner.call(p, concatenate({x, x}, 0))[0]; };
+  Exported outer = export_fn(outer_fn, {.name = "outer"})(f32("n, 6"));
+  EXPECT_EQ(outer.artifact().out_avals[0].to_string(), "f32[2*n,3]");
+  Array x = random_array({2, 6}, 7);
+  expect_same_values(outer.call(x)[0], mlp(p, concatenate({x, x}, 0)), 1e-5, 1e-6);
+}
+
+TEST(Export, VjpMatchesGrad) {
+  Exported e = Exported::deserialize(export_mlp().serialize());
+  ASSERT_TRUE(e.has_vjp());
+  Exported v = e.vjp();
+  EXPECT_EQ(e.artifact().vjp_wrt, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(v.artifact().in_names.back(), "cotangent");
+  EXPECT_EQ(v.artifact().in_avals.back().to_string(), "f32[b,3]");
+  Tree p = mlp_params(1);
+  Array x = random_array({4, 6}, 8);
+  Array ct = random_array({4, 3}, 9);
+  std::vector<Array> g = v.call_flat({p.at("b1"), p.at("w1"), p.at("w2"), x, ct});
+  ASSERT_EQ(g.size(), 4u);
+  auto loss = [&](const Tree& params, const Array& xx) { return sum(mlp(params, xx) * ct); };
+  Tree gp = grad(loss)(p, x);
+  Array gx = grad([&](const Array& xx) { return loss(p, xx); })(x);
+  expect_same_values(g[0], gp.at("b1"), 1e-5, 1e-6, "b1");
+  expect_same_values(g[1], gp.at("w1"), 1e-5, 1e-6, "w1");
+  expect_same_values(g[2], gp.at("w2"), 1e-5, 1e-6, "w2");
+  expect_same_values(g[3], gx, 1e-5, 1e-6, "x");
+}
+
+TEST(Export, StaticArgumentsAreBakedInAndIntegerInputsGetNoCotangent) {
+  auto f = [](const Array& x, const Array& idx, double scale) { return take(x, idx) * scale; };
+  Exported e = export_fn(f, {.name = "gather"})(f32("n, 4"), AbstractValue{DType::kInt32, symbolic_shape("k")}, 3.0);
+  EXPECT_EQ(e.artifact().in_tree.to_string(), "tuple(*, *)");
+  EXPECT_EQ(e.artifact().vjp_wrt, std::vector<int>{0});
+  Array x = random_array({5, 4}, 10);
+  Array idx = array({4, 0, 2});
+  expect_same_values(e.call(x, idx)[0], take(x, idx) * 3.0);
+  EXPECT_EQ(e.vjp().artifact().out_avals.size(), 1u);
+}
+
+TEST(Export, ConstraintsTravelWithTheArtifact) {
+  // The shape rules need no constraint here; the constraints are checked when called.
+  auto f = [](const Array& x, const Array& y) { return sum(x) + sum(y); };
+  Exported e = export_fn(f, {.name = "pair", .constraints = {"b >= 2", "b == 2*c"}})(f32("b, 3"), f32("c, 6"));
+  Exported back = Exported::deserialize(e.serialize());
+  EXPECT_EQ(back.artifact().constraints, (std::vector<std::string>{"b >= 2", "b == 2*c"}));
+  Array y = random_array({2, 6}, 11);
+  Array x = random_array({4, 3}, 12);
+  expect_same_values(back.call(x, y)[0], sum(x) + sum(y));
+  std::string err = error_of([&] { back.call(random_array({2, 3}, 1), random_array({2, 6}, 2)); });
+  EXPECT_THAT(err, AllOf(HasSubstr("[Exported.call] 'pair'"), HasSubstr("dimension 0 of args[0]")));
+}
+
+TEST(ExportErrors, DtypeRankStructureAndConstraint) {
+  Exported e = export_mlp({.constraints = {"b >= 2"}});
+  Tree p = mlp_params(1);
+  EXPECT_THAT(error_of([&] { e.call(p, astype(random_array({3, 6}, 1), DType::kFloat64)); }),
+              AllOf(HasSubstr("[Exported.call] 'mlp': argument args[1] must have dtype float32"), HasSubstr("f64[3,6]")));
+  EXPECT_THAT(error_of([&] { e.call(p, random_array({18}, 1)); }), HasSubstr("argument args[1] must have rank 2"));
+  EXPECT_THAT(error_of([&] { e.call(p, random_array({3, 7}, 1)); }),
+              HasSubstr("dimension 1 of args[1] (specification '6', found 7)"));
+  EXPECT_THAT(error_of([&] { e.call(random_array({3, 6}, 1), random_array({3, 6}, 1)); }),
+              AllOf(HasSubstr("the arguments have structure tuple(*, *)"), HasSubstr("exported for tuple(dict{")));
+  EXPECT_THAT(error_of([&] { e.call(p, random_array({1, 6}, 1)); }),
+              HasSubstr("Input shapes do not match the symbolic shape constraint 'b >= 2': found 1 >= 2 false"));
+}
+
+TEST(ExportErrors, PlatformAndDeviceCount) {
+  Tree p = mlp_params(1);
+  Array x = random_array({2, 6}, 1);
+  Exported tpu = export_mlp({.platforms = {"tpu"}});
+  EXPECT_THAT(error_of([&] { tpu.call(p, x); }),
+              HasSubstr("Function 'mlp' was exported for platforms 'tpu' but it is used on 'cpu'."));
+  Exported any = export_mlp({.platforms = {"tpu"}, .disabled_safety_checks = {"platform"}});
+  expect_same_values(any.call(p, x)[0], mlp(p, x));
+  Exported two = export_mlp({.nr_devices = 2});
+  EXPECT_THAT(error_of([&] { two.call(p, x); }),
+              HasSubstr("Function 'mlp' was exported for 2 devices and is called in a context with 1 devices"));
+  EXPECT_THAT(error_of([&] { export_mlp({.disabled_safety_checks = {"custom_call"}}); }),
+              HasSubstr("unknown safety check 'custom_call'"));
+  Exported no_vjp = export_mlp({.with_vjp = false});
+  EXPECT_THAT(error_of([&] { no_vjp.vjp(); }), HasSubstr("[Exported.vjp] 'mlp' was exported without a VJP"));
+}
+
+TEST(ExportErrors, ShardingsMustMatchTheDeviceCount) {
+  exporting::ShardingSpec s{false, {"data"}, {4}, {{"data"}}};
+  ExportOptions o;
+  o.in_shardings = {exporting::ShardingSpec{}, exporting::ShardingSpec{}, exporting::ShardingSpec{}, s};
+  o.nr_devices = 2;
+  EXPECT_THAT(error_of([&] { export_mlp(o); }), HasSubstr("spans 4 devices, but nr_devices is 2"));
+  o.nr_devices = 4;
+  Exported e = export_mlp(o);
+  EXPECT_EQ(Exported::deserialize(e.serialize()).artifact().in_shardings[3].to_string(), "{data: 4} P('data')");
+  o.in_shardings.pop_back();
+  EXPECT_THAT(error_of([&] { export_mlp(o); }), HasSubstr("3 input shardings for 4 inputs"));
+}
+
+TEST(ExportErrors, DeserializeThrowsCleanly) {
+  EXPECT_THAT(error_of([&] { Exported::deserialize("garbage"); }), HasSubstr("[deserialize] not an mcx export artifact"));
+}
+
+}  // namespace
+}  // namespace mcx
