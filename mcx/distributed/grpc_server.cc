@@ -406,6 +406,9 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // gRPC sets SO_REUSEPORT by default, which lets a second coordinator bind a port that is in use and
+  // silently split the job between two services; refuse instead.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl->server = b.BuildAndStart();
   if (!impl->server || impl->port == 0) {
     return absl::UnavailableError(absl::StrCat("[coordination] cannot bind '", options.bind_address,

@@ -1,5 +1,8 @@
 #include "mcx/distributed/grpc_tls.h"
 
+#include <cstdlib>
+#include <mutex>
+
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
@@ -45,7 +48,13 @@ std::shared_ptr<gx::FileWatcherCertificateProvider> provider(const MtlsOptions& 
 
 }  // namespace
 
+void prepare_grpc_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100", /*overwrite=*/0); });
+}
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> make_server_credentials(const MtlsOptions& o) {
+  prepare_grpc_environment();
   if (absl::Status s = validate_mtls_options(o); !s.ok()) return s;
   if (!o.enabled()) return grpc::InsecureServerCredentials();
   gx::TlsServerCredentialsOptions opts(provider(o));
@@ -61,6 +70,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> make_server_credentials
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> make_channel_credentials(const MtlsOptions& o) {
+  prepare_grpc_environment();
   if (absl::Status s = validate_mtls_options(o); !s.ok()) return s;
   if (!o.enabled()) return grpc::InsecureChannelCredentials();
   gx::TlsChannelCredentialsOptions opts;

@@ -11,6 +11,13 @@
 
 namespace mcx::distributed {
 
+// Sets gRPC's process-wide settings that must be in place before gRPC initialises (its environment
+// configuration is read once, at the first grpc_init). Idempotent; called by both factories below, so
+// every gRPC use in mcx goes through it. A value the user already exported is left alone.
+//  - GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=100: with the default 5000 ms, a TLS handshake on a loaded
+//    machine can stall in 5 s steps (seen as "Handshake timed out" until the init deadline).
+void prepare_grpc_environment();
+
 // Both validate the options first (validate_mtls_options), so bad files fail before any connection.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> make_server_credentials(const MtlsOptions& o);
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> make_channel_credentials(const MtlsOptions& o);
