@@ -310,7 +310,12 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
   }
   for (int i = 1; i < argc; ++i) g_mcx_only |= std::strcmp(argv[i], "--mcx-only") == 0;
-  auto want = [&](const char* name) { return only.empty() || std::string(name).find(only) != std::string::npos; };
+  // --only NAME runs the cases whose key contains NAME; --exact makes it match whole keys only.
+  bool exact = false;
+  for (int i = 1; i < argc; ++i) exact |= std::strcmp(argv[i], "--exact") == 0;
+  auto want = [&](const char* name) {
+    return only.empty() || (exact ? only == name : std::string(name).find(only) != std::string::npos);
+  };
   std::fprintf(stderr, "[bench_kernels] threads=%d reps=%d\n", mcx::cpu::num_threads(), reps);
   try {
     if (want("exp_mul_add")) bench_exp_mul_add(reps);

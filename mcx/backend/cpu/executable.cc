@@ -79,6 +79,7 @@ struct CpuExecutable::Plan {
     std::vector<ValueId> escaping;       // parallel to the full buffers
     std::vector<Step> post_views;        // internal views needed after the region, applied at full size
     std::vector<ValueId> reads;          // values from outside the region
+    int64_t local_row_bytes = 0;         // per row: bytes of the values that live only inside a block
   };
 
   std::vector<GroupPlan> groups;
@@ -266,7 +267,7 @@ std::vector<ValueId> step_reads(const Plan& plan, const Plan::Step& st) {
   }
 }
 
-constexpr int64_t kRowBlockBytes = 64 * 1024;  // per value of a row block: a few values stay in L2
+constexpr int64_t kRowBlockBytes = 128 * 1024;  // per value of a row block: a few values stay in L2
 
 // Replaces maximal runs of row-blockable steps (see Plan::RowRegion) that hold at least one reduction and
 // one fused group by one kRowRegion step. Views of outside values met in a run move before the region.
@@ -372,7 +373,11 @@ void form_row_regions(Plan& plan) {
                                                                       : std::vector<ValueId>{it->value};
       for (ValueId v : made) {
         note_row(v);
-        if (needed.count(v)) rg.escape_slot[v] = 0;
+        if (needed.count(v)) {
+          rg.escape_slot[v] = 0;
+        } else {
+          rg.local_row_bytes += product(plan.dims[v]) / std::max<int64_t>(1, rg.rows) * dtype_size(p.type(v).dtype);
+        }
       }
     }
     for (auto& [v, slot] : rg.escape_slot) {
@@ -395,6 +400,12 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
                       const std::vector<Buffer>& full, int64_t r0, int64_t n) {
   const ir::Program& p = plan.program;
   std::vector<RtValue> local(rg.local.size());
+  // Per-thread scratch for values that live only inside the block (sized once per block, so the views
+  // handed out stay valid; run_region_block never nests on one thread).
+  thread_local std::vector<std::byte> scratch;
+  const size_t need = static_cast<size_t>(n) * rg.local_row_bytes + 64 * (rg.local.size() + 1);
+  if (scratch.size() < need) scratch.resize(need);
+  std::byte* bump = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
   auto block_dims = [&](ValueId v) {
     std::vector<int64_t> d = plan.dims[v];
     d[0] = n;
@@ -410,7 +421,15 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
   // Storage for a value made in this block: its rows of the full buffer when it escapes.
   auto output = [&](ValueId v) -> RtValue {
     auto it = rg.escape_slot.find(v);
-    if (it == rg.escape_slot.end()) return from_buffer(Buffer::uninitialized(p.type(v).dtype, block_dims(v)));
+    if (it == rg.escape_slot.end()) {
+      RtValue x;
+      x.view.data = bump;
+      x.view.dtype = p.type(v).dtype;
+      x.view.dims = block_dims(v);
+      x.view.strides = contiguous_strides(x.view.dims);
+      bump += (x.view.num_elements() * dtype_size(x.view.dtype) + 63) / 64 * 64;
+      return x;
+    }
     RtValue x;
     x.base = full[it->second];
     x.view = row_block(view_of(x.base), r0, n);
