@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "mcx/distributed/coordination_agent.h"
 #include "tools/common/env_names.h"
 #include "tools/common/subprocess.h"
 
@@ -94,6 +97,9 @@ class Job {
   std::vector<int> restarts_;
   OutputPump pump_;
   std::optional<int> result_;  // first failure's exit code
+  // result_ came from a process that exited because another one failed (fate-sharing exit code); a
+  // root-cause failure seen later replaces it.
+  bool result_is_fate_shared_ = false;
   bool terminating_ = false;
   bool killed_ = false;
   Clock::time_point kill_at_;
@@ -239,6 +245,12 @@ void Job::on_worker_exit(int id, ExitStatus status) {
   }
   if (terminating_) {
     w.done = true;
+    if (result_is_fate_shared_ && !status.success() &&
+        status.exit_code() != mcx::distributed::kFailureExitCode) {
+      result_ = status.exit_code();
+      result_is_fate_shared_ = false;
+      say(absl::StrCat("process ", id, " failed (", status.to_string(), "): the root cause"));
+    }
     return;
   }
   if (restarts_[id] < o_.max_restarts && !coordinator_exited_) {
@@ -249,7 +261,10 @@ void Job::on_worker_exit(int id, ExitStatus status) {
     return;
   }
   w.done = true;
-  if (!result_) result_ = status.exit_code();
+  if (!result_) {
+    result_ = status.exit_code();
+    result_is_fate_shared_ = status.exit_code() == mcx::distributed::kFailureExitCode;
+  }
   begin_termination(absl::StrCat("process ", id, " failed (", status.to_string(), ")",
                                  o_.max_restarts > 0 ? " and has no restarts left" : "",
                                  "; ending the other processes"));
@@ -277,11 +292,18 @@ void Job::handle_signals() {
 }
 
 void Job::reap() {
+  // Collect every exit first and handle root causes before fate-shared exits: failure detection is so
+  // fast that the processes told of a failure often exit in the same round as the one that failed.
+  std::vector<std::pair<int, ExitStatus>> exited;
   for (int id = 0; id < o_.num_processes; ++id) {
     Worker& w = workers_[id];
     if (!w.proc || w.reaped) continue;
-    if (auto s = w.proc->poll()) on_worker_exit(id, *s);
+    if (auto s = w.proc->poll()) exited.emplace_back(id, *s);
   }
+  std::stable_partition(exited.begin(), exited.end(), [](const auto& e) {
+    return e.second.exit_code() != mcx::distributed::kFailureExitCode;
+  });
+  for (const auto& [id, status] : exited) on_worker_exit(id, status);
   if (coordinator_ && !coordinator_exited_) {
     if (auto s = coordinator_->poll()) {
       coordinator_exited_ = true;
