@@ -76,7 +76,7 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
 absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& key,
                                                                               const ir::Program& program) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       ++hits_;
@@ -85,25 +85,25 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
     ++misses_;
   }
   MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::CpuExecutable::compile(program));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = entries_.emplace(key, exe);
   return it->second;
 }
 
 int64_t ExecutableCache::size() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(entries_.size());
 }
 int64_t ExecutableCache::hits() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return hits_;
 }
 int64_t ExecutableCache::misses() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return misses_;
 }
 void ExecutableCache::clear() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
 }
 

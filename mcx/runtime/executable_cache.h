@@ -4,7 +4,8 @@
 // attributes including constant data bit for bit, parameter and result types, symbolic scope). Two
 // programs that differ only in their name share an entry. Compilation happens outside the lock; when two
 // threads compile the same key at once, both compile and the first insert wins (the work is duplicated,
-// never the entry).
+// never the entry). The lock is a std::mutex rather than absl::Mutex because Debian's abseil is not built
+// with ThreadSanitizer annotations, so TSAN cannot see absl::Mutex and reports false races.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
 #include "absl/container/flat_hash_map.h"
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/ir/program.h"
@@ -45,10 +47,10 @@ class ExecutableCache {
   void clear();
 
  private:
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, ExecutablePtr> entries_ ABSL_GUARDED_BY(mu_);
-  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, ExecutablePtr> entries_;  // guarded by mu_
+  int64_t hits_ = 0;                                          // guarded by mu_
+  int64_t misses_ = 0;                                        // guarded by mu_
 };
 
 // Runs exe on the arguments' buffers and wraps each result as a single-shard ArrayValue on the default

@@ -2,7 +2,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/trace/trace_state.h"
 #include "mcx/ir/passes.h"
@@ -10,11 +11,12 @@
 namespace mcx {
 namespace detail {
 
+// std::mutex, not absl::Mutex: Debian's abseil lacks TSAN annotations (see executable_cache.h).
 struct JitState::Impl {
-  mutable absl::Mutex mu;
-  absl::flat_hash_map<std::string, std::shared_ptr<const Entry>> entries ABSL_GUARDED_BY(mu);
-  int64_t hits ABSL_GUARDED_BY(mu) = 0;
-  int64_t misses ABSL_GUARDED_BY(mu) = 0;
+  mutable std::mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Entry>> entries;  // guarded by mu
+  int64_t hits = 0;                                                         // guarded by mu
+  int64_t misses = 0;                                                       // guarded by mu
 };
 
 std::shared_ptr<JitState::Impl> JitState::make_impl() { return std::make_shared<Impl>(); }
@@ -32,7 +34,7 @@ ir::Program optimize_program(const ir::Program& p) {
 std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
     const FlatArgs& flat, const std::function<std::vector<Array>(std::span<const Array>, TreeDef&)>& trace_body) {
   {
-    absl::MutexLock lock(&impl_->mu);
+    std::lock_guard<std::mutex> lock(impl_->mu);
     auto it = impl_->entries.find(flat.key);
     if (it != impl_->entries.end()) {
       ++impl_->hits;
@@ -55,7 +57,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   entry->program = options_.optimize ? optimize_program(traced.program) : std::move(traced.program);
   entry->executable = value_or_throw(ExecutableCache::global().get_or_compile(entry->program));
 
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   ++impl_->misses;
   auto [it, inserted] = impl_->entries.emplace(flat.key, std::move(entry));
   return it->second;
@@ -80,12 +82,12 @@ std::vector<Array> JitState::execute(const Entry& entry, const std::vector<Array
 }
 
 JitCacheStats JitState::stats() const {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   return {static_cast<int64_t>(impl_->entries.size()), impl_->hits, impl_->misses};
 }
 
 void JitState::clear() {
-  absl::MutexLock lock(&impl_->mu);
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->entries.clear();
 }
 
