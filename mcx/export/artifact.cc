@@ -274,7 +274,7 @@ absl::StatusOr<ShardingSpec> decode_sharding(const fb::Sharding* s) {
   if (s == nullptr) return out;
   out.unspecified = s->unspecified();
   if (s->mesh_axis_names()) for (const auto* n : *s->mesh_axis_names()) out.mesh_axis_names.push_back(n->str());
-  if (s->mesh_axis_sizes()) out.mesh_axis_sizes.assign(s->mesh_axis_sizes()->begin(), s->mesh_axis_sizes()->end());
+  out.mesh_axis_sizes = codec::read_int64s(s->mesh_axis_sizes());
   if (s->spec()) {
     for (const fb::PartitionDim* d : *s->spec()) {
       std::vector<std::string> axes;

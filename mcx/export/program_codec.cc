@@ -80,7 +80,7 @@ absl::StatusOr<Buffer> decode_constant(const fb::Constant* c, const Limits& limi
     if (c->dims()->size() > static_cast<uint32_t>(limits.max_rank)) {
       return fail(what, ": constant rank ", c->dims()->size(), " exceeds the limit ", limits.max_rank);
     }
-    for (int64_t d : *c->dims()) {
+    for (int64_t d : read_int64s(c->dims())) {
       if (d < 0) return fail(what, ": constant has negative dimension ", d);
       if (d != 0 && n > (int64_t{1} << 62) / d) return fail(what, ": constant element count overflows");
       n *= d;
@@ -104,7 +104,7 @@ absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, st
       return ir::Attr(a->int_value());
     case fb::AttrKind::Ints: {
       std::vector<int64_t> v;
-      if (a->ints() != nullptr) v.assign(a->ints()->begin(), a->ints()->end());
+      v = read_int64s(a->ints());
       return ir::Attr(std::move(v));
     }
     case fb::AttrKind::Dims: {
@@ -148,6 +148,14 @@ absl::Status check_dim_text(std::string_view text, const Limits& limits, std::st
     i = j - 1;
   }
   return absl::OkStatus();
+}
+
+std::vector<int64_t> read_int64s(const flatbuffers::Vector<int64_t>* v) {
+  std::vector<int64_t> out;
+  if (v == nullptr || v->size() == 0) return out;
+  out.resize(v->size());
+  std::memcpy(out.data(), v->Data(), v->size() * sizeof(int64_t));  // little-endian hosts only (as FlatBuffers here)
+  return out;
 }
 
 absl::StatusOr<DType> decode_dtype(fb::DType t) {

@@ -20,6 +20,9 @@ flatbuffers::Offset<fb::Program> encode_program(flatbuffers::FlatBufferBuilder& 
 // Checks a dimension-expression or constraint text against the limits before parsing it (the parser
 // expands powers of sums, so unbounded exponents would be a denial of service).
 absl::Status check_dim_text(std::string_view text, const Limits& limits, std::string_view what);
+// The elements of a vector of int64: copied with memcpy, because a corrupt (yet verified) buffer may place
+// such a vector at an address that is 4- but not 8-byte aligned.
+std::vector<int64_t> read_int64s(const flatbuffers::Vector<int64_t>* v);
 absl::StatusOr<DType> decode_dtype(fb::DType t);
 absl::StatusOr<AbstractValue> decode_aval(const fb::AbstractValue* v, const Limits& limits, std::string_view what);
 absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits);

@@ -46,11 +46,11 @@ namespace mcx {
 
 struct ExportOptions {
   std::string name = "function";
-  std::vector<std::string> constraints;             // e.g. "b >= 16", "b == 2*c"
+  std::vector<std::string> constraints = {};        // e.g. "b >= 16", "b == 2*c"
   std::vector<std::string> platforms = {"cpu"};
-  std::vector<std::string> disabled_safety_checks;  // "platform": call on any platform
-  std::vector<exporting::ShardingSpec> in_shardings;   // one per flat input, or empty (unspecified)
-  std::vector<exporting::ShardingSpec> out_shardings;  // one per flat output, or empty
+  std::vector<std::string> disabled_safety_checks = {};  // "platform": call on any platform
+  std::vector<exporting::ShardingSpec> in_shardings = {};   // one per flat input, or empty (unspecified)
+  std::vector<exporting::ShardingSpec> out_shardings = {};  // one per flat output, or empty
   uint32_t nr_devices = 1;
   bool with_vjp = true;   // also export the VJP (when some input is floating)
   bool optimize = true;   // dead-code and common-subexpression elimination before export

@@ -9,9 +9,6 @@
 #include "mcx/trace/export.h"
 #include "tests/trace/trace_test_util.h"
 
-// Designated initializers of ExportOptions leave the other fields at their defaults on purpose.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace mcx {
 namespace {
 

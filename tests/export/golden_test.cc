@@ -19,9 +19,6 @@
 #include "tests/ir/ir_test_programs.h"
 #include "tests/trace/trace_test_util.h"
 
-// Designated initializers of ExportOptions leave the other fields at their defaults on purpose.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 namespace mcx {
 namespace {
 
