@@ -161,6 +161,29 @@ MCX_FLOAT_LOOPS(double)
 #undef MCX_FLOAT_LOOPS
 #undef MCX_BINARY_LOOP
 
+// Comparisons (bool results) and select: relu's mask and its gradient in every MLP step.
+#define MCX_COMPARE_LOOP(name, T, expr)                                       \
+  MCX_MULTIVERSION void name(const T* a, const T* b, bool* y, int64_t n) {   \
+    for (int64_t i = 0; i < n; ++i) {                                         \
+      const T u = a[i], v = b[i];                                             \
+      y[i] = (expr);                                                          \
+    }                                                                         \
+  }
+#define MCX_FLOAT_COMPARES(T)                                                 \
+  MCX_COMPARE_LOOP(simd_eq, T, u == v)                                        \
+  MCX_COMPARE_LOOP(simd_ne, T, u != v)                                        \
+  MCX_COMPARE_LOOP(simd_lt, T, u < v)                                         \
+  MCX_COMPARE_LOOP(simd_le, T, u <= v)                                        \
+  MCX_COMPARE_LOOP(simd_gt, T, u > v)                                         \
+  MCX_COMPARE_LOOP(simd_ge, T, u >= v)                                        \
+  MCX_MULTIVERSION void simd_select(const bool* p, const T* a, const T* b, T* y, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];                \
+  }
+MCX_FLOAT_COMPARES(float)
+MCX_FLOAT_COMPARES(double)
+#undef MCX_FLOAT_COMPARES
+#undef MCX_COMPARE_LOOP
+
 // Dispatches float/double arithmetic to the multiversioned loops; false for other ops.
 template <typename T>
 bool binary_simd(OpKind k, const T* a, const T* b, T* y, int64_t n) {
@@ -225,6 +248,17 @@ void binary(OpKind k, const T* a, const T* b, T* y, int64_t n) {
 
 template <typename T>
 void compare(OpKind k, const T* a, const T* b, bool* y, int64_t n) {
+  if constexpr (kFloat<T>) {
+    switch (k) {
+      case OpKind::kEq: return simd_eq(a, b, y, n);
+      case OpKind::kNe: return simd_ne(a, b, y, n);
+      case OpKind::kLt: return simd_lt(a, b, y, n);
+      case OpKind::kLe: return simd_le(a, b, y, n);
+      case OpKind::kGt: return simd_gt(a, b, y, n);
+      case OpKind::kGe: return simd_ge(a, b, y, n);
+      default: break;
+    }
+  }
   switch (k) {
     case OpKind::kEq: return map2(a, b, y, n, [](T u, T v) { return u == v; });
     case OpKind::kNe: return map2(a, b, y, n, [](T u, T v) { return u != v; });
@@ -310,7 +344,8 @@ void eval_node(const FusedNode& node, const void* const* args, void* out, int64_
         const T* a = static_cast<const T*>(args[1]);
         const T* b = static_cast<const T*>(args[2]);
         T* y = static_cast<T*>(out);
-        for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
+        if constexpr (kFloat<T>) simd_select(p, a, b, y, n);
+        else for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
       });
       return;
     case OpKind::kClamp:
