@@ -4,6 +4,7 @@
 
 #include "mcx/backend/cpu/elementwise.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -177,7 +178,11 @@ MCX_FLOAT_LOOPS(double)
   MCX_COMPARE_LOOP(simd_gt, T, u > v)                                         \
   MCX_COMPARE_LOOP(simd_ge, T, u >= v)                                        \
   MCX_MULTIVERSION void simd_select(const bool* p, const T* a, const T* b, T* y, int64_t n) { \
-    for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];                \
+    using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;         \
+    for (int64_t i = 0; i < n; ++i) { /* bitwise blend: no branch, vectorises */ \
+      const U m = U(0) - static_cast<U>(p[i]);                                \
+      y[i] = std::bit_cast<T>((std::bit_cast<U>(a[i]) & m) | (std::bit_cast<U>(b[i]) & ~m)); \
+    }                                                                         \
   }
 MCX_FLOAT_COMPARES(float)
 MCX_FLOAT_COMPARES(double)
@@ -345,7 +350,10 @@ void eval_node(const FusedNode& node, const void* const* args, void* out, int64_
         const T* b = static_cast<const T*>(args[2]);
         T* y = static_cast<T*>(out);
         if constexpr (kFloat<T>) simd_select(p, a, b, y, n);
-        else for (int64_t i = 0; i < n; ++i) y[i] = p[i] ? a[i] : b[i];
+        else for (int64_t i = 0; i < n; ++i) {
+          const T u = a[i], w = b[i];
+          y[i] = p[i] ? u : w;
+        }
       });
       return;
     case OpKind::kClamp:
