@@ -165,6 +165,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
 
 struct Exported::State {
   Artifact artifact;
+  std::vector<TreeDef> in_arg_defs;  // the input tree's children, for the per-call structure check
   exporting::Signature sig;
   struct Entry {
     ir::Program program;  // specialised to one concrete signature
@@ -183,6 +184,7 @@ Exported::Exported(Artifact artifact) : state_(std::make_shared<State>()) {
   state_->sig.in_names = state_->artifact.in_names;
   state_->sig.in_avals = state_->artifact.in_avals;
   state_->sig.scope = &state_->artifact.program.scope;
+  for (const TreeSpec& c : state_->artifact.in_tree.children) state_->in_arg_defs.push_back(detail::from_tree_spec(c));
 }
 
 const Artifact& Exported::artifact() const { return state_->artifact; }
@@ -207,13 +209,12 @@ ExportedCacheStats Exported::cache_stats() const {
 }
 
 void Exported::check_in_tree(const std::vector<TreeDef>& defs) const {
+  if (defs == state_->in_arg_defs && artifact().in_tree.kind == TreeSpec::Kind::kTuple) return;
   TreeSpec got;
   got.kind = TreeSpec::Kind::kTuple;
   for (const TreeDef& d : defs) got.children.push_back(detail::to_tree_spec(d));
-  if (!(got == artifact().in_tree)) {
-    throw InvalidArgument(cat("[Exported.call] '", fun_name(), "': the arguments have structure ", got.to_string(),
-                              ", but the function was exported for ", artifact().in_tree.to_string()));
-  }
+  throw InvalidArgument(cat("[Exported.call] '", fun_name(), "': the arguments have structure ", got.to_string(),
+                            ", but the function was exported for ", artifact().in_tree.to_string()));
 }
 
 Tree Exported::unflatten_outputs(const std::vector<Array>& outs) const {
@@ -245,22 +246,36 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
                               " devices and is called in a context with 1 devices, which is not allowed ",
                               "(sharded execution of exported functions needs the sharding runtime)."));
   }
-  std::vector<AbstractValue> avals;
-  avals.reserve(leaves.size());
+  // The cache key: per leaf its dtype, rank and dims, as raw bytes (cheap; no formatting).
   bool all_static = true;
   std::string key;
+  key.reserve(leaves.size() * 24);
   for (const Array& x : leaves) {
     if (!x.valid()) throw InvalidArgument(cat("[", api, "] '", a.fun_name, "': an argument is an empty Array"));
-    avals.push_back(x.aval());
-    all_static = all_static && is_static(avals.back().shape);
-    key += avals.back().to_string();
+    const AbstractValue& v = x.aval();
+    key.push_back(static_cast<char>(v.dtype));
+    key.push_back(static_cast<char>(v.rank()));
+    for (const DimExpr& d : v.shape) {
+      auto c = d.constant_value();
+      if (!c) {
+        all_static = false;
+        break;
+      }
+      key.append(reinterpret_cast<const char*>(&*c), sizeof(int64_t));
+    }
   }
+  auto avals_of = [&] {
+    std::vector<AbstractValue> avals;
+    avals.reserve(leaves.size());
+    for (const Array& x : leaves) avals.push_back(x.aval());
+    return avals;
+  };
   const bool tracing = in_trace();
   if (!all_static) {
     // A caller traced with symbolic shapes: solve symbolically and inline (never cached: the caller's
     // scope takes part in the shape rules).
     if (!tracing) throw InvalidArgument(cat("[", api, "] '", a.fun_name, "': symbolic arguments outside a trace"));
-    auto env = value_or_throw(exporting::solve_dim_vars(state_->sig, avals));
+    auto env = value_or_throw(exporting::solve_dim_vars(state_->sig, avals_of()));
     SymbolicScope outer;  // the caller's constraints are not visible here; shape rules use variables >= 1
     ir::Program p = value_or_throw(exporting::substitute_dim_vars(a.program, env, outer, api));
     return call_program(p, leaves, "Exported.call");
@@ -275,7 +290,7 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
     }
   }
   if (!entry) {
-    auto values = value_or_throw(exporting::solve_dim_values(state_->sig, avals));
+    auto values = value_or_throw(exporting::solve_dim_values(state_->sig, avals_of()));
     auto fresh = std::make_shared<State::Entry>();
     if (values.empty()) {
       fresh->program = a.program;

@@ -81,9 +81,17 @@ class Exported {
   template <typename... Args>
     requires(PyTree<Args> && ...)
   std::vector<Array> call(const Args&... args) const {
-    detail::FlatArgs flat = detail::flatten_args(args...);
-    check_in_tree(flat.defs);
-    return call_flat(flat.leaves);
+    std::vector<Array> leaves;
+    std::vector<TreeDef> defs;
+    defs.reserve(sizeof...(Args));
+    auto add = [&](const auto& arg) {
+      auto [l, d] = tree_flatten(arg);
+      leaves.insert(leaves.end(), std::make_move_iterator(l.begin()), std::make_move_iterator(l.end()));
+      defs.push_back(std::move(d));
+    };
+    (add(args), ...);
+    check_in_tree(defs);
+    return call_flat(leaves);
   }
   // Same, with the outputs in the exported output structure (tuples become lists).
   template <typename... Args>
