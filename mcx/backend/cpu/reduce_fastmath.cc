@@ -67,13 +67,15 @@ template <typename Op> struct IsMinMax : std::false_type {};
 template <typename A> struct IsMinMax<MaxOp<A>> : std::true_type {};
 template <typename A> struct IsMinMax<MinOp<A>> : std::true_type {};
 
-// Float max/min with GCC vector extensions (SSE-sized vectors, 4 accumulators): `v > acc ? v : acc` is
-// one maxps/minps and keeps acc when v is NaN, so NaNs are tracked in a separate accumulator. (Wider
-// generic vectors are lowered to scalar code on the baseline ISA, hence 16 bytes.)
-template <typename A, typename Op>
-A minmax_run(const A* x, int64_t n) {
-  constexpr int W = 16 / sizeof(A), K = 4, L = W * K;
-  typedef A Vec __attribute__((vector_size(16)));
+// Float max/min with GCC vector extensions (VB-byte vectors, 4 accumulators): `v > acc ? v : acc` is
+// one maxps/minps and keeps acc when v is NaN, so NaNs are tracked in a separate accumulator. Wider
+// generic vectors are lowered to scalar code on the baseline ISA, so the 32/64-byte forms are only
+// compiled into AVX2/AVX-512 functions, chosen at run time (minmax_run). The result does not depend on
+// the width (max/min are order-independent; any NaN gives the canonical quiet NaN).
+template <typename A, typename Op, int VB>
+[[gnu::always_inline]] inline A minmax_run_vb(const A* x, int64_t n) {
+  constexpr int W = VB / sizeof(A), K = 4, L = W * K;
+  typedef A Vec __attribute__((vector_size(VB)));
   constexpr bool kMax = std::is_same_v<Op, MaxOp<A>>;
   Vec acc[K], nan_seen[K];
   for (int k = 0; k < K; ++k) {
@@ -102,6 +104,23 @@ A minmax_run(const A* x, int64_t n) {
     }
   }
   return nan ? std::numeric_limits<A>::quiet_NaN() : r;
+}
+
+template <typename A, typename Op>
+__attribute__((target("avx512f"))) A minmax_run_avx512(const A* x, int64_t n) {
+  return minmax_run_vb<A, Op, 64>(x, n);
+}
+template <typename A, typename Op>
+__attribute__((target("avx2"))) A minmax_run_avx2(const A* x, int64_t n) {
+  return minmax_run_vb<A, Op, 32>(x, n);
+}
+
+template <typename A, typename Op>
+A minmax_run(const A* x, int64_t n) {
+  static const int isa = __builtin_cpu_supports("avx512f") ? 2 : (__builtin_cpu_supports("avx2") ? 1 : 0);
+  if (isa == 2) return minmax_run_avx512<A, Op>(x, n);
+  if (isa == 1) return minmax_run_avx2<A, Op>(x, n);
+  return minmax_run_vb<A, Op, 16>(x, n);
 }
 
 template <typename S, typename Op>
