@@ -173,6 +173,26 @@ TEST(Export, ConstraintsTravelWithTheArtifact) {
   EXPECT_THAT(err, AllOf(HasSubstr("[Exported.call] 'pair'"), HasSubstr("dimension 0 of args[0]")));
 }
 
+// What the digits example does with --export: the prediction function with the trained weights captured
+// (they become constants), a symbolic batch, written to a file; the file classifies any number of images.
+TEST(Export, PredictWithCapturedWeightsClassifiesAnyBatch) {
+  Tree p = mlp_params(3);
+  auto predict = [p](const Array& x) { return argmax(mlp(p, x), 1); };
+  std::string bytes = export_fn(predict, {.name = "predict"})(f32("b, 6")).serialize();
+  Exported e = Exported::deserialize(bytes);
+  EXPECT_EQ(e.artifact().in_avals.size(), 1u);
+  EXPECT_EQ(e.artifact().out_avals[0].to_string(), "i32[b]");
+  // argmax is piecewise constant: its exported VJP gives zero cotangents for the images.
+  ASSERT_TRUE(e.has_vjp());
+  Array x3 = random_array({3, 6}, 300);
+  std::vector<Array> g = e.vjp().call_flat({x3, array({1, 2, 3})});
+  expect_allclose(g.at(0), std::vector<double>(18, 0.0));
+  for (int64_t b : {1, 2, 50}) {
+    Array x = random_array({b, 6}, 200 + b);
+    EXPECT_EQ(e.call(x)[0].to_vector<int32_t>(), predict(x).to_vector<int32_t>()) << "b = " << b;
+  }
+}
+
 TEST(ExportErrors, DtypeRankStructureAndConstraint) {
   Exported e = export_mlp({.constraints = {"b >= 2"}});
   Tree p = mlp_params(1);
