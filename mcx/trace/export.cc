@@ -11,6 +11,7 @@
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/trace/dispatch.h"
+#include "mcx/trace/trace_state.h"
 
 namespace mcx {
 
@@ -276,8 +277,8 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
     // scope takes part in the shape rules).
     if (!tracing) throw InvalidArgument(cat("[", api, "] '", a.fun_name, "': symbolic arguments outside a trace"));
     auto env = value_or_throw(exporting::solve_dim_vars(state_->sig, avals_of()));
-    SymbolicScope outer;  // the caller's constraints are not visible here; shape rules use variables >= 1
-    ir::Program p = value_or_throw(exporting::substitute_dim_vars(a.program, env, outer, api));
+    // Shape rules of the instantiated program decide comparisons under the caller's constraints.
+    ir::Program p = value_or_throw(exporting::substitute_dim_vars(a.program, env, detail::current_scope(), api));
     return call_program(p, leaves, "Exported.call");
   }
   std::shared_ptr<State::Entry> entry;

@@ -128,6 +128,19 @@ TEST(Export, ExportOfAFunctionCallingAnExportedOneSolvesSymbolically) {
   expect_same_values(outer.call(x)[0], mlp(p, concatenate({x, x}, 0)), 1e-5, 1e-6);
 }
 
+TEST(Export, SymbolicCallerDecidesShapeRulesUnderItsOwnConstraints) {
+  // The inner program slices two rows: its shape rule needs b >= 2, which the caller's scope must give.
+  auto first_two = [](const Array& x) { return slice(x, symbolic_shape("0, 0"), symbolic_shape("2, 6")); };
+  Exported inner = export_fn(first_two, {.name = "first_two", .constraints = {"b >= 2"}})(f32("b, 6"));
+  auto outer_fn = [&](const Array& x) { return inner.call(x)[0] * 2.0f; };
+  Exported outer = export_fn(outer_fn, {.name = "outer", .constraints = {"n >= 3"}})(f32("n, 6"));
+  Array x = random_array({3, 6}, 13);
+  expect_same_values(outer.call(x)[0], first_two(x) * 2.0f);
+  EXPECT_THAT(error_of([&] { export_fn(outer_fn, {.name = "outer"})(f32("n, 6")); }),
+              AllOf(HasSubstr("[Exported.call] instantiating the exported program for symbolic shapes failed"),
+                    HasSubstr("inconclusive")));
+}
+
 TEST(Export, VjpMatchesGrad) {
   Exported e = Exported::deserialize(export_mlp().serialize());
   ASSERT_TRUE(e.has_vjp());
