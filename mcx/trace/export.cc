@@ -177,6 +177,7 @@ struct Exported::State {
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache ABSL_GUARDED_BY(mu);
   int64_t hits ABSL_GUARDED_BY(mu) = 0;
   int64_t misses ABSL_GUARDED_BY(mu) = 0;
+  std::shared_ptr<State> vjp ABSL_GUARDED_BY(mu);  // created on the first vjp()
 };
 
 Exported::Exported(Artifact artifact) : state_(std::make_shared<State>()) {
@@ -201,7 +202,9 @@ Exported Exported::vjp() const {
     throw InvalidArgument(cat("[Exported.vjp] '", fun_name(), "' was exported without a VJP (with_vjp = false, ",
                               "or no floating inputs)"));
   }
-  return Exported(*state_->artifact.vjp);
+  absl::MutexLock lock(&state_->mu);
+  if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp).state_;
+  return Exported(state_->vjp);
 }
 
 ExportedCacheStats Exported::cache_stats() const {

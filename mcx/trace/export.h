@@ -102,13 +102,15 @@ class Exported {
 
   bool has_vjp() const { return artifact().vjp != nullptr; }
   // The exported backward function: (primal inputs..., output cotangents...) -> cotangents of the
-  // floating inputs (artifact().vjp_wrt lists which). InvalidArgument when exported without it.
+  // floating inputs (artifact().vjp_wrt lists which). InvalidArgument when exported without it. Every
+  // call returns a handle to the same Exported (one compile cache).
   Exported vjp() const;
 
   ExportedCacheStats cache_stats() const;
 
  private:
   struct State;
+  explicit Exported(std::shared_ptr<State> state) : state_(std::move(state)) {}
   void check_in_tree(const std::vector<TreeDef>& defs) const;
   Tree unflatten_outputs(const std::vector<Array>& outs) const;
   std::shared_ptr<State> state_;

@@ -1,6 +1,7 @@
 // export_fn and Exported::call: shape polymorphism end to end, the per-shape cache, calls from inside
 // jit/grad/another export, the exported VJP, and the call-time errors.
 #include <random>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,6 +161,26 @@ TEST(Export, VjpMatchesGrad) {
   expect_same_values(g[1], gp.at("w1"), 1e-5, 1e-6, "w1");
   expect_same_values(g[2], gp.at("w2"), 1e-5, 1e-6, "w2");
   expect_same_values(g[3], gx, 1e-5, 1e-6, "x");
+  e.vjp().call_flat({p.at("b1"), p.at("w1"), p.at("w2"), x, ct});
+  EXPECT_EQ(e.vjp().cache_stats().hits, 1) << "vjp() handles share one cache";
+}
+
+TEST(Export, ConcurrentCallsFromFourThreads) {
+  Exported e = export_mlp();
+  Tree p = mlp_params(1);
+  std::vector<std::vector<Array>> results(4);
+  std::vector<Array> inputs;
+  for (int t = 0; t < 4; ++t) inputs.push_back(random_array({1 + t % 2, 6}, 400 + t));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) results[t] = e.call(p, inputs[t]);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) expect_same_values(results[t][0], mlp(p, inputs[t]), 1e-5, 1e-6);
+  EXPECT_EQ(e.cache_stats().size, 2);
+  EXPECT_EQ(e.cache_stats().hits + e.cache_stats().misses, 80);
 }
 
 TEST(Export, StaticArgumentsAreBakedInAndIntegerInputsGetNoCotangent) {
