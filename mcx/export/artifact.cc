@@ -29,7 +29,8 @@ size_t TreeSpec::num_leaves() const {
 std::string TreeSpec::to_string() const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < children.size(); ++i) {
-    parts.push_back(kind == Kind::kDict ? cat(keys[i], ": ", children[i].to_string()) : children[i].to_string());
+    parts.push_back(kind == Kind::kDict ? cat(i < keys.size() ? keys[i] : "?", ": ", children[i].to_string())
+                                        : children[i].to_string());
   }
   switch (kind) {
     case Kind::kLeaf: return "*";
@@ -424,11 +425,14 @@ std::string describe(const Artifact& a) {
   auto line = [&](const auto&... x) { out += cat(x..., "\n"); };
   line("function: ", a.fun_name);
   line("signature: ", a.in_tree.to_string(), " -> ", a.out_tree.to_string());
+  // Robust to unvalidated artifacts: missing names/shardings print as "?".
+  auto at = [](const auto& v, size_t i) { return i < v.size() ? v[i].to_string() : std::string("?"); };
   for (size_t i = 0; i < a.in_avals.size(); ++i) {
-    line("  in  ", i, " ", a.in_names[i], ": ", a.in_avals[i].to_string(), "  sharding ", a.in_shardings[i].to_string());
+    line("  in  ", i, " ", i < a.in_names.size() ? a.in_names[i] : "?", ": ", a.in_avals[i].to_string(),
+         "  sharding ", at(a.in_shardings, i));
   }
   for (size_t i = 0; i < a.out_avals.size(); ++i) {
-    line("  out ", i, ": ", a.out_avals[i].to_string(), "  sharding ", a.out_shardings[i].to_string());
+    line("  out ", i, ": ", a.out_avals[i].to_string(), "  sharding ", at(a.out_shardings, i));
   }
   line("dimension variables: ", a.dim_vars().empty() ? "(none)" : join(a.dim_vars(), ", "));
   line("constraints: ", a.constraints.empty() ? "(none)" : join(a.constraints, "; "));

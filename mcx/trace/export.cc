@@ -180,7 +180,10 @@ struct Exported::State {
   std::shared_ptr<State> vjp ABSL_GUARDED_BY(mu);  // created on the first vjp()
 };
 
-Exported::Exported(Artifact artifact) : state_(std::make_shared<State>()) {
+Exported::Exported(Artifact artifact) : Exported(std::move(artifact), /*validated=*/false) {}
+
+Exported::Exported(Artifact artifact, bool validated) : state_(std::make_shared<State>()) {
+  if (!validated) throw_if_error(exporting::validate(artifact));
   state_->artifact = std::move(artifact);
   state_->sig.fun_name = state_->artifact.fun_name;
   state_->sig.in_names = state_->artifact.in_names;
@@ -194,7 +197,7 @@ const Artifact& Exported::artifact() const { return state_->artifact; }
 std::string Exported::serialize() const { return value_or_throw(exporting::serialize(state_->artifact)); }
 
 Exported Exported::deserialize(std::string_view bytes, const exporting::Limits& limits) {
-  return Exported(value_or_throw(exporting::deserialize(bytes, limits)));
+  return Exported(value_or_throw(exporting::deserialize(bytes, limits)), /*validated=*/true);
 }
 
 Exported Exported::vjp() const {
@@ -203,7 +206,7 @@ Exported Exported::vjp() const {
                               "or no floating inputs)"));
   }
   absl::MutexLock lock(&state_->mu);
-  if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp).state_;
+  if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp, /*validated=*/true).state_;
   return Exported(state_->vjp);
 }
 

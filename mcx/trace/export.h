@@ -65,6 +65,7 @@ struct ExportedCacheStats {
 
 class Exported {
  public:
+  // Validates the artifact (exporting::validate; InvalidArgument "[export] ..." when inconsistent).
   explicit Exported(exporting::Artifact artifact);
 
   std::string serialize() const;
@@ -111,6 +112,7 @@ class Exported {
  private:
   struct State;
   explicit Exported(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  Exported(exporting::Artifact artifact, bool validated);
   void check_in_tree(const std::vector<TreeDef>& defs) const;
   Tree unflatten_outputs(const std::vector<Array>& outs) const;
   std::shared_ptr<State> state_;
