@@ -97,6 +97,24 @@ TEST(RowFusion, LogSoftmaxCrossEntropyWithBias) {
                             test::random_buffer(DType::kFloat32, {10}, 14), hot}, 1e-5, 1e-5);
 }
 
+TEST(RowFusion, ValueOfOneRegionReadByTheNext) {
+  // As the trace library builds log_softmax: the reshape of the row max ends the first region, and the
+  // second region reads z, made inside the first one (regression: z was not kept for it).
+  const Ints dims = {6, 3};
+  ir::ProgramBuilder b("two_regions");
+  auto x = b.add_parameter(av(DType::kFloat64, dims));
+  auto bias = b.add_parameter(av(DType::kFloat64, {3}));
+  auto z = b.binary(OpKind::kAdd, x, b.broadcast_in_dim(bias, concrete_shape(dims), {1}));
+  auto m = b.unary(OpKind::kStopGradient, b.emit_or_throw(OpKind::kReduceMax, {z}, {{"dimensions", Ints{1}}}));
+  auto mb = b.broadcast_in_dim(b.reshape(m, concrete_shape({6, 1})), concrete_shape(dims), {0, 1});
+  auto d = b.binary(OpKind::kSub, z, mb);
+  auto lse = b.unary(OpKind::kLog, b.reshape(b.reduce_sum(b.unary(OpKind::kExp, d), {1}), concrete_shape({6, 1})));
+  auto y = b.binary(OpKind::kSub, d, b.broadcast_in_dim(lse, concrete_shape(dims), {0, 1}));
+  ir::Program p = std::move(b).build({y});
+  expect_region_correct(p, {test::random_buffer(DType::kFloat64, dims, 18, -3, 3),
+                            test::random_buffer(DType::kFloat64, {3}, 19)}, 1e-12, 1e-12);
+}
+
 TEST(RowFusion, Rank3ReductionsOverMiddleAndLastAxes) {
   // Rows are dim 0; one reduction is over the last axis, one over the middle axis (a column reduction
   // inside each row block), both broadcast back.

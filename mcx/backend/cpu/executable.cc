@@ -338,7 +338,19 @@ void form_row_regions(Plan& plan) {
   }
   plan.steps = std::move(out);
 
-  // What each region reads from outside, what it must leave behind, and its block size.
+  // What each region reads from outside (all regions first: a region's needed values include what later
+  // regions read), then what it must leave behind, and its block size.
+  for (Plan::RowRegion& rg : plan.regions) {
+    std::set<ValueId> reads;
+    for (const Plan::Step& st : rg.steps) {
+      std::vector<ValueId> in = st.kind == Plan::StepKind::kFused ? plan.groups[st.group].leaves
+                                                                   : p.defining_instr(st.value).operands;
+      for (ValueId v : in) {
+        if (!rg.local.count(v)) reads.insert(v);
+      }
+    }
+    rg.reads.assign(reads.begin(), reads.end());
+  }
   for (size_t r = 0; r < plan.regions.size(); ++r) {
     Plan::RowRegion& rg = plan.regions[r];
     std::set<ValueId> needed(p.results.begin(), p.results.end());
@@ -347,19 +359,10 @@ void form_row_regions(Plan& plan) {
       for (ValueId v : step_reads(plan, st)) needed.insert(v);
     }
     int64_t row_bytes = 1;
-    std::set<ValueId> reads;
     auto note_row = [&](ValueId v) {
       row_bytes = std::max(row_bytes, product(plan.dims[v]) / std::max<int64_t>(1, rg.rows) * dtype_size(p.type(v).dtype));
     };
-    for (const Plan::Step& st : rg.steps) {
-      std::vector<ValueId> in = st.kind == Plan::StepKind::kFused ? plan.groups[st.group].leaves
-                                                                   : p.defining_instr(st.value).operands;
-      for (ValueId v : in) {
-        note_row(v);
-        if (!rg.local.count(v)) reads.insert(v);
-      }
-    }
-    rg.reads.assign(reads.begin(), reads.end());
+    for (ValueId v : rg.reads) note_row(v);
     // Backwards, so that a needed view makes its operand needed too.
     for (auto it = rg.steps.rbegin(); it != rg.steps.rend(); ++it) {
       if (it->kind == Plan::StepKind::kView) {
@@ -402,10 +405,15 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
   std::vector<RtValue> local(rg.local.size());
   // Per-thread scratch for values that live only inside the block (sized once per block, so the views
   // handed out stay valid; run_region_block never nests on one thread).
+  // Blocks of very long rows (over kMaxCachedScratch) use a temporary instead, so that no thread keeps a
+  // huge buffer alive after the call.
+  constexpr size_t kMaxCachedScratch = size_t{16} << 20;
   thread_local std::vector<std::byte> scratch;
+  std::vector<std::byte> big;
   const size_t need = static_cast<size_t>(n) * rg.local_row_bytes + 64 * (rg.local.size() + 1);
-  if (scratch.size() < need) scratch.resize(need);
-  std::byte* bump = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+  std::vector<std::byte>& mem = need > kMaxCachedScratch ? big : scratch;
+  if (mem.size() < need) mem.resize(need);
+  std::byte* bump = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t{63});
   auto block_dims = [&](ValueId v) {
     std::vector<int64_t> d = plan.dims[v];
     d[0] = n;
@@ -414,6 +422,9 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
   auto input = [&](ValueId v) -> RtValue {
     auto it = rg.local.find(v);
     if (it != rg.local.end()) return local[it->second];
+    if (rt[v].view.dims != plan.dims[v] || plan.dims[v].empty()) {
+      throw std::logic_error(absl::StrCat("[cpu] row region reads value ", v, " before it is computed"));
+    }
     RtValue x;
     x.view = row_block(rt[v].view, r0, n);
     return x;

@@ -1,7 +1,9 @@
 // CPU execution of a Program with static shapes.
 //
 // compile() verifies the program, plans buffers and groups chains of elementwise ops into fused regions
-// that are evaluated tile by tile (no full temporary per op); dot_general goes to OpenBLAS cblas;
+// that are evaluated tile by tile (no full temporary per op); runs of "reduce over trailing axes ->
+// broadcast back -> element-wise" (softmax, log-softmax) execute row block by row block, in cache, with
+// results bitwise equal to op-by-op execution (docs/performance.md); dot_general goes to OpenBLAS cblas;
 // reductions, transposes and the other ops run vectorised kernels on the shared thread pool
 // (thread_pool.h). execute() is thread-safe: one executable may run concurrently from many threads.
 #pragma once
