@@ -5,5 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
+# The digits data (from Debian's python3-sklearn .deb) lets the demo's smoke test run; without it that test
+# reports itself skipped.
+bash scripts/fetch-digits.sh || echo "test.sh: could not fetch the digits data; train_digits_smoke will be skipped"
 ctest --test-dir "${MCX_BUILD_DIR:-build}" -L "${MCX_TEST_LABELS:-unit|multiprocess}" \
   --output-on-failure -j 2 --timeout 600
