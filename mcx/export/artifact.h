@@ -48,6 +48,7 @@ struct Limits {
   int max_exponent = 8;                      // sum of the "^n" exponents in one expression
   int64_t max_tree_nodes = 1 << 20;
   uint32_t max_devices = 1u << 20;
+  int64_t max_static_elements = int64_t{1} << 40;  // per static type (keeps size arithmetic far from overflow)
 };
 
 // A pytree structure, independent of the trace layer's TreeDef (which converts to and from it).

@@ -176,6 +176,16 @@ absl::StatusOr<AbstractValue> decode_aval(const fb::AbstractValue* v, const Limi
   AbstractValue out;
   MCX_ASSIGN_OR_RETURN(out.dtype, decode_dtype(v->dtype()));
   MCX_ASSIGN_OR_RETURN(out.shape, decode_dims(v->dims(), limits, what));
+  int64_t n = 1;
+  for (const DimExpr& d : out.shape) {
+    auto c = d.constant_value();
+    if (!c) continue;
+    if (*c < 0 || *c > limits.max_static_elements || (*c > 0 && n > limits.max_static_elements / *c)) {
+      return fail(what, ": type ", out.to_string(), " exceeds the limit of ", limits.max_static_elements,
+                  " elements (or has a negative dimension)");
+    }
+    n *= *c;
+  }
   return out;
 }
 

@@ -230,6 +230,16 @@ TEST(Limits, ArtifactLargerThanTheLimitIsRejected) {
   EXPECT_TRUE(deserialize(bytes).ok());
 }
 
+TEST(Limits, HugeStaticTypesAreRejected) {
+  ir::ProgramBuilder b("big");
+  ir::ValueId x = b.add_parameter({DType::kFloat32, concrete_shape({int64_t{1} << 21, int64_t{1} << 21})});
+  std::string bytes = value_or_throw(serialize(make_artifact(std::move(b).build({x}), "big")));
+  EXPECT_THAT(deserialize(bytes).status().message(), HasSubstr("exceeds the limit of 1099511627776 elements"));
+  Limits generous;
+  generous.max_static_elements = int64_t{1} << 42;
+  EXPECT_TRUE(deserialize(bytes, generous).ok());
+}
+
 TEST(Limits, UnalignedInputIsCopiedNotMisread) {
   std::string bytes = value_or_throw(serialize(testutil::mlp_artifact(2)));
   std::string shifted = "x" + bytes;
