@@ -3,6 +3,7 @@
 #pragma GCC optimize("O3")
 
 #include "mcx/backend/cpu/elementwise.h"
+#include "mcx/backend/cpu/multiversion.h"
 
 #include <bit>
 #include <cmath>
@@ -142,7 +143,7 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
 
 // The hot float/double arithmetic loops, compiled for AVX-512, AVX2 and the baseline ISA; the loader
 // picks the best clone for the machine (ifunc), so the binary stays portable without -march=native.
-#define MCX_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MCX_MULTIVERSION MCX_TARGET_CLONES
 #define MCX_BINARY_LOOP(name, T, expr)                                        \
   MCX_MULTIVERSION void name(const T* a, const T* b, T* y, int64_t n) {      \
     for (int64_t i = 0; i < n; ++i) {                                         \

@@ -2,6 +2,7 @@
 #pragma GCC optimize("O3")
 
 #include "mcx/backend/cpu/fusion.h"
+#include "mcx/backend/cpu/multiversion.h"
 
 #include <algorithm>
 #include <cstring>
@@ -47,7 +48,7 @@ Leaf prepare_leaf(const View& v) {
 
 // Fills of broadcast runs (a row's value over the row, in softmax-like groups) are a hot store loop:
 // AVX-512 / AVX2 clones store 4x / 2x wider than the baseline ISA.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void fill32(uint32_t* p, uint32_t v, int64_t n) {
+MCX_TARGET_CLONES void fill32(uint32_t* p, uint32_t v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = v;
 }
 

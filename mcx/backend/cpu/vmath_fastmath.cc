@@ -11,11 +11,12 @@
 #include <cmath>
 
 #include "mcx/backend/cpu/vmath.h"
+#include "mcx/backend/cpu/multiversion.h"
 
 namespace mcx::cpu {
 namespace {
 
-#define MCX_VCLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MCX_VCLONES MCX_TARGET_CLONES
 
 // Every element goes through the same vector code, whatever its position: the loops run on whole blocks
 // of kBlock elements (a multiple of every vector width, fixed trip count, no scalar epilogue), and a
