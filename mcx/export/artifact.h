@@ -49,6 +49,7 @@ struct Limits {
   int64_t max_tree_nodes = 1 << 20;
   uint32_t max_devices = 1u << 20;
   int64_t max_static_elements = int64_t{1} << 40;  // per static type (keeps size arithmetic far from overflow)
+  int64_t max_abs_int = int64_t{1} << 40;  // integer attributes and integer literals in dimension texts
 };
 
 // A pytree structure, independent of the trace layer's TreeDef (which converts to and from it).

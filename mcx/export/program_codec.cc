@@ -98,13 +98,24 @@ absl::StatusOr<Buffer> decode_constant(const fb::Constant* c, const Limits& limi
   return b;
 }
 
+absl::Status check_int(int64_t v, const Limits& limits, std::string_view what) {
+  if (v > limits.max_abs_int || v < -limits.max_abs_int) {
+    return fail(what, ": integer ", v, " exceeds the limit +-", limits.max_abs_int);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, std::string_view what) {
   switch (a->kind()) {
     case fb::AttrKind::Int:
+      MCX_RETURN_IF_ERROR(check_int(a->int_value(), limits, what));
       return ir::Attr(a->int_value());
     case fb::AttrKind::Ints: {
-      std::vector<int64_t> v;
-      v = read_int64s(a->ints());
+      std::vector<int64_t> v = read_int64s(a->ints());
+      if (v.size() > static_cast<size_t>(limits.max_rank)) {
+        return fail(what, ": ", v.size(), " integers exceed the limit ", limits.max_rank);
+      }
+      for (int64_t x : v) MCX_RETURN_IF_ERROR(check_int(x, limits, what));
       return ir::Attr(std::move(v));
     }
     case fb::AttrKind::Dims: {
@@ -129,6 +140,26 @@ absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, st
 absl::Status check_dim_text(std::string_view text, const Limits& limits, std::string_view what) {
   if (text.size() > limits.max_dim_text) {
     return fail(what, ": expression of ", text.size(), " characters exceeds the limit ", limits.max_dim_text);
+  }
+  // Integer literals: at most max_abs_int (DimExpr and shape-rule arithmetic is int64 without overflow
+  // checks; absurd constants would overflow it).
+  for (size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    int64_t v = 0;
+    size_t j = i;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+      if (v <= limits.max_abs_int) v = v * 10 + (text[j] - '0');
+      ++j;
+    }
+    // Digits that are part of an identifier ("b2") are not literals.
+    bool in_identifier = i > 0 && (std::isalpha(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == '_');
+    if (!in_identifier && v > limits.max_abs_int) {
+      return fail(what, ": integer literal in '", text, "' exceeds the limit ", limits.max_abs_int);
+    }
+    i = j;
   }
   int64_t exponent_sum = 0;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -218,6 +218,9 @@ TEST(Limits, HugeExponentsAndLongExpressionsAreRejectedBeforeParsing) {
   EXPECT_THAT(codec_check("(a + b + c + d + e + f + g + h)^9", limits).message(), HasSubstr("exponents"));
   EXPECT_THAT(codec_check("(a+b)**5 * (a+b)**5", limits).message(), HasSubstr("exponents"));
   EXPECT_THAT(codec_check(std::string(300, 'b'), limits).message(), HasSubstr("exceeds the limit 256"));
+  EXPECT_TRUE(codec_check("b2 + 1099511627776", limits).ok());
+  EXPECT_THAT(codec_check("1099511627777*b", limits).message(), HasSubstr("integer literal"));
+  EXPECT_THAT(codec_check("99999999999999999999999", limits).message(), HasSubstr("integer literal"));
 }
 
 TEST(Limits, ArtifactLargerThanTheLimitIsRejected) {
