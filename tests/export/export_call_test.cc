@@ -271,6 +271,19 @@ TEST(ExportErrors, ShardingsMustMatchTheDeviceCount) {
   EXPECT_THAT(error_of([&] { export_mlp(o); }), HasSubstr("3 input shardings for 4 inputs"));
 }
 
+TEST(ExportErrors, FlatCallsWithWrongCountOrEmptyArrays) {
+  Exported e = export_mlp();
+  Tree p = mlp_params(1);
+  EXPECT_THAT(error_of([&] { e.call_flat({p.at("b1"), p.at("w1"), p.at("w2")}); }),
+              HasSubstr("[Exported.call] 'mlp': expected 4 arguments, found 3"));
+  EXPECT_THAT(error_of([&] { e.call_flat({p.at("b1"), p.at("w1"), p.at("w2"), Array()}); }),
+              HasSubstr("an argument is an empty Array"));
+  // An inconsistent artifact cannot be wrapped.
+  exporting::Artifact bad = e.artifact();
+  bad.in_names.clear();
+  EXPECT_THAT(error_of([&] { Exported{bad}; }), HasSubstr("[export] 'mlp': 0 input names for 4 inputs"));
+}
+
 TEST(ExportErrors, DeserializeThrowsCleanly) {
   EXPECT_THAT(error_of([&] { Exported::deserialize("garbage"); }), HasSubstr("[deserialize] not an mcx export artifact"));
 }
