@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "mcx/export/shape_solve.h"
 #include "mcx/ir/autodiff.h"
 #include "mcx/ir/passes.h"
@@ -171,13 +171,14 @@ struct Exported::State {
   struct Entry {
     ir::Program program;  // specialised to one concrete signature
     std::shared_ptr<const cpu::CpuExecutable> executable;  // compiled on first eager use
-    absl::Mutex mu;
+    std::mutex mu;  // guards executable
   };
-  mutable absl::Mutex mu;
-  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache ABSL_GUARDED_BY(mu);
-  int64_t hits ABSL_GUARDED_BY(mu) = 0;
-  int64_t misses ABSL_GUARDED_BY(mu) = 0;
-  std::shared_ptr<State> vjp ABSL_GUARDED_BY(mu);  // created on the first vjp()
+  // std::mutex rather than absl::Mutex so that ThreadSanitizer sees it (as the jit and executable caches).
+  mutable std::mutex mu;  // guards cache, hits, misses, vjp
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> cache;
+  int64_t hits = 0;
+  int64_t misses = 0;
+  std::shared_ptr<State> vjp;  // created on the first vjp()
 };
 
 Exported::Exported(Artifact artifact) : Exported(std::move(artifact), /*validated=*/false) {}
@@ -205,13 +206,13 @@ Exported Exported::vjp() const {
     throw InvalidArgument(cat("[Exported.vjp] '", fun_name(), "' was exported without a VJP (with_vjp = false, ",
                               "or no floating inputs)"));
   }
-  absl::MutexLock lock(&state_->mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp, /*validated=*/true).state_;
   return Exported(state_->vjp);
 }
 
 ExportedCacheStats Exported::cache_stats() const {
-  absl::MutexLock lock(&state_->mu);
+  std::lock_guard<std::mutex> lock(state_->mu);
   return {static_cast<int64_t>(state_->cache.size()), state_->hits, state_->misses};
 }
 
@@ -289,7 +290,7 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
   }
   std::shared_ptr<State::Entry> entry;
   {
-    absl::MutexLock lock(&state_->mu);
+    std::lock_guard<std::mutex> lock(state_->mu);
     auto it = state_->cache.find(key);
     if (it != state_->cache.end()) {
       entry = it->second;
@@ -306,19 +307,19 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
       if (!p.ok()) throw_if_error(absl::InvalidArgumentError(cat("[", api, "] '", a.fun_name, "': ", p.status().message())));
       fresh->program = *std::move(p);
     }
-    absl::MutexLock lock(&state_->mu);
+    std::lock_guard<std::mutex> lock(state_->mu);
     ++state_->misses;
     entry = state_->cache.emplace(key, std::move(fresh)).first->second;
   }
   if (tracing) return call_program(entry->program, leaves, "Exported.call");
   std::shared_ptr<const cpu::CpuExecutable> exe;
   {
-    absl::MutexLock lock(&entry->mu);
+    std::lock_guard<std::mutex> lock(entry->mu);
     exe = entry->executable;
   }
   if (!exe) {
     exe = value_or_throw(ExecutableCache::global().get_or_compile(entry->program));
-    absl::MutexLock lock(&entry->mu);
+    std::lock_guard<std::mutex> lock(entry->mu);
     if (!entry->executable) entry->executable = exe;
   }
   std::vector<ArrayValue> args;

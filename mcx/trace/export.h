@@ -25,7 +25,7 @@
 //
 // Errors are thrown as mcx::Error subclasses (InvalidArgument) with messages starting "[export]",
 // "[Exported.call]", "[Exported.vjp]" or "[deserialize]". Thread-safety: an Exported may be called from
-// many threads at once (its cache is guarded by a mutex; specialisation and compilation happen outside
+// many threads at once (its cache is guarded by a std::mutex; specialisation and compilation happen outside
 // it). Copies share the cache.
 #pragma once
 
