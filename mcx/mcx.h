@@ -1,4 +1,4 @@
-// The umbrella header users include: arrays, ops, pytrees, jit, grad and the runtime basics.
+// The umbrella header users include: arrays, ops, pytrees, jit, grad, random, export and the runtime basics.
 #pragma once
 
 #include "mcx/core/dtype.h"
@@ -7,10 +7,9 @@
 #include "mcx/runtime/device.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/dispatch.h"
+#include "mcx/trace/export.h"
 #include "mcx/trace/grad.h"
 #include "mcx/trace/jit.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/pytree.h"
-#if __has_include("mcx/trace/random.h")
 #include "mcx/trace/random.h"
-#endif

@@ -4,6 +4,11 @@
 // train/test split and the per-epoch shuffles come from mcx::random keys.
 //
 //   train_digits --data data/digits.csv.gz [--epochs 40] [--seed 0] [--threads 2]
+//                [--export model.mcx [--export-samples test_x.npy]]
+//
+// --export writes the trained prediction function (argmax of the logits) as a serialized mcx::Exported
+// with a symbolic batch dimension "b": `mcx-export run model.mcx --in test_x.npy --out-dir out` then
+// classifies any number of images (--export-samples writes the held-out images, f32[n,64], to try it).
 //
 // Exits 0 when the final test accuracy reaches --min-accuracy (default 0.95), 1 when it does not, 2 on
 // bad input, and 77 (the CTest "skipped" code) when --skip-if-missing is given and the data file is absent.
@@ -11,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,6 +25,8 @@
 #include "examples/train_digits/digits_data.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
+#include "mcx/core/npy.h"
+#include "mcx/trace/export.h"
 #include "mcx/trace/grad.h"
 #include "mcx/trace/jit.h"
 #include "mcx/trace/ops.h"
@@ -105,7 +113,29 @@ struct Config {
   std::vector<int64_t> hidden = {128};
   double min_accuracy = 0.95;
   bool skip_if_missing = false;
+  std::string export_path;   // write the trained predictor here (empty: do not export)
+  std::string samples_path;  // write the held-out images here as .npy (empty: do not)
 };
+
+// Exports argmax(mlp(params, x)) with the trained weights captured as constants and the batch size left
+// symbolic, so one artifact classifies any number of images.
+void export_predictor(const Tree& params, const digits::Dataset& test, const Config& cfg) {
+  mcx::Exported exported =
+      mcx::export_fn([params](const Array& x) { return mcx::argmax(mlp(params, x), 1); },
+                     {.name = "digits_predict"})(
+          mcx::AbstractValue{mcx::DType::kFloat32, mcx::symbolic_shape("b, " + std::to_string(test.features))});
+  const std::string bytes = exported.serialize();
+  std::ofstream out(cfg.export_path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw mcx::Unavailable("[train_digits] cannot write " + cfg.export_path);
+  std::printf("train_digits: exported the predictor (f32[b,%lld] -> i32[b]) to %s, %zu bytes\n",
+              static_cast<long long>(test.features), cfg.export_path.c_str(), bytes.size());
+  if (!cfg.samples_path.empty()) {
+    mcx::throw_if_error(mcx::write_npy(cfg.samples_path, to_x(test).to_host()));
+    std::printf("train_digits: wrote %lld held-out images to %s\n", static_cast<long long>(test.rows),
+                cfg.samples_path.c_str());
+  }
+}
 
 int run(const Config& cfg) {
   if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
@@ -170,6 +200,7 @@ int run(const Config& cfg) {
                 loss_sum / static_cast<double>(batches), train_acc, test_acc, secs);
     std::fflush(stdout);
   }
+  if (!cfg.export_path.empty()) export_predictor(params, test, cfg);
   if (test_acc < cfg.min_accuracy) {
     std::printf("train_digits: FAILED: final test accuracy %.4f < %.4f\n", test_acc, cfg.min_accuracy);
     return 1;
@@ -192,6 +223,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", cfg.lr, "Adam learning rate")->check(CLI::PositiveNumber);
   app.add_option("--hidden", cfg.hidden, "hidden layer sizes, e.g. --hidden 256 128");
   app.add_option("--min-accuracy", cfg.min_accuracy, "exit 1 when the final test accuracy is below this");
+  app.add_option("--export", cfg.export_path, "write the trained predictor as an mcx artifact (symbolic batch)");
+  app.add_option("--export-samples", cfg.samples_path, "with --export: write the held-out images as .npy");
   app.add_flag("--skip-if-missing", cfg.skip_if_missing, "exit 77 (skipped) when --data does not exist");
   CLI11_PARSE(app, argc, argv);
   try {
