@@ -17,6 +17,6 @@ for mode in "${modes[@]}"; do
     -DMCX_BUILD_EXAMPLES=OFF -DMCX_BUILD_BENCH=OFF
   # halt_on_error: a sanitizer report fails the test instead of scrolling past.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
     ctest --test-dir "$dir" -L unit --output-on-failure -j 2 --timeout 900
 done
