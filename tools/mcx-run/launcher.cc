@@ -146,19 +146,19 @@ bool Job::start_coordinator() {
   add_time("--heartbeat-timeout", o_.heartbeat_timeout);
   add_time("--shutdown-timeout", o_.shutdown_timeout);
   if (o_.max_restarts > 0) so.argv.push_back("--recoverable");
-  if (!o_.mtls_ca.empty()) {
-    std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls_cert, "coordinator") : o_.coordinator_mtls_cert;
-    std::string key = o_.coordinator_mtls_key.empty() ? for_task(o_.mtls_key, "coordinator") : o_.coordinator_mtls_key;
+  if (!o_.mtls.ca.empty()) {
+    std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls.cert, "coordinator") : o_.coordinator_mtls_cert;
+    std::string key = o_.coordinator_mtls_key.empty() ? for_task(o_.mtls.key, "coordinator") : o_.coordinator_mtls_key;
     for (const auto& [flag, v] : std::vector<std::pair<std::string, std::string>>{
-             {"--mtls-cert", cert}, {"--mtls-key", key}, {"--mtls-ca", o_.mtls_ca},
-             {"--mtls-peer-uri-prefix", o_.mtls_peer_uri_prefix}}) {
+             {"--mtls-cert", cert}, {"--mtls-key", key}, {"--mtls-ca", o_.mtls.ca},
+             {"--mtls-peer-uri-prefix", o_.mtls.peer_uri_prefix}}) {
       if (v.empty()) continue;
       so.argv.push_back(flag);
       so.argv.push_back(v);
     }
-    if (o_.mtls_bind_identity) so.argv.push_back("--mtls-bind-identity");
+    if (o_.mtls.bind_identity) so.argv.push_back("--mtls-bind-identity");
   }
-  if (o_.require_mtls) so.argv.push_back("--require-mtls");
+  if (o_.mtls.require) so.argv.push_back("--require-mtls");
   auto spawned = Subprocess::spawn(so);
   if (!spawned.ok()) {
     say(std::string(spawned.status().message()));
@@ -420,12 +420,12 @@ std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std:
   if (o.init_timeout >= 0) env[kEnvInitTimeout] = seconds_str(o.init_timeout);
   if (o.shutdown_timeout >= 0) env[kEnvShutdownTimeout] = seconds_str(o.shutdown_timeout);
   if (o.max_restarts > 0) env[kEnvRecoverable] = "1";
-  if (!o.mtls_cert.empty()) env[kEnvMtlsCert] = for_task(o.mtls_cert, sid);
-  if (!o.mtls_key.empty()) env[kEnvMtlsKey] = for_task(o.mtls_key, sid);
-  if (!o.mtls_ca.empty()) env[kEnvMtlsCa] = o.mtls_ca;
-  if (!o.mtls_peer_uri_prefix.empty()) env[kEnvMtlsPeerUriPrefix] = o.mtls_peer_uri_prefix;
-  if (o.mtls_bind_identity) env[kEnvMtlsBindIdentity] = "1";
-  if (o.require_mtls) env[kEnvRequireMtls] = "1";
+  if (!o.mtls.cert.empty()) env[kEnvMtlsCert] = for_task(o.mtls.cert, sid);
+  if (!o.mtls.key.empty()) env[kEnvMtlsKey] = for_task(o.mtls.key, sid);
+  if (!o.mtls.ca.empty()) env[kEnvMtlsCa] = o.mtls.ca;
+  if (!o.mtls.peer_uri_prefix.empty()) env[kEnvMtlsPeerUriPrefix] = o.mtls.peer_uri_prefix;
+  if (o.mtls.bind_identity) env[kEnvMtlsBindIdentity] = "1";
+  if (o.mtls.require) env[kEnvRequireMtls] = "1";
   return env;
 }
 

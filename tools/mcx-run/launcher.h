@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/mtls_flags.h"
+
 namespace mcx::tools {
 
 struct LaunchOptions {
@@ -24,10 +26,8 @@ struct LaunchOptions {
   double job_timeout = 0;              // 0: none; else the whole job is ended after this many seconds
   double coordinator_start_timeout = 20;
   // mTLS. "{id}" in the worker paths is replaced by the process id, so each task can get its own cert.
-  std::string mtls_cert, mtls_key, mtls_ca, mtls_peer_uri_prefix;
+  MtlsFlags mtls;  // worker certificates: "{id}" in cert/key paths becomes the process id
   std::string coordinator_mtls_cert, coordinator_mtls_key;  // default: worker paths with {id} = "coordinator"
-  bool mtls_bind_identity = false;
-  bool require_mtls = false;
   bool prefix_output = true;
   bool verbose = false;
   std::vector<std::string> program;    // PROGRAM ARGS...

@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.job_timeout, "end the whole job after this many seconds (0 = no limit)");
   app.add_flag("--no-prefix{false}", o.prefix_output, "let processes write to the terminal directly");
   app.add_flag("-v,--verbose", o.verbose, "report coordinator and process lifecycle");
-  mcx::tools::MtlsFlags mtls;
-  mcx::tools::add_mtls_flags(app, mtls, /*per_task=*/true);
+  mcx::tools::add_mtls_flags(app, o.mtls, /*per_task=*/true);
   app.add_option("--coordinator-mtls-cert", o.coordinator_mtls_cert,
                  "coordinator certificate (default: --mtls-cert with {id} = coordinator)");
   app.add_option("--coordinator-mtls-key", o.coordinator_mtls_key,
@@ -47,12 +46,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  o.mtls_cert = mtls.cert;
-  o.mtls_key = mtls.key;
-  o.mtls_ca = mtls.ca;
-  o.mtls_peer_uri_prefix = mtls.peer_uri_prefix;
-  o.mtls_bind_identity = mtls.bind_identity;
-  o.require_mtls = mtls.require;
   if (o.max_restarts > 0 && !o.coordinator.empty()) {
     std::cerr << "[mcx-run] --max-restarts needs a recoverable coordinator; start it with --recoverable\n";
   }
