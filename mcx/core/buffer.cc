@@ -22,11 +22,10 @@ int64_t product(const std::vector<int64_t>& dims) {
 }
 
 // 64-byte aligned storage owned by a shared_ptr whose deleter matches the aligned operator new.
-std::shared_ptr<std::byte> allocate(size_t nbytes, bool zero) {
+std::shared_ptr<std::byte> allocate(size_t nbytes) {
   const size_t rounded = ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
   const size_t alloc = rounded == 0 ? kAlignment : rounded;
   auto* p = static_cast<std::byte*>(::operator new(alloc, std::align_val_t{kAlignment}));
-  if (zero) std::memset(p, 0, alloc);
   return std::shared_ptr<std::byte>(
       p, [](std::byte* q) { ::operator delete(q, std::align_val_t{kAlignment}); });
 }
@@ -50,11 +49,8 @@ std::string format_element(const Buffer& b, int64_t i) {
 }  // namespace
 
 Buffer Buffer::zeros(DType dtype, std::vector<int64_t> dims) {
-  Buffer b;
-  b.dtype_ = dtype;
-  b.num_elements_ = product(dims);
-  b.dims_ = std::move(dims);
-  b.storage_ = allocate(b.nbytes(), /*zero=*/true);
+  Buffer b = uninitialized(dtype, std::move(dims));
+  std::memset(b.storage_.get(), 0, b.nbytes());
   return b;
 }
 
@@ -63,7 +59,7 @@ Buffer Buffer::uninitialized(DType dtype, std::vector<int64_t> dims) {
   b.dtype_ = dtype;
   b.num_elements_ = product(dims);
   b.dims_ = std::move(dims);
-  b.storage_ = allocate(b.nbytes(), /*zero=*/false);
+  b.storage_ = allocate(b.nbytes());
   return b;
 }
 
