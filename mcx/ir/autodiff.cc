@@ -6,6 +6,7 @@
 // rules only emit contributions for active operands.
 #include "mcx/ir/autodiff.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -113,15 +114,16 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wrt) {
-  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "vjp_program"));
+// (p..., whatever make_cotangents adds) -> (f's results..., gradients of wrt): the common body of
+// vjp_program (cotangents are parameters) and value_and_grad_program (the cotangent is the constant 1).
+absl::StatusOr<Program> build_gradient_program(
+    const Program& f, std::string name, const std::vector<int>& wrt,
+    const std::function<std::vector<ValueId>(ProgramBuilder&)>& make_cotangents) {
   try {
-    ProgramBuilder b(f.name + "_vjp", f.scope);
-    std::vector<ValueId> args, cts;
+    ProgramBuilder b(std::move(name), f.scope);
+    std::vector<ValueId> args;
     for (const AbstractValue& t : f.params) args.push_back(b.add_parameter(t));
-    for (ValueId r : f.results) cts.push_back(b.add_parameter(f.type(r)));
+    std::vector<ValueId> cts = make_cotangents(b);
     VjpValues v = emit_vjp(b, f, args, cts, wrt);
     std::vector<ValueId> results = v.primal_results;
     results.insert(results.end(), v.grads.begin(), v.grads.end());
@@ -129,6 +131,17 @@ absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wr
   } catch (const std::exception& e) {
     return status_from_exception(e);
   }
+}
+
+}  // namespace
+
+absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wrt) {
+  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "vjp_program"));
+  return build_gradient_program(f, f.name + "_vjp", wrt, [&f](ProgramBuilder& b) {
+    std::vector<ValueId> cts;
+    for (ValueId r : f.results) cts.push_back(b.add_parameter(f.type(r)));
+    return cts;
+  });
 }
 
 absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vector<int>& wrt) {
@@ -142,18 +155,9 @@ absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vect
                                           "' must be a floating scalar, found ", rt.to_string()));
   }
   MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "value_and_grad_program"));
-  try {
-    ProgramBuilder b(f.name + "_value_and_grad", f.scope);
-    std::vector<ValueId> args;
-    for (const AbstractValue& t : f.params) args.push_back(b.add_parameter(t));
-    std::vector<ValueId> cts = {b.scalar_constant(rt.dtype, 1.0)};
-    VjpValues v = emit_vjp(b, f, args, cts, wrt);
-    std::vector<ValueId> results = v.primal_results;
-    results.insert(results.end(), v.grads.begin(), v.grads.end());
-    return std::move(b).build(std::move(results));
-  } catch (const std::exception& e) {
-    return status_from_exception(e);
-  }
+  return build_gradient_program(f, f.name + "_value_and_grad", wrt, [&rt](ProgramBuilder& b) {
+    return std::vector<ValueId>{b.scalar_constant(rt.dtype, 1.0)};
+  });
 }
 
 absl::StatusOr<std::vector<ValueId>> inline_program(ProgramBuilder& b, const Program& callee,
