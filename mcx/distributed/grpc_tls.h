@@ -16,6 +16,8 @@ namespace mcx::distributed {
 // every gRPC use in mcx goes through it. A value the user already exported is left alone.
 //  - GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=100: with the default 5000 ms, a TLS handshake on a loaded
 //    machine can stall in 5 s steps (seen as "Handshake timed out" until the init deadline).
+//  - one grpc_init() that is never undone, so gRPC is not torn down on a background thread while the
+//    process exits.
 void prepare_grpc_environment();
 
 // Both validate the options first (validate_mtls_options), so bad files fail before any connection.
