@@ -20,14 +20,18 @@ function(mcx_add_layer name dir)
   set_property(GLOBAL APPEND PROPERTY MCX_LAYERS ${name})
 endfunction()
 
-# mcx_add_test(NAME LABEL SOURCES... LIBS ...): one gtest executable, tests discovered and labelled.
+# mcx_add_test(NAME LABEL SOURCES... LIBS ... [ENVIRONMENT VAR=value...]): one gtest executable, tests discovered and labelled.
 function(mcx_add_test name label)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;ENVIRONMENT" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT}
+  set(env_props)
+  if(T_ENVIRONMENT)
+    set(env_props ENVIRONMENT "${T_ENVIRONMENT}")
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT} ${env_props}
                        DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -50,6 +50,40 @@
 // threefry2x32         key u32[2], counts u32[..., 2]  -                                       u32[..., 2]
 //   (Threefry-2x32 with 20 rounds as in JAX/Random123: each row of counts is encrypted under key)
 //
+// SPMD ops (opset 2). They appear in per-device programs made by the partitioner (mcx/spmd) and by
+// shard_map. A "partition id" is a device's position in the executable's device assignment (row-major
+// over the mesh). `replica_groups` lists partition ids flattened, group after group, each group of
+// `group_size` members in group order (all_gather concatenates in that order); every partition id
+// 0..N-1 appears in exactly one group. Run without an execution context (cpu::ExecutionContext) a
+// program is partition 0 of 1 and its groups must have size 1 (a group of size 1 is a no-op).
+// all_reduce           x (numeric, or bool for max/min) reduce: int (ReduceOp: 0 sum, 1 max, 2 min,
+//                                                      3 prod), replica_groups: ints, group_size: int  like x
+// all_gather           x (rank >= 1)                   dimension: int, replica_groups, group_size
+//                                                      x with dims[dimension] *= group_size
+// reduce_scatter       x (numeric)                     dimension, reduce, replica_groups, group_size
+//                                                      x with dims[dimension] /= group_size (must divide)
+// all_to_all           x                               split_dimension: int, concat_dimension: int,
+//                                                      replica_groups, group_size
+//   (x is cut into group_size blocks along split_dimension; block j goes to member j; the received
+//    blocks are concatenated along concat_dimension in member order)
+// collective_permute   x                               source_target_pairs: ints (flattened
+//                                                      src0, dst0, src1, dst1, ...)          like x
+//   (each source sends x to its target; a partition that is no pair's target receives zeros; a source
+//    or target appears at most once)
+// axis_index           -                               mesh_shape: ints, axis: int           i32[]
+//   ((partition_id / prod(mesh_shape[axis+1:])) % mesh_shape[axis]: the device's coordinate on a mesh
+//    axis)
+// sharding_constraint  x                               sharding: ints, mesh_shape: ints      like x
+//   (identity on values; tells the partitioner the sharding x must have. `sharding` is the encoded
+//    PartitionSpec of spmd/partition_spec.h: per dimension a count n followed by n mesh-axis indices,
+//    n = -1 for an unconstrained dimension)
+//
+// VJP rules: all_reduce sum -> all_reduce sum of the cotangent (pmap convention: each device's gradient
+// of its own output; use pmean on gradients for data parallelism); max/min -> summed cotangent masked
+// where x equals the result; prod has no VJP (Unimplemented). all_gather <-> reduce_scatter (sum);
+// all_to_all -> all_to_all with split/concat swapped; collective_permute -> the inverse permutation;
+// sharding_constraint -> identity. axis_index is not differentiable.
+//
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
 // comparisons, select's branches, reduce_max/min, argmax/argmin, reverse and the shape ops take any dtype;
@@ -63,7 +97,8 @@
 
 namespace mcx::ir {
 
-inline constexpr int kOpsetVersion = 1;
+// 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint.
+inline constexpr int kOpsetVersion = 2;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -137,8 +172,20 @@ enum class OpKind : uint16_t {
   kScatterAdd,
   // random
   kThreefry2x32,
+  // SPMD (opset 2)
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kCollectivePermute,
+  kAxisIndex,
+  kShardingConstraint,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kThreefry2x32) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kShardingConstraint) + 1;
+inline bool is_collective(OpKind k) {
+  return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
+         k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;
+}
 
 enum class OpClass : uint8_t { kNullary, kUnary, kBinary, kCompare, kTernary, kOther };
 

@@ -8,15 +8,31 @@
 // (thread_pool.h). execute() is thread-safe: one executable may run concurrently from many threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "mcx/core/buffer.h"
+#include "mcx/core/communicator.h"
 #include "mcx/ir/program.h"
 
 namespace mcx::cpu {
+
+// What the SPMD ops (op.h: all_reduce, ..., axis_index) need at run time: which partition this execution
+// is and how to reach the other members of a replica group. The runtime builds one per device per
+// execution; programs without SPMD ops ignore it.
+struct ExecutionContext {
+  int partition_id = 0;
+  int num_partitions = 1;
+  // This member's communicator for `group` (partition ids in group order, containing partition_id). The
+  // returned pointer must stay valid until execute() returns. Called from the executing thread.
+  std::function<absl::StatusOr<Communicator*>(std::span<const int64_t> group)> communicator;
+  // Deadline for each collective of this execution (DeadlineExceeded names the op and the missing ranks).
+  absl::Time deadline = absl::InfiniteFuture();
+};
 
 class CpuExecutable {
  public:
@@ -25,7 +41,12 @@ class CpuExecutable {
 
   // Runs the program. Arguments must match the parameter types exactly (dtype and dims); the error names
   // the argument index, expected and found types. Returns one Buffer per program result.
-  absl::StatusOr<std::vector<Buffer>> execute(std::span<const Buffer> args) const;
+  // SPMD ops use ctx; with ctx == nullptr the program runs as partition 0 of 1 (every replica group must
+  // then have size 1, FailedPrecondition otherwise). A failing collective's error names the op.
+  absl::StatusOr<std::vector<Buffer>> execute(std::span<const Buffer> args,
+                                              const ExecutionContext* ctx = nullptr) const;
+  // Whether the program contains collectives (callers then must run every partition concurrently).
+  bool has_collectives() const;
 
   const ir::Program& program() const;
   ~CpuExecutable();

@@ -1,0 +1,61 @@
+// Communicator: collectives over a fixed group of ranks (DESIGN.md §3).
+//
+// A Communicator is one member's handle on a group of `size()` ranks; rank r's handle is used by exactly
+// one thread at a time (the stream of the device that is rank r). Every member of the group must call the
+// same sequence of collectives with matching arguments (count, dtype, op); a mismatch is detected where
+// the implementation can (the in-process one checks count/dtype/op and reports both sides) and is
+// otherwise undefined. Group order is rank order: all_gather concatenates rank 0's block first.
+//
+// Deadlines: every call blocks until all members arrived and the data moved, or until `deadline`; a
+// timeout is DeadlineExceeded naming the collective, the group and the ranks that did not arrive (never a
+// silent hang). After a failed or timed-out call the communicator is poisoned: every later call on any
+// member returns the first error (Aborted), because the members can no longer agree on the sequence.
+//
+// Implementations: LocalCommunicator (local_communicator.h: devices of one process, shared memory) and,
+// later, a Gloo-backed one across processes. Layering: this interface lives in core so that the backend's
+// collective kernels, the runtime and the distributed layer can all see it without including each other.
+//
+// Reductions are computed in a fixed order (rank 0 + rank 1 + ... ) so results are bitwise identical on
+// every member and from run to run. Group size 1 is a copy (no synchronisation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "mcx/core/dtype.h"
+
+namespace mcx {
+
+enum class ReduceOp : uint8_t { kSum, kMax, kMin, kProd };
+const char* reduce_op_name(ReduceOp op);  // "sum", "max", "min", "prod"
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // Human-readable group description for error messages, e.g. "local group {cpu:0,cpu:1}".
+  virtual std::string description() const = 0;
+
+  // in/out hold `count` elements of dtype; out may alias in. out = op over all ranks' in, elementwise.
+  virtual absl::Status all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                                  absl::Time deadline) = 0;
+  // in holds `bytes` bytes; out holds size()*bytes: rank r's block at offset r*bytes.
+  virtual absl::Status all_gather(const void* in, void* out, int64_t bytes, absl::Time deadline) = 0;
+  // in holds size()*count elements; out (count elements) = op over all ranks of block rank() of in.
+  virtual absl::Status reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                                      absl::Time deadline) = 0;
+  // in and out hold size()*bytes: out block s = rank s's in block rank().
+  virtual absl::Status all_to_all(const void* in, void* out, int64_t bytes, absl::Time deadline) = 0;
+  // Point-to-point exchange in one step: sends `bytes` of in to rank send_to (or nothing if -1) and
+  // receives `bytes` into out from rank recv_from (or leaves out untouched if -1). All members call it
+  // together (it is a collective: a permutation of the group).
+  virtual absl::Status permute(const void* in, void* out, int64_t bytes, int send_to, int recv_from,
+                               absl::Time deadline) = 0;
+  virtual absl::Status barrier(absl::Time deadline) = 0;
+};
+
+}  // namespace mcx

@@ -1,0 +1,47 @@
+// AsyncBuffer: the data of one shard, produced asynchronously by a device stream.
+//
+// A pending AsyncBuffer becomes ready exactly once, with a Buffer (set) or an error (set_error). Readers
+// block in await() until then or until a deadline. Errors raised on a stream surface here, naming the
+// failing op ("[dot_general on cpu:1] ..."), and propagate to every value computed from the failed one.
+//
+// Thread-safety: all members are thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mcx/core/buffer.h"
+
+namespace mcx {
+
+class AsyncBuffer {
+ public:
+  static std::shared_ptr<AsyncBuffer> ready(Buffer buffer);
+  static std::shared_ptr<AsyncBuffer> pending();
+
+  // Completes a pending buffer (a second completion is ignored and asserted in debug builds).
+  void set(Buffer buffer);
+  void set_error(absl::Status status);
+
+  bool is_ready() const;
+  // Blocks until ready or deadline: the buffer, the producer's error, or DeadlineExceeded.
+  absl::StatusOr<Buffer> await(absl::Time deadline = absl::InfiniteFuture()) const;
+  // Runs fn once ready (immediately, on this thread, if already ready; else on the completing thread).
+  void on_ready(std::function<void()> fn);
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  Buffer buffer_;
+  absl::Status status_;
+  std::vector<std::function<void()>> callbacks_;
+};
+
+}  // namespace mcx

@@ -1,0 +1,48 @@
+// Stream: the in-order work queue of one local device, run by one thread.
+//
+// enqueue() returns at once; tasks run one after another in enqueue order. A task is a plain function:
+// it waits for its inputs (AsyncBuffer::await), computes and completes its outputs, reporting failures
+// through the outputs (never by throwing; an escaping exception is caught, logged and ends only that
+// task). synchronize() waits until everything enqueued before it ran.
+//
+// The thread is started with the device and joined at process exit (no detached threads).
+// Thread-safety: enqueue/synchronize may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "mcx/runtime/device.h"
+
+namespace mcx {
+
+class Stream {
+ public:
+  explicit Stream(std::string name);
+  ~Stream();  // drains the queue, then joins the thread
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void enqueue(std::function<void()> task);
+  // DeadlineExceeded (naming the stream) if the queued work did not finish in time.
+  absl::Status synchronize(absl::Time deadline = absl::InfiniteFuture());
+  // Whether the calling thread is this stream's thread.
+  bool is_current_thread() const;
+  const std::string& name() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The stream of a local device (InvalidArgument, thrown, for a device of another process).
+Stream& stream_for(const Device& device);
+
+// Default deadline for waits on device work and for collectives: MCX_DEVICE_TIMEOUT_S seconds
+// (default 300) from now. Every blocking wait in the runtime uses it unless the caller passes one.
+absl::Time default_device_deadline();
+
+}  // namespace mcx

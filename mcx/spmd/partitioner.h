@@ -1,0 +1,63 @@
+// The SPMD partitioner: a global program plus the shardings of its arguments becomes one per-device
+// program (identical on every device, as XLA's SPMD partitioner produces) whose values are the local
+// shards, with collectives where data must move.
+//
+// Sharding propagation (forward, in program order) chooses each value's PartitionSpec from its
+// operands; sharding_constraint ops and the requested output specs pin values. Rules:
+//  - elementwise ops: operands are resharded to the operand sharding that splits the most dimensions;
+//  - broadcast_in_dim: operand dims keep their axes when they map to a result dim of the same size; new
+//    dims are replicated;
+//  - reshape: a sharded dimension is kept when it survives whole (same size and same product of the
+//    dimensions before it); otherwise the operand is gathered first;
+//  - transpose: the spec is permuted;
+//  - reduce_sum/max/min/prod over sharded dims: local reduction, then all_reduce over those axes;
+//  - dot_general: batch dims sharded alike on both sides stay sharded (no communication); lhs/rhs free
+//    dims keep their axes; contracting dims sharded alike give partial sums + all_reduce(sum); a
+//    contracting dim sharded on one side only slices the other side locally (no communication) and
+//    all-reduces; axes used twice in the result fall back to gathering the rhs;
+//  - everything else (slice, pad, concatenate, reverse, cumsum, dynamic_slice, take, scatter_add,
+//    argmax, iota, constant, threefry, ...): dimensions the op leaves untouched keep their sharding
+//    where the op's rule allows; otherwise the operands are gathered to replicated (correct, slower).
+// Resharding a value between two specs is a per-dimension all_gather (over the axes leaving that
+// dimension) followed by a local dynamic_slice (for the axes arriving), using axis_index for offsets.
+//
+// Thread-safety: pure function.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/ir/program.h"
+#include "mcx/spmd/partition_spec.h"
+
+namespace mcx::spmd {
+
+struct PartitionStats {
+  int all_reduces = 0;
+  int all_gathers = 0;
+  int all_to_alls = 0;
+  int local_slices = 0;      // reshards that needed no communication
+  int fallback_gathers = 0;  // operands gathered to replicated because no rule applied
+  std::vector<std::string> notes;  // one line per fallback: "[partition] reshape %7: ... gathered"
+};
+
+struct PartitionedProgram {
+  ir::Program per_device;                // parameters and results are local shards
+  std::vector<PartitionSpec> in_specs;   // as given
+  std::vector<PartitionSpec> out_specs;  // resolved: requested ones, or the propagated sharding
+  PartitionStats stats;
+};
+
+// Partitions `global` (static shapes; may contain sharding_constraint, must not contain collectives or
+// axis_index) for a mesh. in_specs: one fully specified spec per parameter. out_specs: empty, or one
+// optional spec per result (nullopt or Unconstrained dims: propagated). Errors: InvalidArgument for specs
+// that do not fit the mesh or the value (validate_spec messages), for symbolic shapes, or for a program
+// with collectives.
+absl::StatusOr<PartitionedProgram> partition(const ir::Program& global, const MeshAxes& mesh,
+                                             std::span<const PartitionSpec> in_specs,
+                                             std::span<const std::optional<PartitionSpec>> out_specs);
+
+}  // namespace mcx::spmd
