@@ -199,6 +199,43 @@ const Flag<int64_t> kCpuThreadsFlag(
     "MCX_CPU_THREADS", 0, "worker threads of the CPU backend; 0 means std::thread::hardware_concurrency()",
     int_in_range(0, 4096));
 
+const Flag<int64_t> kCpuDeviceCountFlag(
+    "MCX_CPU_DEVICE_COUNT", 1, "virtual CPU devices of this process (each with its own stream thread)",
+    int_in_range(1, 1024));
+
+const Flag<double> kDeviceTimeoutFlag(
+    "MCX_DEVICE_TIMEOUT_S", 300.0, "default deadline in seconds of waits on device work and collectives",
+    [](const double& v) -> std::optional<std::string> {
+      if (v > 0 && v <= 1e9) return std::nullopt;
+      return "is out of range: expected seconds in (0, 1e9]";
+    });
+
+namespace {
+Flag<std::string>::Check transfer_guard_level_check() {
+  return [](const std::string& v) -> std::optional<std::string> {
+    static const char* const kLevels[] = {"allow", "log", "disallow", "log_explicit", "disallow_explicit"};
+    if (v.empty()) return std::nullopt;
+    for (const char* level : kLevels) {
+      if (v == level) return std::nullopt;
+    }
+    return "is not a transfer guard level: expected allow, log, disallow, log_explicit or disallow_explicit";
+  };
+}
+}  // namespace
+
+const Flag<std::string> kTransferGuardFlag(
+    "MCX_TRANSFER_GUARD", "", "transfer guard level for every direction (empty: allow)",
+    transfer_guard_level_check());
+const Flag<std::string> kTransferGuardHostToDeviceFlag(
+    "MCX_TRANSFER_GUARD_HOST_TO_DEVICE", "", "transfer guard level for host-to-device transfers (empty: MCX_TRANSFER_GUARD)",
+    transfer_guard_level_check());
+const Flag<std::string> kTransferGuardDeviceToDeviceFlag(
+    "MCX_TRANSFER_GUARD_DEVICE_TO_DEVICE", "",
+    "transfer guard level for device-to-device transfers (empty: MCX_TRANSFER_GUARD)", transfer_guard_level_check());
+const Flag<std::string> kTransferGuardDeviceToHostFlag(
+    "MCX_TRANSFER_GUARD_DEVICE_TO_HOST", "", "transfer guard level for device-to-host transfers (empty: MCX_TRANSFER_GUARD)",
+    transfer_guard_level_check());
+
 absl::StatusOr<int> cpu_threads() {
   MCX_ASSIGN_OR_RETURN(int64_t n, kCpuThreadsFlag.get());
   if (n > 0) return static_cast<int>(n);

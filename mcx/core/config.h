@@ -103,6 +103,15 @@ std::string flags_markdown_table();
 extern const Flag<std::string> kLogLevelFlag;  // MCX_LOG_LEVEL: trace|debug|info|warn(ing)|error|critical|off
 extern const Flag<int64_t> kCpuThreadsFlag;    // MCX_CPU_THREADS: 0 = hardware concurrency
 
+// The flags of the runtime's devices and transfer guard (defined here so all_flags() always lists them).
+extern const Flag<int64_t> kCpuDeviceCountFlag;   // MCX_CPU_DEVICE_COUNT: virtual CPU devices, 1..1024
+extern const Flag<double> kDeviceTimeoutFlag;     // MCX_DEVICE_TIMEOUT_S: default device-wait deadline (s)
+// MCX_TRANSFER_GUARD (all directions) and the per-direction overrides; "" means unset (inherit).
+extern const Flag<std::string> kTransferGuardFlag;
+extern const Flag<std::string> kTransferGuardHostToDeviceFlag;
+extern const Flag<std::string> kTransferGuardDeviceToDeviceFlag;
+extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
+
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
 absl::StatusOr<int> cpu_threads();
 

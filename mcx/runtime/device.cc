@@ -1,16 +1,154 @@
 #include "mcx/runtime/device.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/config.h"
+#include "mcx/core/error.h"
+#include "mcx/core/logging.h"
+#include "mcx/core/topology.h"
+#include "mcx/runtime/stream.h"
 
 namespace mcx {
+namespace {
+
+constexpr int kMaxCpuDevices = 1024;
+
+// The devices and streams of this process. Created once, on first use, and never destroyed: stream
+// threads are joined by an atexit handler instead (see shutdown_client_at_exit), so that code running
+// during static destruction still finds valid devices, and streams run their queued work to the end.
+struct Client {
+  std::vector<Device> devices;        // the whole job, by global id
+  std::vector<Device> local_devices;  // this process, by local id
+  int process_index = 0;
+  int process_count = 1;
+  std::vector<std::unique_ptr<Stream>> streams;      // parallel to local_devices
+  absl::flat_hash_map<int, int> stream_by_global_id;  // global id -> index into streams
+  pid_t creator_pid = 0;
+};
+
+std::mutex& client_mutex() {
+  static std::mutex* mu = new std::mutex();  // never destroyed
+  return *mu;
+}
+std::atomic<Client*> g_client{nullptr};
+std::optional<int> g_requested_cpu_device_count;  // guarded by client_mutex()
+
+// Joins every stream thread at process exit (registered right after the client is created, so it runs
+// before the destructors of every static constructed earlier, e.g. the logger's registry). A child made
+// by fork() inherits the client but not its threads: only the creating process joins them.
+void shutdown_client_at_exit() {
+  Client* c = g_client.load(std::memory_order_acquire);
+  if (c == nullptr || c->creator_pid != getpid()) return;
+  for (auto& s : c->streams) s->request_stop();  // let every stream drain concurrently
+  for (auto& s : c->streams) s->shutdown();
+}
+
+absl::StatusOr<int> resolve_cpu_device_count() {
+  if (g_requested_cpu_device_count) return *g_requested_cpu_device_count;
+  MCX_ASSIGN_OR_RETURN(int64_t n, kCpuDeviceCountFlag.get());
+  return static_cast<int>(n);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> create_client() {
+  // Mark first, then read the topology: a concurrent distributed::initialize either installed its
+  // topology before this point (and we see it) or fails because devices are now in use.
+  mark_devices_used();
+  MCX_ASSIGN_OR_RETURN(int count, resolve_cpu_device_count());
+  auto client = std::make_unique<Client>();
+  client->creator_pid = getpid();
+  if (std::optional<Topology> topo = distributed_topology()) {
+    // Multi-process: the topology is authoritative (it was built from what every process contributed
+    // in distributed::initialize, whose options may differ from MCX_CPU_DEVICE_COUNT). We adopt its
+    // local device count and only warn when it differs from the count configured here.
+    client->process_index = topo->process_index;
+    client->process_count = topo->process_count;
+    for (const TopologyDevice& td : topo->devices) {
+      Device d{td.global_id, td.process_index, td.local_id, td.platform.empty() ? "cpu" : td.platform,
+               td.kind.empty() ? "cpu" : td.kind};
+      client->devices.push_back(d);
+      if (d.process_index == topo->process_index) client->local_devices.push_back(d);
+    }
+    if (client->local_devices.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("[devices] the distributed topology lists no devices for "
+                                                        "this process (process index ",
+                                                        topo->process_index, " of ", topo->process_count, ")"));
+    }
+    std::stable_sort(client->local_devices.begin(), client->local_devices.end(),
+                     [](const Device& a, const Device& b) { return a.local_id < b.local_id; });
+    if (static_cast<int>(client->local_devices.size()) != count) {
+      log_warn("[devices] the distributed topology gives process {} {} local devices but {} were configured "
+               "(set_cpu_device_count / MCX_CPU_DEVICE_COUNT); using the topology's {}",
+               topo->process_index, client->local_devices.size(), count, client->local_devices.size());
+    }
+  } else {
+    for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, "cpu", "cpu"});
+    client->local_devices = client->devices;
+  }
+  for (size_t i = 0; i < client->local_devices.size(); ++i) {
+    const Device& d = client->local_devices[i];
+    client->streams.push_back(std::make_unique<Stream>(d.to_string()));
+    client->stream_by_global_id[d.global_id] = static_cast<int>(i);
+  }
+  return client;
+}
+
+Client& client() {
+  if (Client* c = g_client.load(std::memory_order_acquire)) return *c;
+  std::lock_guard<std::mutex> lock(client_mutex());
+  if (Client* c = g_client.load(std::memory_order_relaxed)) return *c;
+  logger();  // constructed before the atexit handler is registered, so it outlives the stream threads
+  Client* c = value_or_throw(create_client()).release();  // never destroyed (see Client)
+  g_client.store(c, std::memory_order_release);
+  std::atexit(shutdown_client_at_exit);
+  return *c;
+}
+
+}  // namespace
 
 std::string Device::to_string() const { return absl::StrCat(platform, ":", global_id); }
 
-const std::vector<Device>& local_devices() {
-  static const std::vector<Device> devices = {Device{}};
-  return devices;
+bool Device::is_addressable() const { return process_index == mcx::process_index(); }
+
+const std::vector<Device>& devices() { return client().devices; }
+const std::vector<Device>& local_devices() { return client().local_devices; }
+int device_count() { return static_cast<int>(client().devices.size()); }
+int local_device_count() { return static_cast<int>(client().local_devices.size()); }
+int process_index() { return client().process_index; }
+int process_count() { return client().process_count; }
+const Device& default_device() { return client().local_devices.front(); }
+
+void set_cpu_device_count(int n) {
+  if (n < 1 || n > kMaxCpuDevices) {
+    throw InvalidArgument(absl::StrCat("[set_cpu_device_count] expected a device count in [1, ", kMaxCpuDevices,
+                                       "], got ", n));
+  }
+  std::lock_guard<std::mutex> lock(client_mutex());
+  if (Client* c = g_client.load(std::memory_order_relaxed)) {
+    throw FailedPrecondition(absl::StrCat("[set_cpu_device_count] the devices were already created (",
+                                          c->local_devices.size(),
+                                          " local devices); call set_cpu_device_count(", n,
+                                          ") before the first use of any device, array or computation"));
+  }
+  g_requested_cpu_device_count = n;
 }
 
-const Device& default_device() { return local_devices().front(); }
+Stream& stream_for(const Device& device) {
+  Client& c = client();
+  auto it = c.stream_by_global_id.find(device.global_id);
+  if (it == c.stream_by_global_id.end() || device.process_index != c.process_index) {
+    throw InvalidArgument(absl::StrCat("[stream_for] expected a device of this process (process ", c.process_index,
+                                       "), got ", device.to_string(), " of process ", device.process_index));
+  }
+  return *c.streams[it->second];
+}
 
 }  // namespace mcx

@@ -5,7 +5,10 @@
 // through the outputs (never by throwing; an escaping exception is caught, logged and ends only that
 // task). synchronize() waits until everything enqueued before it ran.
 //
-// The thread is started with the device and joined at process exit (no detached threads).
+// The thread is started with the device and joined at process exit (no detached threads): the client's
+// exit handler asks every stream to stop, and each drains its queue (tasks enqueued while draining,
+// e.g. by another stream's task, still run) before its thread is joined. After a stream has shut down,
+// enqueue() runs the task inline on the caller's thread, so late work is never lost.
 // Thread-safety: enqueue/synchronize may be called from any thread.
 #pragma once
 
@@ -22,13 +25,20 @@ namespace mcx {
 class Stream {
  public:
   explicit Stream(std::string name);
-  ~Stream();  // drains the queue, then joins the thread
+  ~Stream();  // shutdown(); must not run on the stream's own thread
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
   void enqueue(std::function<void()> task);
-  // DeadlineExceeded (naming the stream) if the queued work did not finish in time.
+  // Waits until every task enqueued before the call has run. DeadlineExceeded (naming the stream) if the
+  // queued work did not finish in time; FailedPrecondition when called from the stream's own thread
+  // (it would wait for itself).
   absl::Status synchronize(absl::Time deadline = absl::InfiniteFuture());
+  // Asks the thread to finish once its queue is empty; returns at once. Idempotent.
+  void request_stop();
+  // request_stop(), then joins the thread (blocks until the queue is drained). Idempotent. Called on the
+  // stream's own thread (a task calling exit()), it only requests the stop.
+  void shutdown();
   // Whether the calling thread is this stream's thread.
   bool is_current_thread() const;
   const std::string& name() const;

@@ -1,0 +1,99 @@
+#include "mcx/runtime/async_buffer.h"
+
+#include <cassert>
+#include <exception>
+#include <utility>
+
+#include "mcx/core/logging.h"
+
+namespace mcx {
+namespace {
+
+void run_callbacks(std::vector<std::function<void()>> callbacks) {
+  for (auto& fn : callbacks) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      log_error("[AsyncBuffer::on_ready] a callback threw: {}", e.what());
+    } catch (...) {
+      log_error("[AsyncBuffer::on_ready] a callback threw a non-standard exception");
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<AsyncBuffer> AsyncBuffer::ready(Buffer buffer) {
+  auto b = std::make_shared<AsyncBuffer>();
+  b->done_ = true;
+  b->buffer_ = std::move(buffer);
+  return b;
+}
+
+std::shared_ptr<AsyncBuffer> AsyncBuffer::pending() { return std::make_shared<AsyncBuffer>(); }
+
+void AsyncBuffer::set(Buffer buffer) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) {
+      assert(false && "AsyncBuffer completed twice");
+      return;
+    }
+    done_ = true;
+    buffer_ = std::move(buffer);
+    callbacks.swap(callbacks_);
+    cv_.notify_all();
+  }
+  run_callbacks(std::move(callbacks));
+}
+
+void AsyncBuffer::set_error(absl::Status status) {
+  if (status.ok()) status = absl::InternalError("[AsyncBuffer::set_error] completed with an OK status");
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) {
+      assert(false && "AsyncBuffer completed twice");
+      return;
+    }
+    done_ = true;
+    status_ = std::move(status);
+    callbacks.swap(callbacks_);
+    cv_.notify_all();
+  }
+  run_callbacks(std::move(callbacks));
+}
+
+bool AsyncBuffer::is_ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+absl::StatusOr<Buffer> AsyncBuffer::await(absl::Time deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [&] { return done_; };
+  if (deadline == absl::InfiniteFuture()) {
+    cv_.wait(lock, done);
+  } else if (!cv_.wait_until(lock, absl::ToChronoTime(deadline), done)) {
+    return absl::DeadlineExceededError(
+        "[await] the buffer was not ready by the deadline (its producer is still running or was never run)");
+  }
+  if (!status_.ok()) return status_;
+  return buffer_;
+}
+
+void AsyncBuffer::on_ready(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+  }
+  std::vector<std::function<void()>> one;
+  one.push_back(std::move(fn));
+  run_callbacks(std::move(one));
+}
+
+}  // namespace mcx
