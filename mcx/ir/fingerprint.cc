@@ -66,10 +66,18 @@ class Encoder {
 
 }  // namespace
 
+int required_opset(const Program& p) {
+  for (const Instr& ins : p.instrs)
+    if (static_cast<int>(ins.kind) >= static_cast<int>(OpKind::kAllReduce)) return 2;
+  return 1;
+}
+
 std::array<uint8_t, 32> fingerprint(const Program& p) {
   Encoder e;
   e.str(kFormatTag);
-  e.u64(kOpsetVersion);
+  // The opset the program needs, not the build's: a program without SPMD ops encodes 1, so adding
+  // ops to the opset leaves the fingerprints of existing programs (and persistent caches) unchanged.
+  e.u64(required_opset(p));
   std::vector<std::string> constraints;
   for (const auto& c : p.scope.parsed())
     constraints.push_back(c.lhs.to_string() + " " + c.op + " " + c.rhs.to_string());

@@ -1,6 +1,7 @@
 // Structural fingerprint of a Program: SHA-256 over a canonical binary encoding.
 //
-// Encoded: a format tag and kOpsetVersion; the scope constraints (each as normalised "lhs op rhs",
+// Encoded: a format tag and required_opset(program) (not kOpsetVersion, so growing the op set keeps the
+// fingerprints of programs that do not use the new ops); the scope constraints (each as normalised "lhs op rhs",
 // sorted, so constraint order and spelling do not matter); parameter types; every instruction's op
 // kind, operand value numbers (values are numbered by definition order, so value names in the text form
 // and pointers never enter), attributes (name, kind, value; constants as dtype, dims and raw bytes) and
@@ -21,6 +22,9 @@
 #include "mcx/ir/program.h"
 
 namespace mcx::ir {
+
+// The smallest opset (op.h kOpsetVersion history) holding every op of program: 1, or 2 with SPMD ops.
+int required_opset(const Program& program);
 
 std::array<uint8_t, 32> fingerprint(const Program& program);
 // Lower-case hex of fingerprint(program), 64 characters.

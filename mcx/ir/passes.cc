@@ -115,6 +115,9 @@ absl::StatusOr<Program> fold_constants(const Program& p, const ConstantEvaluator
   for (size_t i = 0; i < out.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
     if (ins.operands.empty()) continue;
+    // A collective's value depends on the other partitions, and a sharding constraint must reach the
+    // partitioner: neither is a function of its operands alone.
+    if (is_collective(ins.kind) || ins.kind == OpKind::kShardingConstraint) continue;
     bool all_const = true;
     for (ValueId v : ins.operands)
       all_const = all_const && !out.is_param(v) && out.defining_instr(v).kind == OpKind::kConstant;

@@ -21,6 +21,9 @@ Program eliminate_dead_code(const Program& program);
 // Replaces an instruction by an earlier one with the same kind, operands (after earlier replacements),
 // attributes (constants compared bitwise, so constants with different data stay apart) and type.
 // Every op is pure, so every op takes part. The replaced instructions become dead and are removed.
+// This includes the SPMD ops: every partition runs the same program, so two identical collectives (same
+// operand, attributes and groups) or axis_index ops give the same value on each partition, and merging
+// them removes the same collective on every member. Different groups or attributes never merge.
 Program eliminate_common_subexpressions(const Program& program);
 
 // Evaluates one instruction on concrete operand values (the IR layer must not depend on a backend, so
@@ -36,7 +39,9 @@ struct FoldOptions {
 
 // Replaces every instruction that has at least one operand, all of them constants (after earlier
 // folding), and a static result type of at most options.max_elements elements by a constant computed
-// by evaluate; then removes dead code. Nullary ops (constant, iota) are left as they are.
+// by evaluate; then removes dead code. Nullary ops (constant, iota, axis_index) are left as they are;
+// collectives (their value depends on other partitions) and sharding_constraint (the partitioner must
+// see it) are never folded.
 // Errors: the evaluator's error, prefixed with the instruction; Internal when the evaluator returns a
 // Buffer of a different type than the instruction's.
 absl::StatusOr<Program> fold_constants(const Program& program, const ConstantEvaluator& evaluate,

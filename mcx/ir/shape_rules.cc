@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/core/error.h"
 
@@ -108,6 +109,13 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kArgMin: return {"dimension", "index_dtype"};
     case OpKind::kDotGeneral: return {"lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting"};
     case OpKind::kCumsum: return {"dimension", "reverse"};
+    case OpKind::kAllReduce: return {"group_size", "reduce", "replica_groups"};
+    case OpKind::kAllGather: return {"dimension", "group_size", "replica_groups"};
+    case OpKind::kReduceScatter: return {"dimension", "group_size", "reduce", "replica_groups"};
+    case OpKind::kAllToAll: return {"concat_dimension", "group_size", "replica_groups", "split_dimension"};
+    case OpKind::kCollectivePermute: return {"source_target_pairs"};
+    case OpKind::kAxisIndex: return {"axis", "mesh_shape"};
+    case OpKind::kShardingConstraint: return {"mesh_shape", "sharding"};
     default: return {};
   }
 }
@@ -576,6 +584,13 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kTake: return rule_take(r);
     case OpKind::kScatterAdd: return rule_scatter_add(r);
     case OpKind::kThreefry2x32: return rule_threefry(r);
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllToAll:
+    case OpKind::kCollectivePermute:
+    case OpKind::kAxisIndex:
+    case OpKind::kShardingConstraint: return spmd_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

@@ -70,6 +70,34 @@ inline Program all_ops_program() {
   return std::move(b).build(out);
 }
 
+// One program that uses every SPMD op (opset 2) at least once: groups of 2 over 4 partitions (a 2x2 mesh).
+inline Program spmd_ops_program() {
+  using Ints = std::vector<int64_t>;
+  ProgramBuilder b("spmd_ops", value_or_throw(SymbolicScope::create({"b >= 1"})));
+  ValueId x = b.add_parameter(type_of("f32[b,4]"));
+  ValueId xb = b.add_parameter(type_of("bool[b,4]"));
+  ValueId xi = b.add_parameter(type_of("i32[2*b,3]"));
+  const Ints rows{0, 1, 2, 3}, cols{0, 2, 1, 3};
+  std::vector<ValueId> out;
+  out.push_back(b.emit_or_throw(OpKind::kAllReduce, {x},
+                                {{"reduce", int64_t{0}}, {"replica_groups", rows}, {"group_size", int64_t{2}}}));
+  out.push_back(b.emit_or_throw(OpKind::kAllReduce, {xb},
+                                {{"reduce", int64_t{1}}, {"replica_groups", cols}, {"group_size", int64_t{2}}}));
+  out.push_back(b.emit_or_throw(OpKind::kAllGather, {x},
+                                {{"dimension", int64_t{1}}, {"replica_groups", cols}, {"group_size", int64_t{2}}}));
+  out.push_back(b.emit_or_throw(
+      OpKind::kReduceScatter, {xi},
+      {{"dimension", int64_t{0}}, {"reduce", int64_t{0}}, {"replica_groups", rows}, {"group_size", int64_t{2}}}));
+  out.push_back(b.emit_or_throw(OpKind::kAllToAll, {x},
+                                {{"split_dimension", int64_t{1}}, {"concat_dimension", int64_t{0}},
+                                 {"replica_groups", Ints{3, 2, 1, 0}}, {"group_size", int64_t{4}}}));
+  out.push_back(b.emit_or_throw(OpKind::kCollectivePermute, {x}, {{"source_target_pairs", Ints{0, 1, 1, 2, 2, 0}}}));
+  out.push_back(b.emit_or_throw(OpKind::kAxisIndex, {}, {{"mesh_shape", Ints{2, 2}}, {"axis", int64_t{1}}}));
+  out.push_back(b.emit_or_throw(OpKind::kShardingConstraint, {x},
+                                {{"sharding", Ints{1, 0, -1}}, {"mesh_shape", Ints{2, 2}}}));
+  return std::move(b).build(out);
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);
