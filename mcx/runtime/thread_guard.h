@@ -38,7 +38,8 @@ bool thread_guard_active();
 // `what` names the computation ("jit of 'step'").
 void check_thread_guard(bool spans_processes, std::string_view what);
 
-// A readable name for the calling thread: "thread 0x7f... (name)" when named, for error messages.
+// A readable name for the calling thread, for error messages: "thread 0x7f... (tid 1234, 'cpu:3')"
+// (pthread handle, kernel thread id, and the thread's name when it has one).
 std::string current_thread_description();
 
 }  // namespace mcx

@@ -19,8 +19,10 @@
 // scope restores the previous setting). An invalid level in the environment is reported at first use
 // (InvalidArgument naming the variable and the accepted values), never ignored.
 //
-// Messages name the direction, the array's type and whether the transfer was explicit:
-//   "[transfer_guard] disallowed implicit host-to-device transfer of f32[256,784] (jit of 'step' argument 1)"
+// Messages name the direction, the array's type, whether the transfer was explicit, and the level:
+//   "[transfer_guard] disallowed implicit host-to-device transfer of f32[256,784] (jit of 'step' argument 1);
+//    the host-to-device transfer guard is 'disallow'"
+// Logged transfers are warnings on the mcx logger with the same text without "disallowed ".
 #pragma once
 
 #include <optional>
@@ -49,6 +51,8 @@ class TransferGuardError : public InvalidArgument {
 void set_transfer_guard(TransferGuardLevel level);
 void set_transfer_guard(TransferDirection direction, TransferGuardLevel level);
 // The level in effect on this thread for a direction (scopes, then process setting, then env).
+// InvalidArgument (thrown) when an MCX_TRANSFER_GUARD* variable holds an invalid level, even if a scope
+// or process setting would hide it (a misspelt setting is reported, not ignored).
 TransferGuardLevel transfer_guard_level(TransferDirection direction);
 
 // RAII scope on the calling thread; not copyable or movable.
@@ -67,7 +71,15 @@ class TransferGuard {
 
 // Called at every transfer point: logs or throws TransferGuardError per the level in effect. `what`
 // names the context ("jit of 'step' argument 1", "device_put", "print").
+// Errors: TransferGuardError when disallowed; InvalidArgument (thrown) for a bad MCX_TRANSFER_GUARD*
+// value. Thread-safe (reads this thread's scopes).
 void check_transfer(TransferDirection direction, const AbstractValue& aval, bool is_explicit,
                     std::string_view what);
+
+namespace detail {
+// Test-only: forget set_transfer_guard() settings and the cached environment (re-read at next use).
+// Not safe while other threads check transfers.
+void reset_transfer_guard_for_testing();
+}  // namespace detail
 
 }  // namespace mcx
