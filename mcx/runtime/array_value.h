@@ -35,6 +35,9 @@ struct ArrayValue {
   Sharding sharding;
   std::vector<Shard> shards;  // addressable shards only
   bool committed = false;
+  // Made from host data (Array(Buffer), mcx::array) and never placed explicitly: using it in a
+  // computation is an implicit host-to-device transfer for the transfer guard (transfer_guard.h).
+  bool host_data = false;
 
   // One ready shard with the whole value on `device` (default_device() when omitted), uncommitted.
   static ArrayValue single(Buffer buffer);

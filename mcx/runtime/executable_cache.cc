@@ -111,11 +111,14 @@ absl::StatusOr<std::vector<ArrayValue>> execute(const cpu::CpuExecutable& exe,
                                                 std::span<const ArrayValue> args) {
   std::vector<Buffer> buffers;
   buffers.reserve(args.size());
-  for (const ArrayValue& a : args) buffers.push_back(a.buffer());
+  for (const ArrayValue& a : args) {
+    MCX_ASSIGN_OR_RETURN(Buffer b, a.to_buffer());
+    buffers.push_back(std::move(b));
+  }
   MCX_ASSIGN_OR_RETURN(std::vector<Buffer> outs, exe.execute(buffers));
   std::vector<ArrayValue> result;
   result.reserve(outs.size());
-  for (Buffer& b : outs) result.push_back(ArrayValue::single(std::move(b)));
+  for (Buffer& b : outs) result.push_back(ArrayValue::single(std::move(b), default_device()));
   return result;
 }
 

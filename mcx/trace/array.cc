@@ -101,19 +101,19 @@ const ArrayValue& Array::value() const {
 Buffer Array::to_host() const {
   const detail::ArrayImpl& impl = checked(impl_, "to_host");
   if (impl.is_tracer()) throw_concretization(impl, "to_host");
-  return impl.value->buffer();
+  return value_or_throw(impl.value->to_buffer());
 }
 
 std::vector<double> Array::to_doubles(const char* api) const {
   const detail::ArrayImpl& impl = checked(impl_, api);
   if (impl.is_tracer()) throw_concretization(impl, api);
-  return impl.value->buffer().to_doubles();
+  return value_or_throw(impl.value->to_buffer()).to_doubles();
 }
 
 Array::operator bool() const {
   const detail::ArrayImpl& impl = checked(impl_, "bool");
   if (impl.is_tracer()) throw_concretization(impl, "bool");
-  const Buffer& b = impl.value->buffer();
+  const Buffer b = value_or_throw(impl.value->to_buffer());
   if (b.num_elements() != 1) {
     throw InvalidArgument(absl::StrCat("[bool] the truth value of an array with more than one element is "
                                        "ambiguous; found ", impl.aval.to_string(), "; use all()/any() reductions"));
@@ -127,7 +127,7 @@ std::string Array::to_string() const {
     return absl::StrCat("Traced<", impl_->aval.to_string(), impl_->weak ? " weak" : "", "> in ",
                         impl_->trace->what(), impl_->trace->active() ? "" : " (escaped)");
   }
-  return impl_->value->buffer().to_string();
+  return value_or_throw(impl_->value->to_buffer()).to_string();
 }
 
 std::ostream& operator<<(std::ostream& os, const Array& a) { return os << a.to_string(); }
