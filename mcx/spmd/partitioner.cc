@@ -1,0 +1,200 @@
+// The partitioner's driver: checks the inputs, walks the global program in order, asks the rules
+// (propagation.h) for each instruction's layouts, reshards operands (reshard.h), emits the local op and
+// the all_reduce of partial results, and finally reshards the results to the requested out_specs.
+#include "mcx/spmd/partitioner.h"
+
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/str_util.h"
+#include "mcx/spmd/layout.h"
+#include "mcx/spmd/propagation.h"
+#include "mcx/spmd/reshard.h"
+
+namespace mcx::spmd {
+namespace {
+
+using internal::Layout;
+using ir::internal::cat;
+using ir::OpKind;
+
+absl::Status check_program(const ir::Program& global, const MeshAxes& mesh) {
+  if (mesh.names.size() != mesh.sizes.size())
+    return absl::InvalidArgumentError(cat("[partition] mesh has ", mesh.names.size(), " axis names but ",
+                                          mesh.sizes.size(), " sizes"));
+  for (size_t i = 0; i < mesh.sizes.size(); ++i)
+    if (mesh.sizes[i] < 1)
+      return absl::InvalidArgumentError(cat("[partition] mesh axis '", mesh.names[i], "' has size ",
+                                            mesh.sizes[i], ", expected >= 1"));
+  for (ir::ValueId v = 0; v < global.num_values(); ++v) {
+    const AbstractValue& t = global.type(v);
+    if (!is_static(t.shape))
+      return absl::InvalidArgumentError(cat("[partition] value %", v, " of program @", global.name, " has type ",
+                                            t.to_string(), "; the partitioner needs static shapes"));
+    for (const DimExpr& d : t.shape)
+      if (*d.constant_value() > std::numeric_limits<int32_t>::max())
+        return absl::InvalidArgumentError(cat("[partition] value %", v, " has type ", t.to_string(),
+                                              "; dimensions above 2^31-1 are not supported (i32 offsets)"));
+  }
+  for (size_t i = 0; i < global.instrs.size(); ++i) {
+    OpKind k = global.instrs[i].kind;
+    if (ir::is_collective(k) || k == OpKind::kAxisIndex)
+      return absl::InvalidArgumentError(cat("[partition] instruction %", global.num_params() + static_cast<int>(i),
+                                            " is ", ir::op_name(k),
+                                            "; a global program must not contain collectives or axis_index"));
+  }
+  return absl::OkStatus();
+}
+
+class Partitioner {
+ public:
+  Partitioner(const ir::Program& global, const MeshAxes& mesh)
+      : g_(global), mesh_(mesh), b_(global.name, global.scope), em_(b_, mesh_, stats_) {}
+
+  absl::StatusOr<PartitionedProgram> run(std::span<const PartitionSpec> in_specs,
+                                         std::span<const std::optional<PartitionSpec>> out_specs);
+
+ private:
+  // The local value of global value v laid out as `to` (cached per (v, layout)).
+  absl::StatusOr<ir::ValueId> local_as(ir::ValueId v, const Layout& to);
+  absl::Status partition_instr(int index);
+  absl::Status sharding_constraint(int index);
+
+  const ir::Program& g_;
+  const MeshAxes& mesh_;
+  PartitionStats stats_;
+  ir::ProgramBuilder b_;
+  internal::Emitter em_;
+  std::vector<Layout> layout_;        // per global value: its layout
+  std::vector<ir::ValueId> local_;    // per global value: its local value in that layout
+  std::map<std::pair<ir::ValueId, Layout>, ir::ValueId> resharded_;
+};
+
+absl::StatusOr<ir::ValueId> Partitioner::local_as(ir::ValueId v, const Layout& to) {
+  if (layout_[v] == to) return local_[v];
+  auto key = std::make_pair(v, to);
+  if (auto it = resharded_.find(key); it != resharded_.end()) return it->second;
+  MCX_ASSIGN_OR_RETURN(ir::ValueId r, em_.reshard(local_[v], internal::static_dims(g_, v), layout_[v], to));
+  resharded_.emplace(std::move(key), r);
+  return r;
+}
+
+absl::Status Partitioner::sharding_constraint(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const ir::ValueId self = g_.num_params() + index;
+  MCX_ASSIGN_OR_RETURN(std::vector<int64_t> encoded, instr.attrs.get_ints("sharding"));
+  MCX_ASSIGN_OR_RETURN(std::vector<int64_t> mesh_shape, instr.attrs.get_ints("mesh_shape"));
+  if (mesh_shape != mesh_.sizes)
+    return absl::InvalidArgumentError(cat("[partition] sharding_constraint %", self, " was made for mesh shape [",
+                                          ir::internal::join(mesh_shape, ", "), "], partitioning for mesh ",
+                                          mesh_.to_string()));
+  MCX_ASSIGN_OR_RETURN(PartitionSpec spec, decode_spec(encoded, mesh_));
+  std::vector<int64_t> dims = internal::static_dims(g_, self);
+  MCX_RETURN_IF_ERROR(validate_spec(spec, mesh_, dims, "sharding_constraint", /*allow_unconstrained=*/true));
+  std::vector<bool> unconstrained;
+  Layout want = internal::layout_from_spec(spec, mesh_, static_cast<int>(dims.size()), &unconstrained);
+  ir::ValueId x = instr.operands[0];
+  Layout target = internal::fill_unconstrained(want, unconstrained, layout_[x], mesh_, dims);
+  MCX_ASSIGN_OR_RETURN(local_[self], local_as(x, target));
+  layout_[self] = target;
+  return absl::OkStatus();
+}
+
+absl::Status Partitioner::partition_instr(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const ir::ValueId self = g_.num_params() + index;
+  if (instr.kind == OpKind::kShardingConstraint) return sharding_constraint(index);
+  std::vector<Layout> in;
+  for (ir::ValueId v : instr.operands) in.push_back(layout_[v]);
+  MCX_ASSIGN_OR_RETURN(internal::OpPlan plan, internal::plan_instr(g_, index, in, mesh_));
+  for (const std::string& why : plan.fallbacks) {
+    ++stats_.fallback_gathers;
+    stats_.notes.push_back(cat("[partition] ", ir::op_name(instr.kind), " %", self, ": ", why));
+  }
+  std::vector<ir::ValueId> operands;
+  for (size_t k = 0; k < instr.operands.size(); ++k) {
+    MCX_ASSIGN_OR_RETURN(ir::ValueId o, local_as(instr.operands[k], plan.operands[k]));
+    operands.push_back(o);
+  }
+  MCX_ASSIGN_OR_RETURN(ir::ValueId local, b_.emit(instr.kind, std::move(operands), plan.attrs));
+  std::vector<int64_t> want = internal::local_dims(plan.result, mesh_, internal::static_dims(g_, self));
+  AbstractValue expected{instr.type.dtype, concrete_shape(want)};
+  if (b_.type(local) != expected)
+    return absl::InternalError(cat("[partition] ", ir::op_name(instr.kind), " %", self, ": local op has type ",
+                                   b_.type(local).to_string(), ", expected ", expected.to_string(), " for layout ",
+                                   internal::layout_to_string(plan.result, mesh_)));
+  // Partial results are all-reduced at once: no consumer ever sees a partial value.
+  MCX_ASSIGN_OR_RETURN(local_[self], em_.all_reduce(local, plan.reduce_axes, plan.reduce_op));
+  layout_[self] = plan.result;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PartitionedProgram> Partitioner::run(std::span<const PartitionSpec> in_specs,
+                                                    std::span<const std::optional<PartitionSpec>> out_specs) {
+  MCX_RETURN_IF_ERROR(check_program(g_, mesh_));
+  if (static_cast<int>(in_specs.size()) != g_.num_params())
+    return absl::InvalidArgumentError(cat("[partition] program @", g_.name, " has ", g_.num_params(),
+                                          " parameters, got ", in_specs.size(), " in_specs"));
+  if (!out_specs.empty() && out_specs.size() != g_.results.size())
+    return absl::InvalidArgumentError(cat("[partition] program @", g_.name, " has ", g_.results.size(),
+                                          " results, got ", out_specs.size(), " out_specs (expected 0 or ",
+                                          g_.results.size(), ")"));
+  layout_.assign(g_.num_values(), Layout{});
+  local_.assign(g_.num_values(), -1);
+  for (int p = 0; p < g_.num_params(); ++p) {
+    std::vector<int64_t> dims = internal::static_dims(g_, p);
+    MCX_RETURN_IF_ERROR(validate_spec(in_specs[p], mesh_, dims, cat("partition: in_specs[", p, "]")));
+    layout_[p] = internal::layout_from_spec(in_specs[p], mesh_, static_cast<int>(dims.size()));
+    local_[p] = b_.add_parameter(AbstractValue{g_.params[p].dtype,
+                                               concrete_shape(internal::local_dims(layout_[p], mesh_, dims))});
+  }
+  for (int i = 0; i < static_cast<int>(g_.instrs.size()); ++i) MCX_RETURN_IF_ERROR(partition_instr(i));
+
+  PartitionedProgram out;
+  std::vector<ir::ValueId> results;
+  for (size_t r = 0; r < g_.results.size(); ++r) {
+    ir::ValueId v = g_.results[r];
+    std::vector<int64_t> dims = internal::static_dims(g_, v);
+    Layout target = layout_[v];
+    if (!out_specs.empty() && out_specs[r].has_value()) {
+      MCX_RETURN_IF_ERROR(validate_spec(*out_specs[r], mesh_, dims, cat("partition: out_specs[", r, "]"),
+                                        /*allow_unconstrained=*/true));
+      std::vector<bool> unconstrained;
+      Layout want = internal::layout_from_spec(*out_specs[r], mesh_, static_cast<int>(dims.size()), &unconstrained);
+      target = internal::fill_unconstrained(want, unconstrained, layout_[v], mesh_, dims);
+      if (!out_specs[r]->has_unconstrained()) {
+        out.out_specs.push_back(*out_specs[r]);
+      } else {
+        std::vector<DimSpec> resolved;
+        for (int d = 0; d < static_cast<int>(dims.size()); ++d) {
+          DimSpec ds = out_specs[r]->dim(d);
+          if (ds.unconstrained) ds = internal::spec_from_layout(Layout{target[d]}, mesh_).dim(0);
+          resolved.push_back(std::move(ds));
+        }
+        while (!resolved.empty() && resolved.back().axes.empty()) resolved.pop_back();
+        out.out_specs.push_back(PartitionSpec(std::move(resolved)));
+      }
+    } else {
+      out.out_specs.push_back(internal::spec_from_layout(target, mesh_));
+    }
+    MCX_ASSIGN_OR_RETURN(ir::ValueId local, local_as(v, target));
+    results.push_back(local);
+  }
+  out.per_device = std::move(b_).build(std::move(results));
+  out.in_specs.assign(in_specs.begin(), in_specs.end());
+  out.stats = std::move(stats_);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionedProgram> partition(const ir::Program& global, const MeshAxes& mesh,
+                                             std::span<const PartitionSpec> in_specs,
+                                             std::span<const std::optional<PartitionSpec>> out_specs) {
+  Partitioner p(global, mesh);
+  return p.run(in_specs, out_specs);
+}
+
+}  // namespace mcx::spmd
