@@ -4,7 +4,11 @@
 // All functions return at once with arrays whose shards are being filled on the target devices' streams
 // (asynchronous copies), except where they must read host data the caller owns (callbacks run on the
 // calling thread). Transfer-guard checks happen here; `is_explicit` says whether the user asked for the
-// transfer. Errors are returned as Status with "[api] " prefixes.
+// transfer. Errors are returned as Status with "[api] " prefixes, except a transfer the guard disallows:
+// check_transfer throws TransferGuardError (transfer_guard.h) through these functions, so that the user
+// API sees that exception type. Guard checks run before any work is enqueued. Host-to-device: put_host and
+// the from_* constructors (explicit); device-to-device: reshard when some data moves to another device;
+// device-to-host: fetch_to_host. from_single_device_arrays moves no data and checks nothing.
 //
 // Resharding is a copy of index boxes: each target shard is assembled from the source shards that
 // overlap it (within one process, no communication library is involved). A source shard that is not
