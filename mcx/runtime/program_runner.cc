@@ -1,0 +1,202 @@
+#include "mcx/runtime/program_runner.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/spmd_executable.h"
+#include "mcx/runtime/transfer.h"
+#include "mcx/runtime/transfer_guard.h"
+
+namespace mcx {
+namespace {
+
+std::atomic<int64_t> g_single_runs{0};
+std::atomic<int64_t> g_spmd_runs{0};
+std::atomic<int64_t> g_spmd_compiles{0};
+
+std::vector<int64_t> static_dims(const AbstractValue& a) {
+  absl::StatusOr<std::vector<int64_t>> d = to_concrete(a.shape);
+  return d.ok() ? *std::move(d) : std::vector<int64_t>{};
+}
+
+bool is_multi_device(const Sharding& s) { return !s.is_single_device() && s.num_devices() > 1; }
+
+// Picks the one mesh every multi-device sharding involved uses.
+class MeshChoice {
+ public:
+  absl::Status adopt(const Mesh& mesh, const std::string& source, const std::string& what) {
+    if (!mesh_) {
+      mesh_ = mesh;
+      source_ = source;
+      return absl::OkStatus();
+    }
+    if (*mesh_ == mesh) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("[", what, "] every sharding of one computation must use the ",
+                                                   "same mesh: ", source_, " uses ", mesh_->to_string(), ", ",
+                                                   source, " uses ", mesh.to_string()));
+  }
+  const std::optional<Mesh>& mesh() const { return mesh_; }
+
+ private:
+  std::optional<Mesh> mesh_;
+  std::string source_;
+};
+
+// Picks the device of a single-device computation.
+class DeviceChoice {
+ public:
+  absl::Status adopt(const Device& device, const std::string& source, const std::string& what) {
+    if (!device_) {
+      device_ = device;
+      source_ = source;
+      return absl::OkStatus();
+    }
+    if (*device_ == device) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("[", what, "] arguments are committed to different devices: ",
+                                                   source_, " on ", device_->to_string(), ", ", source, " on ",
+                                                   device.to_string(), "; move them with mcx::device_put first"));
+  }
+  const Device& device() const { return device_ ? *device_ : default_device(); }
+
+ private:
+  std::optional<Device> device_;
+  std::string source_;
+};
+
+std::string spmd_cache_key(const std::string& program_key, const Mesh& mesh, std::span<const PartitionSpec> in,
+                           std::span<const std::optional<PartitionSpec>> out) {
+  std::string key = absl::StrCat(program_key.size(), ":", program_key, "|", mesh.to_string());
+  for (const PartitionSpec& s : in) absl::StrAppend(&key, "|i", s.to_string());
+  for (const auto& s : out) absl::StrAppend(&key, "|o", s ? s->to_string() : "?");
+  return key;
+}
+
+absl::StatusOr<std::shared_ptr<const SpmdExecutable>> cached_spmd(const ir::Program& program, SpmdOptions options,
+                                                                  const std::string& program_key) {
+  static std::mutex* mu = new std::mutex();
+  static auto* cache = new std::map<std::string, std::shared_ptr<const SpmdExecutable>>();  // never destroyed
+  std::string key = spmd_cache_key(program_key, options.mesh, options.in_specs, options.out_specs);
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  MCX_ASSIGN_OR_RETURN(auto exe, SpmdExecutable::compile(program, std::move(options)));
+  ++g_spmd_compiles;
+  std::lock_guard<std::mutex> lock(*mu);
+  return cache->emplace(key, exe).first->second;
+}
+
+}  // namespace
+
+absl::StatusOr<ArrayValue> place_argument(const ArrayValue& arg, const Sharding& target, std::string_view what,
+                                          size_t i) {
+  const std::string api = absl::StrCat(std::string(what), " argument ", i);
+  if (arg.host_data) check_transfer(TransferDirection::kHostToDevice, arg.aval, false, api);
+  if (arg.sharding.equivalent(target, static_dims(arg.aval))) return arg;
+  return reshard(arg, target, /*is_explicit=*/false, /*committed=*/arg.committed, api);
+}
+
+absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, std::span<const ArrayValue> args,
+                                                    const RunOptions& options) {
+  const std::string& what = options.what;
+  if (args.size() != program.params.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[", what, "] expected ", program.params.size(), " arguments, found ", args.size()));
+  }
+  auto in_sharding = [&](size_t i) -> const std::optional<Sharding>* {
+    return i < options.in_shardings.size() && options.in_shardings[i] ? &options.in_shardings[i] : nullptr;
+  };
+  auto out_sharding = [&](size_t r) -> const std::optional<Sharding>* {
+    return r < options.out_shardings.size() && options.out_shardings[r] ? &options.out_shardings[r] : nullptr;
+  };
+  MeshChoice mesh;
+  DeviceChoice device;
+  bool committed = false;
+  if (options.mesh) MCX_RETURN_IF_ERROR(mesh.adopt(*options.mesh, "a sharding constraint", what));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (const auto* s = in_sharding(i)) {
+      committed = true;
+      if (is_multi_device(**s)) {
+        MCX_RETURN_IF_ERROR(mesh.adopt((*s)->mesh(), absl::StrCat("in_shardings[", i, "]"), what));
+      } else {
+        MCX_RETURN_IF_ERROR(device.adopt((*s)->device_set().front(), absl::StrCat("in_shardings[", i, "]"), what));
+      }
+    } else if (args[i].committed) {
+      committed = true;
+      if (is_multi_device(args[i].sharding)) {
+        MCX_RETURN_IF_ERROR(mesh.adopt(args[i].sharding.mesh(), absl::StrCat("argument ", i), what));
+      } else {
+        MCX_RETURN_IF_ERROR(device.adopt(args[i].sharding.device_set().front(), absl::StrCat("argument ", i), what));
+      }
+    }
+  }
+  for (size_t r = 0; r < program.results.size(); ++r) {
+    if (const auto* s = out_sharding(r)) {
+      committed = true;
+      if (is_multi_device(**s)) {
+        MCX_RETURN_IF_ERROR(mesh.adopt((*s)->mesh(), absl::StrCat("out_shardings[", r, "]"), what));
+      } else {
+        MCX_RETURN_IF_ERROR(device.adopt((*s)->device_set().front(), absl::StrCat("out_shardings[", r, "]"), what));
+      }
+    }
+  }
+  const std::string program_key = options.program_key.empty() ? mcx::program_key(program) : options.program_key;
+
+  if (!mesh.mesh()) {  // one device
+    const Sharding target = SingleDeviceSharding(device.device());
+    std::vector<ArrayValue> placed;
+    placed.reserve(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      MCX_ASSIGN_OR_RETURN(ArrayValue v, place_argument(args[i], target, what, i));
+      placed.push_back(std::move(v));
+    }
+    MCX_ASSIGN_OR_RETURN(auto exe, ExecutableCache::global().get_or_compile(program_key, program));
+    ++g_single_runs;
+    return launch_on_device(std::move(exe), placed, device.device(), committed, what);
+  }
+
+  const Mesh& m = *mesh.mesh();
+  SpmdOptions spmd(m);
+  spmd.name = what;
+  spmd.spans_processes = options.spans_processes;
+  std::vector<ArrayValue> placed;
+  placed.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    Sharding target = NamedSharding(m, PartitionSpec());
+    if (const auto* s = in_sharding(i)) {
+      if (is_multi_device(**s)) target = **s;
+    } else if (is_multi_device(args[i].sharding) && args[i].sharding.mesh() == m) {
+      target = args[i].sharding;
+    }
+    MCX_RETURN_IF_ERROR(target.validate(static_dims(args[i].aval), absl::StrCat(what, " argument ", i)));
+    spmd.in_specs.push_back(target.spec());
+    MCX_ASSIGN_OR_RETURN(ArrayValue v, place_argument(args[i], target, what, i));
+    placed.push_back(std::move(v));
+  }
+  if (!options.out_shardings.empty()) {
+    for (size_t r = 0; r < program.results.size(); ++r) {
+      const auto* s = out_sharding(r);
+      if (s && !is_multi_device(**s)) {
+        return absl::InvalidArgumentError(absl::StrCat("[", what, "] out_shardings[", r, "] is ", (*s)->to_string(),
+                                                       " but the computation runs on ", m.to_string()));
+      }
+      spmd.out_specs.push_back(s ? std::optional<PartitionSpec>((*s)->spec()) : std::nullopt);
+    }
+  }
+  MCX_ASSIGN_OR_RETURN(auto exe, cached_spmd(program, std::move(spmd), program_key));
+  ++g_spmd_runs;
+  std::vector<bool> donate_flags(options.donate.begin(), options.donate.end());
+  std::unique_ptr<bool[]> donate(new bool[donate_flags.size()]);
+  for (size_t i = 0; i < donate_flags.size(); ++i) donate[i] = donate_flags[i];
+  return exe->execute(placed, std::span<const bool>(donate.get(), donate_flags.size()));
+}
+
+RunStats run_stats() { return {g_single_runs.load(), g_spmd_runs.load(), g_spmd_compiles.load()}; }
+
+}  // namespace mcx

@@ -1,0 +1,227 @@
+#include "mcx/runtime/spmd_executable.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/runtime/communicator_cache.h"
+#include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/stream.h"
+#include "mcx/runtime/thread_guard.h"
+
+namespace mcx {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::mutex& launch_mutex() {
+  static std::mutex* mu = new std::mutex();  // never destroyed: streams may launch until exit
+  return *mu;
+}
+
+// Global type of a per-device value laid out by spec (manual mode): local dims times shard counts.
+AbstractValue global_type(const AbstractValue& local, const PartitionSpec& spec, const MeshAxes& mesh) {
+  AbstractValue g = local;
+  for (int d = 0; d < local.rank(); ++d) {
+    g.shape[d] = local.shape[d] * DimExpr(num_shards(spec, mesh, d));
+  }
+  return g;
+}
+
+std::vector<int64_t> static_dims(const AbstractValue& a) {
+  absl::StatusOr<std::vector<int64_t>> d = to_concrete(a.shape);
+  return d.ok() ? *std::move(d) : std::vector<int64_t>{};
+}
+
+// The shard of `value` held by `device` (nullptr when it holds none).
+const Shard* shard_on(const ArrayValue& value, const Device& device) {
+  for (const Shard& s : value.shards) {
+    if (s.device == device) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(const ir::Program& global,
+                                                                              SpmdOptions options) {
+  auto exe = std::shared_ptr<SpmdExecutable>(new SpmdExecutable(options));
+  const MeshAxes& axes = options.mesh.axes();
+  if (options.in_specs.size() != global.params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("[", options.name, "] expected ", global.params.size(),
+                                                   " input shardings, found ", options.in_specs.size()));
+  }
+  ir::Program per_device;
+  std::vector<PartitionSpec> out_specs;
+  std::vector<AbstractValue> in_avals;
+  auto t0 = std::chrono::steady_clock::now();
+  if (options.manual) {
+    if (options.out_specs.size() != global.results.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("[", options.name, "] expected ", global.results.size(),
+                                                     " output specs, found ", options.out_specs.size()));
+    }
+    per_device = global;
+    for (size_t i = 0; i < global.params.size(); ++i) {
+      in_avals.push_back(global_type(global.params[i], options.in_specs[i], axes));
+    }
+    std::vector<AbstractValue> results = global.result_types();
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!options.out_specs[i] || options.out_specs[i]->has_unconstrained()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("[", options.name, "] output ", i, " needs a fully specified out spec"));
+      }
+      out_specs.push_back(*options.out_specs[i]);
+      exe->out_avals_.push_back(global_type(results[i], out_specs.back(), axes));
+    }
+  } else {
+    MCX_ASSIGN_OR_RETURN(spmd::PartitionedProgram partitioned,
+                         spmd::partition(global, axes, options.in_specs, options.out_specs));
+    per_device = std::move(partitioned.per_device);
+    out_specs = std::move(partitioned.out_specs);
+    exe->stats_ = std::move(partitioned.stats);
+    in_avals = global.params;
+    exe->out_avals_ = global.result_types();
+  }
+  exe->partition_seconds_ = seconds_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
+  exe->compile_seconds_ = seconds_since(t1);
+  for (size_t i = 0; i < in_avals.size(); ++i) {
+    exe->in_shardings_.push_back(NamedSharding(options.mesh, options.in_specs[i]));
+  }
+  for (const PartitionSpec& s : out_specs) exe->out_shardings_.push_back(NamedSharding(options.mesh, s));
+  if (!options.spans_processes) options.spans_processes = !options.mesh.is_fully_addressable();
+  exe->options_ = std::move(options);
+  return std::shared_ptr<const SpmdExecutable>(std::move(exe));
+}
+
+const ir::Program& SpmdExecutable::per_device_program() const { return exe_->program(); }
+
+absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const ArrayValue> args,
+                                                                std::span<const bool> donate) const {
+  const std::string& what = options_.name;
+  check_thread_guard(options_.spans_processes, what);
+  if (args.size() != in_shardings_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[", what, "] expected ", in_shardings_.size(), " arguments, found ", args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::vector<int64_t> dims = static_dims(args[i].aval);
+    if (!args[i].sharding.equivalent(in_shardings_[i], dims)) {
+      return absl::InvalidArgumentError(absl::StrCat("[", what, "] argument ", i, " has sharding ",
+                                                     args[i].sharding.to_string(), ", expected ",
+                                                     in_shardings_[i].to_string()));
+    }
+  }
+  // Results: one pending shard per addressable device of the mesh.
+  std::vector<ArrayValue> results(out_avals_.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    results[r].aval = out_avals_[r];
+    results[r].sharding = out_shardings_[r];
+    results[r].committed = true;
+    std::vector<int64_t> dims = static_dims(out_avals_[r]);
+    for (auto& [device, box] : out_shardings_[r].addressable_devices_indices_map(dims)) {
+      results[r].shards.push_back(Shard{device, box, AsyncBuffer::pending()});
+    }
+  }
+  const Mesh& mesh = options_.mesh;
+  std::lock_guard<std::mutex> launch(launch_mutex());
+  for (int64_t position = 0; position < mesh.size(); ++position) {
+    const Device& device = mesh.devices()[position];
+    if (!device.is_addressable()) continue;
+    std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Shard* s = shard_on(args[i], device);
+      if (s == nullptr) {
+        return absl::InternalError(absl::StrCat("[", what, "] argument ", i, " has no shard on ", device.to_string()));
+      }
+      inputs.push_back(s->data);
+    }
+    std::vector<std::shared_ptr<AsyncBuffer>> outputs;
+    for (ArrayValue& r : results) outputs.push_back(shard_on(r, device)->data);
+    std::vector<bool> donated(donate.begin(), donate.end());
+    stream_for(device).enqueue([exe = exe_, inputs = std::move(inputs), outputs = std::move(outputs),
+                                devices = mesh.devices(), device, position, what, donated]() mutable {
+      auto fail = [&](const absl::Status& s) {
+        for (auto& o : outputs) o->set_error(s);
+      };
+      absl::Time deadline = default_device_deadline();
+      std::vector<Buffer> buffers;
+      buffers.reserve(inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        absl::StatusOr<Buffer> b = inputs[i]->await(deadline);
+        if (!b.ok()) return fail(b.status());
+        buffers.push_back(*std::move(b));
+      }
+      cpu::ExecutionContext ctx;
+      ctx.partition_id = static_cast<int>(position);
+      ctx.num_partitions = static_cast<int>(devices.size());
+      ctx.deadline = deadline;
+      ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
+        std::vector<Device> members;
+        members.reserve(group.size());
+        for (int64_t p : group) members.push_back(devices.at(p));
+        return local_communicator(members, device);
+      };
+      // Donated inputs: drop our references as soon as the kernels no longer need the caller's data.
+      for (size_t i = 0; i < donated.size() && i < inputs.size(); ++i) {
+        if (donated[i]) inputs[i].reset();
+      }
+      absl::StatusOr<std::vector<Buffer>> outs = exe->execute(buffers, &ctx);
+      buffers.clear();
+      if (!outs.ok()) {
+        return fail(absl::Status(outs.status().code(), absl::StrCat("[", what, " on ", device.to_string(),
+                                                                    "] ", outs.status().message())));
+      }
+      for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
+    });
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
+                                                         std::span<const ArrayValue> args,
+                                                         const Device& device, bool committed,
+                                                         std::string_view what) {
+  std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+  inputs.reserve(args.size());
+  for (const ArrayValue& a : args) {
+    if (a.shards.size() != 1) {
+      return absl::InternalError(absl::StrCat("[", std::string(what), "] launch_on_device needs single-shard arguments"));
+    }
+    inputs.push_back(a.shards.front().data);
+  }
+  std::vector<AbstractValue> types = exe->program().result_types();
+  std::vector<ArrayValue> results;
+  std::vector<std::shared_ptr<AsyncBuffer>> outputs;
+  for (const AbstractValue& t : types) {
+    results.push_back(ArrayValue::single_pending(t, device, committed));
+    outputs.push_back(results.back().shards.front().data);
+  }
+  stream_for(device).enqueue([exe = std::move(exe), inputs = std::move(inputs), outputs = std::move(outputs),
+                              device, name = std::string(what)]() {
+    auto fail = [&](const absl::Status& s) {
+      for (auto& o : outputs) o->set_error(s);
+    };
+    absl::Time deadline = default_device_deadline();
+    std::vector<Buffer> buffers;
+    buffers.reserve(inputs.size());
+    for (const auto& in : inputs) {
+      absl::StatusOr<Buffer> b = in->await(deadline);
+      if (!b.ok()) return fail(b.status());
+      buffers.push_back(*std::move(b));
+    }
+    absl::StatusOr<std::vector<Buffer>> outs = exe->execute(buffers);
+    if (!outs.ok()) {
+      return fail(absl::Status(outs.status().code(), absl::StrCat("[", name, " on ", device.to_string(), "] ",
+                                                                  outs.status().message())));
+    }
+    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
+  });
+  return results;
+}
+
+}  // namespace mcx

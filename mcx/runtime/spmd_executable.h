@@ -1,0 +1,80 @@
+// SpmdExecutable: a global program compiled for a mesh: partitioned into one per-device program
+// (spmd/partitioner.h), compiled once for the CPU backend, and launched on every addressable device of
+// the mesh, each on its own stream, with collectives through in-process communicators
+// (core/local_communicator.h; across processes the Gloo communicator will plug in at the same point).
+//
+// A "manual" executable skips the partitioner: the program is already per-device (shard_map), and the
+// specs only say how the global arguments/results are laid out.
+//
+// Launch order: executions are enqueued on all their devices under one process-wide launch lock, so every
+// stream sees executions in the same order and collectives of different executions never interleave.
+// Thread-safety: compile and execute are thread-safe; one executable may run concurrently.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/backend/cpu/executable.h"
+#include "mcx/ir/program.h"
+#include "mcx/runtime/array_value.h"
+#include "mcx/runtime/mesh.h"
+#include "mcx/runtime/sharding.h"
+#include "mcx/spmd/partitioner.h"
+
+namespace mcx {
+
+struct SpmdOptions {
+  explicit SpmdOptions(Mesh m) : mesh(std::move(m)) {}
+  std::string name = "function";  // for messages: "jit of 'step'"
+  Mesh mesh;
+  std::vector<PartitionSpec> in_specs;                    // one per parameter, fully specified
+  std::vector<std::optional<PartitionSpec>> out_specs;    // empty, or one per result (nullopt: propagate)
+  bool manual = false;            // the program is already per-device (shard_map); out_specs required
+  bool spans_processes = false;   // force the thread-guard check (tests); else: mesh spans processes
+};
+
+class SpmdExecutable {
+ public:
+  // Partitions (unless manual) and compiles. Errors: those of spmd::partition and CpuExecutable::compile.
+  static absl::StatusOr<std::shared_ptr<const SpmdExecutable>> compile(const ir::Program& global,
+                                                                       SpmdOptions options);
+
+  // Launches on every addressable device of the mesh and returns at once with the global results.
+  // args[i] must already have sharding in_shardings()[i] (InvalidArgument naming the argument
+  // otherwise). donate[i] (optional, empty = none): argument i's shards are released when its device's
+  // part finishes and the array reads as deleted afterwards. Checks the thread guard.
+  absl::StatusOr<std::vector<ArrayValue>> execute(std::span<const ArrayValue> args,
+                                                  std::span<const bool> donate = {}) const;
+
+  const std::vector<Sharding>& in_shardings() const { return in_shardings_; }
+  const std::vector<Sharding>& out_shardings() const { return out_shardings_; }
+  const ir::Program& per_device_program() const;
+  const spmd::PartitionStats& stats() const { return stats_; }
+  double partition_seconds() const { return partition_seconds_; }
+  double compile_seconds() const { return compile_seconds_; }
+
+ private:
+  explicit SpmdExecutable(SpmdOptions options) : options_(std::move(options)) {}
+  SpmdOptions options_;
+  std::vector<AbstractValue> out_avals_;  // global result types
+  std::vector<Sharding> in_shardings_;
+  std::vector<Sharding> out_shardings_;
+  std::shared_ptr<const cpu::CpuExecutable> exe_;
+  spmd::PartitionStats stats_;
+  double partition_seconds_ = 0;
+  double compile_seconds_ = 0;
+};
+
+// Launches a single-device executable on `device`'s stream and returns at once; results are single
+// shards on device (committed as given). args must all be readable (any device of this process: the
+// task awaits them).
+absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
+                                                         std::span<const ArrayValue> args,
+                                                         const Device& device, bool committed,
+                                                         std::string_view what);
+
+}  // namespace mcx
