@@ -13,6 +13,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/op.h"
+#include "tests/support/spmd_reference.h"
 
 namespace mcx::test {
 namespace {
@@ -570,6 +571,12 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
   if (in.kind != OpKind::kConvert && (ir::is_elementwise(in.kind) || in.kind == OpKind::kIsFinite)) {
     return eval_elementwise(in, ops, std::move(out));
   }
+  if (is_spmd_op(in.kind)) {  // partition 0 of 1
+    std::vector<std::vector<Buffer>> bufs(1);
+    for (const RVal* v : ops) bufs[0].push_back(to_buffer(*v));
+    MCX_ASSIGN_OR_RETURN(std::vector<Buffer> r, spmd_reference_instr(in, 1, bufs));
+    return from_buffer(r[0]);
+  }
   switch (in.kind) {
     case OpKind::kConstant: {
       MCX_ASSIGN_OR_RETURN(Buffer b, in.attrs.get_buffer("value"));
@@ -777,6 +784,15 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
 }
 
 }  // namespace
+
+absl::StatusOr<Buffer> reference_evaluate_instr(const ir::Instr& in, std::span<const Buffer> operands) {
+  std::vector<RVal> vals;
+  for (const Buffer& b : operands) vals.push_back(from_buffer(b));
+  std::vector<const RVal*> ops;
+  for (const RVal& v : vals) ops.push_back(&v);
+  MCX_ASSIGN_OR_RETURN(RVal r, eval_instr(in, ops));
+  return to_buffer(r);
+}
 
 absl::StatusOr<std::vector<Buffer>> reference_evaluate(const ir::Program& program, std::span<const Buffer> args) {
   if (static_cast<int>(args.size()) != program.num_params()) {

@@ -18,6 +18,11 @@
 //  - pad supports negative low/high (cropping) and interior padding.
 //  - cumsum is inclusive (reverse = 1 scans from the end).
 //  - threefry2x32 is the Threefry-2x32 block function with 20 rounds and JAX/Random123's key schedule.
+//  - SPMD ops (op.h) with single-partition semantics (partition 0 of 1): replica groups must be the one
+//    group {0} (a group larger than 1 is InvalidArgument), so all_reduce / all_gather / reduce_scatter /
+//    all_to_all return x; axis_index is 0; collective_permute returns x for the pair (0, 0) and zeros
+//    when no pair targets 0 (a pair naming a partition > 0 is InvalidArgument); sharding_constraint is
+//    the identity. spmd_reference.h evaluates them on N partitions.
 // Static shapes only: a symbolic dimension in a parameter or instruction type is InvalidArgument.
 // Result shapes and dtypes are taken from the instructions' recorded types.
 //
@@ -37,6 +42,10 @@ namespace mcx::test {
 // returns one Buffer per program result.
 absl::StatusOr<std::vector<Buffer>> reference_evaluate(const ir::Program& program,
                                                        std::span<const Buffer> args);
+
+// Evaluates one instruction (static result type) on concrete operands, with the semantics above. The
+// instruction's operand ids are not used. The building block of spmd_reference_evaluate.
+absl::StatusOr<Buffer> reference_evaluate_instr(const ir::Instr& instr, std::span<const Buffer> operands);
 
 // One threefry2x32 block: encrypts (x0, x1) under key (k0, k1). Exposed for known-answer tests.
 std::pair<uint32_t, uint32_t> threefry2x32_block(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1);
