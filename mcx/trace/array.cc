@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/runtime/stream.h"
+#include "mcx/runtime/transfer.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/trace_state.h"
 
@@ -45,7 +47,15 @@ const detail::ArrayImpl& checked(const std::shared_ptr<const detail::ArrayImpl>&
 
 }  // namespace
 
-Array::Array(Buffer buffer) : impl_(detail::make_concrete(ArrayValue::single(std::move(buffer)))) {}
+namespace {
+ArrayValue host_value(Buffer buffer) {
+  ArrayValue v = ArrayValue::single(std::move(buffer));
+  v.host_data = true;
+  return v;
+}
+}  // namespace
+
+Array::Array(Buffer buffer) : impl_(detail::make_concrete(host_value(std::move(buffer)))) {}
 Array::Array(ArrayValue value) : impl_(detail::make_concrete(std::move(value))) {}
 
 Array Array::make_weak_scalar(double value, DType dtype) {
@@ -98,22 +108,47 @@ const ArrayValue& Array::value() const {
   return *impl.value;
 }
 
-Buffer Array::to_host() const {
-  const detail::ArrayImpl& impl = checked(impl_, "to_host");
-  if (impl.is_tracer()) throw_concretization(impl, "to_host");
-  return value_or_throw(impl.value->to_buffer());
-}
-
-std::vector<double> Array::to_doubles(const char* api) const {
+Buffer Array::fetch(const char* api, bool is_explicit) const {
   const detail::ArrayImpl& impl = checked(impl_, api);
   if (impl.is_tracer()) throw_concretization(impl, api);
-  return value_or_throw(impl.value->to_buffer()).to_doubles();
+  const ArrayValue& v = *impl.value;
+  if (v.host_data || impl.literal) return value_or_throw(v.to_buffer());
+  return value_or_throw(fetch_to_host(v, is_explicit, api));
+}
+
+Buffer Array::to_host() const { return fetch("to_host", /*is_explicit=*/true); }
+
+std::vector<double> Array::to_doubles(const char* api) const { return fetch(api, false).to_doubles(); }
+
+const Sharding& Array::sharding() const { return value().sharding; }
+bool Array::committed() const { return value().committed; }
+bool Array::is_fully_addressable() const { return sharding().is_fully_addressable(); }
+bool Array::is_fully_replicated() const { return sharding().is_fully_replicated(); }
+
+std::vector<ArrayShard> Array::addressable_shards() const {
+  const ArrayValue& v = value();
+  std::vector<ArrayShard> out;
+  out.reserve(v.shards.size());
+  for (const Shard& s : v.shards) {
+    ArrayValue one;
+    one.aval = AbstractValue{v.aval.dtype, concrete_shape(s.index.shape())};
+    one.sharding = SingleDeviceSharding(s.device);
+    one.shards.push_back(Shard{s.device, full_box(s.index.shape()), s.data});
+    one.committed = true;
+    out.push_back(ArrayShard{s.device, s.index, Array(std::move(one))});
+  }
+  return out;
+}
+
+const Array& Array::block_until_ready() const {
+  throw_if_error(value().block_until_ready(default_device_deadline()));
+  return *this;
 }
 
 Array::operator bool() const {
   const detail::ArrayImpl& impl = checked(impl_, "bool");
   if (impl.is_tracer()) throw_concretization(impl, "bool");
-  const Buffer b = value_or_throw(impl.value->to_buffer());
+  const Buffer b = fetch("bool", false);
   if (b.num_elements() != 1) {
     throw InvalidArgument(absl::StrCat("[bool] the truth value of an array with more than one element is "
                                        "ambiguous; found ", impl.aval.to_string(), "; use all()/any() reductions"));
@@ -127,7 +162,7 @@ std::string Array::to_string() const {
     return absl::StrCat("Traced<", impl_->aval.to_string(), impl_->weak ? " weak" : "", "> in ",
                         impl_->trace->what(), impl_->trace->active() ? "" : " (escaped)");
   }
-  return value_or_throw(impl_->value->to_buffer()).to_string();
+  return fetch("print", false).to_string();
 }
 
 std::ostream& operator<<(std::ostream& os, const Array& a) { return os << a.to_string(); }

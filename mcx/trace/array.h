@@ -89,6 +89,19 @@ class Array {
   // Truth value of a size-1 array (so `if (x > 0)` works eagerly and fails clearly under jit).
   explicit operator bool() const;
 
+  // Placement (concrete arrays only; tracers throw ConcretizationError). See placement.h.
+  const Sharding& sharding() const;
+  // One entry per shard this process holds, in the sharding's device order.
+  std::vector<struct ArrayShard> addressable_shards() const;
+  // Placed explicitly (device_put, jit with shardings, computations on committed arrays): computations
+  // run where it is instead of moving it (jax.Array.committed).
+  bool committed() const;
+  bool is_fully_addressable() const;
+  bool is_fully_replicated() const;
+  // Blocks until every addressable shard is computed (default_device_deadline()); throws the first
+  // error raised on a device stream, which names the failing op and device. Returns *this.
+  const Array& block_until_ready() const;
+
   // "f32[2,3]{1, 2, 3, 4, 5, 6}" for concrete arrays; "Traced<f32[b,3]> in jit of 'loss'" for tracers.
   std::string to_string() const;
 
@@ -105,10 +118,21 @@ class Array {
  private:
   static Array make_weak_scalar(double value, DType dtype);
   std::vector<double> to_doubles(const char* api) const;
+  // The whole value on the host; a device-to-host transfer (explicit or implicit) for the transfer guard
+  // unless the array is still host data.
+  Buffer fetch(const char* api, bool is_explicit) const;
   std::shared_ptr<const detail::ArrayImpl> impl_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Array& a);
+
+// One addressable shard of a concrete array: its device, the box of global indices it holds and its data
+// as a single-device array on that device.
+struct ArrayShard {
+  Device device;
+  IndexBox index;
+  Array data;
+};
 
 // Strongly typed constructors: the dtype is the C++ type's (double -> f64, int -> i32, int64_t -> i64).
 template <ArrayScalar T>
@@ -146,7 +170,7 @@ template <typename T>
 std::vector<T> Array::to_vector() const {
   if constexpr (requires { dtype_of<T>::value; }) {
     if (valid() && !is_tracer() && dtype() == dtype_v<T>) {  // exact copy, no detour through double
-      Buffer b = to_host();
+      Buffer b = fetch("to_vector", /*is_explicit=*/false);
       return std::vector<T>(b.data<T>(), b.data<T>() + b.num_elements());
     }
   }

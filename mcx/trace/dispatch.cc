@@ -1,16 +1,44 @@
 #include "mcx/trace/dispatch.h"
 
+#include <mutex>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/program_runner.h"
 #include "mcx/trace/trace_state.h"
 
 namespace mcx {
 namespace {
 
-ExecutableCache& eager_cache() {
-  static ExecutableCache* cache = new ExecutableCache();  // never destroyed: used until process exit
-  return *cache;
+// Which single-op programs eager dispatch has run (the executables themselves live in the runtime's
+// caches); kept for eager_cache_stats().
+class EagerKeys {
+ public:
+  void note(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (keys_.insert(key).second) {
+      ++misses_;
+    } else {
+      ++hits_;
+    }
+  }
+  EagerCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {static_cast<int64_t>(keys_.size()), hits_, misses_};
+  }
+
+ private:
+  std::mutex mu_;
+  absl::flat_hash_set<std::string> keys_;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+};
+
+EagerKeys& eager_cache() {
+  static EagerKeys* keys = new EagerKeys();  // never destroyed: used until process exit
+  return *keys;
 }
 
 }  // namespace
@@ -41,8 +69,11 @@ Array bind(ir::OpKind kind, std::vector<Array> operands, ir::Attrs attrs) {
   instr.type = value_or_throw(ir::infer_type(kind, p.params, instr.attrs, p.scope));
   p.instrs.push_back(std::move(instr));
   p.results.push_back(static_cast<ir::ValueId>(p.params.size()));
-  auto exe = value_or_throw(eager_cache().get_or_compile(p));
-  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, args));
+  RunOptions options;
+  options.what = api_name;
+  options.program_key = program_key(p);
+  eager_cache().note(options.program_key);
+  std::vector<ArrayValue> outs = value_or_throw(run_program(p, args, options));
   return Array(std::move(outs.front()));
 }
 
@@ -79,8 +110,9 @@ std::vector<Array> call_program(const ir::Program& program, const std::vector<Ar
     detail::check_tracer_usable(a, api);
     values.push_back(a.value());
   }
-  auto exe = value_or_throw(ExecutableCache::global().get_or_compile(program));
-  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, values));
+  RunOptions options;
+  options.what = api;
+  std::vector<ArrayValue> outs = value_or_throw(run_program(program, values, options));
   std::vector<Array> result;
   result.reserve(outs.size());
   for (ArrayValue& v : outs) result.emplace_back(std::move(v));
@@ -89,10 +121,7 @@ std::vector<Array> call_program(const ir::Program& program, const std::vector<Ar
 
 bool in_trace() { return detail::current_trace() != nullptr; }
 
-EagerCacheStats eager_cache_stats() {
-  ExecutableCache& c = eager_cache();
-  return {c.size(), c.hits(), c.misses()};
-}
+EagerCacheStats eager_cache_stats() { return eager_cache().stats(); }
 
 Array with_weak_type(const Array& a, bool weak) {
   if (a.weak_type() == weak) return a;

@@ -10,6 +10,7 @@
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/program_runner.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/trace_state.h"
 
@@ -170,8 +171,7 @@ struct Exported::State {
   exporting::Signature sig;
   struct Entry {
     ir::Program program;  // specialised to one concrete signature
-    std::shared_ptr<const cpu::CpuExecutable> executable;  // compiled on first eager use
-    std::mutex mu;  // guards executable
+    RunOptions run;       // what + program key, computed once (the executable is cached by the runtime)
   };
   // std::mutex rather than absl::Mutex so that ThreadSanitizer sees it (as the jit and executable caches).
   mutable std::mutex mu;  // guards cache, hits, misses, vjp
@@ -307,25 +307,17 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
       if (!p.ok()) throw_if_error(absl::InvalidArgumentError(cat("[", api, "] '", a.fun_name, "': ", p.status().message())));
       fresh->program = *std::move(p);
     }
+    fresh->run.what = api;
+    fresh->run.program_key = program_key(fresh->program);
     std::lock_guard<std::mutex> lock(state_->mu);
     ++state_->misses;
     entry = state_->cache.emplace(key, std::move(fresh)).first->second;
   }
   if (tracing) return call_program(entry->program, leaves, "Exported.call");
-  std::shared_ptr<const cpu::CpuExecutable> exe;
-  {
-    std::lock_guard<std::mutex> lock(entry->mu);
-    exe = entry->executable;
-  }
-  if (!exe) {
-    exe = value_or_throw(ExecutableCache::global().get_or_compile(entry->program));
-    std::lock_guard<std::mutex> lock(entry->mu);
-    if (!entry->executable) entry->executable = exe;
-  }
   std::vector<ArrayValue> args;
   args.reserve(leaves.size());
   for (const Array& x : leaves) args.push_back(x.value());
-  std::vector<ArrayValue> outs = value_or_throw(execute(*exe, args));
+  std::vector<ArrayValue> outs = value_or_throw(run_program(entry->program, args, entry->run));
   std::vector<Array> result;
   result.reserve(outs.size());
   for (ArrayValue& v : outs) result.emplace_back(std::move(v));

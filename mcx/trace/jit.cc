@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/program_runner.h"
 #include "mcx/trace/trace_state.h"
 #include "mcx/ir/passes.h"
 
@@ -46,6 +47,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
     if (leaf.valid()) check_tracer_usable(leaf, "jit");
   }
   auto entry = std::make_shared<Entry>();
+  ConstraintMeshCollector constraint_meshes;
   TracedFunction traced = trace_flat(what, options_.name, flat.avals, flat.weak, SymbolicScope(),
                                      [&](std::span<const Array> tracers) {
                                        return trace_body(tracers, entry->out_tree);
@@ -55,7 +57,8 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   }
   entry->out_weak = std::move(traced.out_weak);
   entry->program = options_.optimize ? optimize_program(traced.program) : std::move(traced.program);
-  entry->executable = value_or_throw(ExecutableCache::global().get_or_compile(entry->program));
+  entry->run_options = run_options_for(what, flat, entry->program, constraint_meshes.mesh());
+  entry->run_options.program_key = program_key(entry->program);
 
   std::lock_guard<std::mutex> lock(impl_->mu);
   ++impl_->misses;
@@ -63,15 +66,53 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   return it->second;
 }
 
-std::vector<Array> JitState::execute(const Entry& entry, const std::vector<Array>& leaves) const {
+RunOptions JitState::run_options_for(const std::string& what, const FlatArgs& flat, const ir::Program& program,
+                                     const std::optional<Mesh>& mesh) const {
+  RunOptions run;
+  run.what = what;
+  run.mesh = mesh;
+  const size_t num_args = flat.ranges.size();
+  if (!options_.in_shardings.empty()) {
+    if (options_.in_shardings.size() != num_args) {
+      throw InvalidArgument(absl::StrCat("[jit] ", what, " has ", options_.in_shardings.size(),
+                                         " in_shardings but was called with ", num_args, " arguments"));
+    }
+    run.in_shardings.resize(flat.leaves.size());
+    for (size_t a = 0; a < num_args; ++a) {
+      for (size_t i = flat.ranges[a].first; i < flat.ranges[a].second; ++i) run.in_shardings[i] = options_.in_shardings[a];
+    }
+  }
+  const size_t n_out = program.results.size();
+  if (options_.out_shardings.size() == 1) {
+    run.out_shardings.assign(n_out, options_.out_shardings.front());
+  } else if (!options_.out_shardings.empty()) {
+    if (options_.out_shardings.size() != n_out) {
+      throw InvalidArgument(absl::StrCat("[jit] ", what, " returns ", n_out, " arrays but has ",
+                                         options_.out_shardings.size(), " out_shardings (expected 1 or ", n_out, ")"));
+    }
+    run.out_shardings = options_.out_shardings;
+  }
+  if (!options_.donate_argnums.empty()) {
+    run.donate.assign(flat.leaves.size(), false);
+    for (int a : options_.donate_argnums) {
+      if (a < 0 || static_cast<size_t>(a) >= num_args) {
+        throw InvalidArgument(absl::StrCat("[jit] ", what, " donate_argnums has ", a, " but the function was called with ",
+                                           num_args, " arguments"));
+      }
+      for (size_t i = flat.ranges[a].first; i < flat.ranges[a].second; ++i) run.donate[i] = true;
+    }
+  }
+  return run;
+}
+
+std::vector<Array> JitState::execute(const Entry& entry, const FlatArgs& flat) const {
   std::vector<ArrayValue> args;
-  args.reserve(leaves.size());
-  for (const Array& leaf : leaves) {
+  args.reserve(flat.leaves.size());
+  for (const Array& leaf : flat.leaves) {
     check_tracer_usable(leaf, "jit");
     args.push_back(leaf.value());
   }
-  const auto& exe = *static_cast<const cpu::CpuExecutable*>(entry.executable.get());
-  std::vector<ArrayValue> outs = value_or_throw(mcx::execute(exe, args));
+  std::vector<ArrayValue> outs = value_or_throw(run_program(entry.program, args, entry.run_options));
   std::vector<Array> result;
   result.reserve(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {

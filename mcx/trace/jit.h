@@ -18,6 +18,13 @@
 // while a trace is active (inside another jit, grad, vjp or trace) inlines it: the function is traced
 // into the enclosing trace.
 //
+// Sharded execution (jax.jit on a mesh): with in_shardings/out_shardings, or when arguments are
+// committed to a multi-device sharding, or when the function calls with_sharding_constraint, the traced
+// program is partitioned for the mesh (spmd/partitioner.h) and runs on every device of it, each device
+// on its own stream; otherwise it runs on one device (the arguments' committed device or the default
+// device). runtime/program_runner.h states the placement rules. Calls return at once (asynchronous
+// dispatch); reading a result waits for it.
+//
 // Thread-safety: a Jitted object may be called concurrently from many threads; the cache is guarded by
 // a mutex and tracing/compiling happen outside it (two threads missing on the same signature may both
 // trace; the first result is kept). Copies of a Jitted share its cache.
@@ -25,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -32,6 +40,8 @@
 
 #include "mcx/core/dim_expr.h"
 #include "mcx/ir/program.h"
+#include "mcx/runtime/program_runner.h"
+#include "mcx/runtime/sharding.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/pytree.h"
@@ -42,6 +52,14 @@ namespace mcx {
 struct JitOptions {
   std::string name = "function";  // used in error messages ("traced in jit of 'loss'") and as program name
   bool optimize = true;           // run dce/cse/constant folding before compiling
+  // Shardings (jax.jit in_shardings/out_shardings), see "Sharded execution" above. in_shardings: empty,
+  // or one entry per top-level argument (applies to every leaf of its pytree; nullopt: follow the
+  // argument). out_shardings: empty, one entry for every output leaf, or one per output leaf.
+  std::vector<std::optional<Sharding>> in_shardings;
+  std::vector<std::optional<Sharding>> out_shardings;
+  // Positions of top-level arguments whose buffers are donated: after the call their arrays are deleted
+  // (reading them throws) and their memory is released as soon as the computation no longer needs it.
+  std::vector<int> donate_argnums;
 };
 
 struct JitCacheStats {
@@ -59,9 +77,9 @@ class JitState {
 
   struct Entry {
     ir::Program program;  // the optimised program that was compiled
-    std::shared_ptr<const void> executable;  // cpu::CpuExecutable, type-erased to keep this header light
     TreeDef out_tree;
     std::vector<bool> out_weak;
+    RunOptions run_options;  // placement: per-leaf shardings, donation, constraint mesh, program key
   };
 
   // Returns the entry for flat.key, tracing (through trace_body, which returns the flat outputs and sets
@@ -70,10 +88,13 @@ class JitState {
       const FlatArgs& flat,
       const std::function<std::vector<Array>(std::span<const Array>, TreeDef&)>& trace_body);
   // Runs entry on the concrete leaves; throws for tracer leaves ("[jit] escaped tracer ...").
-  std::vector<Array> execute(const Entry& entry, const std::vector<Array>& leaves) const;
+  std::vector<Array> execute(const Entry& entry, const FlatArgs& flat) const;
 
   const JitOptions& options() const { return options_; }
   JitCacheStats stats() const;
+  // The placement options of one signature (per-leaf shardings and donation).
+  RunOptions run_options_for(const std::string& what, const FlatArgs& flat, const ir::Program& program,
+                             const std::optional<Mesh>& mesh) const;
   void clear();
 
  private:
@@ -99,7 +120,7 @@ class Jitted {
     if (in_trace()) return f_(args...);  // inline into the enclosing trace
     detail::FlatArgs flat = detail::flatten_args(args...);
     auto entry = lookup(flat, args...);
-    std::vector<Array> outs = state_->execute(*entry, flat.leaves);
+    std::vector<Array> outs = state_->execute(*entry, flat);
     return tree_unflatten<R>(entry->out_tree, outs);
   }
 

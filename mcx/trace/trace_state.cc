@@ -102,7 +102,7 @@ int32_t TraceContext::node_of(const Array& a, const char* api) {
   }
   auto it = constants_.find(impl);
   if (it != constants_.end()) return it->second;
-  int32_t node = record_node(ir::OpKind::kConstant, {}, ir::Attrs{{"value", impl->value->buffer()}}, impl->aval);
+  int32_t node = record_node(ir::OpKind::kConstant, {}, ir::Attrs{{"value", value_or_throw(impl->value->to_buffer())}}, impl->aval);
   constants_.emplace(impl, node);
   constant_keepalive_.push_back(a);
   return node;
@@ -154,5 +154,28 @@ TracedFunction TraceContext::finish(const std::vector<Array>& outputs, const std
   result.captured = captured_;
   return result;
 }
+
+namespace {
+thread_local ConstraintMeshCollector* t_collector = nullptr;
+thread_local const Mesh* t_shard_map_mesh = nullptr;
+}  // namespace
+
+ConstraintMeshCollector::ConstraintMeshCollector() : previous_(t_collector) { t_collector = this; }
+ConstraintMeshCollector::~ConstraintMeshCollector() { t_collector = previous_; }
+
+void note_constraint_mesh(const Mesh& mesh) {
+  ConstraintMeshCollector* c = t_collector;
+  if (c == nullptr) return;
+  if (!c->mesh_) {
+    c->mesh_ = mesh;
+  } else if (!(*c->mesh_ == mesh)) {
+    throw InvalidArgument(absl::StrCat("[with_sharding_constraint] one traced computation uses two meshes: ",
+                                       c->mesh_->to_string(), " and ", mesh.to_string()));
+  }
+}
+
+const Mesh* current_shard_map_mesh() { return t_shard_map_mesh; }
+ShardMapMeshScope::ShardMapMeshScope(const Mesh* mesh) : previous_(t_shard_map_mesh) { t_shard_map_mesh = mesh; }
+ShardMapMeshScope::~ShardMapMeshScope() { t_shard_map_mesh = previous_; }
 
 }  // namespace mcx::detail

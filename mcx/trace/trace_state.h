@@ -17,6 +17,7 @@
 #include "mcx/ir/op.h"
 #include "mcx/ir/program.h"
 #include "mcx/runtime/array_value.h"
+#include "mcx/runtime/mesh.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/tracing.h"
 
@@ -111,5 +112,36 @@ void check_tracer_usable(const Array& a, const char* api);
 [[noreturn]] void throw_escaped(const ArrayImpl& impl, const char* api);
 
 std::shared_ptr<const ArrayImpl> make_concrete(ArrayValue value, bool weak = false);
+
+// The meshes of with_sharding_constraint calls made while tracing on this thread. jit opens a collector
+// around its trace, so the program's constraints run on their mesh. A second, different mesh in one
+// trace is InvalidArgument (one computation runs on one mesh). Outside a collector nothing is recorded.
+void note_constraint_mesh(const Mesh& mesh);
+class ConstraintMeshCollector {
+ public:
+  ConstraintMeshCollector();
+  ~ConstraintMeshCollector();
+  ConstraintMeshCollector(const ConstraintMeshCollector&) = delete;
+  ConstraintMeshCollector& operator=(const ConstraintMeshCollector&) = delete;
+  const std::optional<Mesh>& mesh() const { return mesh_; }
+
+ private:
+  friend void note_constraint_mesh(const Mesh& mesh);
+  ConstraintMeshCollector* previous_;
+  std::optional<Mesh> mesh_;
+};
+
+// The mesh of the shard_map body being traced on this thread (nullptr outside shard_map bodies).
+const Mesh* current_shard_map_mesh();
+class ShardMapMeshScope {
+ public:
+  explicit ShardMapMeshScope(const Mesh* mesh);
+  ~ShardMapMeshScope();
+  ShardMapMeshScope(const ShardMapMeshScope&) = delete;
+  ShardMapMeshScope& operator=(const ShardMapMeshScope&) = delete;
+
+ private:
+  const Mesh* previous_;
+};
 
 }  // namespace mcx::detail
