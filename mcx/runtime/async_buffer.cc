@@ -80,7 +80,38 @@ absl::StatusOr<Buffer> AsyncBuffer::await(absl::Time deadline) const {
         "[await] the buffer was not ready by the deadline (its producer is still running or was never run)");
   }
   if (!status_.ok()) return status_;
+  if (!donated_.empty()) {
+    return absl::InvalidArgumentError("[Array] the array was deleted: its buffer was " + donated_);
+  }
   return buffer_;
+}
+
+absl::Status AsyncBuffer::mark_donated(std::string reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!donated_.empty()) {
+    return absl::InvalidArgumentError("[donate] the array was already deleted: its buffer was " + donated_);
+  }
+  donated_ = reason.empty() ? std::string("donated") : std::move(reason);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Buffer> AsyncBuffer::take_donated(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [&] { return done_; };
+  if (deadline == absl::InfiniteFuture()) {
+    cv_.wait(lock, done);
+  } else if (!cv_.wait_until(lock, absl::ToChronoTime(deadline), done)) {
+    return absl::DeadlineExceededError("[donate] the donated buffer was not ready by the deadline");
+  }
+  if (!status_.ok()) return status_;
+  Buffer out = std::move(buffer_);
+  buffer_ = Buffer();
+  return out;
+}
+
+bool AsyncBuffer::is_donated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !donated_.empty();
 }
 
 void AsyncBuffer::on_ready(std::function<void()> fn) {

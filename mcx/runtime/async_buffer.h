@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,14 @@ class AsyncBuffer {
   bool is_ready() const;
   // Blocks until ready or deadline: the buffer, the producer's error, or DeadlineExceeded.
   absl::StatusOr<Buffer> await(absl::Time deadline = absl::InfiniteFuture()) const;
+  // Donation (jit donate_argnums): the array owning this buffer was given to a computation, which takes
+  // the data with take_donated(); every other await() then fails with InvalidArgument naming `reason`
+  // ("donated to jit of 'step' argument 0"), and the memory is released once the computation drops it.
+  // mark_donated on an already donated buffer is InvalidArgument naming the first donation.
+  absl::Status mark_donated(std::string reason);
+  absl::StatusOr<Buffer> take_donated(absl::Time deadline);
+  bool is_donated() const;
+
   // Runs fn once ready (immediately, on this thread, if already ready; else on the completing thread).
   void on_ready(std::function<void()> fn);
 
@@ -41,6 +50,7 @@ class AsyncBuffer {
   bool done_ = false;
   Buffer buffer_;
   absl::Status status_;
+  std::string donated_;  // non-empty once donated: the reason
   std::vector<std::function<void()>> callbacks_;
 };
 

@@ -92,6 +92,13 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> cached_spmd(const ir::Prog
   return cache->emplace(key, exe).first->second;
 }
 
+// std::vector<bool> has no contiguous storage to make a span of.
+std::unique_ptr<bool[]> donate_flags(const std::vector<bool>& donate) {
+  std::unique_ptr<bool[]> flags(new bool[donate.size() + 1]);
+  for (size_t i = 0; i < donate.size(); ++i) flags[i] = donate[i];
+  return flags;
+}
+
 }  // namespace
 
 absl::StatusOr<ArrayValue> place_argument(const ArrayValue& arg, const Sharding& target, std::string_view what,
@@ -158,7 +165,9 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
     }
     MCX_ASSIGN_OR_RETURN(auto exe, ExecutableCache::global().get_or_compile(program_key, program));
     ++g_single_runs;
-    return launch_on_device(std::move(exe), placed, device.device(), committed, what);
+    std::unique_ptr<bool[]> donate = donate_flags(options.donate);
+    return launch_on_device(std::move(exe), placed, device.device(), committed, what,
+                            std::span<const bool>(donate.get(), options.donate.size()));
   }
 
   const Mesh& m = *mesh.mesh();
@@ -191,10 +200,8 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
   }
   MCX_ASSIGN_OR_RETURN(auto exe, cached_spmd(program, std::move(spmd), program_key));
   ++g_spmd_runs;
-  std::vector<bool> donate_flags(options.donate.begin(), options.donate.end());
-  std::unique_ptr<bool[]> donate(new bool[donate_flags.size()]);
-  for (size_t i = 0; i < donate_flags.size(); ++i) donate[i] = donate_flags[i];
-  return exe->execute(placed, std::span<const bool>(donate.get(), donate_flags.size()));
+  std::unique_ptr<bool[]> donate = donate_flags(options.donate);
+  return exe->execute(placed, std::span<const bool>(donate.get(), options.donate.size()));
 }
 
 RunStats run_stats() { return {g_single_runs.load(), g_spmd_runs.load(), g_spmd_compiles.load()}; }

@@ -135,6 +135,9 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
     std::vector<std::shared_ptr<AsyncBuffer>> inputs;
     for (size_t i = 0; i < args.size(); ++i) {
       const Shard* s = shard_on(args[i], device);
+      if (s != nullptr && i < donate.size() && donate[i]) {
+        MCX_RETURN_IF_ERROR(s->data->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
+      }
       if (s == nullptr) {
         return absl::InternalError(absl::StrCat("[", what, "] argument ", i, " has no shard on ", device.to_string()));
       }
@@ -152,7 +155,8 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
       std::vector<Buffer> buffers;
       buffers.reserve(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) {
-        absl::StatusOr<Buffer> b = inputs[i]->await(deadline);
+        const bool is_donated = i < donated.size() && donated[i];
+        absl::StatusOr<Buffer> b = is_donated ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
         if (!b.ok()) return fail(b.status());
         buffers.push_back(*std::move(b));
       }
@@ -166,10 +170,6 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
         for (int64_t p : group) members.push_back(devices.at(p));
         return local_communicator(members, device);
       };
-      // Donated inputs: drop our references as soon as the kernels no longer need the caller's data.
-      for (size_t i = 0; i < donated.size() && i < inputs.size(); ++i) {
-        if (donated[i]) inputs[i].reset();
-      }
       absl::StatusOr<std::vector<Buffer>> outs = exe->execute(buffers, &ctx);
       buffers.clear();
       if (!outs.ok()) {
@@ -185,12 +185,18 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
 absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
-                                                         std::string_view what) {
+                                                         std::string_view what, std::span<const bool> donate) {
   std::vector<std::shared_ptr<AsyncBuffer>> inputs;
   inputs.reserve(args.size());
-  for (const ArrayValue& a : args) {
+  std::vector<bool> donated(args.size(), false);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArrayValue& a = args[i];
     if (a.shards.size() != 1) {
       return absl::InternalError(absl::StrCat("[", std::string(what), "] launch_on_device needs single-shard arguments"));
+    }
+    if (i < donate.size() && donate[i]) {
+      MCX_RETURN_IF_ERROR(a.shards.front().data->mark_donated(absl::StrCat("donated to ", std::string(what), " argument ", i)));
+      donated[i] = true;
     }
     inputs.push_back(a.shards.front().data);
   }
@@ -202,15 +208,15 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
     outputs.push_back(results.back().shards.front().data);
   }
   stream_for(device).enqueue([exe = std::move(exe), inputs = std::move(inputs), outputs = std::move(outputs),
-                              device, name = std::string(what)]() {
+                              device, name = std::string(what), donated = std::move(donated)]() {
     auto fail = [&](const absl::Status& s) {
       for (auto& o : outputs) o->set_error(s);
     };
     absl::Time deadline = default_device_deadline();
     std::vector<Buffer> buffers;
     buffers.reserve(inputs.size());
-    for (const auto& in : inputs) {
-      absl::StatusOr<Buffer> b = in->await(deadline);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
       if (!b.ok()) return fail(b.status());
       buffers.push_back(*std::move(b));
     }

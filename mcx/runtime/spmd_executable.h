@@ -70,11 +70,11 @@ class SpmdExecutable {
 };
 
 // Launches a single-device executable on `device`'s stream and returns at once; results are single
-// shards on device (committed as given). args must all be readable (any device of this process: the
-// task awaits them).
+// shards on device (committed as given). args must be single-shard (the task awaits them); donate[i]
+// donates argument i (as SpmdExecutable::execute).
 absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
-                                                         std::string_view what);
+                                                         std::string_view what, std::span<const bool> donate = {});
 
 }  // namespace mcx
