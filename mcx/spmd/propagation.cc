@@ -146,9 +146,9 @@ absl::Status dot_general(Ctx& c) {
   std::vector<bool> used(c.mesh.rank(), false);
   // A pair of dimensions that must be split alike: the lhs's axes, else the rhs's, else replicated.
   auto pair = [&](int64_t dl, int64_t dr) {
-    if (claim(used, L[dl])) {
+    if (!L[dl].empty() && claim(used, L[dl])) {
       lhs[dl] = rhs[dr] = L[dl];
-    } else if (claim(used, R[dr])) {
+    } else if (!R[dr].empty() && claim(used, R[dr])) {
       lhs[dl] = rhs[dr] = R[dr];
     }
   };
@@ -234,7 +234,10 @@ absl::Status dynamic_slice(Ctx& c) {
   c.plan.operands = {op};
   for (size_t k = 1; k < c.in.size(); ++k) c.plan.operands.push_back(Layout{});
   c.plan.result = op;
-  c.plan.attrs.set("sizes", concrete_shape(local_dims(op, c.mesh, in)));
+  std::vector<int64_t> local = local_dims(op, c.mesh, in);
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!op[d].empty()) sizes[d] = DimExpr(local[d]);
+  c.plan.attrs.set("sizes", sizes);
   return absl::OkStatus();
 }
 
