@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx::ir::internal {
@@ -341,6 +342,53 @@ std::vector<ValueId> reduce_rule(E& e, const Instr& in, ValueId x, ValueId z, Va
   }
 }
 
+// SPMD ops (op.h), in the pmap convention: each partition receives the cotangent of its own result, and
+// the rule returns each partition's cotangent of its own operand, so that for
+// F(x_0..x_{N-1}) = sum_d <ct_d, z_d> the program computes dF/dx_d on partition d.
+ValueId spmd_rule(E& e, const Instr& in, ValueId x, ValueId z, ValueId ct) {
+  ProgramBuilder& b = e.b;
+  const std::string_view name = op_name(in.kind);
+  auto groups = [&] { return ints(in, "replica_groups"); };
+  auto group_size = [&] { return int_attr(in, "group_size"); };
+  switch (in.kind) {
+    case OpKind::kAllReduce: {
+      const ReduceOp op = value_or_throw(get_reduce_op(name, in.attrs));
+      if (op == ReduceOp::kProd) throw Unimplemented("[all_reduce] reduce prod has no VJP rule");
+      ValueId total = b.emit_or_throw(OpKind::kAllReduce, {ct}, all_reduce_attrs(ReduceOp::kSum, groups(), group_size()));
+      if (op == ReduceOp::kSum) return total;
+      // max/min: the summed cotangent goes to every member whose operand equals the result.
+      return e.sel(e.bin(OpKind::kEq, x, z), total, e.zeros(ct));
+    }
+    case OpKind::kAllGather:
+      return b.emit_or_throw(OpKind::kReduceScatter, {ct},
+                             reduce_scatter_attrs(int_attr(in, "dimension"), ReduceOp::kSum, groups(), group_size()));
+    case OpKind::kReduceScatter: {
+      const ReduceOp op = value_or_throw(get_reduce_op(name, in.attrs));
+      if (op == ReduceOp::kProd) throw Unimplemented("[reduce_scatter] reduce prod has no VJP rule");
+      const int64_t d = int_attr(in, "dimension");
+      ValueId all_ct = b.emit_or_throw(OpKind::kAllGather, {ct}, all_gather_attrs(d, groups(), group_size()));
+      if (op == ReduceOp::kSum) return e.fit(all_ct, x);
+      ValueId all_z = b.emit_or_throw(OpKind::kAllGather, {z}, all_gather_attrs(d, groups(), group_size()));
+      return e.fit(e.sel(e.bin(OpKind::kEq, x, e.fit(all_z, x)), e.fit(all_ct, x), e.zeros(x)), x);
+    }
+    case OpKind::kAllToAll:
+      return e.fit(b.emit_or_throw(OpKind::kAllToAll, {ct},
+                                   all_to_all_attrs(int_attr(in, "concat_dimension"), int_attr(in, "split_dimension"),
+                                                    groups(), group_size())),
+                   x);
+    case OpKind::kCollectivePermute: {
+      std::vector<int64_t> pairs = ints(in, "source_target_pairs"), inverse;
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+        inverse.push_back(pairs[i + 1]);
+        inverse.push_back(pairs[i]);
+      }
+      return b.emit_or_throw(OpKind::kCollectivePermute, {ct}, collective_permute_attrs(std::move(inverse)));
+    }
+    case OpKind::kShardingConstraint: return ct;
+    default: return kNone;
+  }
+}
+
 }  // namespace
 
 std::vector<ValueId> emit_vjp_rule(ProgramBuilder& b, const Instr& in, std::span<const ValueId> ops, ValueId z,
@@ -402,6 +450,14 @@ std::vector<ValueId> emit_vjp_rule(ProgramBuilder& b, const Instr& in, std::span
       if (need[2]) out[2] = b.emit_or_throw(OpKind::kTake, {ct, ops[1]});
       return out;
     }
+    case OpKind::kAllReduce:
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllToAll:
+    case OpKind::kCollectivePermute:
+    case OpKind::kShardingConstraint:
+      if (!need[0]) return {kNone};
+      return {spmd_rule(e, in, ops[0], z, ct)};
     default: return shape_rule(e, in, ops, z, ct, need);
   }
 }
