@@ -19,7 +19,13 @@
 //    argmax, iota, constant, threefry, ...): dimensions the op leaves untouched keep their sharding
 //    where the op's rule allows; otherwise the operands are gathered to replicated (correct, slower).
 // Resharding a value between two specs is a per-dimension all_gather (over the axes leaving that
-// dimension) followed by a local dynamic_slice (for the axes arriving), using axis_index for offsets.
+// dimension) followed by a local dynamic_slice (for the axes arriving), using axis_index for offsets;
+// axes that leave one dimension exactly as the next axes arriving at another move with one all_to_all.
+// A value resharded to the same spec twice is resharded once. Partial results (reductions and dots over
+// sharded dimensions) are all-reduced right after the local op: no consumer ever sees a partial value.
+// Mesh axes of size 1 split nothing and are ignored (no collectives over them); a 1-device mesh gives a
+// per-device program without collectives or axis_index, runnable as partition 0 of 1.
+// Offsets are i32 (axis_index's dtype): dimensions above 2^31-1 are InvalidArgument.
 //
 // Thread-safety: pure function.
 #pragma once
@@ -36,6 +42,7 @@
 namespace mcx::spmd {
 
 struct PartitionStats {
+  // Collective ops emitted into the per-device program, by kind.
   int all_reduces = 0;
   int all_gathers = 0;
   int all_to_alls = 0;
@@ -45,9 +52,12 @@ struct PartitionStats {
 };
 
 struct PartitionedProgram {
-  ir::Program per_device;                // parameters and results are local shards
+  ir::Program per_device;                // parameters and results are local shards (same name as global)
   std::vector<PartitionSpec> in_specs;   // as given
-  std::vector<PartitionSpec> out_specs;  // resolved: requested ones, or the propagated sharding
+  // One per result, never Unconstrained: a requested spec is returned as given; its Unconstrained dims
+  // are filled with the propagated axes (None when those clash with the fixed dims); an unrequested
+  // result gets its propagated spec, with size-1 axes and trailing None dims omitted (replicated: P()).
+  std::vector<PartitionSpec> out_specs;
   PartitionStats stats;
 };
 

@@ -314,14 +314,32 @@ TEST(PartitionerTest, StatsAndNotesForFallbacks) {
   ProgramBuilder b("fallback");
   ValueId x = b.add_parameter(ty(DType::kInt32, {24, 16}));
   ValueId cs = b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{0}}, {"reverse", int64_t{0}}});
-  ir::Program g = std::move(b).build({cs});
+  ValueId rcs = b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{0}}, {"reverse", int64_t{1}}});
+  ir::Program g = std::move(b).build({cs, rcs});
   PartitionedProgram pp =
       check_partition(g, mesh_of({"x"}, {4}), {P("x")}, {}, {ints({24, 16}, 36)}, kExact);
-  EXPECT_EQ(pp.stats.fallback_gathers, 1);
-  ASSERT_EQ(pp.stats.notes.size(), 1u);
-  EXPECT_THAT(pp.stats.notes[0], HasSubstr("[partition] cumsum %1"));
-  EXPECT_EQ(pp.stats.all_gathers, 1);
+  EXPECT_EQ(pp.stats.fallback_gathers, 2);
+  ASSERT_EQ(pp.stats.notes.size(), 2u);
+  EXPECT_THAT(pp.stats.notes[0], HasSubstr("[partition] cumsum %1: operand 0 dim 0 {x} gathered"));
+  EXPECT_EQ(pp.stats.all_gathers, 1);  // both consumers share one gathered x
   EXPECT_EQ(pp.out_specs[0], P());
+}
+
+TEST(PartitionerTest, OneDeviceMeshHasNoCollectives) {
+  ProgramBuilder b("one");
+  ValueId x = b.add_parameter(ty(DType::kInt32, {24, 16}));
+  ValueId w = b.add_parameter(ty(DType::kInt32, {16, 8}));
+  ValueId y = dot(b, x, w, {}, {}, {1}, {0});
+  ir::Program g = std::move(b).build({b.reduce_sum(y, {0}), b.transpose(x, {1, 0})});
+  PartitionedProgram pp = check_partition(g, mesh_of({"x", "y"}, {1, 1}), {P("x", "y"), P("y", "x")},
+                                          {P("y"), P(axes("x", "y"))}, {ints({24, 16}, 37), ints({16, 8}, 38)},
+                                          kExact);
+  for (const auto& instr : pp.per_device.instrs) {
+    EXPECT_FALSE(ir::is_collective(instr.kind)) << ir::op_name(instr.kind);
+    EXPECT_NE(instr.kind, OpKind::kAxisIndex);
+  }
+  // Partition 0 of 1 runs without an SPMD context.
+  EXPECT_TRUE(test::reference_evaluate(pp.per_device, std::vector<Buffer>{ints({24, 16}, 37), ints({16, 8}, 38)}).ok());
 }
 
 // ---- errors ----
