@@ -5,11 +5,21 @@
 // stream (stream.h) on its own thread, so device-level parallelism and collectives are real.
 //
 // In a multi-process job (distributed::initialize before first use) devices() lists every process's
-// devices from core/topology.h, ordered by global id; local_devices() are the ones this process drives.
+// devices from core/topology.h, ordered by global id; local_devices() are the ones this process drives,
+// ordered by local id. The topology is authoritative for the local count (it records what each process
+// contributed, e.g. InitializeOptions::cpu_device_count); a different configured N only logs a warning.
 // Single-process: global_id == local_id and process_index == 0.
 //
 // The first call to any function below creates the devices and calls mark_devices_used(), after which
 // distributed::initialize() refuses to run (as jax.distributed.initialize after a backend exists).
+// Errors at creation (an invalid MCX_CPU_DEVICE_COUNT: InvalidArgument naming the variable and value;
+// a topology without devices for this process: FailedPrecondition) are thrown by that call, and by
+// every later one until fixed.
+//
+// Lifetime: the devices and streams are created once and never destroyed, so code running during
+// static destruction still finds them. At exit() an atexit handler lets every stream drain its queue
+// and joins the stream threads; afterwards enqueued work runs inline. A child made by fork() without
+// exec inherits the lists but not the stream threads: it must not run device work.
 // Thread-safety: all functions are thread-safe; the lists never change after creation.
 #pragma once
 
@@ -41,8 +51,9 @@ int process_count();
 // The device eager ops on host data and uncommitted arrays run on: local_devices()[0].
 const Device& default_device();
 
-// Sets the number of virtual CPU devices of this process. Must be called before devices are created
-// (FailedPrecondition, thrown as mcx::Error, otherwise); n >= 1 (InvalidArgument otherwise).
+// Sets the number of virtual CPU devices of this process (wins over MCX_CPU_DEVICE_COUNT). Must be called
+// before devices are created (FailedPrecondition, thrown as mcx::Error, otherwise); n in [1, 1024]
+// (InvalidArgument otherwise).
 void set_cpu_device_count(int n);
 
 }  // namespace mcx
