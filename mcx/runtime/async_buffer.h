@@ -26,7 +26,8 @@ class AsyncBuffer {
   static std::shared_ptr<AsyncBuffer> ready(Buffer buffer);
   static std::shared_ptr<AsyncBuffer> pending();
 
-  // Completes a pending buffer (a second completion is ignored and asserted in debug builds).
+  // Completes a pending buffer (a second completion is ignored and asserted in debug builds), then runs
+  // the on_ready callbacks on the calling thread. set_error(OkStatus()) completes with an Internal error.
   void set(Buffer buffer);
   void set_error(absl::Status status);
 
@@ -41,7 +42,8 @@ class AsyncBuffer {
   absl::StatusOr<Buffer> take_donated(absl::Time deadline);
   bool is_donated() const;
 
-  // Runs fn once ready (immediately, on this thread, if already ready; else on the completing thread).
+  // Runs fn once ready, with a buffer or an error (immediately, on this thread, if already ready; else on
+  // the completing thread). fn must not throw (an exception is caught and logged).
   void on_ready(std::function<void()> fn);
 
  private:
