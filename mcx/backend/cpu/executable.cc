@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
 #include "mcx/backend/cpu/thread_pool.h"
@@ -29,9 +30,10 @@ using ir::ValueId;
 
 namespace {
 
+// sharding_constraint is the identity on values: an alias, like a reshape to the same dims.
 bool is_view_op(OpKind k) {
   return k == OpKind::kBroadcastInDim || k == OpKind::kTranspose || k == OpKind::kSlice ||
-         k == OpKind::kReverse || k == OpKind::kReshape;
+         k == OpKind::kReverse || k == OpKind::kReshape || k == OpKind::kShardingConstraint;
 }
 
 bool is_fusible(OpKind k) { return ir::is_elementwise(k) || k == OpKind::kConvert || k == OpKind::kIsFinite; }
@@ -85,6 +87,7 @@ struct CpuExecutable::Plan {
   std::vector<GroupPlan> groups;
   std::vector<RowRegion> regions;
   std::vector<Step> steps;
+  bool has_collectives = false;
 };
 
 namespace {
@@ -668,14 +671,17 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
       }
     }
   }
+  for (const ir::Instr& in : p.instrs) plan->has_collectives |= ir::is_collective(in.kind);
   return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
 }
 
 CpuExecutable::CpuExecutable(std::unique_ptr<Plan> plan) : plan_(std::move(plan)) {}
 CpuExecutable::~CpuExecutable() = default;
 const ir::Program& CpuExecutable::program() const { return plan_->program; }
+bool CpuExecutable::has_collectives() const { return plan_->has_collectives; }
 
-absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffer> args) const {
+absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffer> args,
+                                                           const ExecutionContext* ctx) const {
   const Plan& plan = *plan_;
   const ir::Program& p = plan.program;
   if (static_cast<int>(args.size()) != p.num_params()) {
@@ -719,6 +725,12 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
         const ir::Instr& in = p.defining_instr(st.value);
         if (st.kind == Plan::StepKind::kView) {
           rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
+        } else if (is_spmd_kernel(in.kind)) {
+          std::vector<View> ops;
+          for (ValueId o : in.operands) ops.push_back(rt[o].view);
+          absl::StatusOr<Buffer> r = run_spmd_op(in, ops, plan.dims[st.value], ctx);
+          if (!r.ok()) return r.status();
+          rt[st.value] = from_buffer(*std::move(r));
         } else {
           rt[st.value] = from_buffer(execute_op(st, in, plan.dims[st.value], rt));
         }
