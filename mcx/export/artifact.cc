@@ -121,6 +121,10 @@ absl::Status validate_impl(const Artifact& a, bool verify_program) {
                 "implements ", kMinCallingConventionVersion, "..", kCallingConventionVersion, ")");
   }
   const ir::Program& p = a.program;
+  if (const int need = ir::required_opset(p); need > static_cast<int>(a.opset_version)) {
+    return fail("the program uses ops of opset ", need, " (SPMD ops) but the artifact declares opset ",
+                a.opset_version);
+  }
   if (a.in_avals.size() != static_cast<size_t>(p.num_params())) {
     return fail(a.in_avals.size(), " input types for a program with ", p.num_params(), " parameters");
   }
