@@ -24,7 +24,8 @@ std::vector<int64_t> static_dims(const AbstractValue& a) {
   return d.ok() ? *std::move(d) : std::vector<int64_t>{};
 }
 
-bool is_multi_device(const Sharding& s) { return !s.is_single_device() && s.num_devices() > 1; }
+// A NamedSharding (even over a 1-device mesh) runs the computation on its mesh, as in JAX.
+bool is_multi_device(const Sharding& s) { return !s.is_single_device(); }
 
 // Picks the one mesh every multi-device sharding involved uses.
 class MeshChoice {
