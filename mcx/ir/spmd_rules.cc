@@ -1,6 +1,7 @@
 #include "mcx/ir/spmd_rules.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -62,9 +63,14 @@ absl::StatusOr<DimExpr> divide_dim(std::string_view op, const AbstractValue& x, 
 
 absl::Status check_mesh_shape(std::string_view op, std::span<const int64_t> mesh) {
   if (mesh.empty()) return err(op, "attribute 'mesh_shape' is empty, expected at least one mesh axis");
-  for (size_t i = 0; i < mesh.size(); ++i)
+  int64_t devices = 1;
+  for (size_t i = 0; i < mesh.size(); ++i) {
     if (mesh[i] < 1) return err(op, "attribute 'mesh_shape' ", ints_str(mesh), " entry ", i, " is ", mesh[i],
                                 ", expected >= 1");
+    if (mesh[i] > kMaxPartitions / devices)
+      return err(op, "attribute 'mesh_shape' ", ints_str(mesh), " has more than ", kMaxPartitions, " devices");
+    devices *= mesh[i];
+  }
   return absl::OkStatus();
 }
 
@@ -122,6 +128,9 @@ ReplicaGroups::Position ReplicaGroups::position_of(int64_t partition) const {
 
 absl::Status validate_replica_groups(std::string_view op, std::span<const int64_t> flat, int64_t group_size) {
   if (group_size < 1) return err(op, "attribute 'group_size' is ", group_size, ", expected >= 1");
+  if (static_cast<int64_t>(flat.size()) > kMaxPartitions)
+    return err(op, "attribute 'replica_groups' has ", flat.size(), " entries, more than ", kMaxPartitions,
+               " partitions");
   if (flat.empty() || flat.size() % group_size != 0)
     return err(op, "attribute 'replica_groups' ", ints_str(flat), " has ", flat.size(),
                " entries, expected a non-empty multiple of group_size ", group_size);
@@ -160,15 +169,16 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> get_source_target_pairs
     return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " has ", flat.size(),
                " entries, expected (source, target) pairs");
   std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::set<int64_t> sources, targets;
   for (size_t i = 0; i < flat.size(); i += 2) {
     int64_t s = flat[i], t = flat[i + 1];
-    if (s < 0 || t < 0)
+    if (s < 0 || t < 0 || s >= kMaxPartitions || t >= kMaxPartitions)
       return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " pair ", i / 2, " is (", s, ", ", t,
-                 "), expected partition ids >= 0");
-    for (const auto& [ps, pt] : pairs) {
-      if (ps == s) return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " has source ", s, " twice");
-      if (pt == t) return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " has target ", t, " twice");
-    }
+                 "), expected partition ids in [0, ", kMaxPartitions, ")");
+    if (!sources.insert(s).second)
+      return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " has source ", s, " twice");
+    if (!targets.insert(t).second)
+      return err(op, "attribute 'source_target_pairs' ", ints_str(flat), " has target ", t, " twice");
     pairs.emplace_back(s, t);
   }
   return pairs;

@@ -23,8 +23,13 @@ namespace mcx::ir {
 absl::StatusOr<AbstractValue> spmd_infer_type(OpKind kind, std::span<const AbstractValue> operands,
                                               const Attrs& attrs, const SymbolicScope& scope);
 
+// The most partitions (and mesh devices) an SPMD op may name: keeps every size computed from the
+// attributes (dims * group_size, mesh products) far from int64 overflow on untrusted artifacts.
+inline constexpr int64_t kMaxPartitions = int64_t{1} << 20;
+
 // replica_groups + group_size, validated: group_size >= 1, the list is a non-empty multiple of
-// group_size, and it holds every partition id 0..N-1 exactly once (N = its length).
+// group_size, and it holds every partition id 0..N-1 exactly once (N = its length, at most
+// kMaxPartitions).
 struct ReplicaGroups {
   std::vector<int64_t> flat;
   int64_t group_size = 1;
@@ -46,7 +51,8 @@ absl::Status validate_replica_groups(std::string_view op, std::span<const int64_
 // The `reduce` attribute as a ReduceOp (0 sum, 1 max, 2 min, 3 prod).
 absl::StatusOr<ReduceOp> get_reduce_op(std::string_view op, const Attrs& attrs);
 
-// source_target_pairs, validated: even length, ids >= 0, each source and each target at most once.
+// source_target_pairs, validated: even length, ids in [0, kMaxPartitions), each source and each target
+// at most once.
 // Returned as (source, target) pairs.
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> get_source_target_pairs(std::string_view op,
                                                                                    const Attrs& attrs);

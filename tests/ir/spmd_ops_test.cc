@@ -85,9 +85,11 @@ TEST(SpmdShapeRules, ClearErrors) {
   EXPECT_THAT(rule_error(OpKind::kCollectivePermute, {x}, collective_permute_attrs({0, 1, 0, 2})),
               HasSubstr("has source 0 twice"));
   EXPECT_THAT(rule_error(OpKind::kCollectivePermute, {x}, collective_permute_attrs({0, -1})),
-              HasSubstr("expected partition ids >= 0"));
+              HasSubstr("expected partition ids in [0, 1048576)"));
   EXPECT_THAT(rule_error(OpKind::kAxisIndex, {}, axis_index_attrs({2, 4}, 2)),
               HasSubstr("[axis_index] attribute 'axis' is 2, expected a mesh axis in [0, 2)"));
+  EXPECT_THAT(rule_error(OpKind::kAxisIndex, {}, axis_index_attrs({1 << 15, 1 << 15, 2}, 0)),
+              HasSubstr("has more than 1048576 devices"));
   EXPECT_THAT(rule_error(OpKind::kAxisIndex, {}, axis_index_attrs({2, 0}, 0)),
               HasSubstr("'mesh_shape' [2,0] entry 1 is 0, expected >= 1"));
   EXPECT_THAT(rule_error(OpKind::kShardingConstraint, {x}, Attrs{{"sharding", Ints{1, 2}}, {"mesh_shape", Ints{2, 4}}}),
