@@ -7,6 +7,7 @@
 #include <mutex>
 #include "mcx/export/shape_solve.h"
 #include "mcx/ir/autodiff.h"
+#include "mcx/ir/fingerprint.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/executable_cache.h"
@@ -122,7 +123,8 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
     throw InvalidArgument(cat("[export] '", options.name, "': the function captures tracers of an enclosing trace"));
   }
   Artifact a;
-  a.opset_version = ir::kOpsetVersion;
+  // Set below from the program: the lowest opset that reads it, so artifacts without SPMD ops stay
+  // readable by opset-1 readers.
   a.producer = exporting::producer_string();
   a.creation_time_unix_ms = options.creation_time_unix_ms >= 0 ? options.creation_time_unix_ms : now_unix_ms();
   a.fun_name = options.name;
@@ -136,6 +138,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.out_tree = to_tree_spec(out_tree);
   a.program = options.optimize ? ir::eliminate_dead_code(ir::eliminate_common_subexpressions(traced.program))
                                : traced.program;
+  a.opset_version = static_cast<uint32_t>(ir::required_opset(a.program));  // the VJP needs the same ops
   a.in_avals = a.program.params;
   a.out_avals = a.program.result_types();
   a.in_shardings = shardings_or_unspecified(options.in_shardings, a.in_avals.size(), "input", options.name);
