@@ -1,9 +1,11 @@
 #include "mcx/runtime/spmd_executable.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/runtime/communicator_cache.h"
 #include "mcx/runtime/executable_cache.h"
@@ -128,6 +130,10 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
     }
   }
   const Mesh& mesh = options_.mesh;
+  // The devices of this execution run at once: each gets its share of the CPU threads for its kernels.
+  int local_parts = 0;
+  for (const Device& d : mesh.devices()) local_parts += d.is_addressable() ? 1 : 0;
+  const int threads_per_device = std::max(1, cpu::num_threads() / std::max(1, local_parts));
   std::lock_guard<std::mutex> launch(launch_mutex());
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
@@ -147,7 +153,9 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
     for (ArrayValue& r : results) outputs.push_back(shard_on(r, device)->data);
     std::vector<bool> donated(donate.begin(), donate.end());
     stream_for(device).enqueue([exe = exe_, inputs = std::move(inputs), outputs = std::move(outputs),
-                                devices = mesh.devices(), device, position, what, donated]() mutable {
+                                devices = mesh.devices(), device, position, what, donated,
+                                threads_per_device]() mutable {
+      cpu::ScopedIntraOpThreads budget(threads_per_device);
       auto fail = [&](const absl::Status& s) {
         for (auto& o : outputs) o->set_error(s);
       };

@@ -229,3 +229,39 @@ TEST(ConcurrentJit, ManyThreadsShareShardedExecutables) {
 
 }  // namespace
 }  // namespace mcx
+
+namespace mcx {
+namespace {
+
+TEST(MakeArray, FromCallbackSingleDeviceArraysAndProcessLocalData) {
+  Mesh mesh = make_mesh({2, 2}, {"x", "y"});
+  Sharding sharding = NamedSharding(mesh, P("x"));
+  Buffer host = random_buffer({4, 3}, 30);
+  int calls = 0;
+  Array a = make_array_from_callback({4, 3}, DType::kFloat32, sharding, [&](const IndexBox& box) {
+    ++calls;
+    std::vector<float> v;
+    for (int64_t r = box.start[0]; r < box.limit[0]; ++r) {
+      for (int64_t c = box.start[1]; c < box.limit[1]; ++c) v.push_back(host.data<float>()[r * 3 + c]);
+    }
+    return Buffer::from_vector<float>(v, box.shape());
+  });
+  EXPECT_EQ(calls, 4);  // once per addressable shard
+  EXPECT_TRUE(device_get(a).bitwise_equal(host));
+
+  std::vector<Array> pieces;
+  for (const ArrayShard& s : a.addressable_shards()) pieces.push_back(device_put(s.data.to_host(), s.device));
+  Array b = make_array_from_single_device_arrays({4, 3}, sharding, pieces);
+  EXPECT_TRUE(device_get(b).bitwise_equal(host));
+  std::vector<Array> wrong(pieces.begin(), pieces.end() - 1);
+  EXPECT_THAT(error_of([&] { make_array_from_single_device_arrays({4, 3}, sharding, wrong); }),
+              HasSubstr("make_array_from_single_device_arrays"));
+
+  // One process holds the whole global array.
+  Array c = make_array_from_process_local_data(sharding, host);
+  EXPECT_EQ(c.dims(), (std::vector<int64_t>{4, 3}));
+  EXPECT_TRUE(device_get(c).bitwise_equal(host));
+}
+
+}  // namespace
+}  // namespace mcx

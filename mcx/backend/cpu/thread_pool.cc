@@ -22,6 +22,7 @@ namespace mcx::cpu {
 namespace {
 
 thread_local bool t_inside_pool = false;
+thread_local int t_intra_op_budget = 0;  // 0: no limit beyond num_threads()
 
 // MCX_CPU_THREADS through the core flag registry (0/unset = hardware concurrency); a malformed value
 // falls back to the default here (validate_all_flags() reports it at startup).
@@ -53,6 +54,18 @@ class Pool {
   Pool() : num_threads_(threads_from_env()) {
     openblas_set_num_threads(num_threads_);
   }
+
+  // OpenBLAS has one process-wide thread count and one thread server: while any thread runs under a
+  // reduced intra-op budget (several device streams at once), GEMMs run single-threaded on their
+  // caller, so streams compute side by side instead of queueing on the server.
+  void enter_limited() {
+    std::lock_guard<std::mutex> lock(blas_mu_);
+    if (limited_scopes_++ == 0) openblas_set_num_threads(1);
+  }
+  void leave_limited() {
+    std::lock_guard<std::mutex> lock(blas_mu_);
+    if (--limited_scopes_ == 0) openblas_set_num_threads(num_threads());
+  }
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -68,7 +81,8 @@ class Pool {
       std::lock_guard<std::mutex> lock(mu_);
       num_threads_ = n;
     }
-    openblas_set_num_threads(n);
+    std::lock_guard<std::mutex> lock(blas_mu_);
+    openblas_set_num_threads(limited_scopes_ > 0 ? 1 : n);
   }
   int num_threads() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,6 +93,7 @@ class Pool {
     if (n <= 0) return;
     grain = std::max<int64_t>(1, grain);
     int threads = num_threads();
+    if (t_intra_op_budget > 0) threads = std::min(threads, t_intra_op_budget);
     int64_t max_chunks = (n + grain - 1) / grain;
     if (t_inside_pool || threads <= 1 || max_chunks <= 1) {
       fn(0, n);
@@ -105,6 +120,9 @@ class Pool {
   }
 
  private:
+  std::mutex blas_mu_;       // orders OpenBLAS thread-count changes
+  int limited_scopes_ = 0;   // guarded by blas_mu_
+
   void ensure_workers_locked(int count) {
     while (static_cast<int>(workers_.size()) < count) {
       workers_.emplace_back([this] { worker_loop(); });
@@ -187,6 +205,22 @@ Pool& pool() {
 
 void set_num_threads(int n) { pool().set_num_threads(n); }
 int num_threads() { return pool().num_threads(); }
+
+
+int intra_op_threads() {
+  int n = num_threads();
+  return t_intra_op_budget > 0 ? std::min(n, t_intra_op_budget) : n;
+}
+
+ScopedIntraOpThreads::ScopedIntraOpThreads(int n) : previous_(t_intra_op_budget) {
+  t_intra_op_budget = std::max(1, n);
+  limited_ = t_intra_op_budget < pool().num_threads();
+  if (limited_) pool().enter_limited();
+}
+ScopedIntraOpThreads::~ScopedIntraOpThreads() {
+  if (limited_) pool().leave_limited();
+  t_intra_op_budget = previous_;
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   pool().run(n, grain, fn);
