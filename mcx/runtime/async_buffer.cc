@@ -32,7 +32,14 @@ std::shared_ptr<AsyncBuffer> AsyncBuffer::ready(Buffer buffer) {
 
 std::shared_ptr<AsyncBuffer> AsyncBuffer::pending() { return std::make_shared<AsyncBuffer>(); }
 
-void AsyncBuffer::set(Buffer buffer) {
+void AsyncBuffer::set(Buffer buffer) { complete(std::move(buffer), absl::OkStatus()); }
+
+void AsyncBuffer::set_error(absl::Status status) {
+  if (status.ok()) status = absl::InternalError("[AsyncBuffer::set_error] completed with an OK status");
+  complete(Buffer(), std::move(status));
+}
+
+void AsyncBuffer::complete(Buffer buffer, absl::Status status) {
   std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -42,22 +49,6 @@ void AsyncBuffer::set(Buffer buffer) {
     }
     done_ = true;
     buffer_ = std::move(buffer);
-    callbacks.swap(callbacks_);
-    cv_.notify_all();
-  }
-  run_callbacks(std::move(callbacks));
-}
-
-void AsyncBuffer::set_error(absl::Status status) {
-  if (status.ok()) status = absl::InternalError("[AsyncBuffer::set_error] completed with an OK status");
-  std::vector<std::function<void()>> callbacks;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_) {
-      assert(false && "AsyncBuffer completed twice");
-      return;
-    }
-    done_ = true;
     status_ = std::move(status);
     callbacks.swap(callbacks_);
     cv_.notify_all();

@@ -47,6 +47,8 @@ class AsyncBuffer {
   void on_ready(std::function<void()> fn);
 
  private:
+  void complete(Buffer buffer, absl::Status status);  // set / set_error
+
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool done_ = false;

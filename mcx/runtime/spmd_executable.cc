@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/thread_pool.h"
@@ -45,6 +46,65 @@ const Shard* shard_on(const ArrayValue& value, const Device& device) {
   }
   return nullptr;
 }
+
+// The work one device does for one execution, run on its stream: await the inputs (take them, when
+// donated), run the executable, complete the outputs with the buffers or with the error.
+struct DeviceTask {
+  std::shared_ptr<const cpu::CpuExecutable> exe;
+  std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+  std::vector<bool> donated;
+  std::vector<std::shared_ptr<AsyncBuffer>> outputs;
+  Device device;
+  std::string what;
+  std::vector<Device> partition_devices;  // SPMD: the mesh devices by partition id; empty: one device
+  int64_t position = 0;                   // SPMD: this device's partition id
+  int threads = 0;                        // SPMD: intra-op thread budget (0: unchanged)
+
+  // Marks the input donated when asked; the shard must exist.
+  absl::Status add_input(const Shard* shard, bool donate, size_t i) {
+    if (shard == nullptr) {
+      return absl::InternalError(absl::StrCat("[", what, "] argument ", i, " has no shard on ", device.to_string()));
+    }
+    if (donate) MCX_RETURN_IF_ERROR(shard->data->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
+    inputs.push_back(shard->data);
+    donated.push_back(donate);
+    return absl::OkStatus();
+  }
+
+  void operator()() {
+    std::optional<cpu::ScopedIntraOpThreads> budget;
+    if (threads > 0) budget.emplace(threads);
+    auto fail = [&](const absl::Status& s) {
+      for (auto& o : outputs) o->set_error(s);
+    };
+    const absl::Time deadline = default_device_deadline();
+    std::vector<Buffer> buffers;
+    buffers.reserve(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
+      if (!b.ok()) return fail(b.status());
+      buffers.push_back(*std::move(b));
+    }
+    cpu::ExecutionContext ctx;
+    ctx.partition_id = static_cast<int>(position);
+    ctx.num_partitions = std::max<int>(1, static_cast<int>(partition_devices.size()));
+    ctx.deadline = deadline;
+    ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
+      std::vector<Device> members;
+      members.reserve(group.size());
+      for (int64_t p : group) members.push_back(partition_devices.at(p));
+      return local_communicator(members, device);
+    };
+    absl::StatusOr<std::vector<Buffer>> outs =
+        exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
+    buffers.clear();
+    if (!outs.ok()) {
+      return fail(absl::Status(outs.status().code(), absl::StrCat("[", what, " on ", device.to_string(), "] ",
+                                                                  outs.status().message())));
+    }
+    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
+  }
+};
 
 }  // namespace
 
@@ -138,54 +198,12 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
     if (!device.is_addressable()) continue;
-    std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+    DeviceTask task{exe_, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device};
     for (size_t i = 0; i < args.size(); ++i) {
-      const Shard* s = shard_on(args[i], device);
-      if (s != nullptr && i < donate.size() && donate[i]) {
-        MCX_RETURN_IF_ERROR(s->data->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
-      }
-      if (s == nullptr) {
-        return absl::InternalError(absl::StrCat("[", what, "] argument ", i, " has no shard on ", device.to_string()));
-      }
-      inputs.push_back(s->data);
+      MCX_RETURN_IF_ERROR(task.add_input(shard_on(args[i], device), i < donate.size() && donate[i], i));
     }
-    std::vector<std::shared_ptr<AsyncBuffer>> outputs;
-    for (ArrayValue& r : results) outputs.push_back(shard_on(r, device)->data);
-    std::vector<bool> donated(donate.begin(), donate.end());
-    stream_for(device).enqueue([exe = exe_, inputs = std::move(inputs), outputs = std::move(outputs),
-                                devices = mesh.devices(), device, position, what, donated,
-                                threads_per_device]() mutable {
-      cpu::ScopedIntraOpThreads budget(threads_per_device);
-      auto fail = [&](const absl::Status& s) {
-        for (auto& o : outputs) o->set_error(s);
-      };
-      absl::Time deadline = default_device_deadline();
-      std::vector<Buffer> buffers;
-      buffers.reserve(inputs.size());
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        const bool is_donated = i < donated.size() && donated[i];
-        absl::StatusOr<Buffer> b = is_donated ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
-        if (!b.ok()) return fail(b.status());
-        buffers.push_back(*std::move(b));
-      }
-      cpu::ExecutionContext ctx;
-      ctx.partition_id = static_cast<int>(position);
-      ctx.num_partitions = static_cast<int>(devices.size());
-      ctx.deadline = deadline;
-      ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
-        std::vector<Device> members;
-        members.reserve(group.size());
-        for (int64_t p : group) members.push_back(devices.at(p));
-        return local_communicator(members, device);
-      };
-      absl::StatusOr<std::vector<Buffer>> outs = exe->execute(buffers, &ctx);
-      buffers.clear();
-      if (!outs.ok()) {
-        return fail(absl::Status(outs.status().code(), absl::StrCat("[", what, " on ", device.to_string(),
-                                                                    "] ", outs.status().message())));
-      }
-      for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
-    });
+    for (ArrayValue& r : results) task.outputs.push_back(shard_on(r, device)->data);
+    stream_for(device).enqueue(std::move(task));
   }
   return results;
 }
@@ -194,47 +212,19 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate) {
-  std::vector<std::shared_ptr<AsyncBuffer>> inputs;
-  inputs.reserve(args.size());
-  std::vector<bool> donated(args.size(), false);
+  DeviceTask task{std::move(exe), {}, {}, {}, device, std::string(what), {}, 0, 0};
   for (size_t i = 0; i < args.size(); ++i) {
-    const ArrayValue& a = args[i];
-    if (a.shards.size() != 1) {
-      return absl::InternalError(absl::StrCat("[", std::string(what), "] launch_on_device needs single-shard arguments"));
+    if (args[i].shards.size() != 1) {
+      return absl::InternalError(absl::StrCat("[", task.what, "] launch_on_device needs single-shard arguments"));
     }
-    if (i < donate.size() && donate[i]) {
-      MCX_RETURN_IF_ERROR(a.shards.front().data->mark_donated(absl::StrCat("donated to ", std::string(what), " argument ", i)));
-      donated[i] = true;
-    }
-    inputs.push_back(a.shards.front().data);
+    MCX_RETURN_IF_ERROR(task.add_input(&args[i].shards.front(), i < donate.size() && donate[i], i));
   }
-  std::vector<AbstractValue> types = exe->program().result_types();
   std::vector<ArrayValue> results;
-  std::vector<std::shared_ptr<AsyncBuffer>> outputs;
-  for (const AbstractValue& t : types) {
+  for (const AbstractValue& t : task.exe->program().result_types()) {
     results.push_back(ArrayValue::single_pending(t, device, committed));
-    outputs.push_back(results.back().shards.front().data);
+    task.outputs.push_back(results.back().shards.front().data);
   }
-  stream_for(device).enqueue([exe = std::move(exe), inputs = std::move(inputs), outputs = std::move(outputs),
-                              device, name = std::string(what), donated = std::move(donated)]() {
-    auto fail = [&](const absl::Status& s) {
-      for (auto& o : outputs) o->set_error(s);
-    };
-    absl::Time deadline = default_device_deadline();
-    std::vector<Buffer> buffers;
-    buffers.reserve(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
-      if (!b.ok()) return fail(b.status());
-      buffers.push_back(*std::move(b));
-    }
-    absl::StatusOr<std::vector<Buffer>> outs = exe->execute(buffers);
-    if (!outs.ok()) {
-      return fail(absl::Status(outs.status().code(), absl::StrCat("[", name, " on ", device.to_string(), "] ",
-                                                                  outs.status().message())));
-    }
-    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
-  });
+  stream_for(device).enqueue(std::move(task));
   return results;
 }
 
