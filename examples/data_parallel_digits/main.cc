@@ -1,9 +1,10 @@
 // Data-parallel training of the digits MLP over N virtual CPU devices of one process (jax.jit on a mesh).
 //
-// The same model, data split, shuffles and Adam optimiser as examples/train_digits, but every step runs
-// on a ("data",) mesh of --devices CPU devices: the parameters and Adam moments are replicated
-// (NamedSharding(mesh, P())), each minibatch is split by rows (NamedSharding(mesh, P("data", None)))
-// with device_put, and one step function computes the loss, its gradient and the update.
+// The same model, data split, shuffles and Adam optimiser as examples/train_digits (both use
+// examples/train_digits/digits_model.h), but every step runs on a ("data",) mesh of --devices CPU
+// devices: the parameters and Adam moments are replicated (NamedSharding(mesh, P())), each minibatch is
+// split by rows (NamedSharding(mesh, P("data", None))) with device_put, and one step function computes the
+// loss, its gradient and the update.
 //
 //   --mode jit        (default) the step is mcx::jit with in_shardings/out_shardings: the partitioner
 //                     turns the global program into a per-device one and inserts the gradient all-reduce.
@@ -23,8 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -32,6 +32,7 @@
 
 #include "CLI/CLI.hpp"
 #include "examples/train_digits/digits_data.h"
+#include "examples/train_digits/digits_model.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/mcx.h"
 
@@ -42,39 +43,7 @@ using mcx::None;
 using mcx::P;
 using mcx::Tree;
 
-constexpr int kNumClasses = 10;
 constexpr const char* kTool = "data_parallel_digits";
-
-// Layer i has weights "w<i>": f32[in, out] (He initialisation) and biases "b<i>": f32[out] (zeros). The
-// keys are drawn as train_digits draws them, so the same seed gives the same initial model.
-Tree init_params(const Array& key, const std::vector<int64_t>& sizes) {
-  Tree params;
-  std::vector<Array> keys = mcx::random::split_keys(key, static_cast<int64_t>(sizes.size()) - 1);
-  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    const double scale = std::sqrt(2.0 / static_cast<double>(sizes[i]));
-    params["w" + std::to_string(i)] = mcx::random::normal(keys[i], {sizes[i], sizes[i + 1]}) * scale;
-    params["b" + std::to_string(i)] = mcx::zeros(mcx::concrete_shape({sizes[i + 1]}));
-  }
-  return params;
-}
-
-// Logits of the ReLU MLP for x: f32[rows, features].
-Array logits(const Tree& params, const Array& x) {
-  const int layers = static_cast<int>(params.dict().size() / 2);
-  Array h = x;
-  for (int i = 0; i < layers; ++i) {
-    const std::string s = std::to_string(i);
-    h = mcx::matmul(h, params.at("w" + s)) + params.at("b" + s);
-    if (i + 1 < layers) h = mcx::relu(h);
-  }
-  return h;
-}
-
-// Mean softmax cross-entropy against integer labels y: i32[rows]. Inside a shard_map body this is the
-// mean over the device's rows; the pmean over equal-sized shards makes it the global mean.
-Array loss_fn(const Tree& params, const Array& x, const Array& y) {
-  return -mcx::mean(mcx::sum(mcx::log_softmax(logits(params, x)) * mcx::one_hot(y, kNumClasses), -1));
-}
 
 // Parameters and Adam moments, replicated over the mesh.
 struct TrainState {
@@ -83,21 +52,11 @@ struct TrainState {
 
 using StepResult = std::tuple<Tree, Tree, Tree, Array>;  // params, m, v, loss
 
-// Adam (Kingma & Ba) on every leaf; t is the 1-based step number as a traced f32 scalar.
+// digits::adam_update, with the step's loss passed through as a fourth output.
 StepResult adam(const Tree& params, const Tree& grads, const Tree& m, const Tree& v, const Array& t,
                 const Array& loss, double lr) {
-  constexpr double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-  auto [p, def] = mcx::tree_flatten(params);
-  std::vector<Array> g = mcx::tree_leaves(grads), m1 = mcx::tree_leaves(m), v1 = mcx::tree_leaves(v);
-  const Array c1 = 1.0 - mcx::power(mcx::full_like(t, b1), t);
-  const Array c2 = 1.0 - mcx::power(mcx::full_like(t, b2), t);
-  for (size_t i = 0; i < p.size(); ++i) {
-    m1[i] = b1 * m1[i] + (1.0 - b1) * g[i];
-    v1[i] = b2 * v1[i] + (1.0 - b2) * g[i] * g[i];
-    p[i] = p[i] - lr * (m1[i] / c1) / (mcx::sqrt(v1[i] / c2) + eps);
-  }
-  return {mcx::tree_unflatten<Tree>(def, p), mcx::tree_unflatten<Tree>(def, m1),
-          mcx::tree_unflatten<Tree>(def, v1), loss};
+  auto [p, m1, v1] = digits::adam_update(params, grads, m, v, t, lr);
+  return {p, m1, v1, loss};
 }
 
 using StepFn = std::function<StepResult(const Tree&, const Tree&, const Tree&, const Array&, const Array&,
@@ -108,7 +67,7 @@ StepFn make_jit_step(const mcx::Mesh& mesh, double lr) {
   const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());
   auto step = mcx::jit(
       [lr](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(loss_fn)(p, x, y);
+        auto [l, g] = mcx::value_and_grad(digits::loss)(p, x, y);
         return adam(p, g, m, v, t, l, lr);
       },
       {.name = "dp_step",
@@ -125,7 +84,8 @@ StepFn make_jit_step(const mcx::Mesh& mesh, double lr) {
 StepFn make_shard_map_step(const mcx::Mesh& mesh, double lr) {
   auto step = mcx::shard_map(
       [lr](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-        auto [local_loss, local_grads] = mcx::value_and_grad(loss_fn)(p, x, y);
+        // The loss is the mean over this device's rows; pmean over equal-sized shards gives the global mean.
+        auto [local_loss, local_grads] = mcx::value_and_grad(digits::loss)(p, x, y);
         Tree grads = mcx::tree_map([](const Array& g) { return mcx::pmean(g, "data"); }, local_grads);
         return adam(p, grads, m, v, t, mcx::pmean(local_loss, "data"), lr);
       },
@@ -149,32 +109,13 @@ double max_replica_difference(const Tree& tree) {
   return worst;
 }
 
-struct Config {
-  std::string data = "data/digits.csv.gz";
+struct Config : digits::TrainFlags {
   int devices = 4;
   std::string mode = "jit";
-  int epochs = 40;
-  uint64_t seed = 0;
-  int threads = 0;
-  int batch = 64;
-  double lr = 3e-3;
-  std::vector<int64_t> hidden = {128};
-  double min_accuracy = 0.95;
-  bool skip_if_missing = false;
 };
 
-Array to_x(const digits::Dataset& d) { return mcx::array(d.x, {d.rows, d.features}); }
-Array to_y(const digits::Dataset& d) { return mcx::array(d.y, {d.rows}); }
-
-std::vector<int32_t> host_permutation(const Array& key, int64_t n) {
-  return mcx::random::permutation(key, n).to_vector<int32_t>();
-}
-
 int run(const Config& cfg) {
-  if (cfg.skip_if_missing && !std::filesystem::exists(cfg.data)) {
-    std::printf("%s: %s not found (run scripts/fetch-digits.sh); skipping\n", kTool, cfg.data.c_str());
-    return 77;
-  }
+  if (digits::skip_missing_data(cfg, kTool)) return 77;
   if (cfg.batch % cfg.devices != 0) {
     throw mcx::InvalidArgument("[" + std::string(kTool) + "] --batch must be a multiple of --devices: batch " +
                                std::to_string(cfg.batch) + ", devices " + std::to_string(cfg.devices));
@@ -183,14 +124,9 @@ int run(const Config& cfg) {
   mcx::set_cpu_device_count(cfg.devices);
   if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
 
-  digits::Dataset all = mcx::value_or_throw(digits::load_csv_gz(cfg.data));
-  digits::scale_features(all, 16.0f);  // pixels are 0..16
-  Array root = mcx::random::key(cfg.seed);
-  std::vector<Array> keys = mcx::random::split_keys(root, 3);  // split, init, shuffles (as train_digits)
-  std::vector<int32_t> order = host_permutation(keys[0], all.rows);
-  const int64_t n_test = all.rows / 5;
-  digits::Dataset test = digits::gather_rows(all, order, 0, n_test);
-  digits::Dataset train = digits::gather_rows(all, order, n_test, all.rows);
+  const digits::Experiment ex = digits::prepare_experiment(cfg.data, cfg.seed);  // as train_digits
+  const digits::Dataset& train = ex.train;
+  const digits::Dataset& test = ex.test;
   const int64_t batches = train.rows / cfg.batch;  // the partial batch is dropped: one compiled shape
   if (batches == 0) throw mcx::InvalidArgument("[data_parallel_digits] --batch is larger than the training set");
 
@@ -199,32 +135,26 @@ int run(const Config& cfg) {
   const mcx::Sharding rows = mcx::NamedSharding(mesh, P("data", None));
   const mcx::Sharding labels = mcx::NamedSharding(mesh, P("data"));
 
-  std::vector<int64_t> sizes = {all.features};
-  sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
-  sizes.push_back(kNumClasses);
+  const std::vector<int64_t> sizes = digits::layer_sizes(train.features, cfg.hidden);
   auto replicate = [&](const Array& a) { return mcx::device_put(a, replicated); };
   TrainState state;
-  state.params = mcx::tree_map(replicate, init_params(keys[1], sizes));
-  state.m = mcx::tree_map([&](const Array& p) { return replicate(mcx::zeros_like(p)); }, state.params);
-  state.v = mcx::tree_map([&](const Array& p) { return replicate(mcx::zeros_like(p)); }, state.params);
+  state.params = mcx::tree_map(replicate, digits::init_params(ex.init_key, sizes));
+  const digits::AdamState moments = digits::adam_init(state.params);
+  state.m = mcx::tree_map(replicate, moments.m);
+  state.v = mcx::tree_map(replicate, moments.v);
 
   StepFn step = cfg.mode == "jit" ? make_jit_step(mesh, cfg.lr) : make_shard_map_step(mesh, cfg.lr);
   // Evaluation: the parameters are committed to the mesh, so this runs there with the images replicated.
   mcx::JitOptions predict_options;
   predict_options.name = "predict";
-  auto predict = mcx::jit([](const Tree& p, const Array& x) { return mcx::argmax(logits(p, x), 1); },
-                          predict_options);
+  auto predict = mcx::jit(digits::predict, predict_options);
   auto accuracy = [&](const Tree& p, const digits::Dataset& d) {
-    std::vector<int32_t> pred = predict(p, to_x(d)).to_vector<int32_t>();
-    int64_t ok = 0;
-    for (int64_t i = 0; i < d.rows; ++i) ok += pred[i] == d.y[i];
-    return static_cast<double>(ok) / static_cast<double>(d.rows);
+    return digits::accuracy(predict(p, digits::to_x(d)), d);
   };
 
-  std::string arch;
-  for (int64_t s : sizes) arch += (arch.empty() ? "" : "-") + std::to_string(s);
   std::printf("%s: %lld train / %lld test rows, MLP %s, Adam lr %g, global batch %d (%d per device), %d threads\n",
-              kTool, static_cast<long long>(train.rows), static_cast<long long>(test.rows), arch.c_str(), cfg.lr,
+              kTool, static_cast<long long>(train.rows), static_cast<long long>(test.rows),
+              digits::layer_sizes_string(sizes).c_str(), cfg.lr,
               cfg.batch, cfg.batch / cfg.devices, mcx::cpu::num_threads());
   std::printf("%s: mode %s on %s; parameters %s, batch %s\n", kTool, cfg.mode.c_str(), mesh.to_string().c_str(),
               replicated.to_string().c_str(), rows.to_string().c_str());
@@ -236,14 +166,13 @@ int run(const Config& cfg) {
   int64_t step_count = 0;
   for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<int32_t> perm =
-        host_permutation(mcx::random::fold_in(keys[2], static_cast<uint32_t>(epoch)), train.rows);
+    std::vector<int32_t> perm = digits::epoch_order(ex, epoch);
     std::vector<Array> losses;  // read once per epoch, so steps are dispatched without waiting
     losses.reserve(batches);
     for (int64_t b = 0; b < batches; ++b) {
       digits::Dataset mb = digits::gather_rows(train, perm, b * cfg.batch, (b + 1) * cfg.batch);
-      Array x = mcx::device_put(to_x(mb), rows);
-      Array y = mcx::device_put(to_y(mb), labels);
+      Array x = mcx::device_put(digits::to_x(mb), rows);
+      Array y = mcx::device_put(digits::to_y(mb), labels);
       ++step_count;
       Array loss;
       std::tie(state.params, state.m, state.v, loss) =
@@ -283,13 +212,7 @@ int run(const Config& cfg) {
                 static_cast<long long>(step_count));
     ok = false;
   }
-  if (test_acc < cfg.min_accuracy) {
-    std::printf("%s: FAILED: final test accuracy %.4f < %.4f\n", kTool, test_acc, cfg.min_accuracy);
-    return 1;
-  }
-  if (!ok) return 1;
-  std::printf("%s: OK: final test accuracy %.4f >= %.4f\n", kTool, test_acc, cfg.min_accuracy);
-  return 0;
+  return digits::finish(kTool, test_acc, cfg.min_accuracy, ok);
 }
 
 }  // namespace
@@ -297,19 +220,10 @@ int run(const Config& cfg) {
 int main(int argc, char** argv) {
   Config cfg;
   CLI::App app{"Trains the digits MLP data-parallel over N CPU devices of one process (jit or shard_map)."};
-  app.add_option("--data", cfg.data, "digits.csv.gz (scripts/fetch-digits.sh writes data/digits.csv.gz)");
+  digits::add_train_flags(app, cfg, "global minibatch size (a multiple of --devices)");
   app.add_option("--devices", cfg.devices, "virtual CPU devices in the (\"data\",) mesh")->check(CLI::PositiveNumber);
   app.add_option("--mode", cfg.mode, "jit (partitioner inserts the all-reduce) or shard_map (explicit pmean)")
       ->check(CLI::IsMember({"jit", "shard_map"}));
-  app.add_option("--epochs", cfg.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--seed", cfg.seed, "PRNG seed: split, initialisation and shuffles");
-  app.add_option("--threads", cfg.threads, "CPU threads (0: MCX_CPU_THREADS or all cores)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", cfg.batch, "global minibatch size (a multiple of --devices)")->check(CLI::PositiveNumber);
-  app.add_option("--lr", cfg.lr, "Adam learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", cfg.hidden, "hidden layer sizes, e.g. --hidden 256 128");
-  app.add_option("--min-accuracy", cfg.min_accuracy, "exit 1 when the final test accuracy is below this");
-  app.add_flag("--skip-if-missing", cfg.skip_if_missing, "exit 77 (skipped) when --data does not exist");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);
