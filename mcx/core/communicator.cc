@@ -12,4 +12,12 @@ const char* reduce_op_name(ReduceOp op) {
   return "unknown";
 }
 
+absl::StatusOr<Buffer> Communicator::all_reduce_shared(const void* in, const std::vector<int64_t>& dims,
+                                                       DType dtype, ReduceOp op, absl::Time deadline) {
+  Buffer out = Buffer::uninitialized(dtype, dims);
+  absl::Status s = all_reduce(in, out.mutable_data(), out.num_elements(), dtype, op, deadline);
+  if (!s.ok()) return s;
+  return out;
+}
+
 }  // namespace mcx

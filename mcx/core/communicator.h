@@ -21,9 +21,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "mcx/core/buffer.h"
 #include "mcx/core/dtype.h"
 
 namespace mcx {
@@ -43,6 +45,11 @@ class Communicator {
   // in/out hold `count` elements of dtype; out may alias in. out = op over all ranks' in, elementwise.
   virtual absl::Status all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
                                   absl::Time deadline) = 0;
+  // all_reduce into a new buffer of `dims` that the implementation may share, read-only, between the
+  // members (in one process: one result for the whole group instead of a copy per member). The caller
+  // must never write to the returned storage. Default: allocates a buffer and calls all_reduce.
+  virtual absl::StatusOr<Buffer> all_reduce_shared(const void* in, const std::vector<int64_t>& dims, DType dtype,
+                                                   ReduceOp op, absl::Time deadline);
   // in holds `bytes` bytes; out holds size()*bytes: rank r's block at offset r*bytes.
   virtual absl::Status all_gather(const void* in, void* out, int64_t bytes, absl::Time deadline) = 0;
   // in holds size()*count elements; out (count elements) = op over all ranks of block rank() of in.

@@ -37,6 +37,7 @@ struct Call {
   int send_to = -1;
   int recv_from = -1;
   const void* in = nullptr;
+  bool shared = false;  // all_reduce_shared: one result buffer for the group
 
   // The arguments that every member must agree on, for messages.
   std::string to_string() const {
@@ -54,51 +55,64 @@ struct Call {
     return "unknown";
   }
   bool agrees_with(const Call& o) const {
-    return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op;
+    return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && shared == o.shared;
   }
 };
 
-// Reduces n elements of every input (in rank order) into out, as the dtype's own arithmetic.
+// out[k] = f(out[k], x[k]) for each later rank, block by block so that `out` stays in cache; rank order
+// per element, so the result is the same however the elements are split between members.
+template <typename T, typename F>
+void reduce_ranks(const std::vector<const char*>& ins, int64_t offset, int64_t n, T* o, F f) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const T* first = reinterpret_cast<const T*>(ins[0]) + offset + b;
+    std::copy(first, first + m, o + b);
+    for (size_t r = 1; r < ins.size(); ++r) {
+      const T* x = reinterpret_cast<const T*>(ins[r]) + offset + b;
+      T* ob = o + b;
+      for (int64_t k = 0; k < m; ++k) ob[k] = f(ob[k], x[k]);
+    }
+  }
+}
+
+// Reduces n elements of every input (in rank order) into out, as the dtype's own arithmetic. The op is
+// chosen outside the loops so the inner loop vectorises.
 template <typename T>
 void reduce_typed(const std::vector<const char*>& ins, int64_t offset, int64_t n, ReduceOp op, char* out) {
   T* o = reinterpret_cast<T*>(out);
-  const T* first = reinterpret_cast<const T*>(ins[0]) + offset;
-  std::copy(first, first + n, o);
-  for (size_t r = 1; r < ins.size(); ++r) {
-    const T* x = reinterpret_cast<const T*>(ins[r]) + offset;
-    for (int64_t k = 0; k < n; ++k) {
-      if constexpr (std::is_same_v<T, bool>) {
-        o[k] = (op == ReduceOp::kSum || op == ReduceOp::kMax) ? (o[k] || x[k]) : (o[k] && x[k]);
-      } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-        float a = static_cast<float>(o[k]), v = static_cast<float>(x[k]);
-        switch (op) {
-          case ReduceOp::kSum: a = a + v; break;
-          case ReduceOp::kProd: a = a * v; break;
-          case ReduceOp::kMax: a = (a != a) ? a : (v != v ? v : std::max(a, v)); break;
-          case ReduceOp::kMin: a = (a != a) ? a : (v != v ? v : std::min(a, v)); break;
-        }
-        o[k] = T(a);
-      } else if constexpr (std::is_floating_point_v<T>) {
-        T& a = o[k];
-        const T v = x[k];
-        switch (op) {
-          case ReduceOp::kSum: a = a + v; break;
-          case ReduceOp::kProd: a = a * v; break;
-          case ReduceOp::kMax: a = (a != a) ? a : (v != v ? v : std::max(a, v)); break;
-          case ReduceOp::kMin: a = (a != a) ? a : (v != v ? v : std::min(a, v)); break;
-        }
-      } else {
-        // Integers wrap (computed unsigned: no signed-overflow UB).
-        using U = std::make_unsigned_t<T>;
-        T& a = o[k];
-        const T v = x[k];
-        switch (op) {
-          case ReduceOp::kSum: a = static_cast<T>(static_cast<U>(a) + static_cast<U>(v)); break;
-          case ReduceOp::kProd: a = static_cast<T>(static_cast<U>(a) * static_cast<U>(v)); break;
-          case ReduceOp::kMax: a = std::max(a, v); break;
-          case ReduceOp::kMin: a = std::min(a, v); break;
-        }
-      }
+  if constexpr (std::is_same_v<T, bool>) {
+    if (op == ReduceOp::kSum || op == ReduceOp::kMax) {
+      reduce_ranks(ins, offset, n, o, [](bool a, bool v) { return a || v; });
+    } else {
+      reduce_ranks(ins, offset, n, o, [](bool a, bool v) { return a && v; });
+    }
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t> ||
+                       std::is_floating_point_v<T>) {
+    // 16-bit floats compute in f32 and round per step, like the backend's elementwise kernels.
+    using C = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+    auto lift = [](auto f) { return [f](T a, T v) { return T(f(static_cast<C>(a), static_cast<C>(v))); }; };
+    switch (op) {
+      case ReduceOp::kSum: reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return a + v; })); break;
+      case ReduceOp::kProd: reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return a * v; })); break;
+      case ReduceOp::kMax:
+        reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return (a != a) ? a : (v != v ? v : std::max(a, v)); }));
+        break;
+      case ReduceOp::kMin:
+        reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return (a != a) ? a : (v != v ? v : std::min(a, v)); }));
+        break;
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;  // integers wrap (computed unsigned: no signed-overflow UB)
+    switch (op) {
+      case ReduceOp::kSum:
+        reduce_ranks(ins, offset, n, o, [](T a, T v) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(v)); });
+        break;
+      case ReduceOp::kProd:
+        reduce_ranks(ins, offset, n, o, [](T a, T v) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(v)); });
+        break;
+      case ReduceOp::kMax: reduce_ranks(ins, offset, n, o, [](T a, T v) { return std::max(a, v); }); break;
+      case ReduceOp::kMin: reduce_ranks(ins, offset, n, o, [](T a, T v) { return std::min(a, v); }); break;
     }
   }
 }
@@ -131,6 +145,7 @@ struct LocalGroup::State {
   absl::Status round_status;         // outcome of the last completed rendezvous (mismatch)
   absl::Status poison;               // first error; every later call fails with it
   std::vector<char> scratch;         // a reduction's shared result (size count * dtype)
+  Buffer shared_result;              // all_reduce_shared's result of the round in progress
 
   std::string member_name(int r) const {
     return names.empty() || names[r].empty() ? absl::StrCat("rank ", r) : names[r];
@@ -207,8 +222,12 @@ struct LocalGroup::State {
               calls[c.recv_from].send_to, " in ", description()));
       }
     }
-    if (calls[0].kind == Kind::kAllReduce)
+    if (calls[0].kind == Kind::kAllReduce && calls[0].shared) {
+      // A fresh buffer per round: members keep it as their result after the round.
+      shared_result = Buffer::uninitialized(calls[0].dtype, {calls[0].count});
+    } else if (calls[0].kind == Kind::kAllReduce) {
       scratch.resize(static_cast<size_t>(calls[0].count) * dtype_size(calls[0].dtype));
+    }
     return absl::OkStatus();
   }
 };
@@ -239,6 +258,25 @@ class LocalCommunicator final : public Communicator {
     if (count > 0) std::memcpy(out, s_->scratch.data(), count * w);
     // The next collective's first rendezvous ensures every member copied before scratch is reused.
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<Buffer> all_reduce_shared(const void* in, const std::vector<int64_t>& dims, DType dtype,
+                                           ReduceOp op, absl::Time deadline) override {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    if (count < 0) return negative("all_reduce", "count", count);
+    if (s_->size == 1) return Communicator::all_reduce_shared(in, dims, dtype, op, deadline);
+    Call c{Kind::kAllReduce, count, dtype, op, -1, -1, in, /*shared=*/true};
+    absl::Status st = s_->rendezvous(rank_, "all_reduce", deadline, &c, true);
+    if (!st.ok()) return st;
+    // Read before the next round can start: that needs this member at its first rendezvous.
+    Buffer result = s_->shared_result;
+    const int64_t lo = count * rank_ / s_->size, hi = count * (rank_ + 1) / s_->size;
+    const size_t w = dtype_size(dtype);
+    reduce_into(dtype, inputs(), lo, hi - lo, op, static_cast<char*>(result.mutable_data()) + lo * w);
+    st = s_->rendezvous(rank_, "all_reduce", deadline, nullptr, false);
+    if (!st.ok()) return st;
+    return result.reshaped(dims);
   }
 
   absl::Status all_gather(const void* in, void* out, int64_t bytes, absl::Time deadline) override {

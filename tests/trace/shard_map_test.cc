@@ -117,6 +117,28 @@ TEST_P(Collectives, PsumScatterAllToAllPpermuteAxisIndex) {
   expect_allclose(shifted, want);
 }
 
+TEST_P(Collectives, SharedAllReduceResultIsNeverUpdatedInPlace) {
+  // In one process the members of a psum share one result buffer; an elementwise consumer that could
+  // reuse a dying input's storage must not write into it (every device would apply its update to the
+  // same memory).
+  const int n = GetParam();
+  Mesh mesh = make_mesh({n}, {"i"});
+  auto f = shard_map([](const Array& local) { return psum(local, "i") * 2.0f + 1.0f; }, mesh, {P("i")}, {P("i")});
+  Buffer x = grid(n, 1024);
+  for (int round = 0; round < 3; ++round) {
+    Array out = f(Array(x));
+    std::vector<double> expected;
+    for (int d = 0; d < n; ++d) {
+      for (int j = 0; j < 1024; ++j) {
+        double s = 0;
+        for (int i = 0; i < n; ++i) s += 100.0 * i + j;
+        expected.push_back(2 * s + 1);
+      }
+    }
+    expect_allclose(out, expected);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(GroupSizes, Collectives, ::testing::Values(1, 2, 3, 4, 8));
 
 TEST(Collectives, SubgroupsOfATwoByFourMesh) {

@@ -181,8 +181,11 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
   switch (in.kind) {
     case OpKind::kAllReduce: {
       MCX_ASSIGN_OR_RETURN(ReduceOp op, ir::get_reduce_op(name, in.attrs));
-      MCX_RETURN_IF_ERROR(wrap(comm->all_reduce(x.data, out_data, x_elems, dtype, op, deadline), in, w));
-      return out;
+      // The result may be one buffer shared by the whole group (read-only: the executable never reuses
+      // a collective's output in place, see executable.cc).
+      absl::StatusOr<Buffer> shared = comm->all_reduce_shared(x.data, out_dims, dtype, op, deadline);
+      MCX_RETURN_IF_ERROR(wrap(shared.status(), in, w));
+      return *std::move(shared);
     }
     case OpKind::kAllGather: {
       MCX_ASSIGN_OR_RETURN(int64_t d, in.attrs.get_int("dimension"));

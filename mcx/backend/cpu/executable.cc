@@ -648,8 +648,8 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
   }
 
   // --- In-place reuse: a group output may take over the storage of a leaf that dies in this step, was
-  // produced by this execution (not an argument or constant), is not a view, matches dtype and dims,
-  // and is the only leaf of the group over that storage.
+  // produced by this execution (not an argument or constant, not a collective), is not a view, matches
+  // dtype and dims, and is the only leaf of the group over that storage.
   for (int s = 0; s < S; ++s) {
     Plan::Step& st = plan->steps[s];
     if (st.kind != Plan::StepKind::kFused) continue;
@@ -661,6 +661,8 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
       for (size_t l = 0; l < gp.leaves.size(); ++l) {
         const ValueId lv = gp.leaves[l];
         if (used[l] || p.is_param(lv) || root[lv] != lv || plan->constants.count(lv) || pinned[lv]) continue;
+        // A collective's result may be storage shared with the other members of its group.
+        if (ir::is_collective(p.defining_instr(lv).kind)) continue;
         if (last_use[lv] != s || p.type(lv).dtype != ot.dtype || plan->dims[lv] != plan->dims[gp.outputs[j]]) continue;
         bool shared = false;
         for (size_t l2 = 0; l2 < gp.leaves.size(); ++l2) shared |= (l2 != l && root[gp.leaves[l2]] == lv);
