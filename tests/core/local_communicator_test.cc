@@ -127,6 +127,29 @@ TEST_P(LocalCommunicatorTest, AllReduceInPlace) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(buf[r], (std::vector<double>{s, 2 * s, 3.0 * n}));
 }
 
+TEST_P(LocalCommunicatorTest, AllReduceSharedGivesEveryMemberTheSameResult) {
+  const int n = GetParam();
+  LocalGroup g(n);
+  for (int round = 0; round < 3; ++round) {  // each round gets a fresh result buffer
+    std::vector<std::vector<float>> in(n);
+    for (int r = 0; r < n; ++r) in[r] = {1.0f * r + round, 2.0f, -1.0f * r, 0.5f, 3.0f, 4.0f};
+    std::vector<Buffer> out(n);
+    expect_all_ok(run_ranks(n, [&](int r) -> absl::Status {
+      absl::StatusOr<Buffer> b = g.member(r).all_reduce_shared(in[r].data(), {2, 3}, DType::kFloat32,
+                                                               ReduceOp::kSum, soon());
+      if (b.ok()) out[r] = *b;
+      return b.status();
+    }));
+    const float s = n * (n - 1) / 2.0f;
+    const std::vector<float> want = {s + n * round, 2.0f * n, -s, 0.5f * n, 3.0f * n, 4.0f * n};
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(out[r].dims(), (std::vector<int64_t>{2, 3}));
+      EXPECT_EQ(std::vector<float>(out[r].data<float>(), out[r].data<float>() + 6), want) << "rank " << r;
+      if (n > 1) EXPECT_EQ(out[r].data(), out[0].data()) << "members share one result in one process";
+    }
+  }
+}
+
 TEST_P(LocalCommunicatorTest, AllGatherReduceScatterAllToAll) {
   const int n = GetParam();
   LocalGroup g(n);
