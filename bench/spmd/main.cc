@@ -20,6 +20,7 @@
 //                           it ("mcx_steady_ms", "peer_steady_ms"); noisy: prefer compile_spmd_jit
 //
 //   bench_spmd [--devices 4] [--threads 2] [--repeats 30] [--warmup 5] [--compile-repeats 5]
+//              [--order interleaved|blocked]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -168,6 +169,7 @@ void bench_compile(const mcx::Mesh& mesh, const mcx::ir::Program& global, size_t
 
 int main(int argc, char** argv) {
   int devices = 4, threads = 2, repeats = 30, warmup = 5, compile_repeats = 5;
+  std::string order = "interleaved";
   CLI::App app{"mcx SPMD on one process: the MLP step on 1 vs N CPU devices (JSON lines)."};
   app.add_option("--devices", devices, "devices of the data-parallel mesh (the global batch 256 must split)")
       ->check(CLI::Range(2, 256));
@@ -175,6 +177,11 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed steps per variant (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps per variant after the first call")->check(CLI::NonNegativeNumber);
   app.add_option("--compile-repeats", compile_repeats, "compiles timed per side")->check(CLI::PositiveNumber);
+  app.add_option("--order", order,
+                 "interleaved: one step of each variant per round (load hits all alike); blocked: all steps of "
+                 "one variant, then the next, each after >= 0.3 s of warm-up (no variant runs while another "
+                 "one's idle OpenBLAS workers still spin)")
+      ->check(CLI::IsMember({"interleaved", "blocked"}));
   CLI11_PARSE(app, argc, argv);
   if (kBatch % devices != 0) {
     std::fprintf(stderr, "bench_spmd: --devices %d does not divide the global batch %lld\n", devices,
@@ -230,15 +237,30 @@ int main(int argc, char** argv) {
       v.run();
       v.first_call_ms = ms_since(t0);
     }
-    for (int w = 0; w < warmup; ++w) {
-      for (Variant& v : variants) v.run();
-    }
-    std::fprintf(stderr, "bench_spmd: %d interleaved rounds on %d devices, %d threads\n", repeats, devices, threads);
-    for (int r = 0; r < repeats; ++r) {
+    if (order == "blocked") {
+      std::fprintf(stderr, "bench_spmd: %d steps per variant, blocked, on %d devices, %d threads\n", repeats, devices,
+                   threads);
       for (Variant& v : variants) {
-        auto t0 = Clock::now();
-        v.run();
-        v.samples.push_back(ms_since(t0));
+        auto w0 = Clock::now();
+        for (int w = 0; w < warmup || ms_since(w0) < 300.0; ++w) v.run();
+        for (int r = 0; r < repeats; ++r) {
+          auto t0 = Clock::now();
+          v.run();
+          v.samples.push_back(ms_since(t0));
+        }
+      }
+    } else {
+      for (int w = 0; w < warmup; ++w) {
+        for (Variant& v : variants) v.run();
+      }
+      std::fprintf(stderr, "bench_spmd: %d interleaved rounds on %d devices, %d threads\n", repeats, devices,
+                   threads);
+      for (int r = 0; r < repeats; ++r) {
+        for (Variant& v : variants) {
+          auto t0 = Clock::now();
+          v.run();
+          v.samples.push_back(ms_since(t0));
+        }
       }
     }
     const Timing t1 = summarize(variants[0].samples);
