@@ -57,6 +57,14 @@ T naive_reduce(const std::vector<std::vector<T>>& in, int64_t k, ReduceOp op) {
     T v = in[r][k];
     if constexpr (std::is_same_v<T, bool>) {
       a = (op == ReduceOp::kMax || op == ReduceOp::kSum) ? (a || v) : (a && v);
+    } else if constexpr (std::is_integral_v<T>) {  // integers wrap: computed unsigned (no signed overflow)
+      using U = std::make_unsigned_t<T>;
+      switch (op) {
+        case ReduceOp::kSum: a = static_cast<T>(static_cast<U>(a) + static_cast<U>(v)); break;
+        case ReduceOp::kProd: a = static_cast<T>(static_cast<U>(a) * static_cast<U>(v)); break;
+        case ReduceOp::kMax: a = std::max(a, v); break;
+        case ReduceOp::kMin: a = std::min(a, v); break;
+      }
     } else {
       switch (op) {
         case ReduceOp::kSum: a = static_cast<T>(a + v); break;
