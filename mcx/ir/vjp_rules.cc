@@ -108,12 +108,20 @@ ValueId dot_transpose_lhs(E& e, ValueId g, ValueId x, ValueId y, const std::vect
                                                    nb + static_cast<int64_t>(x_kept.size()));
   // g contracts its y_kept dims with y's kept dims and batches with y's batch dims. The result is
   // (batch, x_kept, y's contracting dims in increasing order).
-  ValueId r = e.dot(g, y, ans_batch, y_batch, ans_y, y_kept);
   std::vector<int64_t> order = argsort(y_contract);
   std::vector<int64_t> layout = x_batch;
   layout.insert(layout.end(), x_kept.begin(), x_kept.end());
   for (int64_t k : order) layout.push_back(x_contract[k]);
   std::vector<int64_t> perm = argsort(layout);
+  if (perm != iota_vec(x_rank)) {
+    // With the operands swapped the result is (batch, y's contracting dims, x_kept): when that is x's
+    // layout already (the weight gradient of x @ w, for instance), no transpose is needed.
+    std::vector<int64_t> swapped = x_batch;
+    for (int64_t k : order) swapped.push_back(x_contract[k]);
+    swapped.insert(swapped.end(), x_kept.begin(), x_kept.end());
+    if (argsort(swapped) == iota_vec(x_rank)) return e.fit(e.dot(y, g, y_batch, ans_batch, y_kept, ans_y), x);
+  }
+  ValueId r = e.dot(g, y, ans_batch, y_batch, ans_y, y_kept);
   if (perm != iota_vec(x_rank)) r = e.b.transpose(r, perm);
   return e.fit(r, x);
 }

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
+#include "mcx/core/logging.h"
+#include "mcx/ir/text.h"
 #include "mcx/runtime/communicator_cache.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/stream.h"
@@ -148,6 +150,13 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
     exe->out_avals_ = global.result_types();
   }
   exe->partition_seconds_ = seconds_since(t0);
+  if (log_level() == "debug" || log_level() == "trace") {  // printing the program is not free
+    log_debug("[spmd] {}: {} on {}: {} all_reduce, {} all_gather, {} all_to_all, {} local slices, {} fallback "
+              "gathers; per-device program:\n{}",
+              options.name, options.manual ? "manual (shard_map)" : "partitioned", options.mesh.to_string(),
+              exe->stats_.all_reduces, exe->stats_.all_gathers, exe->stats_.all_to_alls, exe->stats_.local_slices,
+              exe->stats_.fallback_gathers, ir::print_program(per_device));
+  }
   auto t1 = std::chrono::steady_clock::now();
   MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
   exe->compile_seconds_ = seconds_since(t1);
