@@ -5,9 +5,11 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/spmd/layout.h"
 #include "mcx/spmd/propagation.h"
@@ -59,6 +61,10 @@ class Partitioner {
  private:
   // The local value of global value v laid out as `to` (cached per (v, layout)).
   absl::StatusOr<ir::ValueId> local_as(ir::ValueId v, const Layout& to);
+  // A cheap producer (iota, broadcast_in_dim) of a replicated value emitted again directly in layout `to`,
+  // instead of slicing its global-size result: no full-size temporary.
+  // nullopt when v's producer is not one of those or `to` splits a dimension that needs offsets.
+  absl::StatusOr<std::optional<ir::ValueId>> rematerialize(ir::ValueId v, const Layout& to);
   absl::Status partition_instr(int index);
   absl::Status sharding_constraint(int index);
 
@@ -76,8 +82,45 @@ absl::StatusOr<ir::ValueId> Partitioner::local_as(ir::ValueId v, const Layout& t
   if (layout_[v] == to) return local_[v];
   auto key = std::make_pair(v, to);
   if (auto it = resharded_.find(key); it != resharded_.end()) return it->second;
-  MCX_ASSIGN_OR_RETURN(ir::ValueId r, em_.reshard(local_[v], internal::static_dims(g_, v), layout_[v], to));
+  MCX_ASSIGN_OR_RETURN(std::optional<ir::ValueId> remat, rematerialize(v, to));
+  ir::ValueId r;
+  if (remat) {
+    r = *remat;
+  } else {
+    MCX_ASSIGN_OR_RETURN(r, em_.reshard(local_[v], internal::static_dims(g_, v), layout_[v], to));
+  }
   resharded_.emplace(std::move(key), r);
+  return r;
+}
+
+absl::StatusOr<std::optional<ir::ValueId>> Partitioner::rematerialize(ir::ValueId v, const Layout& to) {
+  if (g_.is_param(v)) return std::nullopt;
+  const ir::Instr& in = g_.defining_instr(v);
+  if (in.kind != OpKind::kIota && in.kind != OpKind::kBroadcastInDim) return std::nullopt;
+  for (const internal::AxisList& axes : layout_[v]) {
+    if (!axes.empty()) return std::nullopt;  // only replicated producers are re-emitted
+  }
+  const std::vector<int64_t> dims = internal::static_dims(g_, v);
+  const Shape local = concrete_shape(internal::local_dims(to, mesh_, dims));
+  ir::Attrs attrs = in.attrs;
+  attrs.set("shape", local);
+  if (in.kind == OpKind::kIota) {
+    MCX_ASSIGN_OR_RETURN(int64_t counting, in.attrs.get_int("dimension"));
+    if (!to[counting].empty()) return std::nullopt;  // its values depend on the offset
+    MCX_ASSIGN_OR_RETURN(ir::ValueId r, b_.emit(OpKind::kIota, {}, std::move(attrs)));
+    return r;
+  }
+  // broadcast_in_dim: the operand takes the split of the result dimensions it maps to (it is never larger
+  // than the result, so moving it costs at most what slicing the result would) and is broadcast locally.
+  const ir::ValueId x = in.operands[0];
+  MCX_ASSIGN_OR_RETURN(std::vector<int64_t> bd, in.attrs.get_ints("broadcast_dimensions"));
+  const std::vector<int64_t> xdims = internal::static_dims(g_, x);
+  Layout x_to(xdims.size());
+  for (size_t i = 0; i < bd.size(); ++i) {
+    if (xdims[i] != 1) x_to[i] = to[bd[i]];  // a size-1 operand dimension is broadcast, never split
+  }
+  MCX_ASSIGN_OR_RETURN(ir::ValueId local_x, local_as(x, x_to));
+  MCX_ASSIGN_OR_RETURN(ir::ValueId r, b_.emit(OpKind::kBroadcastInDim, {local_x}, std::move(attrs)));
   return r;
 }
 
@@ -182,7 +225,8 @@ absl::StatusOr<PartitionedProgram> Partitioner::run(std::span<const PartitionSpe
     MCX_ASSIGN_OR_RETURN(ir::ValueId local, local_as(v, target));
     results.push_back(local);
   }
-  out.per_device = std::move(b_).build(std::move(results));
+  // Producers replaced by rematerialize() (and reshards nobody used) are dropped.
+  out.per_device = ir::eliminate_dead_code(std::move(b_).build(std::move(results)));
   out.in_specs.assign(in_specs.begin(), in_specs.end());
   out.stats = std::move(stats_);
   return out;

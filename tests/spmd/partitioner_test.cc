@@ -68,6 +68,42 @@ TEST(PartitionerTest, BroadcastInDim) {
   sweep(g, {ints({16}, 4), ints({24, 16}, 5), ints({24, 1}, 6), ints({}, 7)}, kSamples, kExact);
 }
 
+// Broadcasts and iotas feeding a sharded consumer are emitted at the local shape (no global-size
+// temporary followed by a dynamic_slice); a chain of broadcasts and an iota along an unsplit dimension
+// included.
+TEST(PartitionerTest, ReplicatedBroadcastsAreEmittedAtTheLocalShape) {
+  ProgramBuilder b("local_broadcast");
+  ValueId x = b.add_parameter(ty(DType::kInt32, {24, 16}));
+  ValueId bias = b.add_parameter(ty(DType::kInt32, {16}));
+  ValueId s = b.add_parameter(ty(DType::kInt32, {}));
+  ValueId row = b.broadcast_in_dim(s, concrete_shape({24}), {});
+  ValueId chain = b.broadcast_in_dim(row, concrete_shape({24, 16}), {0});
+  ValueId bb = b.broadcast_in_dim(bias, concrete_shape({24, 16}), {1});
+  ValueId io = b.emit_or_throw(OpKind::kIota, {},
+                               {{"dtype", DType::kInt32}, {"shape", concrete_shape({24, 16})},
+                                {"dimension", int64_t{1}}});
+  // Each producer feeds a sharded consumer directly (propagation is forward only: a replicated op of two
+  // replicated broadcasts would still be computed whole and then sliced).
+  ValueId r = b.binary(OpKind::kAdd, b.binary(OpKind::kMul, b.binary(OpKind::kAdd, x, bb), chain), io);
+  ir::Program g = std::move(b).build({r});
+  // Rows split (the iota counts along the unsplit dimension 1; a split counting dimension would need
+  // offsets and is still sliced).
+  const std::vector<std::pair<MeshAxes, PartitionSpec>> cases = {
+      {mesh_of({"x"}, {4}), P("x")}, {mesh_of({"x"}, {3}), P("x")}, {mesh_of({"x", "y"}, {2, 4}), P(axes("x", "y"))}};
+  for (const auto& [mesh, spec] : cases) {
+    const int64_t local_rows = 24 / mesh.num_devices();
+    PartitionedProgram pp = check_partition(g, mesh, {spec, P(), P()}, {spec},
+                                            {ints({24, 16}, 31), ints({16}, 32), ints({}, 33)}, kExact);
+    for (const ir::Instr& in : pp.per_device.instrs) {
+      EXPECT_NE(in.kind, OpKind::kDynamicSlice) << mesh.to_string();
+      if (in.kind == OpKind::kBroadcastInDim || in.kind == OpKind::kIota) {
+        EXPECT_LE(value_or_throw(to_concrete(in.type.shape)).at(0), local_rows) << mesh.to_string();
+      }
+    }
+  }
+  sweep(g, {ints({24, 16}, 34), ints({16}, 35), ints({}, 36)}, kSamples, kExact);
+}
+
 TEST(PartitionerTest, Reshape) {
   ProgramBuilder b("reshape");
   ValueId x = b.add_parameter(ty(DType::kInt32, {24, 16}));
