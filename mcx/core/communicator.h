@@ -50,6 +50,11 @@ class Communicator {
   // must never write to the returned storage. Default: allocates a buffer and calls all_reduce.
   virtual absl::StatusOr<Buffer> all_reduce_shared(const void* in, const std::vector<int64_t>& dims, DType dtype,
                                                    ReduceOp op, absl::Time deadline);
+  // all_gather into a new buffer of `dims` (size()*bytes bytes of `dtype`, rank r's block at offset
+  // r*bytes) that the implementation may share, read-only, between the members. Default: allocates a
+  // buffer and calls all_gather.
+  virtual absl::StatusOr<Buffer> all_gather_shared(const void* in, int64_t bytes, const std::vector<int64_t>& dims,
+                                                   DType dtype, absl::Time deadline);
   // in holds `bytes` bytes; out holds size()*bytes: rank r's block at offset r*bytes.
   virtual absl::Status all_gather(const void* in, void* out, int64_t bytes, absl::Time deadline) = 0;
   // in holds size()*count elements; out (count elements) = op over all ranks of block rank() of in.

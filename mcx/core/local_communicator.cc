@@ -225,6 +225,9 @@ struct LocalGroup::State {
     if (calls[0].kind == Kind::kAllReduce && calls[0].shared) {
       // A fresh buffer per round: members keep it as their result after the round.
       shared_result = Buffer::uninitialized(calls[0].dtype, {calls[0].count});
+    } else if (calls[0].kind == Kind::kAllGather && calls[0].shared) {
+      const int64_t w = static_cast<int64_t>(dtype_size(calls[0].dtype));
+      shared_result = Buffer::uninitialized(calls[0].dtype, {calls[0].count * size / w});
     } else if (calls[0].kind == Kind::kAllReduce) {
       scratch.resize(static_cast<size_t>(calls[0].count) * dtype_size(calls[0].dtype));
     }
@@ -275,6 +278,30 @@ class LocalCommunicator final : public Communicator {
     const size_t w = dtype_size(dtype);
     reduce_into(dtype, inputs(), lo, hi - lo, op, static_cast<char*>(result.mutable_data()) + lo * w);
     st = s_->rendezvous(rank_, "all_reduce", deadline, nullptr, false);
+    if (!st.ok()) return st;
+    return result.reshaped(dims);
+  }
+
+  absl::StatusOr<Buffer> all_gather_shared(const void* in, int64_t bytes, const std::vector<int64_t>& dims,
+                                           DType dtype, absl::Time deadline) override {
+    if (bytes < 0) return negative("all_gather", "bytes", bytes);
+    if (s_->size == 1) return Communicator::all_gather_shared(in, bytes, dims, dtype, deadline);
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    if (n * static_cast<int64_t>(dtype_size(dtype)) != bytes * s_->size) {
+      return absl::InvalidArgumentError(absl::StrCat("[all_gather] result of ", n, " elements does not hold ",
+                                                     s_->size, " blocks of ", bytes, " bytes"));
+    }
+    if (bytes % static_cast<int64_t>(dtype_size(dtype)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("[all_gather] ", bytes, " bytes is not a whole number of ",
+                                                     std::string(dtype_short_name(dtype)), " elements"));
+    }
+    Call c{Kind::kAllGather, bytes, dtype, ReduceOp::kSum, -1, -1, in, /*shared=*/true};
+    absl::Status st = s_->rendezvous(rank_, "all_gather", deadline, &c, true);
+    if (!st.ok()) return st;
+    Buffer result = s_->shared_result;  // read before the next round can start (see all_reduce_shared)
+    copy(static_cast<char*>(result.mutable_data()) + rank_ * bytes, static_cast<const char*>(in), bytes);
+    st = s_->rendezvous(rank_, "all_gather", deadline, nullptr, false);
     if (!st.ok()) return st;
     return result.reshaped(dims);
   }

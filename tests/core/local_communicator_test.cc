@@ -158,6 +158,33 @@ TEST_P(LocalCommunicatorTest, AllReduceSharedGivesEveryMemberTheSameResult) {
   }
 }
 
+TEST_P(LocalCommunicatorTest, AllGatherSharedConcatenatesInRankOrder) {
+  const int n = GetParam();
+  LocalGroup g(n);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<int32_t>> in(n);
+    for (int r = 0; r < n; ++r) in[r] = {10 * r + round, 10 * r + 1, 10 * r + 2};
+    std::vector<Buffer> out(n);
+    expect_all_ok(run_ranks(n, [&](int r) -> absl::Status {
+      absl::StatusOr<Buffer> b = g.member(r).all_gather_shared(in[r].data(), 3 * sizeof(int32_t), {n, 3},
+                                                               DType::kInt32, soon());
+      if (b.ok()) out[r] = *b;
+      return b.status();
+    }));
+    std::vector<int32_t> want;
+    for (int r = 0; r < n; ++r) want.insert(want.end(), in[r].begin(), in[r].end());
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(out[r].dims(), (std::vector<int64_t>{n, 3}));
+      EXPECT_EQ(std::vector<int32_t>(out[r].data<int32_t>(), out[r].data<int32_t>() + 3 * n), want) << "rank " << r;
+      if (n > 1) EXPECT_EQ(out[r].data(), out[0].data()) << "members share one result in one process";
+    }
+  }
+  // Result dims that do not hold the blocks are an error, not an overrun.
+  std::vector<int32_t> x = {1, 2, 3};
+  auto st = run_ranks(n, [&](int r) { return g.member(r).all_gather_shared(x.data(), 12, {n + 1, 3}, DType::kInt32, soon()).status(); });
+  for (const absl::Status& s : st) EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
 TEST_P(LocalCommunicatorTest, AllGatherReduceScatterAllToAll) {
   const int n = GetParam();
   LocalGroup g(n);

@@ -189,9 +189,10 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
     }
     case OpKind::kAllGather: {
       MCX_ASSIGN_OR_RETURN(int64_t d, in.attrs.get_int("dimension"));
-      if (prod(xdims, 0, d) == 1) {  // blocks land where they belong
-        MCX_RETURN_IF_ERROR(wrap(comm->all_gather(x.data, out_data, x_bytes, deadline), in, w));
-        return out;
+      if (prod(xdims, 0, d) == 1) {  // blocks land where they belong: one buffer shared by the group
+        absl::StatusOr<Buffer> shared = comm->all_gather_shared(x.data, x_bytes, out_dims, dtype, deadline);
+        MCX_RETURN_IF_ERROR(wrap(shared.status(), in, w));
+        return *std::move(shared);
       }
       std::vector<std::byte> gathered(static_cast<size_t>(x_bytes * g));
       MCX_RETURN_IF_ERROR(wrap(comm->all_gather(x.data, gathered.data(), x_bytes, deadline), in, w));
