@@ -27,47 +27,40 @@ std::vector<int64_t> static_dims(const AbstractValue& a) {
 // A NamedSharding (even over a 1-device mesh) runs the computation on its mesh, as in JAX.
 bool is_multi_device(const Sharding& s) { return !s.is_single_device(); }
 
-// Picks the one mesh every multi-device sharding involved uses.
-class MeshChoice {
+// The one T (a Mesh, or the Device of a single-device computation) that every source agrees on; the
+// first source that disagrees is reported by `conflict(first source, first, this source, this)`.
+template <typename T>
+class Agreement {
  public:
-  absl::Status adopt(const Mesh& mesh, const std::string& source, const std::string& what) {
-    if (!mesh_) {
-      mesh_ = mesh;
+  using Conflict = std::string (*)(const std::string&, const T&, const std::string&, const T&);
+  explicit Agreement(Conflict conflict) : conflict_(conflict) {}
+
+  absl::Status adopt(const T& value, const std::string& source, const std::string& what) {
+    if (!value_) {
+      value_ = value;
       source_ = source;
       return absl::OkStatus();
     }
-    if (*mesh_ == mesh) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("[", what, "] every sharding of one computation must use the ",
-                                                   "same mesh: ", source_, " uses ", mesh_->to_string(), ", ",
-                                                   source, " uses ", mesh.to_string()));
+    if (*value_ == value) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("[", what, "] ", conflict_(source_, *value_, source, value)));
   }
-  const std::optional<Mesh>& mesh() const { return mesh_; }
+  const std::optional<T>& value() const { return value_; }
 
  private:
-  std::optional<Mesh> mesh_;
+  Conflict conflict_;
+  std::optional<T> value_;
   std::string source_;
 };
 
-// Picks the device of a single-device computation.
-class DeviceChoice {
- public:
-  absl::Status adopt(const Device& device, const std::string& source, const std::string& what) {
-    if (!device_) {
-      device_ = device;
-      source_ = source;
-      return absl::OkStatus();
-    }
-    if (*device_ == device) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("[", what, "] arguments are committed to different devices: ",
-                                                   source_, " on ", device_->to_string(), ", ", source, " on ",
-                                                   device.to_string(), "; move them with mcx::device_put first"));
-  }
-  const Device& device() const { return device_ ? *device_ : default_device(); }
+std::string mesh_conflict(const std::string& a, const Mesh& ma, const std::string& b, const Mesh& mb) {
+  return absl::StrCat("every sharding of one computation must use the same mesh: ", a, " uses ", ma.to_string(),
+                      ", ", b, " uses ", mb.to_string());
+}
 
- private:
-  std::optional<Device> device_;
-  std::string source_;
-};
+std::string device_conflict(const std::string& a, const Device& da, const std::string& b, const Device& db) {
+  return absl::StrCat("arguments are committed to different devices: ", a, " on ", da.to_string(), ", ", b, " on ",
+                      db.to_string(), "; move them with mcx::device_put first");
+}
 
 std::string spmd_cache_key(const std::string& program_key, const Mesh& mesh, std::span<const PartitionSpec> in,
                            std::span<const std::optional<PartitionSpec>> out) {
@@ -123,8 +116,8 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
   auto out_sharding = [&](size_t r) -> const std::optional<Sharding>* {
     return r < options.out_shardings.size() && options.out_shardings[r] ? &options.out_shardings[r] : nullptr;
   };
-  MeshChoice mesh;
-  DeviceChoice device;
+  Agreement<Mesh> mesh(mesh_conflict);
+  Agreement<Device> device(device_conflict);
   bool committed = false;
   if (options.mesh) MCX_RETURN_IF_ERROR(mesh.adopt(*options.mesh, "a sharding constraint", what));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -156,8 +149,9 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
   }
   const std::string program_key = options.program_key.empty() ? mcx::program_key(program) : options.program_key;
 
-  if (!mesh.mesh()) {  // one device
-    const Sharding target = SingleDeviceSharding(device.device());
+  if (!mesh.value()) {  // one device
+    const Device& run_on = device.value() ? *device.value() : default_device();
+    const Sharding target = SingleDeviceSharding(run_on);
     std::vector<ArrayValue> placed;
     placed.reserve(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
@@ -167,11 +161,11 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
     MCX_ASSIGN_OR_RETURN(auto exe, ExecutableCache::global().get_or_compile(program_key, program));
     ++g_single_runs;
     std::unique_ptr<bool[]> donate = donate_flags(options.donate);
-    return launch_on_device(std::move(exe), placed, device.device(), committed, what,
+    return launch_on_device(std::move(exe), placed, run_on, committed, what,
                             std::span<const bool>(donate.get(), options.donate.size()));
   }
 
-  const Mesh& m = *mesh.mesh();
+  const Mesh& m = *mesh.value();
   SpmdOptions spmd(m);
   spmd.name = what;
   spmd.spans_processes = options.spans_processes;

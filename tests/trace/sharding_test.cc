@@ -9,6 +9,7 @@
 #include "mcx/mcx.h"
 #include "mcx/runtime/async_buffer.h"
 #include "mcx/runtime/program_runner.h"
+#include "tests/support/test_util.h"
 #include "tests/trace/trace_test_util.h"
 
 namespace mcx {
@@ -19,13 +20,7 @@ using testing_util::error_of;
 using testing_util::expect_allclose;
 
 Buffer random_buffer(std::vector<int64_t> dims, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return Buffer::from_vector<float>(v, std::move(dims));
+  return test::random_buffer(DType::kFloat32, std::move(dims), seed);
 }
 
 std::vector<double> doubles(const Buffer& b) { return b.to_doubles(); }
