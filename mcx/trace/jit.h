@@ -55,11 +55,11 @@ struct JitOptions {
   // Shardings (jax.jit in_shardings/out_shardings), see "Sharded execution" above. in_shardings: empty,
   // or one entry per top-level argument (applies to every leaf of its pytree; nullopt: follow the
   // argument). out_shardings: empty, one entry for every output leaf, or one per output leaf.
-  std::vector<std::optional<Sharding>> in_shardings;
-  std::vector<std::optional<Sharding>> out_shardings;
+  std::vector<std::optional<Sharding>> in_shardings = {};
+  std::vector<std::optional<Sharding>> out_shardings = {};
   // Positions of top-level arguments whose buffers are donated: after the call their arrays are deleted
   // (reading them throws) and their memory is released as soon as the computation no longer needs it.
-  std::vector<int> donate_argnums;
+  std::vector<int> donate_argnums = {};
 };
 
 struct JitCacheStats {
