@@ -98,8 +98,19 @@ std::unique_ptr<bool[]> donate_flags(const std::vector<bool>& donate) {
 absl::StatusOr<ArrayValue> place_argument(const ArrayValue& arg, const Sharding& target, std::string_view what,
                                           size_t i) {
   const std::string api = absl::StrCat(std::string(what), " argument ", i);
-  if (arg.host_data) check_transfer(TransferDirection::kHostToDevice, arg.aval, false, api);
-  if (arg.sharding.equivalent(target, static_dims(arg.aval))) return arg;
+  const bool in_place = arg.sharding.equivalent(target, static_dims(arg.aval));
+  if (arg.host_data) {
+    // Host data is a host-to-device transfer wherever it goes (never device-to-device).
+    if (in_place) {
+      check_transfer(TransferDirection::kHostToDevice, arg.aval, false, api);
+      return arg;
+    }
+    MCX_ASSIGN_OR_RETURN(Buffer host, arg.to_buffer());
+    MCX_ASSIGN_OR_RETURN(ArrayValue placed, put_host(host, target, /*is_explicit=*/false, api));
+    placed.committed = arg.committed;
+    return placed;
+  }
+  if (in_place) return arg;
   return reshard(arg, target, /*is_explicit=*/false, /*committed=*/arg.committed, api);
 }
 

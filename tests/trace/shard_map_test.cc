@@ -211,6 +211,27 @@ TEST(TransferGuardApi, ImplicitHostToDeviceIsCaughtExplicitPutIsNot) {
   EXPECT_NO_THROW(f(Array(host)).block_until_ready());  // scope left: allowed again
 }
 
+TEST(TransferGuardApi, HostDataGoingToAMeshIsHostToDeviceOnly) {
+  Mesh mesh = make_mesh({4}, {"d"});
+  auto g = jit([](const Array& x) { return x + 1.0f; }, {.name = "g", .in_shardings = {NamedSharding(mesh, P("d"))}});
+  Buffer host = grid(4, 2);
+  {
+    TransferGuard guard(TransferDirection::kDeviceToDevice, TransferGuardLevel::kDisallow);
+    EXPECT_NO_THROW(g(Array(host)).block_until_ready());  // not a device-to-device move
+  }
+  {
+    TransferGuard guard(TransferDirection::kHostToDevice, TransferGuardLevel::kDisallow);
+    std::string e = error_of([&] { g(Array(host)); });
+    EXPECT_THAT(e, HasSubstr("host-to-device"));
+    EXPECT_THAT(e, HasSubstr("jit of 'g' argument 0"));
+  }
+  testing_util::expect_allclose(g(Array(host)), [&] {
+    std::vector<double> v = host.to_doubles();
+    for (double& x : v) x += 1;
+    return v;
+  }());
+}
+
 TEST(TransferGuardApi, DeviceToHostAndDeviceToDevice) {
   Array on_device = device_put(grid(2, 2), devices()[1]);
   {
