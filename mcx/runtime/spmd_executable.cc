@@ -62,14 +62,26 @@ struct DeviceTask {
   int64_t position = 0;                   // SPMD: this device's partition id
   int threads = 0;                        // SPMD: intra-op thread budget (0: unchanged)
 
-  // Marks the input donated when asked; the shard must exist.
+  // Records an input (the shard must exist and, when donated, must not have been donated before).
+  // Nothing is marked yet: see commit_donations().
   absl::Status add_input(const Shard* shard, bool donate, size_t i) {
     if (shard == nullptr) {
       return absl::InternalError(absl::StrCat("[", what, "] argument ", i, " has no shard on ", device.to_string()));
     }
-    if (donate) MCX_RETURN_IF_ERROR(shard->data->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
+    if (donate && shard->data->is_donated()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[", what, "] argument ", i, " was already donated: the array is deleted"));
+    }
     inputs.push_back(shard->data);
     donated.push_back(donate);
+    return absl::OkStatus();
+  }
+
+  // Marks the donated inputs, once every task of the launch has been checked.
+  absl::Status commit_donations() {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (donated[i]) MCX_RETURN_IF_ERROR(inputs[i]->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
+    }
     return absl::OkStatus();
   }
 
@@ -203,7 +215,9 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   int local_parts = 0;
   for (const Device& d : mesh.devices()) local_parts += d.is_addressable() ? 1 : 0;
   const int threads_per_device = std::max(1, cpu::num_threads() / std::max(1, local_parts));
-  std::lock_guard<std::mutex> launch(launch_mutex());
+  // Every device's task is checked before any is enqueued: a partial launch would leave the launched
+  // devices waiting in their first collective for partners that never come.
+  std::vector<DeviceTask> tasks;
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
     if (!device.is_addressable()) continue;
@@ -212,8 +226,11 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
       MCX_RETURN_IF_ERROR(task.add_input(shard_on(args[i], device), i < donate.size() && donate[i], i));
     }
     for (ArrayValue& r : results) task.outputs.push_back(shard_on(r, device)->data);
-    stream_for(device).enqueue(std::move(task));
+    tasks.push_back(std::move(task));
   }
+  for (DeviceTask& task : tasks) MCX_RETURN_IF_ERROR(task.commit_donations());
+  std::lock_guard<std::mutex> launch(launch_mutex());
+  for (DeviceTask& task : tasks) stream_for(task.device).enqueue(std::move(task));
   return results;
 }
 
@@ -228,6 +245,7 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
     }
     MCX_RETURN_IF_ERROR(task.add_input(&args[i].shards.front(), i < donate.size() && donate[i], i));
   }
+  MCX_RETURN_IF_ERROR(task.commit_donations());
   std::vector<ArrayValue> results;
   for (const AbstractValue& t : task.exe->program().result_types()) {
     results.push_back(ArrayValue::single_pending(t, device, committed));

@@ -179,6 +179,19 @@ TEST(Donation, DonatedArgumentReadsAsDeleted) {
   EXPECT_THAT(e, HasSubstr("deleted"));
   EXPECT_THAT(e, HasSubstr("donated to jit of 'upd' argument 0"));
   EXPECT_NO_THROW(y.to_host());
+  // Donating a deleted array again is refused before anything runs.
+  EXPECT_THAT(error_of([&] { f(x, y); }), HasSubstr("already donated"));
+  // A sharded call donates every shard; the launch is checked as a whole first.
+  Mesh mesh = make_mesh({4}, {"d"});
+  auto g = jit([](const Array& a, const Array& b) { return a * b; },
+               {.name = "upd4", .in_shardings = {NamedSharding(mesh, P("d")), NamedSharding(mesh, P("d"))},
+                .donate_argnums = {0}});
+  Array a = device_put(random_buffer({8}, 40), NamedSharding(mesh, P("d")));
+  Array b = device_put(random_buffer({8}, 41), NamedSharding(mesh, P("d")));
+  Array want = a * b;
+  expect_allclose(g(a, b), doubles(want.to_host()));
+  for (const ArrayShard& s : a.addressable_shards()) EXPECT_THAT(error_of([&] { s.data.to_host(); }), HasSubstr("deleted"));
+  EXPECT_THAT(error_of([&] { g(a, b); }), HasSubstr("already donated"));
 }
 
 TEST(AsyncDispatch, OpsReturnBeforeInputsAreReadyAndErrorsSurfaceAtTheWait) {
