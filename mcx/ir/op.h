@@ -80,8 +80,10 @@
 //
 // VJP rules: all_reduce sum -> all_reduce sum of the cotangent (pmap convention: each device's gradient
 // of its own output; use pmean on gradients for data parallelism); max/min -> summed cotangent masked
-// where x equals the result; prod has no VJP (Unimplemented). all_gather <-> reduce_scatter (sum;
-// reduce_scatter max/min: the all_gathered cotangent masked where x equals the all_gathered result);
+// where x equals the result; prod -> summed cotangent times the product of the other members' values
+// (exact with zeros: gathered, own row replaced by ones). all_gather <-> reduce_scatter sum;
+// reduce_scatter prod: the all_gathered cotangent times the others' product; reduce_scatter max/min: the
+// all_gathered cotangent masked where x equals the all_gathered result;
 // all_to_all -> all_to_all with split/concat swapped; collective_permute -> the inverse permutation;
 // sharding_constraint -> identity. axis_index is not differentiable.
 //

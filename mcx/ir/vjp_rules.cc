@@ -353,6 +353,30 @@ std::vector<ValueId> reduce_rule(E& e, const Instr& in, ValueId x, ValueId z, Va
 // SPMD ops (op.h), in the pmap convention: each partition receives the cotangent of its own result, and
 // the rule returns each partition's cotangent of its own operand, so that for
 // F(x_0..x_{N-1}) = sum_d <ct_d, z_d> the program computes dF/dx_d on partition d.
+// The elementwise product of x over the *other* members of x's replica group (exact with zeros: no
+// division). Each member gathers the group's values along a new leading dimension, replaces its own row
+// by ones and multiplies the rows. Its own row is found from its partition id (axis_index over all N
+// partitions) through a constant table: partition id -> position in its group.
+ValueId product_of_others(E& e, ValueId x, const std::vector<int64_t>& groups, int64_t group_size) {
+  ProgramBuilder& b = e.b;
+  const int64_t n = static_cast<int64_t>(groups.size());
+  std::vector<int32_t> position(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n; ++i) position[static_cast<size_t>(groups[i])] = static_cast<int32_t>(i % group_size);
+  ValueId table = b.constant(Buffer::from_vector<int32_t>(position, {n}));
+  ValueId pid = b.emit_or_throw(OpKind::kAxisIndex, {}, {{"mesh_shape", std::vector<int64_t>{n}}, {"axis", int64_t{0}}});
+  ValueId rank = b.emit_or_throw(OpKind::kTake, {table, pid});
+  const Shape xs = e.type(x).shape;
+  Shape one = xs, stacked = xs;
+  one.insert(one.begin(), DimExpr(1));
+  stacked.insert(stacked.begin(), DimExpr(group_size));
+  ValueId gathered = b.emit_or_throw(OpKind::kAllGather, {b.reshape(x, one)}, all_gather_attrs(0, groups, group_size));
+  ValueId rows = b.emit_or_throw(OpKind::kIota, {},
+                                 {{"dtype", DType::kInt32}, {"shape", stacked}, {"dimension", int64_t{0}}});
+  ValueId own = e.bin(OpKind::kEq, rows, b.broadcast_in_dim(rank, stacked, {}));
+  ValueId others = b.select(own, b.full_like(gathered, 1.0), gathered);
+  return e.reduce(OpKind::kReduceProd, others, {0});
+}
+
 ValueId spmd_rule(E& e, const Instr& in, ValueId x, ValueId z, ValueId ct) {
   ProgramBuilder& b = e.b;
   const std::string_view name = op_name(in.kind);
@@ -361,9 +385,10 @@ ValueId spmd_rule(E& e, const Instr& in, ValueId x, ValueId z, ValueId ct) {
   switch (in.kind) {
     case OpKind::kAllReduce: {
       const ReduceOp op = value_or_throw(get_reduce_op(name, in.attrs));
-      if (op == ReduceOp::kProd) throw Unimplemented("[all_reduce] reduce prod has no VJP rule");
       ValueId total = b.emit_or_throw(OpKind::kAllReduce, {ct}, all_reduce_attrs(ReduceOp::kSum, groups(), group_size()));
       if (op == ReduceOp::kSum) return total;
+      // prod: d(prod_m x_m)/dx_me = the product of the other members' values.
+      if (op == ReduceOp::kProd) return e.mul(total, product_of_others(e, x, groups(), group_size()));
       // max/min: the summed cotangent goes to every member whose operand equals the result.
       return e.sel(e.bin(OpKind::kEq, x, z), total, e.zeros(ct));
     }
@@ -372,10 +397,11 @@ ValueId spmd_rule(E& e, const Instr& in, ValueId x, ValueId z, ValueId ct) {
                              reduce_scatter_attrs(int_attr(in, "dimension"), ReduceOp::kSum, groups(), group_size()));
     case OpKind::kReduceScatter: {
       const ReduceOp op = value_or_throw(get_reduce_op(name, in.attrs));
-      if (op == ReduceOp::kProd) throw Unimplemented("[reduce_scatter] reduce prod has no VJP rule");
       const int64_t d = int_attr(in, "dimension");
       ValueId all_ct = b.emit_or_throw(OpKind::kAllGather, {ct}, all_gather_attrs(d, groups(), group_size()));
       if (op == ReduceOp::kSum) return e.fit(all_ct, x);
+      // prod: block j of x goes to member j's product; its cotangent arrives through all_ct.
+      if (op == ReduceOp::kProd) return e.fit(e.mul(e.fit(all_ct, x), product_of_others(e, x, groups(), group_size())), x);
       ValueId all_z = b.emit_or_throw(OpKind::kAllGather, {z}, all_gather_attrs(d, groups(), group_size()));
       return e.fit(e.sel(e.bin(OpKind::kEq, x, e.fit(all_z, x)), e.fit(all_ct, x), e.zeros(x)), x);
     }

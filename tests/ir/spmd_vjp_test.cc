@@ -87,7 +87,7 @@ class SpmdVjp : public ::testing::TestWithParam<int> {};
 
 TEST_P(SpmdVjp, AllReduce) {
   const int n = GetParam();
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProd}) {
     SCOPED_TRACE(reduce_op_name(op));
     check_spmd_vjp(around(OpKind::kAllReduce, {2, 3}, ir::all_reduce_attrs(op, iota(n), n)), n, 1 + int(op));
   }
@@ -96,6 +96,7 @@ TEST_P(SpmdVjp, AllReduce) {
     for (int p = 0; p < n; p += 2) groups.push_back(p);
     for (int p = 1; p < n; p += 2) groups.push_back(p);
     check_spmd_vjp(around(OpKind::kAllReduce, {3}, ir::all_reduce_attrs(ReduceOp::kSum, groups, n / 2)), n, 7);
+    check_spmd_vjp(around(OpKind::kAllReduce, {3}, ir::all_reduce_attrs(ReduceOp::kProd, groups, n / 2)), n, 8);
   }
 }
 
@@ -108,6 +109,7 @@ TEST_P(SpmdVjp, AllGatherAndReduceScatter) {
   check_spmd_vjp(around(OpKind::kReduceScatter, {2, 2 * n}, ir::reduce_scatter_attrs(1, ReduceOp::kSum, rev, n)), n, 13);
   check_spmd_vjp(around(OpKind::kReduceScatter, {n, 2}, ir::reduce_scatter_attrs(0, ReduceOp::kMax, iota(n), n)), n, 14);
   check_spmd_vjp(around(OpKind::kReduceScatter, {n, 2}, ir::reduce_scatter_attrs(0, ReduceOp::kMin, iota(n), n)), n, 15);
+  check_spmd_vjp(around(OpKind::kReduceScatter, {2, 2 * n}, ir::reduce_scatter_attrs(1, ReduceOp::kProd, rev, n)), n, 16);
 }
 
 TEST_P(SpmdVjp, AllToAll) {
@@ -131,10 +133,19 @@ TEST_P(SpmdVjp, CollectivePermuteAndShardingConstraint) {
 
 INSTANTIATE_TEST_SUITE_P(GroupSizes, SpmdVjp, ::testing::Values(1, 2, 3, 4, 8));
 
-TEST(SpmdVjpRules, ProdIsUnimplementedAndAxisIndexIsNotDifferentiated) {
-  auto v = ir::vjp_program(around(OpKind::kAllReduce, {2}, ir::all_reduce_attrs(ReduceOp::kProd, {0, 1}, 2)), {0});
-  EXPECT_EQ(v.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(std::string(v.status().message()).find("[all_reduce] reduce prod has no VJP rule"), std::string::npos);
+TEST(SpmdVjpRules, ProdGradientIsExactWithZerosAndAxisIndexIsNotDifferentiated) {
+  // y = prod over 3 members of x = (0, 2, 3); each member's cotangent is 1. dF/dx_m = 3 * (product of
+  // the others): 18, 0, 0 -- no division by the zero.
+  ir::ProgramBuilder pb("prod");
+  ValueId px = pb.add_parameter(AbstractValue{DType::kFloat64, concrete_shape({})});
+  Program prod = std::move(pb).build(
+      {pb.emit_or_throw(OpKind::kAllReduce, {px}, ir::all_reduce_attrs(ReduceOp::kProd, {0, 1, 2}, 3))});
+  Program gp = value_or_throw(ir::vjp_program(prod, {0}));
+  std::vector<std::vector<Buffer>> pargs;
+  for (double xv : {0.0, 2.0, 3.0}) pargs.push_back({Buffer::scalar<double>(xv), Buffer::scalar<double>(1.0)});
+  auto grads = value_or_throw(spmd_reference_evaluate(gp, 3, pargs));
+  const double want[] = {18.0, 0.0, 0.0};
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(grads[p].back().data<double>()[0], want[p]) << "partition " << p;
   // x * convert(axis_index): the gradient is convert(axis_index) per partition, no cotangent for the index.
   ir::ProgramBuilder b("f");
   ValueId x = b.add_parameter(AbstractValue{DType::kFloat64, concrete_shape({})});
