@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "fmt/format.h"
 #include "mcx/core/error.h"
 
@@ -17,7 +17,7 @@ namespace mcx {
 namespace {
 
 struct Registry {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<const FlagBase*> flags ABSL_GUARDED_BY(mu);
 };
 Registry& registry() {
@@ -80,13 +80,13 @@ FlagBase::FlagBase(std::string_view env_var, std::string_view description)
     : env_var_(env_var), description_(description) {
   assert(env_var_.rfind("MCX_", 0) == 0 && "flag environment variables start with MCX_");
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.flags.push_back(this);
 }
 
 FlagBase::~FlagBase() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.flags.erase(std::remove(r.flags.begin(), r.flags.end(), this), r.flags.end());
 }
 
@@ -162,7 +162,7 @@ std::vector<FlagInfo> all_flags() {
   std::vector<FlagInfo> out;
   {
     Registry& r = registry();
-    absl::MutexLock lock(&r.mu);
+    MutexLock lock(&r.mu);
     for (const FlagBase* f : r.flags) out.push_back(f->info());
   }
   std::sort(out.begin(), out.end(), [](const FlagInfo& a, const FlagInfo& b) { return a.env_var < b.env_var; });
@@ -172,7 +172,7 @@ std::vector<FlagInfo> all_flags() {
 absl::Status validate_all_flags() {
   std::vector<std::string> errors;
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   for (const FlagBase* f : r.flags) {
     absl::Status s = f->validate();
     if (!s.ok()) errors.emplace_back(s.message());
@@ -241,5 +241,25 @@ absl::StatusOr<int> cpu_threads() {
   if (n > 0) return static_cast<int>(n);
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
+
+}  // namespace mcx
+
+namespace mcx {
+
+// The data plane's flags (read by core's spanning group, the runtime and the distributed layer).
+const Flag<bool> kDeterministicReductionsFlag(
+    "MCX_DETERMINISTIC_REDUCTIONS", false,
+    "1: cross-process reductions gather every device's input and reduce in device rank order, so results are "
+    "bitwise identical to one process with the same device count (costs more traffic)");
+const Flag<std::string> kCollectivesFlag("MCX_COLLECTIVES", "gloo",
+                                         "data plane between processes: gloo (TCP) or mpi (under mpirun)",
+                                         one_of({"gloo", "mpi"}));
+const Flag<std::string> kDataPlaneAddressFlag(
+    "MCX_DATA_PLANE_ADDRESS", "",
+    "IP address the data plane binds to; empty: the local address that reaches the coordinator (never all "
+    "interfaces)");
+const Flag<bool> kAllowPlaintextDataPlaneFlag(
+    "MCX_ALLOW_PLAINTEXT_DATA_PLANE", false,
+    "1: allow the plaintext data plane between hosts when MCX_REQUIRE_MTLS=1 (Gloo has no TLS)");
 
 }  // namespace mcx

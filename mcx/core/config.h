@@ -112,6 +112,12 @@ extern const Flag<std::string> kTransferGuardHostToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
 
+// The data plane's flags (cross-process collectives; docs/distributed.md).
+extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS
+extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: gloo | mpi
+extern const Flag<std::string> kDataPlaneAddressFlag;    // MCX_DATA_PLANE_ADDRESS: bind address
+extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_DATA_PLANE
+
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
 absl::StatusOr<int> cpu_threads();
 

@@ -3,13 +3,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 
 namespace mcx {
 namespace {
 
 struct Registry {
-  absl::Mutex mu;
+  Mutex mu;
   std::optional<Topology> topology ABSL_GUARDED_BY(mu);
   bool devices_used ABSL_GUARDED_BY(mu) = false;
 };
@@ -52,7 +52,7 @@ absl::Status check_topology(const Topology& t) {
 absl::Status set_distributed_topology(Topology topology) {
   if (absl::Status s = check_topology(topology); !s.ok()) return s;
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   if (r.devices_used) {
     return absl::FailedPreconditionError(
         "[set_distributed_topology] devices were already used in this process; the distributed topology must "
@@ -67,43 +67,43 @@ absl::Status set_distributed_topology(Topology topology) {
 
 void clear_distributed_topology() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.topology.reset();
 }
 
 std::optional<Topology> distributed_topology() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.topology;
 }
 
 int topology_process_index() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.topology ? r.topology->process_index : 0;
 }
 
 int topology_process_count() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.topology ? r.topology->process_count : 1;
 }
 
 void mark_devices_used() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.devices_used = true;
 }
 
 bool devices_used() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.devices_used;
 }
 
 void reset_topology_for_testing() {
   Registry& r = registry();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   r.devices_used = false;
   r.topology.reset();
 }

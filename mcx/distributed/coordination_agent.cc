@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "mcx/core/logging.h"
 
 namespace mcx::distributed {
@@ -20,7 +20,7 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 struct CoordinationAgent::Impl {
   CoordinationAgent* self;
-  mutable absl::Mutex mu;
+  mutable Mutex mu;
   bool connected ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   bool shut_down ABSL_GUARDED_BY(mu) = false;
@@ -37,7 +37,7 @@ struct CoordinationAgent::Impl {
   std::thread heartbeat_thread, watcher_thread;
 
   bool is_stopping() const {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return stopping;
   }
 
@@ -59,7 +59,7 @@ struct CoordinationAgent::Impl {
 
   void coordinator_lost(const absl::Status& why) {
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       if (stopping || coordinator_loss_reported) return;
       coordinator_loss_reported = true;
     }
@@ -73,7 +73,7 @@ struct CoordinationAgent::Impl {
   void on_state(const JobState& s) {
     std::vector<TaskFailure> failures;
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       last_state = s;
       if (stopping) return;
       const bool fatal_job = !s.job_error.ok();
@@ -104,9 +104,9 @@ struct CoordinationAgent::Impl {
     absl::Status last_error;
     while (true) {
       {
-        absl::MutexLock lock(&mu);
+        MutexLock lock(&mu);
         auto stop = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping; };
-        if (mu.AwaitWithTimeout(absl::Condition(&stop), o.heartbeat_interval)) return;
+        if (mu.await_for(stop, o.heartbeat_interval)) return;
       }
       absl::StatusOr<Incarnation> r = self->client_->heartbeat(o.task_id, o.incarnation, o.heartbeat_interval);
       if (is_stopping()) return;
@@ -114,7 +114,7 @@ struct CoordinationAgent::Impl {
         last_ok = absl::Now();
         Incarnation expected;
         {
-          absl::MutexLock lock(&mu);
+          MutexLock lock(&mu);
           expected = service_incarnation;
         }
         if (*r != expected) {
@@ -133,7 +133,7 @@ struct CoordinationAgent::Impl {
         if (is_stopping()) return;
         bool job_reported;
         {
-          absl::MutexLock lock(&mu);
+          MutexLock lock(&mu);
           job_reported = job_error_reported || self_reported_error ||
                          reported.count({o.task_id, o.incarnation}) > 0;
         }
@@ -170,7 +170,7 @@ struct CoordinationAgent::Impl {
 
   void stop_threads() {
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       stopping = true;
     }
     if (stream) stream->cancel();
@@ -190,7 +190,7 @@ CoordinationAgent::~CoordinationAgent() { impl_->stop_threads(); }
 
 absl::Status CoordinationAgent::connect() {
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->connected || impl_->stopping) {
       return absl::FailedPreconditionError("[connect] the agent is already connected (or was shut down)");
     }
@@ -217,7 +217,7 @@ absl::Status CoordinationAgent::connect() {
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->service_incarnation = reg->service_incarnation;
   }
   absl::StatusOr<std::unique_ptr<WatchStream>> stream =
@@ -235,7 +235,7 @@ absl::Status CoordinationAgent::connect() {
                                      first.status().message()));
   }
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->connected = true;
   }
   impl_->on_state(*first);
@@ -246,7 +246,7 @@ absl::Status CoordinationAgent::connect() {
 
 absl::Status CoordinationAgent::shutdown() {
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->shut_down) return impl_->shutdown_result;
     if (!impl_->connected) {
       impl_->shut_down = true;
@@ -255,7 +255,7 @@ absl::Status CoordinationAgent::shutdown() {
   }
   absl::Status s = client_->shutdown_task(options_.task_id, options_.incarnation, options_.shutdown_timeout);
   impl_->stop_threads();
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->shut_down = true;
   impl_->connected = false;
   impl_->shutdown_result = s;
@@ -264,7 +264,7 @@ absl::Status CoordinationAgent::shutdown() {
 
 absl::Status CoordinationAgent::report_error(const absl::Status& error) {
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->self_reported_error = true;
     impl_->job_error_reported = true;  // the job error it causes is ours: other tasks' failures still count
   }
@@ -272,7 +272,7 @@ absl::Status CoordinationAgent::report_error(const absl::Status& error) {
 }
 
 bool CoordinationAgent::connected() const {
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->connected;
 }
 
@@ -300,7 +300,7 @@ absl::Status CoordinationAgent::barrier(std::string_view name, absl::Duration ti
   std::string n(name);
   int64_t counter;
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->barrier_in_flight.count(n)) {
       return absl::FailedPreconditionError(
           absl::StrCat("[barrier] barrier '", A(name), "' is already being waited on by another thread of this task"));
@@ -309,7 +309,7 @@ absl::Status CoordinationAgent::barrier(std::string_view name, absl::Duration ti
     impl_->barrier_in_flight[n] = counter;
   }
   absl::Status s = client_->barrier(options_.task_id, options_.incarnation, name, counter, tasks, timeout);
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->barrier_in_flight.erase(n);
   return s;
 }
@@ -318,7 +318,7 @@ absl::Status CoordinationAgent::cancel_barrier(std::string_view name) {
   std::string n(name);
   int64_t counter;
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     auto it = impl_->barrier_in_flight.find(n);
     counter = it != impl_->barrier_in_flight.end() ? it->second : impl_->barrier_counters[n];
   }
@@ -330,7 +330,7 @@ absl::StatusOr<LiveTasks> CoordinationAgent::get_live_tasks(const std::vector<Ta
 }
 
 JobState CoordinationAgent::last_job_state() const {
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->last_state;
 }
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 
 namespace mcx::distributed {
 namespace {
@@ -16,14 +16,14 @@ class Waiter {
   Waiter() : state_(std::make_shared<State>()) {}
   Callback<T> callback() {
     return [s = state_](T v) {
-      absl::MutexLock lock(&s->mu);
+      MutexLock lock(&s->mu);
       s->value.emplace(std::move(v));
     };
   }
   T wait(std::string_view api, absl::Duration timeout) {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     auto ready = [s = state_.get()] { return s->value.has_value(); };
-    if (!state_->mu.AwaitWithTimeout(absl::Condition(&ready), timeout + kRpcGrace)) {
+    if (!state_->mu.await_for(ready, timeout + kRpcGrace)) {
       return T(absl::DeadlineExceededError(absl::StrCat("[", std::string(api), "] no answer from the in-process "
                                                         "coordination service within ",
                                                         absl::FormatDuration(timeout + kRpcGrace))));
@@ -33,7 +33,7 @@ class Waiter {
 
  private:
   struct State {
-    absl::Mutex mu;
+    Mutex mu;
     std::optional<T> value ABSL_GUARDED_BY(mu);
   };
   std::shared_ptr<State> state_;
@@ -43,7 +43,7 @@ class Waiter {
 
 struct InProcessClient::Streams {
   struct StreamState {
-    absl::Mutex mu;
+    Mutex mu;
     std::optional<JobState> latest ABSL_GUARDED_BY(mu);
     uint64_t returned_version ABSL_GUARDED_BY(mu) = 0;
     bool any_returned ABSL_GUARDED_BY(mu) = false;
@@ -51,7 +51,7 @@ struct InProcessClient::Streams {
     uint64_t watch_id = 0;
     bool closed ABSL_GUARDED_BY(mu) = false;  // end_watch already called
   };
-  absl::Mutex mu;
+  Mutex mu;
   std::set<std::shared_ptr<StreamState>> open ABSL_GUARDED_BY(mu);
 };
 
@@ -68,12 +68,12 @@ class InProcessWatchStream final : public WatchStream {
     close(/*lost=*/true, absl::UnavailableError("[watch] stream destroyed"));
   }
   absl::StatusOr<JobState> next(absl::Duration timeout) override {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     State* s = state_.get();
     auto ready = [s]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return !s->end.ok() || (s->latest && (!s->any_returned || s->latest->version > s->returned_version));
     };
-    if (!s->mu.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+    if (!s->mu.await_for(ready, timeout)) {
       return absl::DeadlineExceededError("[watch] no job state change within the timeout");
     }
     if (s->latest && (!s->any_returned || s->latest->version > s->returned_version)) {
@@ -89,19 +89,19 @@ class InProcessWatchStream final : public WatchStream {
   static void close_state(CoordinationService* service, const std::shared_ptr<State>& state, bool lost,
                           absl::Status why) {
     {
-      absl::MutexLock lock(&state->mu);
+      MutexLock lock(&state->mu);
       if (state->closed) return;
       state->closed = true;
     }
     service->end_watch(state->watch_id, lost);
-    absl::MutexLock lock(&state->mu);
+    MutexLock lock(&state->mu);
     state->end = std::move(why);
   }
 
  private:
   void close(bool lost, absl::Status why) {
     close_state(service_, state_, lost, std::move(why));
-    absl::MutexLock lock(&streams_->mu);
+    MutexLock lock(&streams_->mu);
     streams_->open.erase(state_);
   }
   CoordinationService* service_;
@@ -119,7 +119,7 @@ InProcessClient::~InProcessClient() = default;
 void InProcessClient::simulate_connection_loss() {
   std::set<std::shared_ptr<Streams::StreamState>> open;
   {
-    absl::MutexLock lock(&streams_->mu);
+    MutexLock lock(&streams_->mu);
     open = streams_->open;
   }
   for (const auto& s : open) {
@@ -157,13 +157,13 @@ absl::StatusOr<std::unique_ptr<WatchStream>> InProcessClient::watch(TaskId task,
                                                                     absl::Duration) {
   auto state = std::make_shared<Streams::StreamState>();
   absl::StatusOr<uint64_t> id = service_->watch(task, incarnation, [state](const JobState& s) {
-    absl::MutexLock lock(&state->mu);
+    MutexLock lock(&state->mu);
     state->latest = s;
   });
   if (!id.ok()) return id.status();
   state->watch_id = *id;
   {
-    absl::MutexLock lock(&streams_->mu);
+    MutexLock lock(&streams_->mu);
     streams_->open.insert(state);
   }
   return std::unique_ptr<WatchStream>(new InProcessWatchStream(service_, streams_, state));

@@ -25,7 +25,7 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
                                                    "' exceeds the limit of ", options_.max_value_bytes, " bytes"));
   }
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   std::string k(key);
   auto it = impl_->kv.find(k);
   size_t old = 0;
@@ -55,7 +55,7 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
 void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
                                  Callback<absl::StatusOr<std::string>> done) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (absl::Status s = check_key("kv_get", key, options_.max_key_bytes); !s.ok()) {
     d.add([f = std::move(done), s] { f(s); });
     return;
@@ -67,12 +67,12 @@ void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
     return;
   }
   impl_->kv_waiters[k].push_back({impl_->next_id++, impl_->clock->now() + timeout, std::move(done)});
-  impl_->timer_cv.Signal();
+  impl_->timer_cv.signal();
 }
 
 absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key) {
   MCX_RETURN_IF_ERROR(check_key("kv_try_get", key, options_.max_key_bytes));
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   auto it = impl_->kv.find(std::string(key));
   if (it == impl_->kv.end()) return absl::NotFoundError(absl::StrCat("[kv_try_get] key '", A(key), "' is not set"));
   return it->second;
@@ -81,7 +81,7 @@ absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key
 absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta) {
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   std::string k(key);
   auto it = impl_->kv.find(k);
   int64_t value = 0;
@@ -114,7 +114,7 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
   std::string prefix = strip_trailing_slashes(dir);
   if (!prefix.empty()) prefix += "/";
   std::vector<KeyValue> out;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
     out.push_back({it->first, it->second});
   }
@@ -123,7 +123,7 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
 
 size_t CoordinationService::kv_delete(std::string_view key) {
   std::string k = strip_trailing_slashes(key);
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   size_t n = 0;
   if (auto it = impl_->kv.find(k); it != impl_->kv.end()) {
     impl_->kv_bytes -= it->first.size() + it->second.size();

@@ -33,12 +33,12 @@ SystemClock* SystemClock::get() {
 }
 
 absl::Time ManualClock::now() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return now_;
 }
 
 void ManualClock::advance(absl::Duration d) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   now_ += d;
 }
 
@@ -88,7 +88,7 @@ void CoordinationService::Impl::barrier_arrive(TaskId task, Incarnation inc, std
     b.timeout = timeout;
     b.deadline = now + timeout;
     it = barriers.insert_or_assign(name, std::move(b)).first;
-    timer_cv.Signal();
+    timer_cv.signal();
     if (!opt.recoverable) {
       for (TaskId p : set) {
         if (tasks[p].state == TaskState::kError) {
@@ -243,11 +243,11 @@ void CoordinationService::Impl::timer_loop() {
   absl::Duration tick = std::min(absl::Milliseconds(100), opt.heartbeat_timeout / 10);
   while (true) {
     Deferred d;
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     if (stopping) return;
     absl::Time now = clock->now();
     absl::Duration wait = std::min(tick, earliest_deadline() - now);
-    if (wait > absl::ZeroDuration()) timer_cv.WaitWithTimeout(&mu, wait);
+    if (wait > absl::ZeroDuration()) timer_cv.wait_for(&mu, wait);
     if (stopping) return;
     check_timeouts_locked(d);
   }
@@ -281,9 +281,9 @@ CoordinationService::CoordinationService(ServiceOptions options)
 CoordinationService::~CoordinationService() {
   {
     Deferred d;
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     impl_->stopping = true;
-    impl_->timer_cv.SignalAll();
+    impl_->timer_cv.signal_all();
     absl::Status st = absl::AbortedError("[coordination] the coordination service is stopping");
     for (auto& w : impl_->register_waiters) d.add([f = std::move(w.done), st] { f(st); });
     impl_->register_waiters.clear();
@@ -305,7 +305,7 @@ CoordinationService::~CoordinationService() {
 void CoordinationService::register_task(TaskId task, Incarnation incarnation, int num_tasks, absl::Duration timeout,
                                         Callback<absl::StatusOr<RegisterResult>> done) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   auto reply = [&](absl::Status s) { d.add([f = std::move(done), s] { f(s); }); };
   if (num_tasks != options_.num_tasks) {
     return reply(absl::InvalidArgumentError(absl::StrCat(
@@ -365,12 +365,12 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
       break;
   }
   impl_->register_waiters.push_back({task, now + timeout, timeout, std::move(done)});
-  impl_->timer_cv.Signal();
+  impl_->timer_cv.signal();
   impl_->complete_registration_if_ready(d);
 }
 
 absl::Status CoordinationService::heartbeat(TaskId task, Incarnation incarnation) {
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   MCX_RETURN_IF_ERROR(impl_->check_caller("heartbeat", task, incarnation));
   impl_->tasks[task].last_heartbeat = impl_->clock->now();
   return absl::OkStatus();
@@ -378,7 +378,7 @@ absl::Status CoordinationService::heartbeat(TaskId task, Incarnation incarnation
 
 absl::Status CoordinationService::report_error(TaskId task, Incarnation incarnation, absl::Status error) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   MCX_RETURN_IF_ERROR(impl_->check_caller("report_error", task, incarnation));
   if (error.ok()) error = absl::UnknownError("reported an error without a message");
   impl_->fail_task_locked(task, absl::Status(error.code(), absl::StrCat("reported an error: ", error.message())), d);
@@ -387,7 +387,7 @@ absl::Status CoordinationService::report_error(TaskId task, Incarnation incarnat
 
 void CoordinationService::shutdown_task(TaskId task, Incarnation incarnation, Callback<absl::Status> done) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (absl::Status s = impl_->check_caller("shutdown_task", task, incarnation); !s.ok()) {
     d.add([f = std::move(done), s] { f(s); });
     return;
@@ -395,7 +395,7 @@ void CoordinationService::shutdown_task(TaskId task, Incarnation incarnation, Ca
   auto leave = [this, task, incarnation](absl::Status s, Callback<absl::Status> f) {
     {
       Deferred d2;
-      absl::MutexLock l2(&impl_->mu);
+      MutexLock l2(&impl_->mu);
       Impl::Task& t = impl_->tasks[task];
       if (t.incarnation == incarnation && t.state == TaskState::kConnected) {
         t.state = TaskState::kShutdown;
@@ -428,7 +428,7 @@ absl::StatusOr<uint64_t> CoordinationService::watch(TaskId task, Incarnation inc
   w->on_state = std::move(on_state);
   uint64_t id;
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (task >= 0) {
       MCX_RETURN_IF_ERROR(impl_->check_task_id("watch", task));
       const Impl::Task& t = impl_->tasks[task];
@@ -449,7 +449,7 @@ void CoordinationService::end_watch(uint64_t watch_id, bool connection_lost) {
   std::shared_ptr<Impl::Watcher> w;
   {
     Deferred d;
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     auto it = impl_->watchers.find(watch_id);
     if (it == impl_->watchers.end()) return;
     w = it->second;
@@ -467,12 +467,12 @@ void CoordinationService::end_watch(uint64_t watch_id, bool connection_lost) {
       }
     }
   }
-  absl::MutexLock wl(&w->mu);  // waits for a delivery in progress
+  MutexLock wl(&w->mu);  // waits for a delivery in progress
   w->ended = true;
 }
 
 JobState CoordinationService::job_state() const {
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->job_state_locked();
 }
 
@@ -481,7 +481,7 @@ JobState CoordinationService::job_state() const {
 void CoordinationService::barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                                   std::vector<TaskId> tasks, absl::Duration timeout, Callback<absl::Status> done) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (name == "mcx::shutdown") {
     d.add([f = std::move(done)] {
       f(absl::InvalidArgumentError("[barrier] the name 'mcx::shutdown' is reserved for the shutdown barrier"));
@@ -493,7 +493,7 @@ void CoordinationService::barrier(TaskId task, Incarnation incarnation, std::str
 
 absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64_t counter) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   std::string name(name_in);
   auto it = impl_->barriers.find(name);
   absl::Status cancelled =
@@ -527,7 +527,7 @@ absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64
 void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, std::vector<TaskId> tasks,
                                          absl::Duration timeout, Callback<absl::StatusOr<LiveTasks>> done) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   auto reply = [&](absl::Status s) { d.add([f = std::move(done), s] { f(s); }); };
   if (absl::Status s = impl_->check_caller("get_live_tasks", task, incarnation); !s.ok()) return reply(s);
   if (absl::Status s = impl_->check_participants("get_live_tasks", tasks); !s.ok()) return reply(s);
@@ -545,12 +545,12 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, s
     ls.waiting.erase(old);
   }
   ls.waiting[task] = Impl::LiveWaiter{incarnation, impl_->clock->now() + timeout, std::move(done)};
-  impl_->timer_cv.Signal();
+  impl_->timer_cv.signal();
   impl_->evaluate_live_sets(d);
 }
 
 ServiceStatus CoordinationService::status() const {
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   absl::Time now = impl_->clock->now();
   ServiceStatus s;
   s.service_incarnation = service_incarnation_;
@@ -587,13 +587,13 @@ ServiceStatus CoordinationService::status() const {
 
 void CoordinationService::check_timeouts() {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->check_timeouts_locked(d);
 }
 
 void CoordinationService::fail_task(TaskId task, absl::Status error) {
   Deferred d;
-  absl::MutexLock lock(&impl_->mu);
+  MutexLock lock(&impl_->mu);
   if (!impl_->check_task_id("fail_task", task).ok()) return;
   impl_->fail_task_locked(task, std::move(error), d);
 }

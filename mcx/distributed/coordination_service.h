@@ -16,7 +16,7 @@
 // they take a callback that is invoked exactly once, from the calling thread (when the result is known at
 // once), from another RPC's thread, or from the service's timer thread. Callbacks are never invoked with
 // the service mutex held, so they may call back into the service; they must not block for long.
-// Transports adapt them (gRPC callback API; the in-process client waits on a Notification), so a pending
+// Transports adapt them (gRPC callback API; the in-process client waits on its mutex), so a pending
 // call never holds a server thread.
 //
 // Time: the service reads time only through the injected Clock. Timeouts are durations measured on that
@@ -38,7 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "absl/time/time.h"
 
 namespace mcx::distributed {
@@ -71,7 +71,7 @@ class ManualClock final : public Clock {
   void advance(absl::Duration d);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/distributed/coordination_service.h"
 
@@ -97,7 +97,7 @@ struct CoordinationService::Impl {
     TaskId task;
     Incarnation incarnation;
     Callback<const JobState&> on_state;
-    absl::Mutex mu;  // serialises deliveries
+    Mutex mu;  // serialises deliveries
     uint64_t delivered ABSL_GUARDED_BY(mu) = 0;
     bool ended ABSL_GUARDED_BY(mu) = false;
     bool first ABSL_GUARDED_BY(mu) = true;
@@ -107,8 +107,8 @@ struct CoordinationService::Impl {
   const ServiceOptions& opt;
   const Clock* clock;
 
-  mutable absl::Mutex mu;
-  absl::CondVar timer_cv;
+  mutable Mutex mu;
+  CondVar timer_cv;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   std::vector<Task> tasks ABSL_GUARDED_BY(mu);
   uint64_t version ABSL_GUARDED_BY(mu) = 1;
@@ -210,11 +210,11 @@ struct CoordinationService::Impl {
   }
 
   void deliver(const std::shared_ptr<Watcher>& w) {
-    absl::MutexLock wl(&w->mu);
+    MutexLock wl(&w->mu);
     if (w->ended) return;
     JobState s;
     {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       s = job_state_locked();
     }
     if (!w->first && s.version <= w->delivered) return;

@@ -5,7 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
 #include "mcx/distributed/grpc_client.h"
@@ -53,7 +53,7 @@ std::string port_of(const std::string& address) {
 }
 
 struct Runtime {
-  absl::Mutex mu;
+  Mutex mu;
   std::unique_ptr<CoordinationService> service ABSL_GUARDED_BY(mu);
   std::unique_ptr<GrpcCoordinationServer> server ABSL_GUARDED_BY(mu);
   std::unique_ptr<CoordinationAgent> agent ABSL_GUARDED_BY(mu);
@@ -201,7 +201,7 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
 
 absl::Status initialize_or_status(const InitializeOptions& options) {
   Runtime& r = runtime();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   if (r.agent) {
     return absl::FailedPreconditionError("[initialize] mcx::distributed::initialize should only be called once");
   }
@@ -279,7 +279,7 @@ void initialize(const InitializeOptions& options) { throw_if_error(initialize_or
 
 absl::Status shutdown_or_status() {
   Runtime& r = runtime();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   if (!r.agent) return absl::OkStatus();
   absl::Status s = r.agent->shutdown();
   if (r.service) {
@@ -306,13 +306,13 @@ void shutdown() { throw_if_error(shutdown_or_status()); }
 
 bool is_initialized() {
   Runtime& r = runtime();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.agent != nullptr;
 }
 
 CoordinationAgent* agent() {
   Runtime& r = runtime();
-  absl::MutexLock lock(&r.mu);
+  MutexLock lock(&r.mu);
   return r.agent.get();
 }
 

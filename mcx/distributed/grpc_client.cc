@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination.grpc.pb.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
@@ -55,9 +55,9 @@ class GrpcWatchStream final : public WatchStream {
     thread_.join();
   }
   absl::StatusOr<JobState> next(absl::Duration timeout) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return latest_.has_value() || !end_.ok(); };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+    if (!mu_.await_for(ready, timeout)) {
       return absl::DeadlineExceededError("[watch] no job state change within the timeout");
     }
     if (latest_) {
@@ -69,7 +69,7 @@ class GrpcWatchStream final : public WatchStream {
   }
   void cancel() override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (cancelled_) return;
       cancelled_ = true;
     }
@@ -81,11 +81,11 @@ class GrpcWatchStream final : public WatchStream {
     proto::JobStateProto msg;
     while (reader_->Read(&msg)) {
       JobState s = from_proto(msg);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       latest_ = std::move(s);  // newest wins
     }
     grpc::Status st = reader_->Finish();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (cancelled_) {
       end_ = absl::CancelledError("[watch] the stream was cancelled");
     } else if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
@@ -103,7 +103,7 @@ class GrpcWatchStream final : public WatchStream {
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReader<proto::JobStateProto>> reader_;
   std::thread thread_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::optional<JobState> latest_ ABSL_GUARDED_BY(mu_);
   absl::Status end_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

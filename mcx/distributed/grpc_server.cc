@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination.grpc.pb.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
@@ -27,7 +27,7 @@ absl::Duration ms(int64_t v) { return absl::Milliseconds(v); }
 class PendingCall final : public ServerUnaryReactor {
  public:
   struct State {
-    absl::Mutex mu;
+    Mutex mu;
     bool finished ABSL_GUARDED_BY(mu) = false;
     PendingCall* call = nullptr;
   };
@@ -37,14 +37,14 @@ class PendingCall final : public ServerUnaryReactor {
   // Fills the response and finishes OK, unless the call already ended. Thread-safe.
   template <typename Fill>
   static void complete(const std::shared_ptr<State>& st, Fill&& fill) {
-    absl::MutexLock lock(&st->mu);
+    MutexLock lock(&st->mu);
     if (st->finished) return;
     st->finished = true;
     fill();
     st->call->Finish(grpc::Status::OK);
   }
   void OnCancel() override {
-    absl::MutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     if (state_->finished) return;
     state_->finished = true;
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "[coordination] call cancelled"));
@@ -242,7 +242,7 @@ class Handler final : public proto::Coordination::CallbackService {
   CoordinationService* service() { return s_; }
 
   class WatchReactor;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 
@@ -265,7 +265,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
 
   void start() {
     {
-      absl::MutexLock lock(&h_->mu_);
+      MutexLock lock(&h_->mu_);
       if (h_->closing_) {
         Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "[coordination] the coordination service is stopping"));
         return;
@@ -273,7 +273,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
       h_->watches_.insert(this);
     }
     absl::StatusOr<uint64_t> id = h_->service()->watch(task_, inc_, [this](const JobState& s) { on_state(s); });
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!id.ok()) {
       finish_locked(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message())));
       return;
@@ -282,7 +282,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
   }
 
   void on_state(const JobState& s) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (finished_) return;
     pending_.emplace();
     to_proto(s, &*pending_);
@@ -290,7 +290,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {  // the stream broke
       finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
@@ -300,19 +300,19 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     finish_locked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
     {
-      absl::MutexLock lock(&h_->mu_);
+      MutexLock lock(&h_->mu_);
       h_->watches_.erase(this);
     }
     uint64_t id;
     bool lost;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       id = watch_id_;
       lost = !server_closed_;
       watch_id_ = 0;
@@ -324,7 +324,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
 
   // Server shutdown: end the stream with UNAVAILABLE.
   void close() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     server_closed_ = true;
     finish_locked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "[coordination] the coordination service is stopping"));
   }
@@ -346,7 +346,7 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
   Handler* h_;
   TaskId task_;
   Incarnation inc_;
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t watch_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -370,12 +370,12 @@ grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerCon
 
 void Handler::close_all_watches() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closing_ = true;
   }
   // Holding mu_ keeps every reactor alive (OnDone erases itself under mu_ before deleting); gRPC never
   // runs OnDone inline from Finish.
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (WatchReactor* w : watches_) w->close();
 }
 
@@ -385,7 +385,7 @@ struct GrpcCoordinationServer::Impl {
   std::unique_ptr<Handler> handler;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
-  absl::Mutex mu;
+  Mutex mu;
   bool shut = false;
 };
 
@@ -425,7 +425,7 @@ int GrpcCoordinationServer::port() const { return impl_->port; }
 
 void GrpcCoordinationServer::shutdown(absl::Duration grace) {
   {
-    absl::MutexLock lock(&impl_->mu);
+    MutexLock lock(&impl_->mu);
     if (impl_->shut) return;
     impl_->shut = true;
   }

@@ -14,6 +14,7 @@
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/process_exit.h"
 #include "mcx/core/topology.h"
 #include "mcx/runtime/stream.h"
 
@@ -23,8 +24,9 @@ namespace {
 constexpr int kMaxCpuDevices = 1024;
 
 // The devices and streams of this process. Created once, on first use, and never destroyed: stream
-// threads are joined by an atexit handler instead (see shutdown_client_at_exit), so that code running
-// during static destruction still finds valid devices, and streams run their queued work to the end.
+// threads are joined by the first of the ordered exit steps instead (core/process_exit.h), so that code
+// running during static destruction still finds valid devices, streams run their queued work to the end,
+// and everything their tasks use (the CPU thread pool) is stopped only after them.
 struct Client {
   std::vector<Device> devices;        // the whole job, by global id
   std::vector<Device> local_devices;  // this process, by local id
@@ -42,9 +44,9 @@ std::mutex& client_mutex() {
 std::atomic<Client*> g_client{nullptr};
 std::optional<int> g_requested_cpu_device_count;  // guarded by client_mutex()
 
-// Joins every stream thread at process exit (registered right after the client is created, so it runs
-// before the destructors of every static constructed earlier, e.g. the logger's registry). A child made
-// by fork() inherits the client but not its threads: only the creating process joins them.
+// Joins every stream thread at process exit (ExitStage::kDeviceStreams: before the thread pool the
+// streams' kernels use). A child made by fork() inherits the client but not its threads: only the creating
+// process joins them.
 void shutdown_client_at_exit() {
   Client* c = g_client.load(std::memory_order_acquire);
   if (c == nullptr || c->creator_pid != getpid()) return;
@@ -105,10 +107,10 @@ Client& client() {
   if (Client* c = g_client.load(std::memory_order_acquire)) return *c;
   std::lock_guard<std::mutex> lock(client_mutex());
   if (Client* c = g_client.load(std::memory_order_relaxed)) return *c;
-  logger();  // constructed before the atexit handler is registered, so it outlives the stream threads
+  logger();  // never destroyed either; created here so that stream tasks never race to create it
   Client* c = value_or_throw(create_client()).release();  // never destroyed (see Client)
   g_client.store(c, std::memory_order_release);
-  std::atexit(shutdown_client_at_exit);
+  run_at_exit(ExitStage::kDeviceStreams, shutdown_client_at_exit);
   return *c;
 }
 

@@ -13,20 +13,20 @@ namespace {
 using ::testing::HasSubstr;
 
 struct Failures {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<TaskFailure> seen;
   std::function<void(const TaskFailure&)> callback() {
     return [this](const TaskFailure& f) {
-      absl::MutexLock l(&mu);
+      MutexLock l(&mu);
       seen.push_back(f);
     };
   }
   // Waits until at least one failure arrived; returns how long that took.
   std::optional<absl::Duration> wait(absl::Duration timeout) {
     absl::Time start = absl::Now();
-    absl::MutexLock l(&mu);
+    MutexLock l(&mu);
     auto has = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !seen.empty(); };
-    if (!mu.AwaitWithTimeout(absl::Condition(&has), timeout)) return std::nullopt;
+    if (!mu.await_for(has, timeout)) return std::nullopt;
     return absl::Now() - start;
   }
 };
@@ -113,7 +113,7 @@ TEST_F(AgentTest, ConnectionLossIsReportedToEveryOtherTask) {
     auto took = failures_[i]->wait(absl::Seconds(2));
     ASSERT_TRUE(took.has_value()) << "task " << i << " was not told";
     EXPECT_LT(*took, absl::Milliseconds(500));
-    absl::MutexLock l(&failures_[i]->mu);
+    MutexLock l(&failures_[i]->mu);
     EXPECT_EQ(failures_[i]->seen[0].task, 2);
     EXPECT_THAT(failures_[i]->seen[0].message, HasSubstr("task 2 failed: connection to task 2 lost"));
   }
@@ -149,7 +149,7 @@ TEST_F(AgentTest, ReportErrorPropagates) {
   start(2);
   ASSERT_TRUE(agents_[1]->report_error(absl::InternalError("disk full")).ok());
   ASSERT_TRUE(failures_[0]->wait(absl::Seconds(2)).has_value());
-  absl::MutexLock l(&failures_[0]->mu);
+  MutexLock l(&failures_[0]->mu);
   EXPECT_THAT(failures_[0]->seen[0].message, HasSubstr("task 1 failed: reported an error: disk full"));
 }
 

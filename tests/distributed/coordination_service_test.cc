@@ -317,9 +317,9 @@ TEST_F(ServiceTest, ConnectionLossFailsTaskAtOnceButShutdownDoesNot) {
   auto s = make(2, /*recoverable=*/false, /*shutdown_timeout=*/absl::ZeroDuration());
   register_all(*s, 2);
   std::vector<JobState> seen;
-  absl::Mutex mu;
+  Mutex mu;
   auto obs = s->watch(-1, 0, [&](const JobState& js) {
-    absl::MutexLock l(&mu);
+    MutexLock l(&mu);
     seen.push_back(js);
   });
   ASSERT_TRUE(obs.ok());
@@ -339,7 +339,7 @@ TEST_F(ServiceTest, ConnectionLossFailsTaskAtOnceButShutdownDoesNot) {
   JobState js = s->job_state();
   EXPECT_EQ(js.tasks[1].state, TaskState::kError);
   EXPECT_THAT(js.tasks[1].error.message(), HasSubstr("connection to task 1 lost"));
-  absl::MutexLock l(&mu);
+  MutexLock l(&mu);
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen.back().version, js.version);
   EXPECT_EQ(seen.back().tasks[1].state, TaskState::kError);

@@ -24,20 +24,20 @@ namespace {
 using ::testing::HasSubstr;
 
 struct FailureLog {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<TaskFailure> seen;
   absl::Time first_at;
   std::function<void(const TaskFailure&)> callback() {
     return [this](const TaskFailure& f) {
-      absl::MutexLock l(&mu);
+      MutexLock l(&mu);
       if (seen.empty()) first_at = absl::Now();
       seen.push_back(f);
     };
   }
   bool wait(absl::Duration timeout) {
-    absl::MutexLock l(&mu);
+    MutexLock l(&mu);
     auto has = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !seen.empty(); };
-    return mu.AwaitWithTimeout(absl::Condition(&has), timeout);
+    return mu.await_for(has, timeout);
   }
 };
 
@@ -190,7 +190,7 @@ TEST(Grpc, CoordinatorLossIsReportedFast) {
   c.server->shutdown(absl::Milliseconds(50));
   for (auto& l : logs) {
     ASSERT_TRUE(l.wait(absl::Seconds(2)));
-    absl::MutexLock lock(&l.mu);
+    MutexLock lock(&l.mu);
     EXPECT_LT(l.first_at - start, absl::Seconds(1));
     EXPECT_EQ(l.seen[0].task, -1);
     EXPECT_THAT(l.seen[0].message, HasSubstr("lost the coordination service at 127.0.0.1:"));
@@ -236,7 +236,7 @@ TEST(Grpc, KilledProcessIsDetectedWithinASecond) {
   int wstatus;
   waitpid(pid, &wstatus, 0);
   ASSERT_TRUE(log.wait(absl::Seconds(3)));
-  absl::MutexLock l(&log.mu);
+  MutexLock l(&log.mu);
   absl::Duration detect = log.first_at - killed;
   std::printf("kill -9 of task 1 detected by task 0 after %s\n", absl::FormatDuration(detect).c_str());
   EXPECT_LT(detect, absl::Seconds(1));

@@ -1,6 +1,10 @@
-// The shared CPU thread pool: persistent workers (joined at process exit), a queue of jobs, each job split
-// into chunks that workers and the calling thread claim dynamically. Several threads may call parallel_for
-// at once (their jobs are queued side by side). Calls from inside a chunk run inline.
+// The shared CPU thread pool: persistent workers, a queue of jobs, each job split into chunks that workers and
+// the calling thread claim dynamically. Several threads may call parallel_for at once (their jobs are queued
+// side by side). Calls from inside a chunk run inline.
+//
+// Lifetime: the pool is created on first use and never destroyed; its workers are joined by the ordered exit
+// steps (core/process_exit.h) after the device streams have drained, since stream tasks call parallel_for.
+// Once stopped, parallel_for runs on its caller, so work arriving during exit still completes.
 #include "mcx/backend/cpu/thread_pool.h"
 
 #include <cblas.h>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "mcx/core/config.h"
+#include "mcx/core/process_exit.h"
 
 namespace mcx::cpu {
 namespace {
@@ -66,13 +71,23 @@ class Pool {
     std::lock_guard<std::mutex> lock(blas_mu_);
     if (--limited_scopes_ == 0) openblas_set_num_threads(num_threads());
   }
-  ~Pool() {
+  // Joins the workers (idempotent). Jobs already queued finish first: their callers work on them too, and
+  // a worker leaves only when no job wants helpers. Later calls to run() execute inline.
+  void stop() {
+    std::vector<std::thread> workers;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      workers.swap(workers_);
     }
     work_cv_.notify_all();
-    for (auto& t : workers_) t.join();
+    for (auto& t : workers) {
+      if (t.get_id() != std::this_thread::get_id()) {
+        t.join();
+      } else {
+        t.detach();  // exit() called from inside a chunk: this thread ends with the process
+      }
+    }
   }
 
   void set_num_threads(int n) {
@@ -106,8 +121,12 @@ class Pool {
     job->max_helpers = threads - 1;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ensure_workers_locked(threads - 1);
-      queue_.push_back(job);
+      if (stop_) {  // exiting: no workers any more
+        job->max_helpers = 0;
+      } else {
+        ensure_workers_locked(threads - 1);
+        queue_.push_back(job);
+      }
     }
     work_cv_.notify_all();
     // The caller works on its own job too.
@@ -162,25 +181,21 @@ class Pool {
     }
   }
 
+  std::shared_ptr<Job> wanting_help_locked() {
+    for (auto& j : queue_) {
+      if (j->helpers < j->max_helpers && j->next_chunk < j->num_chunks) return j;
+    }
+    return nullptr;
+  }
+
   void worker_loop() {
     t_inside_pool = true;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       std::shared_ptr<Job> job;
-      work_cv_.wait(lock, [&] {
-        if (stop_) return true;
-        for (auto& j : queue_) {
-          if (j->helpers < j->max_helpers && j->next_chunk < j->num_chunks) return true;
-        }
-        return false;
-      });
-      if (stop_) return;
-      for (auto& j : queue_) {
-        if (j->helpers < j->max_helpers && j->next_chunk < j->num_chunks) {
-          job = j;
-          break;
-        }
-      }
+      work_cv_.wait(lock, [&] { return stop_ || wanting_help_locked() != nullptr; });
+      job = wanting_help_locked();
+      if (job == nullptr) return;  // stopping, and no queued job needs a helper
       ++job->helpers;
       lock.unlock();
       work_on(job);
@@ -197,8 +212,12 @@ class Pool {
 };
 
 Pool& pool() {
-  static Pool p;
-  return p;
+  static Pool* p = [] {
+    auto* created = new Pool();  // never destroyed (see the lifetime note at the top)
+    run_at_exit(ExitStage::kCpuThreadPool, [created] { created->stop(); });
+    return created;
+  }();
+  return *p;
 }
 
 }  // namespace
