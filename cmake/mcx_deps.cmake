@@ -9,6 +9,9 @@ pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 if(MCX_BUILD_DISTRIBUTED)
   find_package(Protobuf REQUIRED)
   find_package(gRPC CONFIG REQUIRED)
+  # The data plane between processes (Debian's libgloo-dev: tcp transport). Its package config defines the
+  # imported target `gloo`.
+  find_package(Gloo CONFIG REQUIRED)
 endif()
 if(MCX_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

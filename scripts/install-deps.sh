@@ -18,6 +18,8 @@ packages=(
   python3 python3-numpy python3-torch
   # multi-process tests and peers
   openmpi-bin libopenmpi-dev openssl
+  # data plane across processes (Gloo collectives over TCP)
+  libgloo-dev
   # data download for the digits example (apt-get download + dpkg -x)
   dpkg-dev ca-certificates zlib1g-dev
 )

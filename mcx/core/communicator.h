@@ -11,8 +11,9 @@
 // silent hang). After a failed or timed-out call the communicator is poisoned: every later call on any
 // member returns the first error (Aborted), because the members can no longer agree on the sequence.
 //
-// Implementations: LocalCommunicator (local_communicator.h: devices of one process, shared memory) and,
-// later, a Gloo-backed one across processes. Layering: this interface lives in core so that the backend's
+// Implementations: LocalCommunicator (local_communicator.h: devices of one process, shared memory) and the
+// spanning group (spanning_group.h: devices of several processes; shared memory inside each process, one
+// PeerGroup (Gloo or MPI) between them). Layering: this interface lives in core so that the backend's
 // collective kernels, the runtime and the distributed layer can all see it without including each other.
 //
 // Reductions are computed in a fixed order (rank 0 + rank 1 + ... ) so results are bitwise identical on
@@ -32,6 +33,15 @@ namespace mcx {
 
 enum class ReduceOp : uint8_t { kSum, kMax, kMin, kProd };
 const char* reduce_op_name(ReduceOp op);  // "sum", "max", "min", "prod"
+
+// The computation that the collectives which follow belong to. The runtime tags each launch over a mesh that
+// spans processes, so that processes running different computations (or the same ones in another order)
+// fail at the first exchange with an error naming both, instead of hanging or mixing data.
+struct LaunchTag {
+  std::string program;       // e.g. "jit(train_step)"
+  uint64_t fingerprint = 0;  // of the per-device program
+  uint64_t sequence = 0;     // launches on this mesh before this one (the same on every process)
+};
 
 class Communicator {
  public:
@@ -68,6 +78,9 @@ class Communicator {
   virtual absl::Status permute(const void* in, void* out, int64_t bytes, int send_to, int recv_from,
                                absl::Time deadline) = 0;
   virtual absl::Status barrier(absl::Time deadline) = 0;
+  // Tags the collectives that follow (see LaunchTag). Default: ignored (in one process the streams run what
+  // was enqueued, in order, and a mismatch is caught by the argument check).
+  virtual void set_launch(const LaunchTag& tag) { (void)tag; }
 };
 
 }  // namespace mcx

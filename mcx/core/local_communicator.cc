@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/reduce_kernels.h"
 
 namespace mcx {
 
@@ -58,69 +59,6 @@ struct Call {
     return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && shared == o.shared;
   }
 };
-
-// out[k] = f(out[k], x[k]) for each later rank, block by block so that `out` stays in cache; rank order
-// per element, so the result is the same however the elements are split between members.
-template <typename T, typename F>
-void reduce_ranks(const std::vector<const char*>& ins, int64_t offset, int64_t n, T* o, F f) {
-  constexpr int64_t kBlock = 4096;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    const T* first = reinterpret_cast<const T*>(ins[0]) + offset + b;
-    std::copy(first, first + m, o + b);
-    for (size_t r = 1; r < ins.size(); ++r) {
-      const T* x = reinterpret_cast<const T*>(ins[r]) + offset + b;
-      T* ob = o + b;
-      for (int64_t k = 0; k < m; ++k) ob[k] = f(ob[k], x[k]);
-    }
-  }
-}
-
-// Reduces n elements of every input (in rank order) into out, as the dtype's own arithmetic. The op is
-// chosen outside the loops so the inner loop vectorises.
-template <typename T>
-void reduce_typed(const std::vector<const char*>& ins, int64_t offset, int64_t n, ReduceOp op, char* out) {
-  T* o = reinterpret_cast<T*>(out);
-  if constexpr (std::is_same_v<T, bool>) {
-    if (op == ReduceOp::kSum || op == ReduceOp::kMax) {
-      reduce_ranks(ins, offset, n, o, [](bool a, bool v) { return a || v; });
-    } else {
-      reduce_ranks(ins, offset, n, o, [](bool a, bool v) { return a && v; });
-    }
-  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t> ||
-                       std::is_floating_point_v<T>) {
-    // 16-bit floats compute in f32 and round per step, like the backend's elementwise kernels.
-    using C = std::conditional_t<std::is_floating_point_v<T>, T, float>;
-    auto lift = [](auto f) { return [f](T a, T v) { return T(f(static_cast<C>(a), static_cast<C>(v))); }; };
-    switch (op) {
-      case ReduceOp::kSum: reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return a + v; })); break;
-      case ReduceOp::kProd: reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return a * v; })); break;
-      case ReduceOp::kMax:
-        reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return (a != a) ? a : (v != v ? v : std::max(a, v)); }));
-        break;
-      case ReduceOp::kMin:
-        reduce_ranks(ins, offset, n, o, lift([](C a, C v) { return (a != a) ? a : (v != v ? v : std::min(a, v)); }));
-        break;
-    }
-  } else {
-    using U = std::make_unsigned_t<T>;  // integers wrap (computed unsigned: no signed-overflow UB)
-    switch (op) {
-      case ReduceOp::kSum:
-        reduce_ranks(ins, offset, n, o, [](T a, T v) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(v)); });
-        break;
-      case ReduceOp::kProd:
-        reduce_ranks(ins, offset, n, o, [](T a, T v) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(v)); });
-        break;
-      case ReduceOp::kMax: reduce_ranks(ins, offset, n, o, [](T a, T v) { return std::max(a, v); }); break;
-      case ReduceOp::kMin: reduce_ranks(ins, offset, n, o, [](T a, T v) { return std::min(a, v); }); break;
-    }
-  }
-}
-
-void reduce_into(DType dtype, const std::vector<const char*>& ins, int64_t offset, int64_t n, ReduceOp op, char* out) {
-  if (n <= 0) return;
-  dispatch_dtype(dtype, [&](auto tag) { reduce_typed<decltype(tag)>(ins, offset, n, op, out); });
-}
 
 absl::Status negative(const char* what, const char* arg, int64_t v) {
   return absl::InvalidArgumentError(absl::StrCat("[", what, "] ", arg, " is ", v, ", expected >= 0"));

@@ -8,6 +8,7 @@
 #include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
+#include "mcx/distributed/data_plane.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
 #include "mcx/core/logging.h"
@@ -266,7 +267,9 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     }
   }
   if (s.ok()) s = set_distributed_topology(std::move(topo));
+  if (s.ok()) s = start_data_plane(r.agent.get(), DataPlaneConfig{c.coordinator_address, c.process_id, c.mtls.require});
   if (!s.ok()) {
+    clear_distributed_topology();
     teardown_locked(r);
     return s;
   }
@@ -281,6 +284,7 @@ absl::Status shutdown_or_status() {
   Runtime& r = runtime();
   MutexLock lock(&r.mu);
   if (!r.agent) return absl::OkStatus();
+  stop_data_plane();
   absl::Status s = r.agent->shutdown();
   if (r.service) {
     // Keep serving until every other task has left and closed its stream, so none of them sees the

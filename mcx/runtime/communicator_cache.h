@@ -1,18 +1,35 @@
-// Process-wide cache of in-process communicator groups, one LocalGroup per ordered list of devices, so
-// every execution over the same group of devices uses the same rendezvous (required: the members of a
-// collective must meet in the same group object). Groups live until process exit.
-// Thread-safety: thread-safe.
+// Process-wide cache of communicator groups, one per ordered list of devices, so every execution over the
+// same devices meets in the same group object (required: the members of a collective must rendezvous in one
+// place).
+//  - A group of this process's devices is a LocalGroup (shared memory); it lives until process exit.
+//  - A group that spans processes is a SpanningGroup (core/spanning_group.h) over a PeerGroup built by the
+//    data plane that mcx::distributed::initialize installed. It is built on first use by whichever local
+//    member gets there first (the others wait for it); building blocks until every member process has joined
+//    or the deadline passes. Groups are cached by (devices, generation): a group that failed is dropped
+//    (retired, never freed while a stream may still hold it) and the next use builds the next generation, so
+//    one failure does not poison those devices forever.
+// Cross-process reductions are in rank order within a process and ring order between processes; with
+// MCX_DETERMINISTIC_REDUCTIONS=1 they are bitwise identical to a single process (core/spanning_group.h).
+// Thread-safety: thread-safe; different groups are built concurrently (a process may be connecting several
+// groups at once, each waiting for its own peers).
 #pragma once
 
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "mcx/core/communicator.h"
 #include "mcx/runtime/device.h"
 
 namespace mcx {
 
-// The communicator of `member` in the group of `group` (ordered; member must be in it; all local).
-absl::StatusOr<Communicator*> local_communicator(std::span<const Device> group, const Device& member);
+// The communicator of `member` (a local device) in the group `group` (ordered, contains member).
+// Errors: InternalError if member is not in group; FailedPrecondition when the group spans processes and
+// no data plane is installed; the data plane's connect errors (DeadlineExceeded naming the processes).
+absl::StatusOr<Communicator*> group_communicator(std::span<const Device> group, const Device& member,
+                                                 absl::Time deadline);
+
+// The generation of the cached group of these devices (0 before any failure); for tests and messages.
+uint64_t group_generation(std::span<const Device> group);
 
 }  // namespace mcx

@@ -1,7 +1,9 @@
 #include "mcx/runtime/spmd_executable.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -9,6 +11,7 @@
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/ir/fingerprint.h"
 #include "mcx/ir/text.h"
 #include "mcx/runtime/communicator_cache.h"
 #include "mcx/runtime/executable_cache.h"
@@ -25,6 +28,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 std::mutex& launch_mutex() {
   static std::mutex* mu = new std::mutex();  // never destroyed: streams may launch until exit
   return *mu;
+}
+
+// Launches so far per mesh (by device ids), for the launch check of meshes that span processes: every process
+// enqueues the same computations over a mesh in the same order, so the counts agree. Guarded by launch_mutex().
+uint64_t next_launch_sequence(const Mesh& mesh) {
+  static auto* counts = new std::map<std::vector<int>, uint64_t>();  // never destroyed
+  std::vector<int> ids;
+  for (const Device& d : mesh.devices()) ids.push_back(d.global_id);
+  return (*counts)[ids]++;
+}
+
+uint64_t fingerprint64(const ir::Program& program) {
+  const std::array<uint8_t, 32> f = ir::fingerprint(program);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | f[i];
+  return v;
 }
 
 // Global type of a per-device value laid out by spec (manual mode): local dims times shard counts.
@@ -61,6 +80,7 @@ struct DeviceTask {
   std::vector<Device> partition_devices;  // SPMD: the mesh devices by partition id; empty: one device
   int64_t position = 0;                   // SPMD: this device's partition id
   int threads = 0;                        // SPMD: intra-op thread budget (0: unchanged)
+  std::optional<LaunchTag> launch;        // SPMD over processes: tags this launch's collectives
 
   // Records an input (the shard must exist and, when donated, must not have been donated before).
   // Nothing is marked yet: see commit_donations().
@@ -107,7 +127,9 @@ struct DeviceTask {
       std::vector<Device> members;
       members.reserve(group.size());
       for (int64_t p : group) members.push_back(partition_devices.at(p));
-      return local_communicator(members, device);
+      MCX_ASSIGN_OR_RETURN(Communicator * comm, group_communicator(members, device, deadline));
+      if (launch) comm->set_launch(*launch);
+      return comm;
     };
     absl::StatusOr<std::vector<Buffer>> outs =
         exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
@@ -172,6 +194,7 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   auto t1 = std::chrono::steady_clock::now();
   MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
   exe->compile_seconds_ = seconds_since(t1);
+  exe->fingerprint_ = fingerprint64(per_device);
   for (size_t i = 0; i < in_avals.size(); ++i) {
     exe->in_shardings_.push_back(NamedSharding(options.mesh, options.in_specs[i]));
   }
@@ -221,7 +244,7 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
     if (!device.is_addressable()) continue;
-    DeviceTask task{exe_, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device};
+    DeviceTask task{exe_, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device, std::nullopt};
     for (size_t i = 0; i < args.size(); ++i) {
       MCX_RETURN_IF_ERROR(task.add_input(shard_on(args[i], device), i < donate.size() && donate[i], i));
     }
@@ -230,6 +253,10 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   }
   for (DeviceTask& task : tasks) MCX_RETURN_IF_ERROR(task.commit_donations());
   std::lock_guard<std::mutex> launch(launch_mutex());
+  if (options_.spans_processes) {
+    const LaunchTag tag{what, fingerprint_, next_launch_sequence(mesh)};
+    for (DeviceTask& task : tasks) task.launch = tag;
+  }
   for (DeviceTask& task : tasks) stream_for(task.device).enqueue(std::move(task));
   return results;
 }
@@ -238,7 +265,7 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate) {
-  DeviceTask task{std::move(exe), {}, {}, {}, device, std::string(what), {}, 0, 0};
+  DeviceTask task{std::move(exe), {}, {}, {}, device, std::string(what), {}, 0, 0, std::nullopt};
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].shards.size() != 1) {
       return absl::InternalError(absl::StrCat("[", task.what, "] launch_on_device needs single-shard arguments"));

@@ -64,6 +64,7 @@ class SpmdExecutable {
   std::vector<Sharding> in_shardings_;
   std::vector<Sharding> out_shardings_;
   std::shared_ptr<const cpu::CpuExecutable> exe_;
+  uint64_t fingerprint_ = 0;  // of the per-device program (the launch check across processes)
   spmd::PartitionStats stats_;
   double partition_seconds_ = 0;
   double compile_seconds_ = 0;

@@ -24,6 +24,7 @@ using std::chrono::milliseconds;
 
 std::string tool_path(const std::string& name);  // mcx-coordinator, mcx-run, mcx-ctl
 std::string worker_path();                       // mp_worker
+std::string collectives_worker_path();           // collectives_worker
 std::string hello_path();                        // hello_distributed
 std::string make_certs_script();
 

@@ -1,7 +1,7 @@
 // Process-spanning meshes and global arrays: a real 2-process job (mcx-run -n 2 --cpu-devices 2) runs
 // sharded_worker, which checks devices, a mesh over both processes, index maths, arrays made from
-// process-local data, a jit over the spanning sharding, reading a partial array, the thread guard, and
-// that collectives across processes fail clearly (not implemented yet) instead of hanging. Each check
+// process-local data, a jit over the spanning sharding, reading a partial array, the thread guard, and a jit
+// and a shard_map whose reductions cross processes. Each check
 // prints "CHECK <name> OK|FAIL <details>"; this test requires every expected check to say OK in both
 // processes.
 #include <map>
@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 const std::vector<std::string> kExpectedChecks = {
     "initialize", "a_devices", "b_mesh_and_sharding", "c_process_local_data", "d_jit_elementwise",
     "e_device_get_partial", "g_thread_guard", "f_jit_sum_across_processes", "f_shard_map_psum_across_processes",
-    "h_after_collective_error", "shutdown"};
+    "h_after_collectives", "shutdown"};
 
 TEST(ShardedArrays, EveryCheckPassesInBothProcesses) {
   Harness h;

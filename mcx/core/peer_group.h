@@ -1,0 +1,92 @@
+// PeerGroup: point-to-point messages between the processes of one group. It is the transport under every
+// collective that spans processes (spanning_group.h builds the device-level Communicator on it; the
+// algorithms are in peer_collectives.h). Implementations: Gloo over TCP (distributed/gloo_peer_group.h,
+// the default) and MPI (distributed/mpi_peer_group.h, MCX_COLLECTIVES=mpi under mpirun).
+//
+// Layering: the interface and the factory registry live in core so that the runtime can create
+// process-spanning communicators without linking the distributed layer, which installs the factory at
+// mcx::distributed::initialize() (docs/architecture.md, "Data plane").
+//
+// Contract:
+//  - rank() is this process's position in the ordered process list of the group; peers are named by rank.
+//  - exchange() posts every send and receive at once and blocks until all completed, so rings and pairwise
+//    exchanges cannot deadlock on each other. Messages are matched by (peer, tag); one exchange holds at
+//    most one send and one receive per (peer, tag), and both sides post the same byte counts. Zero-byte
+//    operations are skipped (both sides skip them, since both know the sizes). Receives are waited in the
+//    order given, and `on_recv(i)` runs as soon as receive i has completed: a non-OK result ends the
+//    exchange with that status (the launch check in spanning_group.h reads a header this way before the
+//    data behind it).
+//  - Deadlines: exchange fails with DeadlineExceeded at `deadline`, naming the peers (and their processes)
+//    that had not completed. A peer whose connection closed (it died) is Unavailable naming its process.
+//    Third-party exceptions never escape: they become a Status naming the operation and the peer.
+//  - After any error the group is poisoned: every later exchange fails at once with the first error
+//    (Aborted). Its owner drops it and may build a new one (a new generation).
+//  - abort(why) may be called from any thread: a blocked exchange returns `why` promptly, and the group
+//    is poisoned.
+// Thread-safety: exchange is called by one thread at a time; abort, size, rank, description from any.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mcx {
+
+class PeerGroup {
+ public:
+  struct Send {
+    int peer;
+    uint64_t tag;
+    const void* data;
+    int64_t bytes;
+  };
+  struct Recv {
+    int peer;
+    uint64_t tag;
+    void* data;
+    int64_t bytes;
+  };
+  using OnRecv = std::function<absl::Status(size_t index)>;
+
+  virtual ~PeerGroup() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // The job-wide process index of peer `rank` (for messages).
+  virtual int process_of(int rank) const = 0;
+  // For messages, e.g. "gloo group 'mesh 0,1,2,3' of processes {0,1}".
+  virtual std::string description() const = 0;
+
+  virtual absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                                const OnRecv& on_recv = nullptr) = 0;
+  virtual void abort(const absl::Status& why) = 0;
+};
+
+// What a factory is asked to build. Every member process makes the same request (same processes, key,
+// generation) and the factory connects them; `deadline` bounds connecting.
+struct PeerGroupRequest {
+  std::vector<int> processes;  // job-wide process indices, ordered; includes this process
+  std::string key;             // names the group in the job, e.g. "devices 0,1,2,3"
+  uint64_t generation = 0;     // a rebuilt group gets a new generation (a fresh rendezvous)
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+using PeerGroupFactory = std::function<absl::StatusOr<std::unique_ptr<PeerGroup>>(const PeerGroupRequest&)>;
+
+// Installs the factory of the data plane ("gloo", "mpi", ...); an empty factory uninstalls it.
+void set_peer_group_factory(std::string backend, PeerGroupFactory factory);
+
+// Builds a group through the installed factory. FailedPrecondition when none is installed (the process did
+// not call mcx::distributed::initialize), naming the processes the group needed.
+absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupRequest& request);
+
+// The installed backend's name, or "" when none is installed.
+std::string peer_group_backend();
+
+}  // namespace mcx

@@ -1,0 +1,37 @@
+// The data plane between processes: which transport (MCX_COLLECTIVES), which address it binds, and the
+// PeerGroup factory that initialize() installs in core (core/peer_group.h) so the runtime can build
+// process-spanning communicators. See docs/distributed.md and docs/security.md.
+//
+// Binding: MCX_DATA_PLANE_ADDRESS, else the local address this host uses to reach the coordinator (127.0.0.1
+// when the coordinator is on loopback). Never all interfaces: Gloo's TCP is plaintext and unauthenticated.
+// With mTLS required (MCX_REQUIRE_MTLS=1) a data plane on a non-loopback address is refused unless
+// MCX_ALLOW_PLAINTEXT_DATA_PLANE=1, since it would carry tensors between hosts in the clear.
+// SIGPIPE: Gloo writes to sockets without MSG_NOSIGNAL, so start_data_plane ignores SIGPIPE (unless the program
+// installed a handler): a dead peer then fails the collective with an error instead of killing this process.
+// Thread-safety: start/stop are called by initialize/shutdown (serialised there).
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mcx/distributed/coordination_agent.h"
+
+namespace mcx::distributed {
+
+struct DataPlaneConfig {
+  std::string coordinator_address;  // "host:port"
+  int process_id = 0;
+  bool mtls_required = false;
+};
+
+// The address the data plane binds (see above). Pure apart from the UDP probe that reads the local address of
+// the route to the coordinator (no packet is sent).
+absl::StatusOr<std::string> data_plane_address(const std::string& coordinator_address);
+
+// Creates the transport and installs the factory. agent must stay valid until stop_data_plane().
+absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& config);
+
+// Uninstalls the factory (groups already built keep working until dropped).
+void stop_data_plane();
+
+}  // namespace mcx::distributed

@@ -1,0 +1,45 @@
+// KvStore: Gloo's rendezvous Store (gloo::rendezvous::Store) over the coordination service's key-value store,
+// so that the data plane's rendezvous needs no second server (docs/architecture.md, "Data plane").
+//
+// Every key is prefixed (per group and generation, chosen by the caller) so rebuilt groups never read a
+// previous generation's addresses. set() inserts (a key is written once); get() and wait() block until the
+// key exists or the store's deadline passes. Gloo calls these from inside connectFullMesh, which has no Status
+// channel: failures throw KvStoreError (a std::runtime_error) that the caller catches at the Gloo boundary.
+// Thread-safety: as the agent (thread-safe).
+#pragma once
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gloo/rendezvous/store.h>
+
+#include "absl/time/time.h"
+#include "mcx/distributed/coordination_agent.h"
+
+namespace mcx::distributed {
+
+class KvStoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class KvStore final : public gloo::rendezvous::Store {
+ public:
+  // agent must outlive the store; deadline bounds every blocking call.
+  KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline);
+
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+
+ private:
+  absl::Duration left() const;
+  CoordinationAgent* agent_;
+  std::string prefix_;
+  absl::Time deadline_;
+};
+
+}  // namespace mcx::distributed

@@ -1,0 +1,162 @@
+// Collectives across processes through the real launcher and the real data plane (Gloo over loopback TCP,
+// rendezvous through the coordination service): collectives_worker runs every opset-2 collective and the
+// partitioner's communication on 1, 2, 3 and 4 processes x 1 and 2 CPU devices and checks its shards against
+// a double-precision reference; the deterministic mode is bitwise identical to one process; processes that
+// launch different computations fail at once; a peer killed with SIGKILL fails the survivors' collective
+// within a second, naming it, and the survivors' devices keep working.
+#include <csignal>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/distributed/multiprocess/mp_harness.h"
+
+namespace mcx::mptest {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kChecks = {
+    "psum",     "pmax",       "pmin",    "pmean",          "all_gather",
+    "psum_scatter", "all_to_all", "ppermute", "axis_index", "jit_sum",
+    "jit_matmul_contracting_sharded", "reshard_to_replicated", "after_all"};
+
+struct JobOutput {
+  std::map<int, std::map<std::string, std::string>> checks;  // process -> check -> "OK" / "FAIL ..."
+  std::map<int, std::map<std::string, std::string>> hashes;  // process -> name -> hex
+  std::string all;
+};
+
+JobOutput parse(const std::string& out) {
+  JobOutput r;
+  r.all = out;
+  const std::regex check_re(R"(\[p(\d+)\] CHECK (\S+) (OK|FAIL.*))");
+  const std::regex hash_re(R"(\[p(\d+)\] HASH (\S+) (\S+))");
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, check_re)) r.checks[std::stoi(m[1])][m[2]] = m[3];
+    if (std::regex_match(line, m, hash_re)) r.hashes[std::stoi(m[1])][m[2]] = m[3];
+  }
+  return r;
+}
+
+// Runs collectives_worker under mcx-run; returns its output (ADD_FAILURE on a non-zero exit).
+JobOutput run_job(int n, int d, const std::string& mode, const Env& env = {}) {
+  Harness h;
+  Env e = env;
+  e["MCX_DEVICE_TIMEOUT_S"] = "20";
+  int r = h.spawn("mcx-run",
+                  {tool_path("mcx-run"), "-n", std::to_string(n), "--cpu-devices", std::to_string(d),
+                   "--init-timeout", "20", "--timeout", "60", "--grace-period", "1", "--", collectives_worker_path(),
+                   mode},
+                  e);
+  EXPECT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  return parse(h.out(r) + h.err(r));
+}
+
+struct Layout {
+  int processes;
+  int devices;
+};
+
+class CollectivesAcrossProcesses : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReference) {
+  const Layout l = GetParam();
+  JobOutput out = run_job(l.processes, l.devices, "all");
+  ASSERT_EQ(out.checks.size(), static_cast<size_t>(l.processes)) << out.all;
+  for (int p = 0; p < l.processes; ++p) {
+    for (const std::string& name : kChecks) {
+      auto it = out.checks[p].find(name);
+      if (it == out.checks[p].end()) {
+        ADD_FAILURE() << "process " << p << " did not report " << name << "\n" << out.all;
+      } else {
+        EXPECT_EQ(it->second, "OK") << "process " << p << " check " << name;
+      }
+    }
+    // Replicas never drift: every process holds the same bits of the float all-reduce.
+    EXPECT_EQ(out.hashes[p]["psum_float"], out.hashes[0]["psum_float"]) << "process " << p << "\n" << out.all;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CollectivesAcrossProcesses,
+                         ::testing::Values(Layout{1, 2}, Layout{2, 1}, Layout{2, 2}, Layout{3, 1}, Layout{3, 2},
+                                           Layout{4, 1}, Layout{4, 2}),
+                         [](const ::testing::TestParamInfo<Layout>& i) {
+                           return std::to_string(i.param.processes) + "x" + std::to_string(i.param.devices);
+                         });
+
+TEST(CollectivesAcrossProcesses, DeterministicModeIsBitwiseIdenticalToOneProcess) {
+  const Env det = {{"MCX_DETERMINISTIC_REDUCTIONS", "1"}};
+  std::set<std::string> seen;
+  for (Layout l : {Layout{1, 4}, Layout{2, 2}, Layout{4, 1}}) {
+    JobOutput out = run_job(l.processes, l.devices, "all", det);
+    for (int p = 0; p < l.processes; ++p) {
+      ASSERT_FALSE(out.hashes[p]["psum_float"].empty()) << out.all;
+      seen.insert(out.hashes[p]["psum_float"]);
+    }
+  }
+  EXPECT_EQ(seen.size(), 1u) << "the psum bits differ between layouts of 4 devices in deterministic mode";
+}
+
+TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsFailAtOnce) {
+  JobOutput out = run_job(2, 1, "mismatch");
+  bool named_both = false;
+  for (int p = 0; p < 2; ++p) {
+    EXPECT_EQ(out.checks[p]["mismatch_detected"], "OK") << out.all;
+    EXPECT_EQ(out.checks[p]["after_mismatch"], "OK") << out.all;
+  }
+  std::istringstream lines(out.all);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("NOTE mismatch error") == std::string::npos) continue;
+    named_both = named_both || (line.find("sum_step") != std::string::npos &&
+                                line.find("max_step") != std::string::npos && line.find("process 0") != std::string::npos &&
+                                line.find("process 1") != std::string::npos);
+  }
+  EXPECT_TRUE(named_both) << "no error named both programs and both processes:\n" << out.all;
+}
+
+TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
+  Harness h;
+  const int n = 3;
+  const std::string address = h.start_coordinator(n, {"--recoverable"});
+  ASSERT_FALSE(address.empty());
+  std::vector<int> procs;
+  for (int id = 0; id < n; ++id) {
+    procs.push_back(h.spawn("p" + std::to_string(id), {collectives_worker_path(), "kill"},
+                            Harness::worker_env(address, n, id, {{"MCX_DEVICE_TIMEOUT_S", "30"}})));
+  }
+  for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
+  h.proc(procs[2]).sub->signal(SIGKILL);
+  const auto killed_at = Clock::now();
+  for (int i : {procs[0], procs[1]}) {
+    ASSERT_TRUE(h.wait_output(i, "AFTER", milliseconds(10000))) << h.dump(i);
+  }
+  bool named = false;
+  for (int i : {procs[0], procs[1]}) {
+    const std::string& o = h.out(i);
+    size_t at = o.find("SURVIVOR_ERROR ");
+    ASSERT_NE(at, std::string::npos) << h.dump(i);
+    std::string line = o.substr(at, o.find('\n', at) - at);
+    named = named || line.find("process 2") != std::string::npos;
+    EXPECT_THAT(o, HasSubstr("AFTER f32[3]{2, 4, 6}")) << "the devices are unusable after the failure";
+    (void)killed_at;
+  }
+  EXPECT_TRUE(named) << "no survivor's error names process 2:\n" << h.dump(procs[0]) << h.dump(procs[1]);
+  // Within a second of the kill (measured by the survivors from their last completed all-reduce).
+  for (int i : {procs[0], procs[1]}) {
+    const std::string& o = h.out(i);
+    size_t at = o.find("SURVIVOR_ERROR ") + 15;
+    EXPECT_LE(std::stoi(o.substr(at)), 1000) << h.dump(i);
+  }
+}
+
+}  // namespace
+}  // namespace mcx::mptest

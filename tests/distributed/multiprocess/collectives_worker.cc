@@ -1,0 +1,321 @@
+// collectives_worker: one process of an N-process job with D CPU devices each (mcx-run -n N --cpu-devices D --
+// collectives_worker [mode]); collectives_test.cc runs it for N in {1,2,3,4} and D in {1,2}.
+//
+// Every collective of opset 2 and the partitioner's communication run over a mesh of all N*D devices
+// ("i"), and each process checks the shards it holds against a reference computed here in double precision
+// from the formula that fills the inputs (small integers, so sums are exact in f32 in any order). Output:
+// "CHECK <name> OK|FAIL <details>" lines, "HASH <name> <hex>" lines (the bits of a float all-reduce whose
+// rounding depends on the reduction order, compared across processes and runs by the test), "DONE <n> failed".
+//
+// Modes (argv[1]):
+//   all          (default) every check above
+//   mismatch     process 0 launches a different computation than the others: every process must fail at
+//                once with an error naming both programs, and the devices stay usable
+//   kill         every process runs all-reduces in a loop; the test kills one with SIGKILL, and the survivors
+//                must fail within a second with an error naming a process ("SURVIVOR_ERROR <ms> <message>")
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/mcx.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_failures = 0;
+
+void print_line(const std::string& line) {
+  std::string l = line + "\n";
+  std::fwrite(l.data(), 1, l.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = '|';
+  }
+  return s;
+}
+
+void check(const std::string& name, const std::function<std::string()>& body) {
+  std::string problem;
+  try {
+    problem = body();
+  } catch (const std::exception& e) {
+    problem = absl::StrCat("unexpected exception: ", e.what());
+  }
+  if (problem.empty()) {
+    print_line("CHECK " + name + " OK");
+  } else {
+    ++g_failures;
+    print_line("CHECK " + name + " FAIL " + one_line(problem));
+  }
+}
+
+// Input value of global element (row, col): small integers, exact in f32 whatever the summation order.
+double xval(int64_t row, int64_t col) { return static_cast<double>((row * 7 + col * 3) % 11) - 5.0; }
+
+mcx::Array make_input(const std::vector<int64_t>& dims, const mcx::Sharding& sharding,
+                      const std::function<double(int64_t, int64_t)>& value) {
+  return mcx::make_array_from_callback(dims, mcx::DType::kFloat32, sharding, [&](const mcx::IndexBox& box) {
+    std::vector<float> v;
+    for (int64_t r = box.start[0]; r < box.limit[0]; ++r) {
+      for (int64_t c = box.start[1]; c < box.limit[1]; ++c) v.push_back(static_cast<float>(value(r, c)));
+    }
+    return mcx::Buffer::from_vector<float>(v, box.shape());
+  });
+}
+
+// Compares every addressable shard of a (a 1-d or 2-d array) with want(global row, global col).
+std::string compare(const mcx::Array& a, const std::vector<int64_t>& dims,
+                    const std::function<double(int64_t, int64_t)>& want, double tol = 0) {
+  if (a.dims() != dims) {
+    return absl::StrCat("global dims [", absl::StrJoin(a.dims(), ","), "], expected [", absl::StrJoin(dims, ","), "]");
+  }
+  std::vector<std::string> bad;
+  for (const mcx::ArrayShard& s : a.addressable_shards()) {
+    mcx::Buffer b = s.data.to_host();
+    const std::vector<int64_t> shape = s.index.shape();
+    const int64_t cols = shape.size() > 1 ? shape[1] : 1;
+    for (int64_t i = 0; i < b.num_elements(); ++i) {
+      const int64_t r = s.index.start.empty() ? 0 : s.index.start[0] + i / cols;
+      const int64_t c = shape.size() > 1 ? s.index.start[1] + i % cols : 0;
+      const double got = b.element_as_double(i), exp = want(r, c);
+      if (std::abs(got - exp) > tol * std::max(1.0, std::abs(exp)) && bad.size() < 4) {
+        bad.push_back(absl::StrCat("on ", s.device.to_string(), " element (", r, ",", c, ") is ", got, ", expected ",
+                                   exp));
+      }
+    }
+  }
+  return absl::StrJoin(bad, "; ");
+}
+
+std::string bits_hex(const mcx::Array& a) {
+  mcx::Buffer b = a.addressable_shards().front().data.to_host();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
+  const auto* p = static_cast<const unsigned char*>(b.data());
+  for (size_t i = 0; i < b.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return absl::StrCat(absl::Hex(h, absl::kZeroPad16));
+}
+
+void run_all(int n, int g) {
+  const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
+  const mcx::Sharding rows = mcx::NamedSharding(mesh, mcx::P("i"));
+  const int64_t R = 2, C = 3;  // rows per device, columns
+  const std::vector<int64_t> xdims = {g * R, C};
+  const mcx::Array x = make_input(xdims, rows, xval);
+  auto sum_over_devices = [&](int64_t r, int64_t c, auto reduce, double init) {
+    double acc = init;
+    for (int d = 0; d < g; ++d) acc = reduce(acc, xval(d * R + r, c));
+    return acc;
+  };
+
+  check("psum", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                            "psum_rows");
+    return compare(f(x), {R, C}, [&](int64_t r, int64_t c) {
+      return sum_over_devices(r, c, [](double a, double b) { return a + b; }, 0.0);
+    });
+  });
+  check("pmax", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::pmax(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                            "pmax_rows");
+    return compare(f(x), {R, C}, [&](int64_t r, int64_t c) {
+      return sum_over_devices(r, c, [](double a, double b) { return std::max(a, b); }, -1e30);
+    });
+  });
+  check("pmin", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::pmin(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                            "pmin_rows");
+    return compare(f(x), {R, C}, [&](int64_t r, int64_t c) {
+      return sum_over_devices(r, c, [](double a, double b) { return std::min(a, b); }, 1e30);
+    });
+  });
+  check("pmean", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::pmean(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                            "pmean_rows");
+    return compare(
+        f(x), {R, C},
+        [&](int64_t r, int64_t c) { return sum_over_devices(r, c, [](double a, double b) { return a + b; }, 0.0) / g; },
+        1e-6);
+  });
+  check("all_gather", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::all_gather(v, "i", 0, /*tiled=*/true); }, mesh,
+                            {mcx::P("i")}, {mcx::P()}, "all_gather_rows");
+    return compare(f(x), xdims, xval);
+  });
+  // y: G rows per device, so that psum_scatter and all_to_all split them over the G devices.
+  const std::vector<int64_t> ydims = {static_cast<int64_t>(g) * g, C};
+  const mcx::Array y = make_input(ydims, rows, xval);
+  check("psum_scatter", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum_scatter(v, "i", 0, /*tiled=*/true); }, mesh,
+                            {mcx::P("i")}, {mcx::P("i")}, "psum_scatter_rows");
+    return compare(f(y), {g, C}, [&](int64_t j, int64_t c) {
+      double acc = 0;
+      for (int d = 0; d < g; ++d) acc += xval(static_cast<int64_t>(d) * g + j, c);
+      return acc;
+    });
+  });
+  check("all_to_all", [&] {
+    auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::all_to_all(v, "i", 0, 0); }, mesh, {mcx::P("i")},
+                            {mcx::P("i")}, "all_to_all_rows");
+    // Device d receives block d of every device s, in order of s: global row d*G + s is y[s*G + d].
+    return compare(f(y), ydims, [&](int64_t row, int64_t c) { return xval((row % g) * g + row / g, c); });
+  });
+  check("ppermute", [&] {
+    std::vector<std::pair<int, int>> perm;
+    for (int d = 0; d < g; ++d) perm.push_back({d, (d + 1) % g});
+    auto f = mcx::shard_map([perm](const mcx::Array& v) { return mcx::ppermute(v, "i", perm); }, mesh, {mcx::P("i")},
+                            {mcx::P("i")}, "ppermute_shift");
+    return compare(f(x), xdims, [&](int64_t row, int64_t c) {
+      const int64_t d = row / R, src = (d + g - 1) % g;
+      return xval(src * R + row % R, c);
+    });
+  });
+  check("axis_index", [&] {
+    auto f = mcx::shard_map(
+        [](const mcx::Array& v) { return mcx::reshape(mcx::astype(mcx::axis_index("i"), mcx::DType::kFloat32), {1}) + 0 * mcx::sum(v); },
+        mesh, {mcx::P("i")}, {mcx::P("i")}, "axis_index");
+    return compare(f(x), {g}, [](int64_t row, int64_t) { return static_cast<double>(row); });
+  });
+  check("jit_sum", [&] {
+    auto f = mcx::jit([](const mcx::Array& v) { return mcx::sum(v); }, {.name = "total", .in_shardings = {rows}});
+    double total = 0;
+    for (int64_t r = 0; r < g * R; ++r)
+      for (int64_t c = 0; c < C; ++c) total += xval(r, c);
+    mcx::Array out = f(x);
+    double got = out.addressable_shards().front().data.to_host().element_as_double(0);
+    return got == total ? std::string() : absl::StrCat("sum is ", got, ", expected ", total);
+  });
+  check("jit_matmul_contracting_sharded", [&] {
+    // a [4, 2G] sharded over columns, b [2G, 3] over rows: the partial products are all-reduced.
+    const mcx::Sharding cols = mcx::NamedSharding(mesh, mcx::P(mcx::None, "i"));
+    const mcx::Array a = make_input({4, 2 * g}, cols, [](int64_t r, int64_t c) { return xval(r + 3, c); });
+    const mcx::Array b = make_input({2 * g, 3}, rows, [](int64_t r, int64_t c) { return xval(c + 1, r); });
+    auto f = mcx::jit([](const mcx::Array& u, const mcx::Array& v) { return mcx::matmul(u, v); },
+                      {.name = "matmul", .in_shardings = {cols, rows},
+                       .out_shardings = {mcx::NamedSharding(mesh, mcx::P())}});
+    return compare(f(a, b), {4, 3}, [&](int64_t r, int64_t c) {
+      double acc = 0;
+      for (int64_t k = 0; k < 2 * g; ++k) acc += xval(r + 3, k) * xval(c + 1, k);
+      return acc;
+    });
+  });
+  check("reshard_to_replicated", [&] {
+    auto f = mcx::jit([](const mcx::Array& v) { return v + 1; },
+                      {.name = "gather_rows", .in_shardings = {rows},
+                       .out_shardings = {mcx::NamedSharding(mesh, mcx::P())}});
+    return compare(f(x), xdims, [](int64_t r, int64_t c) { return xval(r, c) + 1; });
+  });
+  check("after_all", [&] {  // the devices are still usable locally
+    mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
+    std::string s = (v * 2).to_host().to_string();
+    return s == "f32[3]{2, 4, 6}" ? std::string() : "local computation gave " + s;
+  });
+  // Bits of a float all-reduce whose rounding depends on the order (compared by the test).
+  const mcx::Array z = make_input({g * R, C}, rows, [](int64_t r, int64_t c) { return std::sin(1.0 + r * 0.37 + c) / 3; });
+  auto zsum = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                             "psum_float");
+  print_line("HASH psum_float " + bits_hex(zsum(z)));
+  (void)n;
+}
+
+// Process 0 launches a different computation than the others over the same mesh.
+void run_mismatch(int pid, int g) {
+  const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
+  const mcx::Sharding rows = mcx::NamedSharding(mesh, mcx::P("i"));
+  const mcx::Array x = make_input({2 * g, 3}, rows, xval);
+  auto sum_f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")},
+                              {mcx::P()}, "sum_step");
+  auto max_f = mcx::shard_map([](const mcx::Array& v) { return mcx::pmax(v * 2, "i"); }, mesh, {mcx::P("i")},
+                              {mcx::P()}, "max_step");
+  check("mismatch_detected", [&] {
+    const Clock::time_point t0 = Clock::now();
+    try {
+      mcx::Array out = pid == 0 ? max_f(x) : sum_f(x);
+      out.block_until_ready();
+      return std::string("the mismatched launch completed without error");
+    } catch (const mcx::Error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+      print_line(absl::StrCat("NOTE mismatch error after ", ms, " ms: ", one_line(e.what())));
+      if (ms > 5000) return absl::StrCat("took ", ms, " ms to fail");
+      return std::string();
+    }
+  });
+  check("after_mismatch", [&] {
+    mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
+    std::string s = (v * 2).to_host().to_string();
+    return s == "f32[3]{2, 4, 6}" ? std::string() : "local computation gave " + s;
+  });
+}
+
+// All-reduces in a loop until one fails (the test kills a peer meanwhile).
+void run_kill(int g) {
+  const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
+  const mcx::Sharding rows = mcx::NamedSharding(mesh, mcx::P("i"));
+  const mcx::Array x = make_input({static_cast<int64_t>(g) * 1024, 64}, rows, xval);
+  auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P()},
+                          "psum_loop");
+  f(x).block_until_ready();
+  print_line("LOOPING");
+  Clock::time_point last_ok = Clock::now();
+  for (int i = 0; i < 1000000; ++i) {
+    try {
+      f(x).block_until_ready();
+      last_ok = Clock::now();
+    } catch (const mcx::Error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok).count();
+      print_line(absl::StrCat("SURVIVOR_ERROR ", ms, " ", one_line(e.what())));
+      mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
+      print_line("AFTER " + (v * 2).to_host().to_string());
+      std::fflush(stdout);
+      std::_Exit(0);  // the job is broken: leave without the shutdown barrier
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  const char* id = std::getenv("MCX_PROCESS_ID");
+  const int pid = id == nullptr ? 0 : std::atoi(id);
+  try {
+    mcx::distributed::InitializeOptions options;
+    if (mode == "kill") {
+      // The control plane reports the killed peer too; keep running so the data plane's error is observed.
+      options.on_failure = [](const mcx::distributed::TaskFailure& f) {
+        print_line(absl::StrCat("NOTE control plane: task ", f.task, " failed"));
+      };
+    }
+    if (id != nullptr) mcx::distributed::initialize(options);
+  } catch (const std::exception& e) {
+    print_line(absl::StrCat("CHECK initialize FAIL ", one_line(e.what())));
+    return 1;
+  }
+  const int n = mcx::process_count();
+  const int g = mcx::device_count();
+  print_line(absl::StrCat("LAYOUT ", n, " processes x ", mcx::local_device_count(), " devices = ", g));
+  if (mode == "all") {
+    run_all(n, g);
+  } else if (mode == "mismatch") {
+    run_mismatch(pid, g);
+  } else if (mode == "kill") {
+    run_kill(g);
+  } else {
+    print_line("CHECK mode FAIL unknown mode " + mode);
+    return 2;
+  }
+  if (id != nullptr) mcx::distributed::shutdown();
+  print_line(absl::StrCat("DONE ", g_failures, " failed"));
+  return g_failures == 0 ? 0 : 1;
+}
