@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +78,7 @@ class Job {
     bool done = false;      // exited and will not be restarted
     bool reaped = false;    // the current incarnation has exited
     std::optional<Clock::time_point> restart_at;
+    std::optional<ExitStatus> failure;  // how the last incarnation failed before the job was being ended
   };
 
   void say(const std::string& msg) { write_all(STDERR_FILENO, absl::StrCat("[mcx-run] ", msg, "\n")); }
@@ -88,6 +91,12 @@ class Job {
   void handle_signals();
   void reap();
   bool all_workers_done() const;
+  // The coordinator printed "task N ERROR": the order of these reports is the order of the failures.
+  void on_coordinator_line(std::string_view line);
+  // The root cause is the first task the coordinator reported that failed on its own (before this launcher
+  // began ending the job: a process it terminated is never the cause). Makes its exit code the job's result
+  // once both the report and its exit are known, whatever order the processes were reaped in.
+  void settle_root_cause();
 
   const LaunchOptions& o_;
   std::string address_;
@@ -100,6 +109,9 @@ class Job {
   // result_ came from a process that exited because another one failed (fate-sharing exit code); a
   // root-cause failure seen later replaces it.
   bool result_is_fate_shared_ = false;
+  std::vector<int> reported_failed_;     // tasks the coordinator reported as ERROR, in report order
+  std::optional<int> result_from_task_;  // the worker whose exit gave result_
+  bool root_settled_ = false;
   bool terminating_ = false;
   bool killed_ = false;
   Clock::time_point kill_at_;
@@ -177,7 +189,10 @@ bool Job::start_coordinator() {
             },
             [this] { coordinator_->close_stdout(); });
   pump_.add(coordinator_->stderr_fd(),
-            [](std::string_view line) { write_all(STDERR_FILENO, join_line("[coord] ", line)); },
+            [this](std::string_view line) {
+              on_coordinator_line(line);
+              write_all(STDERR_FILENO, join_line("[coord] ", line));
+            },
             [this] { coordinator_->close_stderr(); });
   Clock::time_point deadline = after(o_.coordinator_start_timeout);
   while (address_.empty()) {
@@ -235,9 +250,38 @@ void Job::begin_termination(const std::string& why, int sig) {
   kill_at_ = after(o_.grace_period);
 }
 
+void Job::on_coordinator_line(std::string_view line) {
+  static const std::regex re(R"(\[mcx-coordinator\] task (\d+) ERROR)");
+  std::match_results<std::string_view::const_iterator> m;
+  if (!std::regex_search(line.begin(), line.end(), m, re)) return;
+  const int task = std::stoi(m[1].str());
+  if (task >= 0 && task < o_.num_processes) reported_failed_.push_back(task);
+  settle_root_cause();
+}
+
+void Job::settle_root_cause() {
+  if (root_settled_ || !result_) return;
+  for (int task : reported_failed_) {
+    const Worker& w = workers_[task];
+    if (!w.failure) {
+      if (!w.reaped) return;  // reported, not reaped yet: wait for its exit before deciding
+      continue;             // ended by this launcher: not a cause
+    }
+    root_settled_ = true;
+    if (result_from_task_ == task) return;
+    result_ = w.failure->exit_code();
+    result_from_task_ = task;
+    result_is_fate_shared_ = false;
+    say(absl::StrCat("process ", task, " failed (", w.failure->to_string(),
+                     "): the root cause (the coordinator reported it first)"));
+    return;
+  }
+}
+
 void Job::on_worker_exit(int id, ExitStatus status) {
   Worker& w = workers_[id];
   w.reaped = true;
+  if (!status.success() && !terminating_) w.failure = status;
   if (status.success()) {
     w.done = true;
     if (o_.verbose) say(absl::StrCat("process ", id, " finished"));
@@ -248,13 +292,17 @@ void Job::on_worker_exit(int id, ExitStatus status) {
     if (result_is_fate_shared_ && !status.success() &&
         status.exit_code() != mcx::distributed::kFailureExitCode) {
       result_ = status.exit_code();
+      result_from_task_ = id;
       result_is_fate_shared_ = false;
       say(absl::StrCat("process ", id, " failed (", status.to_string(), "): the root cause"));
     }
+    settle_root_cause();
     return;
   }
   if (restarts_[id] < o_.max_restarts && !coordinator_exited_) {
     restarts_[id]++;
+    w.failure.reset();  // restarted: an earlier failure is no longer the job's root cause
+    reported_failed_.erase(std::remove(reported_failed_.begin(), reported_failed_.end(), id), reported_failed_.end());
     say(absl::StrCat("process ", id, " failed (", status.to_string(), "); restart ", restarts_[id], " of ",
                      o_.max_restarts));
     w.restart_at = Clock::now() + milliseconds(100);
@@ -263,11 +311,13 @@ void Job::on_worker_exit(int id, ExitStatus status) {
   w.done = true;
   if (!result_) {
     result_ = status.exit_code();
+    result_from_task_ = id;
     result_is_fate_shared_ = status.exit_code() == mcx::distributed::kFailureExitCode;
   }
   begin_termination(absl::StrCat("process ", id, " failed (", status.to_string(), ")",
                                  o_.max_restarts > 0 ? " and has no restarts left" : "",
                                  "; ending the other processes"));
+  settle_root_cause();
 }
 
 void Job::handle_signals() {
