@@ -12,4 +12,7 @@ cmake -S "$here/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/pre
 cmake --build "$tmp/build" > "$tmp/build.log"
 out=$("$tmp/build/consumer")
 echo "consumer printed: $out"
-[ "$out" = "f32[]{3.718282} f32[2]{0, 2}" ] || { echo "check_install: unexpected output" >&2; exit 1; }
+# e = exp(1) to f32 precision: the last digit depends on the exp kernel the build uses (vectorised in optimised
+# builds, scalar in the sanitizer builds), so the check reads the number instead of matching the string.
+echo "$out" | grep -Eq '^f32\[\]\{3\.71828[0-9]*\} f32\[2\]\{0, 2\}$' ||
+  { echo "check_install: unexpected output (expected e ~ 3.718282 and {0, 2})" >&2; exit 1; }
