@@ -6,10 +6,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/core/launch_check.h"
 #include "mcx/core/peer_collectives.h"
 #include "mcx/core/reduce_kernels.h"
 
@@ -57,29 +59,6 @@ struct Call {
     }
   }
 };
-
-// The launch tag as it travels to the ring successor (fixed size, no padding).
-struct WireLaunch {
-  uint64_t fingerprint = 0;
-  uint64_t sequence = 0;
-  int32_t process = -1;
-  char program[44] = {};
-};
-static_assert(sizeof(WireLaunch) == 64);
-
-WireLaunch to_wire(const LaunchTag& t, int process) {
-  WireLaunch w;
-  w.fingerprint = t.fingerprint;
-  w.sequence = t.sequence;
-  w.process = process;
-  std::strncpy(w.program, t.program.c_str(), sizeof(w.program) - 1);
-  return w;
-}
-
-std::string describe(const WireLaunch& w) {
-  return absl::StrCat("'", std::string(w.program, strnlen(w.program, sizeof(w.program))), "' (fingerprint ",
-                      absl::Hex(w.fingerprint, absl::kZeroPad16), ", launch #", w.sequence, " on its mesh)");
-}
 
 }  // namespace
 
@@ -210,24 +189,15 @@ struct SpanningGroup::State {
   absl::Status execute(const char* what, const LaunchTag& tag, absl::Time deadline) {
     const Call& c0 = calls[0];
     const uint64_t base = (rounds++) * kPeerTagSpan;
-    WireLaunch mine, theirs;
-    Piggyback check;
+    std::optional<LaunchCheck> check;
     const Piggyback* pb = nullptr;
     if (!tag.program.empty() && (!launch_checked || tag.sequence != checked_sequence)) {
       launch_checked = true;
       checked_sequence = tag.sequence;
-      mine = to_wire(tag, processes[peers->rank()]);
-      check.out = &mine;
-      check.in = &theirs;
-      check.bytes = sizeof(WireLaunch);
-      check.check = [&, what]() -> absl::Status {
-        if (theirs.fingerprint == mine.fingerprint && theirs.sequence == mine.sequence) return absl::OkStatus();
-        return absl::FailedPreconditionError(absl::StrCat(
-            "[", what, "] the processes of ", description(), " run different computations: process ", mine.process,
-            " runs ", describe(mine), ", process ", theirs.process, " runs ", describe(theirs),
-            "; every process must launch the same computations over a mesh in the same order"));
-      };
-      pb = &check;
+      check.emplace(tag, processes[peers->rank()], what, description(),
+                    "every process must launch the same computations over a mesh in the same order (the sequence "
+                    "number counts the launches on that mesh)");
+      pb = check->piggyback();
     }
     switch (c0.kind) {
       case Kind::kAllReduce: return all_reduce(base, deadline, pb, /*scatter=*/false);

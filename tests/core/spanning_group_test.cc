@@ -222,7 +222,7 @@ TEST(SpanningGroup, DifferentComputationsFailAtOnceNamingBoth) {
   for (const absl::Status& s : st) {
     named = named || (s.code() == absl::StatusCode::kFailedPrecondition &&
                       absl::StrContains(s.message(), "jit(train)") && absl::StrContains(s.message(), "jit(eval)") &&
-                      absl::StrContains(s.message(), "launch #7"));
+                      absl::StrContains(s.message(), "#7"));
   }
   EXPECT_TRUE(named) << st[0] << " / " << st[1];
   EXPECT_TRUE(job.groups[0]->failed());

@@ -14,6 +14,7 @@ namespace mcx::mptest {
 std::string tool_path(const std::string& name) { return std::string(MCX_TEST_BIN_DIR) + "/" + name; }
 std::string worker_path() { return MCX_TEST_WORKER; }
 std::string collectives_worker_path() { return MCX_TEST_COLLECTIVES_WORKER; }
+std::string multihost_worker_path() { return MCX_TEST_MULTIHOST_WORKER; }
 std::string hello_path() { return MCX_TEST_HELLO; }
 std::string make_certs_script() { return MCX_TEST_MAKE_CERTS; }
 

@@ -25,6 +25,7 @@ using std::chrono::milliseconds;
 std::string tool_path(const std::string& name);  // mcx-coordinator, mcx-run, mcx-ctl
 std::string worker_path();                       // mp_worker
 std::string collectives_worker_path();           // collectives_worker
+std::string multihost_worker_path();             // multihost_worker
 std::string hello_path();                        // hello_distributed
 std::string make_certs_script();
 

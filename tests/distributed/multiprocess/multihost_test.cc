@@ -1,0 +1,69 @@
+// mcx::multihost through the real launcher and data plane: multihost_worker checks every utility on 1, 2 and 3
+// processes (2 CPU devices each); a process that never arrives makes sync_global_devices time out naming it;
+// processes that sync under different names fail at once naming both.
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/distributed/multiprocess/mp_harness.h"
+
+namespace mcx::mptest {
+namespace {
+
+// process -> check -> "OK" / "FAIL ..."
+// expect_success: the job exits 0 (modes that leave the job out of step end it with a failure instead).
+std::map<int, std::map<std::string, std::string>> run_worker(int n, const std::string& mode, std::string* all,
+                                                             bool expect_success = true) {
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", std::to_string(n), "--cpu-devices", "2", "--init-timeout",
+                              "20", "--timeout", "60", "--grace-period", "1", "--", multihost_worker_path(), mode},
+                  {{"MCX_DEVICE_TIMEOUT_S", "20"}});
+  EXPECT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
+  if (expect_success) EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  *all = h.dump(r);
+  std::map<int, std::map<std::string, std::string>> checks;
+  const std::regex re(R"(\[p(\d+)\] CHECK (\S+) (OK|FAIL.*))");
+  std::istringstream lines(h.out(r));
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, re)) checks[std::stoi(m[1])][m[2]] = m[3];
+  }
+  return checks;
+}
+
+class Multihost : public ::testing::TestWithParam<int> {};
+
+TEST_P(Multihost, EveryUtilityWorks) {
+  const int n = GetParam();
+  std::string all;
+  auto checks = run_worker(n, "all", &all);
+  const std::vector<std::string> expected = {
+      "sync_global_devices", "broadcast_one_to_all", "broadcast_needs_one_source",
+      "process_allgather", "process_allgather_of_a_global_array", "assert_equal_passes",
+      "assert_equal_names_leaf_and_processes", "host_local_global_round_trip", "sync_global_devices_end"};
+  ASSERT_EQ(checks.size(), static_cast<size_t>(n)) << all;
+  for (int p = 0; p < n; ++p) {
+    for (const std::string& name : expected) EXPECT_EQ(checks[p][name], "OK") << "process " << p << " " << name << "\n" << all;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, Multihost, ::testing::Values(1, 2, 3));
+
+TEST(Multihost, SyncTimesOutNamingTheMissingProcess) {
+  std::string all;
+  auto checks = run_worker(3, "timeout", &all, /*expect_success=*/false);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(checks[p]["sync_timeout_names_missing"], "OK") << all;
+}
+
+TEST(Multihost, DifferentNamesFailNamingBoth) {
+  std::string all;
+  auto checks = run_worker(2, "names", &all);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(checks[p]["sync_names_differ"], "OK") << all;
+}
+
+}  // namespace
+}  // namespace mcx::mptest

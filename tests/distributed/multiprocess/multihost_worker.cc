@@ -1,0 +1,193 @@
+// multihost_worker: one process of an N-process job (mcx-run -n N --cpu-devices 2 -- multihost_worker [mode])
+// that checks every mcx::multihost utility against values computed here from the job layout; multihost_test.cc
+// runs it. Prints "CHECK <name> OK|FAIL <details>", "NOTE ..." with observed error messages, "DONE <n> failed".
+// Modes: all (default); timeout (the last process skips a sync_global_devices, the others must time out
+// naming it); names (process 0 syncs under another name: every process must fail naming both).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/mcx.h"
+#include "mcx/multihost/multihost.h"
+
+namespace {
+
+namespace mh = mcx::multihost;
+int g_failures = 0;
+
+void print_line(const std::string& line) {
+  std::string l = line + "\n";
+  std::fwrite(l.data(), 1, l.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n') c = '|';
+  }
+  return s;
+}
+
+void check(const std::string& name, const std::function<std::string()>& body) {
+  std::string problem;
+  try {
+    problem = body();
+  } catch (const std::exception& e) {
+    problem = absl::StrCat("unexpected exception: ", e.what());
+  }
+  print_line("CHECK " + name + (problem.empty() ? " OK" : " FAIL " + one_line(problem)));
+  if (!problem.empty()) ++g_failures;
+}
+
+// Expects fn to throw an mcx::Error of `code` whose message contains every needle.
+std::string expect_error(const std::string& what, absl::StatusCode code, const std::vector<std::string>& needles,
+                         const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const mcx::Error& e) {
+    const std::string msg = e.what();
+    print_line("NOTE " + what + ": " + one_line(msg));
+    if (e.code() != code) return absl::StrCat(what, " threw ", absl::StatusCodeToString(e.code()), ": ", msg);
+    for (const std::string& n : needles) {
+      if (msg.find(n) == std::string::npos) return absl::StrCat(what, "'s message lacks '", n, "': ", msg);
+    }
+    return "";
+  }
+  return what + " did not throw";
+}
+
+std::string values(const mcx::Array& a) { return a.to_host().to_string(); }
+
+void run_all(int pid, int n) {
+  check("sync_global_devices", [&]() -> std::string {
+    mh::sync_global_devices("start", absl::Seconds(20));
+    return std::string();
+  });
+  check("broadcast_one_to_all", [&]() -> std::string {
+    mcx::Tree mine{{"step", mcx::array(std::vector<int32_t>{pid * 10 + 7}, {1})},
+                   {"w", mcx::array(std::vector<float>{1.5f + pid, -2.0f * pid}, {2})}};
+    mcx::Tree got = mh::broadcast_one_to_all(mine);
+    const std::string step = values(got.at("step")), w = values(got.at("w"));
+    if (step != "i32[1]{7}" || w != "f32[2]{1.5, -0}") return absl::StrCat("got step ", step, ", w ", w);
+    return std::string();
+  });
+  check("broadcast_needs_one_source", [&]() -> std::string {
+    if (n == 1) return std::string();  // one process is exactly one source
+    return expect_error("broadcast with every process a source", absl::StatusCode::kInvalidArgument,
+                        {"exactly one source"},
+                        [&] { mh::broadcast_one_to_all(mcx::array(std::vector<float>{1}, {1}), true); });
+  });
+  check("process_allgather", [&]() -> std::string {
+    mcx::Array mine = mcx::array(std::vector<float>{static_cast<float>(pid), 10.0f * pid}, {2});
+    mcx::Array stacked = mh::process_allgather(mine);
+    mcx::Array tiled = mh::process_allgather(mine, /*tiled=*/true);
+    std::vector<int64_t> want_dims = {n, 2};
+    if (stacked.dims() != want_dims) return "stacked dims wrong: " + values(stacked);
+    mcx::Buffer s = stacked.to_host(), t = tiled.to_host();
+    for (int p = 0; p < n; ++p) {
+      if (s.element_as_double(2 * p) != p || s.element_as_double(2 * p + 1) != 10.0 * p ||
+          t.element_as_double(2 * p) != p) {
+        return absl::StrCat("stacked ", values(stacked), ", tiled ", values(tiled));
+      }
+    }
+    return std::string();
+  });
+  check("process_allgather_of_a_global_array", [&]() -> std::string {
+    const mcx::Mesh mesh = mcx::make_mesh({mcx::device_count()}, {"i"});
+    const int64_t rows = mcx::device_count();
+    mcx::Array g = mcx::make_array_from_callback({rows, 2}, mcx::DType::kFloat32, mcx::NamedSharding(mesh, mcx::P("i")),
+                                                 [](const mcx::IndexBox& box) {
+                                                   std::vector<float> v;
+                                                   for (int64_t r = box.start[0]; r < box.limit[0]; ++r) {
+                                                     v.push_back(static_cast<float>(r));
+                                                     v.push_back(static_cast<float>(-r));
+                                                   }
+                                                   return mcx::Buffer::from_vector<float>(v, box.shape());
+                                                 });
+    mcx::Buffer whole = mh::process_allgather(g).to_host();
+    if (whole.dims() != std::vector<int64_t>{rows, 2}) return "dims of the gathered global array are wrong";
+    for (int64_t r = 0; r < rows; ++r) {
+      if (whole.element_as_double(2 * r) != r || whole.element_as_double(2 * r + 1) != -r) {
+        return "gathered global array differs: " + whole.to_string();
+      }
+    }
+    return std::string();
+  });
+  check("assert_equal_passes", [&]() -> std::string {
+    mh::assert_equal(mcx::Tree{{"a", mcx::array(std::vector<float>{1, 2}, {2})}}, "same everywhere");
+    return std::string();
+  });
+  check("assert_equal_names_leaf_and_processes", [&]() -> std::string {
+    mcx::Tree t{{"a", mcx::array(std::vector<float>{1, 2}, {2})},
+                {"b", mcx::array(std::vector<float>{pid >= 1 ? 5.0f : 4.0f}, {1})}};
+    if (n == 1) {
+      mh::assert_equal(t);
+      return std::string();
+    }
+    std::vector<std::string> needles = {"params drifted", "['b']", "process"};
+    for (int p = 1; p < n; ++p) needles.push_back(std::to_string(p));
+    return expect_error("assert_equal of differing leaves", absl::StatusCode::kInvalidArgument, needles,
+                        [&] { mh::assert_equal(t, "params drifted"); });
+  });
+  check("host_local_global_round_trip", [&]() -> std::string {
+    const mcx::Mesh mesh = mcx::make_mesh({mcx::device_count()}, {"i"});
+    const int64_t local_rows = mcx::local_device_count();
+    std::vector<float> v;
+    for (int64_t r = 0; r < local_rows; ++r) v.push_back(static_cast<float>(pid * 100 + r));
+    mcx::Array local = mcx::array(v, {local_rows});
+    mcx::Array global = mh::host_local_array_to_global_array(local, mesh, mcx::P("i"));
+    if (global.dims() != std::vector<int64_t>{local_rows * n}) return "global dims wrong";
+    mcx::Array back = mh::global_array_to_host_local_array(global, mesh, mcx::P("i"));
+    if (values(back) != values(local)) return absl::StrCat("round trip gave ", values(back), ", expected ", values(local));
+    return std::string();
+  });
+  check("sync_global_devices_end", [&]() -> std::string {
+    mh::sync_global_devices("end", absl::Seconds(20));
+    return std::string();
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  try {
+    mcx::distributed::initialize();
+  } catch (const std::exception& e) {
+    print_line(absl::StrCat("CHECK initialize FAIL ", one_line(e.what())));
+    return 1;
+  }
+  const int pid = mcx::process_index(), n = mcx::process_count();
+  if (mode == "all") {
+    run_all(pid, n);
+  } else if (mode == "timeout") {
+    check("sync_timeout_names_missing", [&]() -> std::string {
+      if (pid == n - 1) {  // this process never arrives (it stays up, so the job is not ended meanwhile)
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        return std::string();
+      }
+      return expect_error("sync_global_devices without process " + std::to_string(n - 1),
+                          absl::StatusCode::kDeadlineExceeded, {"missing", std::to_string(n - 1)},
+                          [&] { mh::sync_global_devices("never", absl::Seconds(1)); });
+    });
+    std::fflush(stdout);
+    std::_Exit(g_failures == 0 ? 0 : 1);  // the job is out of step: no shutdown barrier
+  } else if (mode == "names") {
+    check("sync_names_differ", [&]() -> std::string {
+      return expect_error("sync_global_devices under different names", absl::StatusCode::kFailedPrecondition,
+                          {"sync_global_devices('left')", "sync_global_devices('right')"},
+                          [&] { mh::sync_global_devices(pid == 0 ? "left" : "right", absl::Seconds(10)); });
+    });
+    std::fflush(stdout);
+    std::_Exit(g_failures == 0 ? 0 : 1);
+  }
+  mcx::distributed::shutdown();
+  print_line(absl::StrCat("DONE ", g_failures, " failed"));
+  return g_failures == 0 ? 0 : 1;
+}
