@@ -22,10 +22,11 @@ for mode in "${modes[@]}"; do
       dir=build-tsan
       targets=(mcx_core_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
                exit_with_queued_work)
-      # install_find_package builds a consumer program: a packaging check, not concurrency.
-      exclude='_NOT_BUILT$|^install_find_package$'
+      # install_find_package (a packaging check) and mcx_export_cli (a command-line check of mcx-export) test
+      # no concurrency.
+      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$'
       echo "sanitize.sh: thread: building ${targets[*]} (ir, spmd and export tests are single-threaded;" \
-           "install_find_package is a packaging check)"
+           "install_find_package and mcx_export_cli check packaging and a command line)"
       ;;
     *) echo "sanitize.sh: unknown mode '$mode' (expected address,undefined or thread)" >&2; exit 2 ;;
   esac
