@@ -14,6 +14,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/box_copy.h"
+#include "mcx/runtime/cross_process_transfer.h"
 #include "mcx/runtime/stream.h"
 #include "mcx/runtime/transfer_guard.h"
 
@@ -137,6 +138,10 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
     return out;
   }
 
+  if (reshard_crosses_processes(value, sharding, dims)) {
+    return reshard_across_processes(value, sharding, dims, is_explicit, committed, api);
+  }
+
   // Plan every target shard first (errors before any work is enqueued).
   struct Target {
     Device device;
@@ -156,7 +161,7 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
         return absl::FailedPreconditionError(cat(
             "[", api, "] cannot reshard ", value.aval.to_string(), " from ", value.sharding.to_string(), " to ",
             sharding.to_string(), ": the source index box ", src_box.to_string(), " (held by ", holder.to_string(),
-            ") is not among this process's shards; cross-process resharding is not supported yet"));
+            ") is not among this process's shards"));
       }
       if (src_box == box && s->device == device) {
         t.shared = s->data;

@@ -11,9 +11,9 @@
 // device-to-host: fetch_to_host. from_single_device_arrays moves no data and checks nothing.
 //
 // Resharding is a copy of index boxes: each target shard is assembled from the source shards that
-// overlap it (within one process, no communication library is involved). A source shard that is not
-// addressable is FailedPrecondition naming it (cross-process resharding arrives with the multi-process
-// layer).
+// overlap it (within one process, no communication library is involved). When a target shard's data lives
+// on another process (device_put between the devices of different processes), reshard sends whole shards
+// point-to-point over the data plane instead (cross_process_transfer.h: same shard shapes on both sides).
 #pragma once
 
 #include <functional>

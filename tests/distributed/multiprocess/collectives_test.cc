@@ -72,8 +72,13 @@ TEST_P(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReference) {
   const Layout l = GetParam();
   JobOutput out = run_job(l.processes, l.devices, "all");
   ASSERT_EQ(out.checks.size(), static_cast<size_t>(l.processes)) << out.all;
+  std::vector<std::string> checks = kChecks;
+  if (l.processes >= 2) {
+    checks.push_back("device_put_across_processes");
+    checks.push_back("device_put_device_count_mismatch");
+  }
   for (int p = 0; p < l.processes; ++p) {
-    for (const std::string& name : kChecks) {
+    for (const std::string& name : checks) {
       auto it = out.checks[p].find(name);
       if (it == out.checks[p].end()) {
         ADD_FAILURE() << "process " << p << " did not report " << name << "\n" << out.all;

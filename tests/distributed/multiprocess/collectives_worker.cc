@@ -216,6 +216,35 @@ void run_all(int n, int g) {
                        .out_shardings = {mcx::NamedSharding(mesh, mcx::P())}});
     return compare(f(x), xdims, [](int64_t r, int64_t c) { return xval(r, c) + 1; });
   });
+  if (n >= 2) {
+    // device_put between the devices of process 0 and those of process n-1 (called on every process).
+    std::vector<mcx::Device> first, last;
+    for (const mcx::Device& d : mcx::devices()) {
+      if (d.process_index == 0) first.push_back(d);
+      if (d.process_index == n - 1) last.push_back(d);
+    }
+    const int64_t k = static_cast<int64_t>(first.size());
+    const mcx::Sharding src = mcx::NamedSharding(mcx::Mesh(first, {k}, {"s"}), mcx::P("s"));
+    const mcx::Sharding dst = mcx::NamedSharding(mcx::Mesh(last, {k}, {"s"}), mcx::P("s"));
+    const mcx::Array a = make_input({k * R, C}, src, xval);
+    check("device_put_across_processes", [&] {
+      mcx::Array moved = mcx::device_put(a, dst);
+      if (mcx::process_index() != n - 1) return moved.addressable_shards().empty() ? std::string() : "unexpected shards";
+      return compare(moved, {k * R, C}, xval);
+    });
+    check("device_put_device_count_mismatch", [&] {
+      try {
+        mcx::device_put(a, mcx::NamedSharding(mesh, mcx::P()));  // k devices -> all g devices
+      } catch (const mcx::Error& e) {
+        const std::string msg = e.what();
+        print_line("NOTE device_put mismatch: " + one_line(msg));
+        return e.code() == absl::StatusCode::kInvalidArgument && msg.find("devices") != std::string::npos
+                   ? std::string()
+                   : "unexpected error: " + msg;
+      }
+      return std::string("device_put to a sharding with another device count did not fail");
+    });
+  }
   check("after_all", [&] {  // the devices are still usable locally
     mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
     std::string s = (v * 2).to_host().to_string();

@@ -1,0 +1,219 @@
+#include "mcx/runtime/cross_process_transfer.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/core/launch_check.h"
+#include "mcx/core/logging.h"
+#include "mcx/core/peer_collectives.h"
+#include "mcx/core/peer_group.h"
+#include "mcx/runtime/async_buffer.h"
+#include "mcx/runtime/stream.h"
+#include "mcx/runtime/transfer_guard.h"
+
+namespace mcx {
+namespace {
+
+// The channel between two devices on different processes: a PeerGroup over their two processes, used by
+// the source device's stream on one side and the target device's stream on the other (one thread each).
+struct Channel {
+  std::mutex mu;                      // guards group and generation (connect/replace)
+  std::unique_ptr<PeerGroup> group;
+  uint64_t generation = 0;
+  uint64_t next_sequence = 0;         // transfers issued on this channel (guarded by the registry's mutex)
+  std::vector<std::unique_ptr<PeerGroup>> retired;  // failed groups (kept: a stream may still be inside one)
+};
+
+struct Channels {
+  std::mutex mu;
+  std::map<std::pair<int, int>, std::unique_ptr<Channel>> by_pair;  // (source id, target id)
+};
+
+Channels& channels() {
+  static Channels* c = new Channels();  // never destroyed: streams transfer until exit
+  return *c;
+}
+
+struct Planned {
+  Channel* channel;
+  uint64_t sequence;
+};
+
+Planned plan(const Device& from, const Device& to) {
+  Channels& c = channels();
+  std::lock_guard<std::mutex> lock(c.mu);
+  std::unique_ptr<Channel>& ch = c.by_pair[{from.global_id, to.global_id}];
+  if (!ch) ch = std::make_unique<Channel>();
+  return Planned{ch.get(), ch->next_sequence++};
+}
+
+// The channel's group, connected on first use (both sides connect concurrently, each on its own stream).
+absl::StatusOr<PeerGroup*> connect(Channel& ch, const Device& from, const Device& to, absl::Time deadline) {
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (!ch.group) {
+    std::vector<int> processes = {std::min(from.process_index, to.process_index),
+                                  std::max(from.process_index, to.process_index)};
+    PeerGroupRequest request{processes, absl::StrCat("transfer ", from.to_string(), "->", to.to_string()),
+                             ch.generation, deadline};
+    MCX_ASSIGN_OR_RETURN(ch.group, make_peer_group(request));
+  }
+  return ch.group.get();
+}
+
+void drop(Channel& ch) {
+  std::lock_guard<std::mutex> lock(ch.mu);
+  if (ch.group) ch.retired.push_back(std::move(ch.group));
+  ++ch.generation;
+}
+
+uint64_t shape_fingerprint(const AbstractValue& aval, const IndexBox& box) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(static_cast<uint64_t>(aval.dtype));
+  for (int64_t v : box.start) mix(static_cast<uint64_t>(v));
+  for (int64_t v : box.limit) mix(static_cast<uint64_t>(v));
+  return h;
+}
+
+// One transfer of a shard (the whole box) between two devices on different processes, run on this
+// process's side: send (source side) or receive into dst (target side).
+absl::Status run_transfer(Channel& ch, uint64_t sequence, const Device& from, const Device& to, bool sending,
+                          void* data, int64_t bytes, const LaunchTag& tag) {
+  const absl::Time deadline = default_device_deadline();
+  MCX_ASSIGN_OR_RETURN(PeerGroup * g, connect(ch, from, to, deadline));
+  const int peer = 1 - g->rank();
+  LaunchCheck check(tag, mcx::process_index(), "device_put", g->description(),
+                    "every process must issue the same transfers between these devices in the same order");
+  const uint64_t base = (sequence % (uint64_t{1} << 40)) * kPeerTagSpan;
+  std::vector<PeerGroup::Send> sends;
+  std::vector<PeerGroup::Recv> recvs;
+  if (sending) {
+    sends.push_back({peer, base, data, bytes});
+  } else {
+    recvs.push_back({peer, base, data, bytes});
+  }
+  absl::Status st = peer_exchange(*g, std::move(sends), std::move(recvs), base, deadline, check.piggyback());
+  if (!st.ok()) drop(ch);
+  return st;
+}
+
+}  // namespace
+
+bool reshard_crosses_processes(const ArrayValue& value, const Sharding& target, std::span<const int64_t> dims) {
+  if (value.sharding.is_fully_addressable() && target.is_fully_addressable()) return false;
+  // Does some target box lack a source on the target device's own process?
+  const auto sources = value.sharding.devices_indices_map(dims);
+  for (const auto& [device, box] : target.devices_indices_map(dims)) {
+    bool local_source = false;
+    for (const auto& [src_device, src_box] : sources) {
+      if (src_box == box && src_device.process_index == device.process_index) local_source = true;
+    }
+    if (!local_source) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, const Sharding& target,
+                                                    std::span<const int64_t> dims, bool is_explicit, bool committed,
+                                                    std::string_view api) {
+  const Sharding& source = value.sharding;
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("[", std::string(api), "] cannot transfer ", value.aval.to_string(), " from ",
+                                                   source.to_string(), " to ", target.to_string(), ": ", why));
+  };
+  if (source.num_devices() != target.num_devices()) {
+    return fail(absl::StrCat("the source has ", source.num_devices(), " devices and the target ", target.num_devices(),
+                             "; a transfer across processes needs the same device count on both sides"));
+  }
+  if (source.shard_shape(dims) != target.shard_shape(dims)) {
+    return fail("the shard shapes differ; a transfer across processes moves whole shards (same shard shapes)");
+  }
+  const auto source_map = source.devices_indices_map(dims);
+  const int me = mcx::process_index();
+  // Every process plans every transfer in the same order (the target's device order), so the per-channel
+  // sequence numbers agree on both sides of each channel.
+  struct Move {
+    Device from, to;
+    IndexBox box;
+  };
+  std::vector<Move> moves;
+  for (const auto& [to, box] : target.devices_indices_map(dims)) {
+    std::optional<Device> from;
+    for (const auto& [d, b] : source_map) {  // prefer a holder on the target's process
+      if (b == box && (!from || (d.process_index == to.process_index && from->process_index != to.process_index))) {
+        from = d;
+      }
+    }
+    if (!from) return fail(absl::StrCat("no source shard holds the target box ", box.to_string()));
+    moves.push_back(Move{*from, to, box});
+  }
+  check_transfer(TransferDirection::kDeviceToDevice, value.aval, is_explicit, api);
+
+  ArrayValue out;
+  out.aval = value.aval;
+  out.sharding = target;
+  out.committed = committed;
+  const DType dtype = value.aval.dtype;
+  for (const Move& m : moves) {
+    const bool sends = m.from.process_index == me, receives = m.to.process_index == me;
+    if (!sends && !receives) continue;
+    std::shared_ptr<AsyncBuffer> src;
+    if (sends) {
+      for (const Shard& s : value.shards) {
+        if (s.device == m.from) src = s.data;
+      }
+      if (!src) return fail(absl::StrCat("this process holds no shard on ", m.from.to_string()));
+    }
+    if (sends && receives) {  // both devices here: a local copy (or the same buffer)
+      if (m.from == m.to) {
+        out.shards.push_back(Shard{m.to, m.box, src});
+        continue;
+      }
+      auto dst = AsyncBuffer::pending();
+      stream_for(m.to).enqueue([src, dst] {
+        absl::StatusOr<Buffer> b = src->await(default_device_deadline());
+        if (b.ok()) {
+          dst->set(b->copy());
+        } else {
+          dst->set_error(b.status());
+        }
+      });
+      out.shards.push_back(Shard{m.to, m.box, dst});
+      continue;
+    }
+    const Planned p = plan(m.from, m.to);
+    const LaunchTag tag{absl::StrCat(std::string(api), " ", m.box.to_string()), shape_fingerprint(value.aval, m.box), p.sequence};
+    if (sends) {
+      stream_for(m.from).enqueue([src, p, m, tag, api = std::string(api)] {
+        absl::StatusOr<Buffer> b = src->await(default_device_deadline());
+        absl::Status st = b.status();
+        if (st.ok()) {
+          st = run_transfer(*p.channel, p.sequence, m.from, m.to, /*sending=*/true, const_cast<void*>(b->data()),
+                            static_cast<int64_t>(b->nbytes()), tag);
+        }
+        if (!st.ok()) log_error("[{}] sending {} from {} to {} failed: {}", api, m.box.to_string(), m.from.to_string(),
+                                m.to.to_string(), std::string(st.message()));
+      });
+    } else {
+      auto dst = AsyncBuffer::pending();
+      stream_for(m.to).enqueue([dst, p, m, tag, dtype] {
+        Buffer b = Buffer::uninitialized(dtype, m.box.shape());
+        absl::Status st = run_transfer(*p.channel, p.sequence, m.from, m.to, /*sending=*/false, b.mutable_data(),
+                                       static_cast<int64_t>(b.nbytes()), tag);
+        if (st.ok()) {
+          dst->set(std::move(b));
+        } else {
+          dst->set_error(st);
+        }
+      });
+      out.shards.push_back(Shard{m.to, m.box, dst});
+    }
+  }
+  return out;
+}
+
+}  // namespace mcx
