@@ -1,4 +1,5 @@
-// Data-parallel training of the digits MLP over N virtual CPU devices of one process (jax.jit on a mesh).
+// Data-parallel training of the digits MLP over the CPU devices of one or several processes (jax.jit on a
+// mesh).
 //
 // The same model, data split, shuffles and Adam optimiser as examples/train_digits (both use
 // examples/train_digits/digits_model.h), but every step runs on a ("data",) mesh of --devices CPU
@@ -17,13 +18,25 @@
 //   data_parallel_digits --data data/digits.csv.gz [--devices 4] [--mode jit|shard_map] [--epochs 40]
 //                        [--seed 0] [--threads 2] [--batch 64] [--lr 3e-3] [--hidden 128]
 //
+// Across processes (one controller per process, multi-controller JAX style):
+//
+//   mcx-run -n 2 --cpu-devices 2 -- data_parallel_digits --data data/digits.csv.gz
+//   mpirun -n 2 data_parallel_digits --data data/digits.csv.gz --devices 2
+//
+// A launcher's environment (mcx-run, mpirun, Slurm) is detected and mcx::distributed::initialize() joins the
+// job; --devices is then the devices per process and the mesh spans every process's devices. Each process
+// reads the same global batch and keeps the rows of its own devices; the gradient all-reduce crosses
+// processes through the data plane. It prints the layout ("2 processes x 2 devices, mesh {data: 4}").
+//
 // After training it checks that every device holds the same parameters (data parallelism keeps the
-// replicas equal) and, in jit mode with several devices, that the steps really ran partitioned.
+// replicas equal; across processes with mcx::multihost::assert_equal, bitwise) and, in jit mode with several
+// devices, that the steps really ran partitioned.
 // Exits 0 when the final test accuracy reaches --min-accuracy (default 0.95) and the checks pass, 1 when
 // not, 2 on bad input or a runtime error, and 77 (CTest "skipped") with --skip-if-missing and no data file.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -34,7 +47,10 @@
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
 #include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/distributed/cluster.h"
+#include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "mcx/multihost/multihost.h"
 
 namespace {
 
@@ -110,19 +126,34 @@ double max_replica_difference(const Tree& tree) {
 }
 
 struct Config : digits::TrainFlags {
-  int devices = 4;
+  int devices = 4;  // per process
   std::string mode = "jit";
 };
 
+// Whether a launcher started this process as one of several (mcx-run, mpirun, Slurm, MCX_* variables).
+bool launched_as_job() {
+  absl::StatusOr<std::optional<mcx::distributed::ClusterInfo>> c =
+      mcx::distributed::detect_cluster(mcx::distributed::process_env());
+  return c.ok() && c->has_value() && (*c)->num_processes.value_or(1) > 1;
+}
+
 int run(const Config& cfg) {
   if (digits::skip_missing_data(cfg, kTool)) return 77;
-  if (cfg.batch % cfg.devices != 0) {
-    throw mcx::InvalidArgument("[" + std::string(kTool) + "] --batch must be a multiple of --devices: batch " +
-                               std::to_string(cfg.batch) + ", devices " + std::to_string(cfg.devices));
+  // Before anything touches a device: the device count is fixed at first use, and initialize() must come first.
+  const bool distributed = launched_as_job();
+  if (distributed) {
+    mcx::distributed::InitializeOptions init;
+    if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = cfg.devices;
+    mcx::distributed::initialize(init);
+  } else {
+    mcx::set_cpu_device_count(cfg.devices);
   }
-  // Before anything touches a device: the device count is fixed at first use.
-  mcx::set_cpu_device_count(cfg.devices);
   if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  const int global_devices = mcx::device_count();
+  if (cfg.batch % global_devices != 0) {
+    throw mcx::InvalidArgument("[" + std::string(kTool) + "] --batch must be a multiple of the device count: batch " +
+                               std::to_string(cfg.batch) + ", devices " + std::to_string(global_devices));
+  }
 
   const digits::Experiment ex = digits::prepare_experiment(cfg.data, cfg.seed);  // as train_digits
   const digits::Dataset& train = ex.train;
@@ -130,7 +161,7 @@ int run(const Config& cfg) {
   const int64_t batches = train.rows / cfg.batch;  // the partial batch is dropped: one compiled shape
   if (batches == 0) throw mcx::InvalidArgument("[data_parallel_digits] --batch is larger than the training set");
 
-  const mcx::Mesh mesh = mcx::make_mesh({cfg.devices}, {"data"});
+  const mcx::Mesh mesh = mcx::make_mesh({global_devices}, {"data"});
   const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());
   const mcx::Sharding rows = mcx::NamedSharding(mesh, P("data", None));
   const mcx::Sharding labels = mcx::NamedSharding(mesh, P("data"));
@@ -155,13 +186,16 @@ int run(const Config& cfg) {
   std::printf("%s: %lld train / %lld test rows, MLP %s, Adam lr %g, global batch %d (%d per device), %d threads\n",
               kTool, static_cast<long long>(train.rows), static_cast<long long>(test.rows),
               digits::layer_sizes_string(sizes).c_str(), cfg.lr,
-              cfg.batch, cfg.batch / cfg.devices, mcx::cpu::num_threads());
+              cfg.batch, cfg.batch / global_devices, mcx::cpu::num_threads());
+  std::printf("%s: %d process%s x %d devices per process, mesh %s (process %d)\n", kTool, mcx::process_count(),
+              mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(), mesh.to_string().c_str(),
+              mcx::process_index());
   std::printf("%s: mode %s on %s; parameters %s, batch %s\n", kTool, cfg.mode.c_str(), mesh.to_string().c_str(),
               replicated.to_string().c_str(), rows.to_string().c_str());
   std::fflush(stdout);
 
   const mcx::RunStats stats_before = mcx::run_stats();
-  const std::string prefix = std::string(kTool) + "[" + cfg.mode + " x" + std::to_string(cfg.devices) + "]";
+  const std::string prefix = std::string(kTool) + "[" + cfg.mode + " x" + std::to_string(global_devices) + "]";
   double test_acc = 0;
   int64_t step_count = 0;
   for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
@@ -203,25 +237,40 @@ int run(const Config& cfg) {
     std::printf("%s: FAILED: the replicas diverged (> 1e-5)\n", kTool);
     ok = false;
   }
+  if (distributed) {
+    // Across processes: the replicas must be bitwise identical (the data plane's reductions are).
+    try {
+      mcx::multihost::assert_equal(state.params, "parameter replicas across processes");
+      std::printf("%s: parameter replicas are bitwise identical across %d processes (assert_equal)\n", kTool,
+                  mcx::process_count());
+    } catch (const mcx::Error& e) {
+      std::printf("%s: FAILED: %s\n", kTool, e.what());
+      ok = false;
+    }
+  }
   const mcx::RunStats stats = mcx::run_stats();
   std::printf("%s: %lld partitioned runs, %lld partitioned compiles\n", kTool,
               static_cast<long long>(stats.spmd_runs - stats_before.spmd_runs),
               static_cast<long long>(stats.spmd_compiles - stats_before.spmd_compiles));
-  if (cfg.mode == "jit" && cfg.devices > 1 && stats.spmd_runs - stats_before.spmd_runs < step_count) {
+  if (cfg.mode == "jit" && global_devices > 1 && stats.spmd_runs - stats_before.spmd_runs < step_count) {
     std::printf("%s: FAILED: expected every one of the %lld steps to run partitioned\n", kTool,
                 static_cast<long long>(step_count));
     ok = false;
   }
-  return digits::finish(kTool, test_acc, cfg.min_accuracy, ok);
+  const int status = digits::finish(kTool, test_acc, cfg.min_accuracy, ok);
+  if (distributed) mcx::distributed::shutdown();
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Config cfg;
-  CLI::App app{"Trains the digits MLP data-parallel over N CPU devices of one process (jit or shard_map)."};
+  CLI::App app{"Trains the digits MLP data-parallel over the CPU devices of one or several processes."};
   digits::add_train_flags(app, cfg, "global minibatch size (a multiple of --devices)");
-  app.add_option("--devices", cfg.devices, "virtual CPU devices in the (\"data\",) mesh")->check(CLI::PositiveNumber);
+  app.add_option("--devices", cfg.devices,
+                 "virtual CPU devices per process (under mcx-run, MCX_CPU_DEVICE_COUNT from --cpu-devices wins)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--mode", cfg.mode, "jit (partitioner inserts the all-reduce) or shard_map (explicit pmean)")
       ->check(CLI::IsMember({"jit", "shard_map"}));
   CLI11_PARSE(app, argc, argv);

@@ -3,6 +3,8 @@
 // point-to-point from the process holding the source shard with the same index box.
 //
 // Contract:
+//  - Applies to committed arrays (placed explicitly, or results of computations). An uncommitted array is a
+//    process-local value: device_put of it fills each process's shards from its own copy, as in JAX.
 //  - Called on every process that holds devices of either sharding, with the same arguments, in the same
 //    order relative to the other transfers between the same devices (like a collective). Processes in
 //    neither sharding may call it too; they move nothing.

@@ -138,7 +138,9 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
     return out;
   }
 
-  if (reshard_crosses_processes(value, sharding, dims)) {
+  // An uncommitted (process-local) value is this process's copy of the whole array, as in JAX: every process
+  // fills its own shards from it. A committed one lives where it was placed, so data may have to move.
+  if (value.committed && reshard_crosses_processes(value, sharding, dims)) {
     return reshard_across_processes(value, sharding, dims, is_explicit, committed, api);
   }
 
