@@ -78,7 +78,8 @@ class Job {
     bool done = false;      // exited and will not be restarted
     bool reaped = false;    // the current incarnation has exited
     std::optional<Clock::time_point> restart_at;
-    std::optional<ExitStatus> failure;  // how the last incarnation failed before the job was being ended
+    std::optional<ExitStatus> failure;  // how the last incarnation failed, unless the launcher ended it
+    bool signalled = false;             // the launcher sent it a signal while ending the job
   };
 
   void say(const std::string& msg) { write_all(STDERR_FILENO, absl::StrCat("[mcx-run] ", msg, "\n")); }
@@ -245,7 +246,10 @@ void Job::begin_termination(const std::string& why, int sig) {
       w.restart_at.reset();
       w.done = true;
     }
-    if (w.proc && !w.reaped) w.proc->signal(sig);
+    if (w.proc && !w.reaped) {
+      w.proc->signal(sig);
+      w.signalled = true;
+    }
   }
   kill_at_ = after(o_.grace_period);
 }
@@ -281,7 +285,8 @@ void Job::settle_root_cause() {
 void Job::on_worker_exit(int id, ExitStatus status) {
   Worker& w = workers_[id];
   w.reaped = true;
-  if (!status.success() && !terminating_) w.failure = status;
+  // A process that died of the signal this launcher sent it did not fail on its own.
+  if (!status.success() && !(w.signalled && status.signaled)) w.failure = status;
   if (status.success()) {
     w.done = true;
     if (o_.verbose) say(absl::StrCat("process ", id, " finished"));
@@ -302,6 +307,7 @@ void Job::on_worker_exit(int id, ExitStatus status) {
   if (restarts_[id] < o_.max_restarts && !coordinator_exited_) {
     restarts_[id]++;
     w.failure.reset();  // restarted: an earlier failure is no longer the job's root cause
+    w.signalled = false;
     reported_failed_.erase(std::remove(reported_failed_.begin(), reported_failed_.end(), id), reported_failed_.end());
     say(absl::StrCat("process ", id, " failed (", status.to_string(), "); restart ", restarts_[id], " of ",
                      o_.max_restarts));
@@ -420,6 +426,7 @@ int Job::run() {
       for (auto& w : workers_) {
         if (w.proc && !w.reaped) {
           w.proc->signal(SIGKILL);
+          w.signalled = true;
           any = true;
         }
       }
