@@ -6,6 +6,9 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <latch>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -261,11 +264,21 @@ TEST_P(LocalCommunicatorTest, DeadlineNamesTheMissingRanksAndPoisons) {
   std::vector<std::string> names;
   for (int r = 0; r < n; ++r) names.push_back("cpu:" + std::to_string(r));
   LocalGroup g(n, names);
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(100);
-  // The last rank never calls.
+  // The last rank never calls. The others start together and share a deadline that leaves them time to arrive
+  // even when thread start-up is slow (sanitizers), so the only missing member is the last.
+  std::latch started(n - 1);
+  std::mutex mu;
+  std::optional<absl::Time> deadline;
   auto st = run_ranks(n - 1, [&](int r) {
+    started.arrive_and_wait();
+    absl::Time d;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!deadline) deadline = absl::Now() + absl::Milliseconds(500);
+      d = *deadline;
+    }
     float x = 1, y;
-    return g.member(r).all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, deadline);
+    return g.member(r).all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, d);
   });
   for (int r = 0; r < n - 1; ++r) {
     EXPECT_EQ(st[r].code(), absl::StatusCode::kDeadlineExceeded) << st[r];
