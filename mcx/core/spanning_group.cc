@@ -243,6 +243,10 @@ struct SpanningGroup::State {
         return absl::OkStatus();
       }
       reduce_into(c0.dtype, ins, 0, n, c0.op, scratch.data());
+    } else if (nlocal() == 1 && !scatter) {
+      // One device here: run the ring in the output itself (no scratch copy in or out).
+      if (calls[0].out != calls[0].in) std::memcpy(calls[0].out, calls[0].in, static_cast<size_t>(n * w));
+      return peer_all_reduce(*peers, calls[0].out, n, c0.dtype, c0.op, tag, deadline, pb);
     } else {
       std::vector<const char*> ins;
       for (int i = 0; i < nlocal(); ++i) ins.push_back(static_cast<const char*>(calls[i].in));
@@ -261,16 +265,23 @@ struct SpanningGroup::State {
     const int64_t b = calls[0].count;
     std::vector<int64_t> sizes;
     for (const auto& ranks : ranks_of_peer) sizes.push_back(static_cast<int64_t>(ranks.size()) * b);
+    // Blocks arrive in (process, local) order; outputs want group rank order.
+    std::vector<int64_t> position(size());
+    int64_t k = 0;
+    bool in_rank_order = true;
+    for (const auto& ranks : ranks_of_peer) {
+      for (int r : ranks) {
+        in_rank_order = in_rank_order && r == k;
+        position[r] = k++;
+      }
+    }
+    if (nlocal() == 1 && in_rank_order) {  // gather straight into the one output
+      return peer_all_gatherv(*peers, calls[0].in, sizes, calls[0].out, tag, deadline, pb);
+    }
     std::vector<char> mine(static_cast<size_t>(nlocal() * b));
     for (int i = 0; i < nlocal(); ++i) std::memcpy(mine.data() + i * b, calls[i].in, static_cast<size_t>(b));
     gathered.resize(static_cast<size_t>(size() * b));
     MCX_RETURN_IF_ERROR(peer_all_gatherv(*peers, mine.data(), sizes, gathered.data(), tag, deadline, pb));
-    // gathered holds the blocks in (process, local) order; outputs want group rank order.
-    std::vector<int64_t> position(size());
-    int64_t k = 0;
-    for (const auto& ranks : ranks_of_peer) {
-      for (int r : ranks) position[r] = k++;
-    }
     for (int i = 0; i < nlocal(); ++i) {
       char* out = static_cast<char*>(calls[i].out);
       for (int r = 0; r < size(); ++r) std::memcpy(out + r * b, gathered.data() + position[r] * b, static_cast<size_t>(b));

@@ -1,0 +1,103 @@
+// bench_collectives: one process of an N-process job (mcx-run -n N --cpu-devices 1 -- bench_collectives).
+// For each message size, times all-reduce (f32 sum) and all-gather through mcx's communicator for a group of
+// every process's device (the spanning group over the Gloo data plane, as computations use it) and through Gloo
+// called directly with the same algorithm (AllreduceRingChunked / AllgatherRing on a context of its own,
+// rendezvous through the same coordination service). Process 0 prints one JSON line per case:
+//   {"name":"all_reduce","bytes":1048576,"processes":2,"mcx_ms":..,"peer":"gloo_direct","peer_ms":..,"ratio":..}
+// ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 5 batches of calls.
+#include <gloo/allgather_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "mcx/distributed/distributed.h"
+#include "mcx/distributed/kv_store.h"
+#include "mcx/mcx.h"
+#include "mcx/runtime/communicator_cache.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median over 5 batches of the time per call (after one warm-up call). Every process makes the same calls
+// (they are collectives), so the batch size depends only on the message size.
+double time_ms(const std::function<void()>& op, int calls_per_batch) {
+  op();
+  std::vector<double> per_call;
+  for (int b = 0; b < 5; ++b) {
+    auto s = Clock::now();
+    for (int i = 0; i < calls_per_batch; ++i) op();
+    per_call.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count() / calls_per_batch);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[2];
+}
+
+void emit(const char* name, int64_t bytes, int n, double mcx_ms, double peer_ms) {
+  std::printf("{\"name\":\"%s\",\"bytes\":%lld,\"processes\":%d,\"mcx_ms\":%.4f,\"peer\":\"gloo_direct\","
+              "\"peer_ms\":%.4f,\"ratio\":%.3f}\n",
+              name, static_cast<long long>(bytes), n, mcx_ms, peer_ms, peer_ms / mcx_ms);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cross-process all-reduce and all-gather: mcx against Gloo called directly"};
+  std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+  app.add_option("--bytes", sizes, "message sizes in bytes (per process)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    mcx::distributed::initialize();
+    const int n = mcx::process_count(), me = mcx::process_index();
+    const std::vector<mcx::Device> group = mcx::devices();
+    if (static_cast<int>(group.size()) != n) {
+      std::fprintf(stderr, "bench_collectives: run with one device per process (--cpu-devices 1)\n");
+      return 2;
+    }
+    const absl::Time far = absl::Now() + absl::Hours(1);
+    mcx::Communicator* comm = mcx::value_or_throw(mcx::group_communicator(group, mcx::local_devices()[0], far));
+    // Gloo directly: its own device and context, rendezvous through the same coordination service.
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(me, n);
+    mcx::distributed::KvStore store(mcx::distributed::agent(), "bench/gloo_direct/", far);
+    context->connectFullMesh(store, device);
+
+    for (int64_t bytes : sizes) {
+      const int64_t count = bytes / 4;
+      std::vector<float> in(count, 1.0f + me), out(count), gathered(count * n);
+      // More calls per batch for small messages (every process computes the same count).
+      const int calls = static_cast<int>(std::clamp(4e6 / static_cast<double>(bytes), 1.0, 200.0));
+      const double mcx_ar = time_ms([&] {
+        mcx::throw_if_error(comm->all_reduce(in.data(), out.data(), count, mcx::DType::kFloat32, mcx::ReduceOp::kSum, far));
+      }, calls);
+      std::vector<float> buf = in;
+      gloo::AllreduceRingChunked<float> ring(context, {buf.data()}, static_cast<int>(count));
+      const double gloo_ar = time_ms([&] { ring.run(); }, calls);
+      const double mcx_ag = time_ms([&] {
+        mcx::throw_if_error(comm->all_gather(in.data(), gathered.data(), bytes, far));
+      }, calls);
+      gloo::AllgatherRing<float> gather(context, {in.data()}, gathered.data(), static_cast<int>(count));
+      const double gloo_ag = time_ms([&] { gather.run(); }, calls);
+      if (me == 0) {
+        emit("all_reduce", bytes, n, mcx_ar, gloo_ar);
+        emit("all_gather", bytes, n, mcx_ag, gloo_ag);
+      }
+    }
+    mcx::distributed::shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_collectives: %s\n", e.what());
+    return 1;
+  }
+}
