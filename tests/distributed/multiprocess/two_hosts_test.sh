@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Two "hosts" on one machine: network namespaces joined by a veth pair (10.77.0.1 and 10.77.0.2), one process
+# of a 2-process job in each, the coordinator on host 1. collectives_worker runs every collective across them,
+# so the data plane binds the address of the route to the coordinator (not loopback, not all interfaces) and
+# its traffic crosses the veth pair as it would cross a network. Needs root and `ip netns`; exits 77 (CTest
+# "skipped") saying why when namespaces cannot be made.
+#   two_hosts_test.sh BIN_DIR COLLECTIVES_WORKER
+set -uo pipefail
+bin=$1 worker=$2
+suffix=$$
+h1=mcx_h1_$suffix h2=mcx_h2_$suffix
+skip() { echo "two_hosts_test: skipped: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to create network namespaces"
+command -v ip > /dev/null || skip "iproute2 (ip) is not installed"
+cleanup() {
+  if [ -n "${pids:-}" ]; then
+    kill -9 $pids 2> /dev/null
+    wait $pids 2> /dev/null
+  fi
+  ip netns del "$h1" 2> /dev/null
+  ip netns del "$h2" 2> /dev/null
+}
+trap cleanup EXIT
+ip netns add "$h1" 2> /dev/null || skip "cannot create a network namespace here (ip netns add failed)"
+ip netns add "$h2" || skip "cannot create a second network namespace"
+ip link add "v1_$suffix" type veth peer name "v2_$suffix" || skip "cannot create a veth pair"
+ip link set "v1_$suffix" netns "$h1" && ip link set "v2_$suffix" netns "$h2" || skip "cannot move the veth ends"
+ip -n "$h1" addr add 10.77.0.1/24 dev "v1_$suffix" && ip -n "$h2" addr add 10.77.0.2/24 dev "v2_$suffix"
+ip -n "$h1" link set "v1_$suffix" up && ip -n "$h2" link set "v2_$suffix" up
+ip -n "$h1" link set lo up && ip -n "$h2" link set lo up
+tmp=$(mktemp -d)
+port=$((20000 + suffix % 20000))
+ip netns exec "$h1" "$bin/mcx-coordinator" --bind "10.77.0.1:$port" --num-processes 2 > "$tmp/coord.log" 2>&1 &
+pids=$!
+for _ in $(seq 1 100); do grep -q "listening on" "$tmp/coord.log" && break; sleep 0.1; done
+grep -q "listening on" "$tmp/coord.log" || { cat "$tmp/coord.log"; echo "two_hosts_test: FAIL coordinator did not start"; exit 1; }
+common=(MCX_COORDINATOR_ADDRESS="10.77.0.1:$port" MCX_NUM_PROCESSES=2 MCX_STANDALONE_COORDINATOR=1
+        MCX_CLUSTER_DETECTION=env MCX_INIT_TIMEOUT=20 MCX_DEVICE_TIMEOUT_S=30 MCX_CPU_DEVICE_COUNT=2)
+ip netns exec "$h1" env "${common[@]}" MCX_PROCESS_ID=0 timeout 90 "$worker" all > "$tmp/p0.log" 2>&1 &
+p0=$!
+ip netns exec "$h2" env "${common[@]}" MCX_PROCESS_ID=1 timeout 90 "$worker" all > "$tmp/p1.log" 2>&1 &
+p1=$!
+pids="$pids $p0 $p1"
+wait $p0; rc0=$?
+wait $p1; rc1=$?
+status=0
+for p in 0 1; do
+  log=$tmp/p$p.log
+  if grep -q "FAIL" "$log" || ! grep -q "DONE 0 failed" "$log"; then
+    echo "--- host $((p + 1)) (process $p):"; cat "$log"; status=1
+  fi
+done
+[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || status=1
+grep -c "CHECK .* OK" "$tmp/p1.log" | xargs echo "two_hosts_test: checks passed on host 2:"
+rm -rf "$tmp"
+[ $status -eq 0 ] && echo "two_hosts_test: OK (process 0 on 10.77.0.1, process 1 on 10.77.0.2)"
+exit $status
