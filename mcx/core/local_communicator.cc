@@ -9,56 +9,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/collective_call.h"
 #include "mcx/core/reduce_kernels.h"
 
 namespace mcx {
 
 namespace {
 
-enum class Kind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kPermute, kBarrier };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kAllReduce: return "all_reduce";
-    case Kind::kAllGather: return "all_gather";
-    case Kind::kReduceScatter: return "reduce_scatter";
-    case Kind::kAllToAll: return "all_to_all";
-    case Kind::kPermute: return "permute";
-    case Kind::kBarrier: return "barrier";
-  }
-  return "unknown";
-}
-
-// What one member passed to the current collective.
-struct Call {
-  Kind kind = Kind::kBarrier;
-  int64_t count = 0;  // elements (reductions) or bytes (data movement)
-  DType dtype = DType::kUInt8;
-  ReduceOp op = ReduceOp::kSum;
-  int send_to = -1;
-  int recv_from = -1;
-  const void* in = nullptr;
-  bool shared = false;  // all_reduce_shared: one result buffer for the group
-
-  // The arguments that every member must agree on, for messages.
-  std::string to_string() const {
-    switch (kind) {
-      case Kind::kAllReduce:
-      case Kind::kReduceScatter:
-        return absl::StrCat(kind_name(kind), "(count=", count, ", ", std::string(dtype_short_name(dtype)), ", ",
-                            reduce_op_name(op), ")");
-      case Kind::kAllGather:
-      case Kind::kAllToAll: return absl::StrCat(kind_name(kind), "(bytes=", count, ")");
-      case Kind::kPermute:
-        return absl::StrCat(kind_name(kind), "(bytes=", count, ", send_to=", send_to, ", recv_from=", recv_from, ")");
-      case Kind::kBarrier: return "barrier()";
-    }
-    return "unknown";
-  }
-  bool agrees_with(const Call& o) const {
-    return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && shared == o.shared;
-  }
-};
+using Kind = CollectiveKind;
+using Call = CollectiveCall;
 
 absl::Status negative(const char* what, const char* arg, int64_t v) {
   return absl::InvalidArgumentError(absl::StrCat("[", what, "] ", arg, " is ", v, ", expected >= 0"));
@@ -318,7 +277,7 @@ class LocalCommunicator final : public Communicator {
   absl::Status single(const Call& c, void* out, int64_t bytes) {
     {
       std::lock_guard<std::mutex> lk(s_->mu);
-      if (!s_->poison.ok()) return s_->aborted(kind_name(c.kind));
+      if (!s_->poison.ok()) return s_->aborted(collective_kind_name(c.kind));
     }
     if (out && bytes > 0 && out != c.in) std::memmove(out, c.in, bytes);
     return absl::OkStatus();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/collective_call.h"
 #include "mcx/core/error.h"
 #include "mcx/core/launch_check.h"
 #include "mcx/core/peer_collectives.h"
@@ -18,47 +19,8 @@
 namespace mcx {
 namespace {
 
-enum class Kind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kPermute, kBarrier };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kAllReduce: return "all_reduce";
-    case Kind::kAllGather: return "all_gather";
-    case Kind::kReduceScatter: return "reduce_scatter";
-    case Kind::kAllToAll: return "all_to_all";
-    case Kind::kPermute: return "permute";
-    case Kind::kBarrier: return "barrier";
-  }
-  return "unknown";
-}
-
-// What one local member passed to the current collective.
-struct Call {
-  Kind kind = Kind::kBarrier;
-  int64_t count = 0;  // elements (reductions) or bytes (data movement)
-  DType dtype = DType::kUInt8;
-  ReduceOp op = ReduceOp::kSum;
-  int send_to = -1;
-  int recv_from = -1;
-  const void* in = nullptr;
-  void* out = nullptr;
-
-  bool agrees_with(const Call& o) const {
-    return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op;
-  }
-  std::string to_string() const {
-    switch (kind) {
-      case Kind::kAllReduce:
-      case Kind::kReduceScatter:
-        return absl::StrCat(kind_name(kind), "(count=", count, ", ", std::string(dtype_short_name(dtype)), ", ",
-                            reduce_op_name(op), ")");
-      case Kind::kPermute:
-        return absl::StrCat(kind_name(kind), "(bytes=", count, ", send_to=", send_to, ", recv_from=", recv_from, ")");
-      case Kind::kBarrier: return "barrier()";
-      default: return absl::StrCat(kind_name(kind), "(bytes=", count, ")");
-    }
-  }
-};
+using Kind = CollectiveKind;
+using Call = CollectiveCall;
 
 }  // namespace
 
@@ -405,28 +367,24 @@ class SpanningCommunicator final : public Communicator {
 
   absl::Status all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
                           absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kAllReduce, count, dtype, op, -1, -1, in, out}, "all_reduce", deadline);
+    return run(Kind::kAllReduce, count, dtype, op, in, out, deadline);
   }
   absl::Status all_gather(const void* in, void* out, int64_t bytes, absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kAllGather, bytes, DType::kUInt8, ReduceOp::kSum, -1, -1, in, out}, "all_gather",
-                   deadline);
+    return run(Kind::kAllGather, bytes, DType::kUInt8, ReduceOp::kSum, in, out, deadline);
   }
   absl::Status reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
                               absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kReduceScatter, count, dtype, op, -1, -1, in, out}, "reduce_scatter", deadline);
+    return run(Kind::kReduceScatter, count, dtype, op, in, out, deadline);
   }
   absl::Status all_to_all(const void* in, void* out, int64_t bytes, absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kAllToAll, bytes, DType::kUInt8, ReduceOp::kSum, -1, -1, in, out}, "all_to_all",
-                   deadline);
+    return run(Kind::kAllToAll, bytes, DType::kUInt8, ReduceOp::kSum, in, out, deadline);
   }
   absl::Status permute(const void* in, void* out, int64_t bytes, int send_to, int recv_from,
                        absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kPermute, bytes, DType::kUInt8, ReduceOp::kSum, send_to, recv_from, in, out},
-                   "permute", deadline);
+    return run(Kind::kPermute, bytes, DType::kUInt8, ReduceOp::kSum, in, out, deadline, send_to, recv_from);
   }
   absl::Status barrier(absl::Time deadline) override {
-    return s_->run(local_, Call{Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, -1, -1, nullptr, nullptr},
-                   "barrier", deadline);
+    return run(Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, nullptr, nullptr, deadline);
   }
   void set_launch(const LaunchTag& tag) override {
     std::lock_guard<std::mutex> lock(s_->mu);
@@ -434,6 +392,20 @@ class SpanningCommunicator final : public Communicator {
   }
 
  private:
+  absl::Status run(Kind kind, int64_t count, DType dtype, ReduceOp op, const void* in, void* out, absl::Time deadline,
+                   int send_to = -1, int recv_from = -1) {
+    Call c;
+    c.kind = kind;
+    c.count = count;
+    c.dtype = dtype;
+    c.op = op;
+    c.send_to = send_to;
+    c.recv_from = recv_from;
+    c.in = in;
+    c.out = out;
+    return s_->run(local_, c, collective_kind_name(kind), deadline);
+  }
+
   std::shared_ptr<SpanningGroup::State> s_;
   int rank_;
   int local_;

@@ -117,6 +117,19 @@ std::string leaf_name(const std::vector<std::string>& paths, size_t i) {
   return absl::StrCat("leaf ", i, " ", leaf_paths_join(paths, i));
 }
 
+// Reads the int64 fields of a message written with `put` (host byte order: every process runs on the same
+// kind of host).
+struct ByteReader {
+  const std::string& s;
+  size_t at = 0;
+  bool get(int64_t* v) {
+    if (at + sizeof(int64_t) > s.size()) return false;
+    std::memcpy(v, s.data() + at, sizeof(int64_t));
+    at += sizeof(int64_t);
+    return true;
+  }
+};
+
 struct LeafMeta {
   DType dtype;
   std::vector<int64_t> dims;
@@ -140,13 +153,8 @@ std::string encode_meta(const std::vector<LeafMeta>& metas) {
 
 absl::StatusOr<std::vector<LeafMeta>> decode_meta(const std::string& s, int process) {
   std::vector<LeafMeta> out;
-  size_t at = 0;
-  auto get = [&](int64_t* v) {
-    if (at + sizeof(int64_t) > s.size()) return false;
-    std::memcpy(v, s.data() + at, sizeof(int64_t));
-    at += sizeof(int64_t);
-    return true;
-  };
+  ByteReader r{s};
+  auto get = [&](int64_t* v) { return r.get(v); };
   int64_t n = 0, dtype = 0, rank = 0;
   if (!get(&n) || n < 0) return absl::DataLossError(absl::StrCat("malformed tree description from process ", process));
   for (int64_t i = 0; i < n; ++i) {
@@ -184,13 +192,9 @@ std::string encode_shards(const Array& leaf) {
 
 absl::Status assemble_shards(const std::string& s, Buffer& global, int process) {
   const size_t rank = global.dims().size();
-  size_t at = 0;
-  auto get = [&](int64_t* v) {
-    if (at + sizeof(int64_t) > s.size()) return false;
-    std::memcpy(v, s.data() + at, sizeof(int64_t));
-    at += sizeof(int64_t);
-    return true;
-  };
+  ByteReader r{s};
+  auto get = [&](int64_t* v) { return r.get(v); };
+  size_t& at = r.at;
   int64_t count = 0;
   if (!get(&count)) return absl::DataLossError(absl::StrCat("malformed shards from process ", process));
   const IndexBox whole{std::vector<int64_t>(rank, 0), global.dims()};

@@ -26,40 +26,20 @@
 #include "absl/strings/str_join.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "tests/distributed/multiprocess/worker_output.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int g_failures = 0;
+using mcx::mptest::one_line;
+using mcx::mptest::print_line;
 
-void print_line(const std::string& line) {
-  std::string l = line + "\n";
-  std::fwrite(l.data(), 1, l.size(), stdout);
-  std::fflush(stdout);
-}
 
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = '|';
-  }
-  return s;
-}
 
-void check(const std::string& name, const std::function<std::string()>& body) {
-  std::string problem;
-  try {
-    problem = body();
-  } catch (const std::exception& e) {
-    problem = absl::StrCat("unexpected exception: ", e.what());
-  }
-  if (problem.empty()) {
-    print_line("CHECK " + name + " OK");
-  } else {
-    ++g_failures;
-    print_line("CHECK " + name + " FAIL " + one_line(problem));
-  }
-}
+mcx::mptest::Checks g_checks;
+
+void check(const std::string& name, const std::function<std::string()>& body) { g_checks.run(name, body); }
 
 // Input value of global element (row, col): small integers, exact in f32 whatever the summation order.
 double xval(int64_t row, int64_t col) { return static_cast<double>((row * 7 + col * 3) % 11) - 5.0; }
@@ -345,6 +325,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (id != nullptr) mcx::distributed::shutdown();
-  print_line(absl::StrCat("DONE ", g_failures, " failed"));
-  return g_failures == 0 ? 0 : 1;
+  print_line(absl::StrCat("DONE ", g_checks.failures(), " failed"));
+  return g_checks.failures() == 0 ? 0 : 1;
 }

@@ -14,36 +14,20 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "tests/distributed/multiprocess/worker_output.h"
 #include "mcx/multihost/multihost.h"
 
 namespace {
 
 namespace mh = mcx::multihost;
-int g_failures = 0;
+using mcx::mptest::one_line;
+using mcx::mptest::print_line;
 
-void print_line(const std::string& line) {
-  std::string l = line + "\n";
-  std::fwrite(l.data(), 1, l.size(), stdout);
-  std::fflush(stdout);
-}
 
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n') c = '|';
-  }
-  return s;
-}
 
-void check(const std::string& name, const std::function<std::string()>& body) {
-  std::string problem;
-  try {
-    problem = body();
-  } catch (const std::exception& e) {
-    problem = absl::StrCat("unexpected exception: ", e.what());
-  }
-  print_line("CHECK " + name + (problem.empty() ? " OK" : " FAIL " + one_line(problem)));
-  if (!problem.empty()) ++g_failures;
-}
+mcx::mptest::Checks g_checks;
+
+void check(const std::string& name, const std::function<std::string()>& body) { g_checks.run(name, body); }
 
 // Expects fn to throw an mcx::Error of `code` whose message contains every needle.
 std::string expect_error(const std::string& what, absl::StatusCode code, const std::vector<std::string>& needles,
@@ -177,7 +161,7 @@ int main(int argc, char** argv) {
                           [&] { mh::sync_global_devices("never", absl::Seconds(1)); });
     });
     std::fflush(stdout);
-    std::_Exit(g_failures == 0 ? 0 : 1);  // the job is out of step: no shutdown barrier
+    std::_Exit(g_checks.failures() == 0 ? 0 : 1);  // the job is out of step: no shutdown barrier
   } else if (mode == "names") {
     check("sync_names_differ", [&]() -> std::string {
       return expect_error("sync_global_devices under different names", absl::StatusCode::kFailedPrecondition,
@@ -185,9 +169,9 @@ int main(int argc, char** argv) {
                           [&] { mh::sync_global_devices(pid == 0 ? "left" : "right", absl::Seconds(10)); });
     });
     std::fflush(stdout);
-    std::_Exit(g_failures == 0 ? 0 : 1);
+    std::_Exit(g_checks.failures() == 0 ? 0 : 1);
   }
   mcx::distributed::shutdown();
-  print_line(absl::StrCat("DONE ", g_failures, " failed"));
-  return g_failures == 0 ? 0 : 1;
+  print_line(absl::StrCat("DONE ", g_checks.failures(), " failed"));
+  return g_checks.failures() == 0 ? 0 : 1;
 }

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "tests/distributed/multiprocess/worker_output.h"
 
 namespace {
 
@@ -43,19 +44,9 @@ constexpr int64_t kRowsPerProcess = kRows / kProcesses;
 double input_value(int64_t row, int64_t col) { return 100.0 * static_cast<double>(row) + static_cast<double>(col); }
 double affine_value(int64_t row, int64_t col) { return 2.0 * input_value(row, col) + 1.0; }
 
-void print_line(const std::string& line) {
-  // One write per line so that lines of different threads never interleave.
-  std::string l = line + "\n";
-  std::fwrite(l.data(), 1, l.size(), stdout);
-  std::fflush(stdout);
-}
 
-std::string one_line(std::string s) {
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = '|';
-  }
-  return s;
-}
+using mcx::mptest::one_line;
+using mcx::mptest::print_line;
 
 // Ends the process (exit 1) when the armed deadline passes. Joined by its destructor.
 class Watchdog {
