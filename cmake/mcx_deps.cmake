@@ -12,6 +12,8 @@ if(MCX_BUILD_DISTRIBUTED)
   # The data plane between processes (Debian's libgloo-dev: tcp transport). Its package config defines the
   # imported target `gloo`.
   find_package(Gloo CONFIG REQUIRED)
+  # Optional: the MPI data plane (MCX_COLLECTIVES=mpi) when Debian's OpenMPI development files are installed.
+  find_package(MPI COMPONENTS C)
 endif()
 if(MCX_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

@@ -22,7 +22,8 @@ namespace mcx {
 // Lower stages run first.
 enum class ExitStage : int {
   kDeviceStreams = 0,  // drain and join every device stream (their tasks still use everything below)
-  kCpuThreadPool = 1,  // join the CPU thread pool's workers
+  kDataPlane = 1,      // finalise the data plane's transport (MPI) when the program did not shut down
+  kCpuThreadPool = 2,  // join the CPU thread pool's workers
 };
 
 // Registers step to run at process exit in stage order (registration order within a stage).

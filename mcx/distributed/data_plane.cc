@@ -7,13 +7,16 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/peer_group.h"
+#include "mcx/core/process_exit.h"
 #include "mcx/distributed/gloo_peer_group.h"
+#include "mcx/distributed/mpi_peer_group.h"
 
 namespace mcx::distributed {
 namespace {
@@ -85,9 +88,13 @@ absl::StatusOr<std::string> data_plane_address(const std::string& coordinator_ad
 
 absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& config) {
   MCX_ASSIGN_OR_RETURN(std::string backend, kCollectivesFlag.get());
-  if (backend != "gloo") {
-    return absl::UnimplementedError(absl::StrCat("[data plane] MCX_COLLECTIVES=", backend,
-                                                 " is not available in this build; use gloo"));
+  if (backend == "mpi") {
+    MCX_RETURN_IF_ERROR(init_mpi(config.process_id, config.num_processes));
+    static std::once_flag exit_step;
+    std::call_once(exit_step, [] { run_at_exit(ExitStage::kDataPlane, finalize_mpi); });
+    set_peer_group_factory("mpi", connect_mpi_peer_group);
+    log_debug("[mcx.distributed] data plane: mpi");
+    return absl::OkStatus();
   }
   MCX_ASSIGN_OR_RETURN(std::string address, data_plane_address(config.coordinator_address));
   MCX_ASSIGN_OR_RETURN(bool allow_plaintext, kAllowPlaintextDataPlaneFlag.get());
@@ -110,6 +117,10 @@ absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& c
   return absl::OkStatus();
 }
 
-void stop_data_plane() { set_peer_group_factory("", nullptr); }
+void stop_data_plane() {
+  const bool mpi = peer_group_backend() == "mpi";
+  set_peer_group_factory("", nullptr);
+  if (mpi) finalize_mpi();
+}
 
 }  // namespace mcx::distributed

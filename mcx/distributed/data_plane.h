@@ -21,6 +21,7 @@ namespace mcx::distributed {
 struct DataPlaneConfig {
   std::string coordinator_address;  // "host:port"
   int process_id = 0;
+  int num_processes = 1;
   bool mtls_required = false;
 };
 
@@ -28,10 +29,12 @@ struct DataPlaneConfig {
 // the route to the coordinator (no packet is sent).
 absl::StatusOr<std::string> data_plane_address(const std::string& coordinator_address);
 
-// Creates the transport and installs the factory. agent must stay valid until stop_data_plane().
+// Creates the transport (MCX_COLLECTIVES: gloo, or mpi under mpirun) and installs the factory. agent must stay
+// valid until stop_data_plane().
 absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& config);
 
-// Uninstalls the factory (groups already built keep working until dropped).
+// Uninstalls the factory (Gloo groups already built keep working until dropped; MPI is finalised, so stop the
+// data plane only when the job's computations are done).
 void stop_data_plane();
 
 }  // namespace mcx::distributed

@@ -267,7 +267,10 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     }
   }
   if (s.ok()) s = set_distributed_topology(std::move(topo));
-  if (s.ok()) s = start_data_plane(r.agent.get(), DataPlaneConfig{c.coordinator_address, c.process_id, c.mtls.require});
+  if (s.ok()) {
+    s = start_data_plane(r.agent.get(),
+                         DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls.require});
+  }
   if (!s.ok()) {
     clear_distributed_topology();
     teardown_locked(r);

@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
 #include "tests/distributed/multiprocess/worker_output.h"
@@ -296,8 +297,10 @@ void run_kill(int g) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
-  const char* id = std::getenv("MCX_PROCESS_ID");
-  const int pid = id == nullptr ? 0 : std::atoi(id);
+  // Part of a job when a launcher (mcx-run, mpirun) says so; a plain run is a single process.
+  absl::StatusOr<std::optional<mcx::distributed::ClusterInfo>> cluster =
+      mcx::distributed::detect_cluster(mcx::distributed::process_env());
+  const bool in_job = cluster.ok() && cluster->has_value();
   try {
     mcx::distributed::InitializeOptions options;
     if (mode == "kill") {
@@ -306,7 +309,7 @@ int main(int argc, char** argv) {
         print_line(absl::StrCat("NOTE control plane: task ", f.task, " failed"));
       };
     }
-    if (id != nullptr) mcx::distributed::initialize(options);
+    if (in_job) mcx::distributed::initialize(options);
   } catch (const std::exception& e) {
     print_line(absl::StrCat("CHECK initialize FAIL ", one_line(e.what())));
     return 1;
@@ -317,14 +320,14 @@ int main(int argc, char** argv) {
   if (mode == "all") {
     run_all(n, g);
   } else if (mode == "mismatch") {
-    run_mismatch(pid, g);
+    run_mismatch(mcx::process_index(), g);
   } else if (mode == "kill") {
     run_kill(g);
   } else {
     print_line("CHECK mode FAIL unknown mode " + mode);
     return 2;
   }
-  if (id != nullptr) mcx::distributed::shutdown();
+  if (in_job) mcx::distributed::shutdown();
   print_line(absl::StrCat("DONE ", g_checks.failures(), " failed"));
   return g_checks.failures() == 0 ? 0 : 1;
 }
