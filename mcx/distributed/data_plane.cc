@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -104,10 +103,6 @@ absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& c
         "between hosts (Gloo has no TLS; bound to ", address,
         "). Set MCX_ALLOW_PLAINTEXT_DATA_PLANE=1 to accept that on a trusted network (docs/security.md)"));
   }
-  // Gloo writes to sockets without MSG_NOSIGNAL: a peer that died would kill this process with SIGPIPE
-  // instead of failing the collective with an error. Ignore it unless the program installed its own handler.
-  struct sigaction current {};
-  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   MCX_RETURN_IF_ERROR(init_gloo_device(address));
   const int process_id = config.process_id;
   set_peer_group_factory("gloo", [agent, process_id](const PeerGroupRequest& request) {

@@ -6,8 +6,7 @@
 // when the coordinator is on loopback). Never all interfaces: Gloo's TCP is plaintext and unauthenticated.
 // With mTLS required (MCX_REQUIRE_MTLS=1) a data plane on a non-loopback address is refused unless
 // MCX_ALLOW_PLAINTEXT_DATA_PLANE=1, since it would carry tensors between hosts in the clear.
-// SIGPIPE: Gloo writes to sockets without MSG_NOSIGNAL, so start_data_plane ignores SIGPIPE (unless the program
-// installed a handler): a dead peer then fails the collective with an error instead of killing this process.
+// SIGPIPE: the Gloo transport ignores it (gloo_peer_group.h), so a dead peer fails a collective with an error.
 // Thread-safety: start/stop are called by initialize/shutdown (serialised there).
 #pragma once
 

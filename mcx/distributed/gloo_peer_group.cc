@@ -5,6 +5,8 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -212,6 +214,10 @@ absl::Status init_gloo_device(const std::string& address) {
     return absl::FailedPreconditionError(absl::StrCat("[data plane] the Gloo device is bound to ", h.address,
                                                       " already; cannot rebind to ", address));
   }
+  // Gloo writes to sockets without MSG_NOSIGNAL: a peer that died would kill this process with SIGPIPE instead
+  // of failing the exchange with an error. Ignore it unless the program installed its own handler.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = address;

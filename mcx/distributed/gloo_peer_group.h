@@ -23,7 +23,8 @@
 namespace mcx::distributed {
 
 // The bound TCP device all of this process's Gloo groups share, created on first use. address: an IP
-// address of this host (the data plane never binds all interfaces).
+// address of this host (the data plane never binds all interfaces). Also ignores SIGPIPE (unless the program
+// set a handler): Gloo writes without MSG_NOSIGNAL, and a dead peer must be an error, not a signal.
 absl::Status init_gloo_device(const std::string& address);
 
 // Connects this process into the group (blocks until every member process joined or request.deadline).

@@ -1,0 +1,130 @@
+// The Gloo peer group in one process: N "processes" are threads, each with its own coordination agent (in-process
+// transport to one service) and its own GlooPeerGroup over real TCP on loopback, rendezvous through the KV
+// store. So the data plane's transport, the ring collectives on it, deadlines and aborts run under the
+// sanitizers (the multi-process tests cover real processes and kill -9).
+#include "mcx/distributed/gloo_peer_group.h"
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/core/peer_collectives.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination_client.h"
+#include "mcx/distributed/coordination_service.h"
+
+namespace mcx::distributed {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GlooPeerGroupTest : public ::testing::Test {
+ protected:
+  // Starts n agents and connects one group over all of them (each on its own thread, as processes would).
+  void start(int n, const std::string& key = "test group") {
+    ServiceOptions o;
+    o.num_tasks = n;
+    o.heartbeat_timeout = absl::Seconds(5);
+    service_ = *CoordinationService::create(o);
+    for (int i = 0; i < n; ++i) {
+      AgentOptions ao;
+      ao.task_id = i;
+      ao.num_tasks = n;
+      ao.init_timeout = absl::Seconds(10);
+      ao.heartbeat_interval = absl::Milliseconds(200);
+      ao.heartbeat_timeout = absl::Seconds(5);
+      ao.on_failure = [](const TaskFailure&) {};
+      agents_.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service_.get()), ao));
+    }
+    ASSERT_TRUE(init_gloo_device("127.0.0.1").ok());
+    groups_.resize(n);
+    on_each(n, [&](int i) {
+      ASSERT_TRUE(agents_[i]->connect().ok());
+      std::vector<int> all;
+      for (int p = 0; p < n; ++p) all.push_back(p);
+      auto g = connect_gloo_peer_group(PeerGroupRequest{all, key, 0, absl::Now() + absl::Seconds(20)}, i,
+                                       agents_[i].get());
+      ASSERT_TRUE(g.ok()) << g.status();
+      groups_[i] = std::move(*g);
+    });
+  }
+  void on_each(int n, const std::function<void(int)>& fn) {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { fn(i); });
+    for (auto& t : ts) t.join();
+  }
+  void TearDown() override {
+    groups_.clear();
+    agents_.clear();
+    service_.reset();
+  }
+  std::unique_ptr<CoordinationService> service_;
+  std::vector<std::unique_ptr<CoordinationAgent>> agents_;
+  std::vector<std::unique_ptr<PeerGroup>> groups_;
+};
+
+TEST_F(GlooPeerGroupTest, RingAllReduceAndAllGatherOverTcp) {
+  const int n = 3;
+  start(n);
+  const int64_t count = 100003;  // uneven chunks
+  on_each(n, [&](int i) {
+    std::vector<float> x(count);
+    for (int64_t k = 0; k < count; ++k) x[k] = static_cast<float>(i + 1) * 0.5f + static_cast<float>(k % 7);
+    ASSERT_TRUE(peer_all_reduce(*groups_[i], x.data(), count, DType::kFloat32, ReduceOp::kSum, 0,
+                                absl::Now() + absl::Seconds(20))
+                    .ok());
+    for (int64_t k = 0; k < count; k += 997) ASSERT_EQ(x[k], 3.0f + 3.0f * static_cast<float>(k % 7)) << k;
+    std::vector<int64_t> sizes = {3, 0, 5};  // a process may contribute nothing
+    std::vector<char> mine(static_cast<size_t>(sizes[i]), static_cast<char>('a' + i)), all(8);
+    ASSERT_TRUE(peer_all_gatherv(*groups_[i], mine.data(), sizes, all.data(), kPeerTagSpan,
+                                 absl::Now() + absl::Seconds(20))
+                    .ok());
+    EXPECT_EQ(std::string(all.begin(), all.end()), "aaaccccc");
+  });
+}
+
+TEST_F(GlooPeerGroupTest, MissingPeerIsADeadlineNamingItsProcess) {
+  start(2);
+  char x = 1, y = 0;
+  std::vector<PeerGroup::Send> sends = {{1, 7, &x, 1}};
+  std::vector<PeerGroup::Recv> recvs = {{1, 7, &y, 1}};
+  absl::Status st = groups_[0]->exchange(sends, recvs, absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("process 1"));
+  // Poisoned: later exchanges fail at once.
+  EXPECT_EQ(groups_[0]->exchange(sends, recvs, absl::Now() + absl::Seconds(5)).code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(GlooPeerGroupTest, AbortEndsABlockedExchangePromptly) {
+  start(2);
+  absl::Status st;
+  std::thread t([&] {
+    char y = 0;
+    std::vector<PeerGroup::Recv> recvs = {{1, 9, &y, 1}};
+    st = groups_[0]->exchange({}, recvs, absl::Now() + absl::Seconds(30));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const absl::Time t0 = absl::Now();
+  groups_[0]->abort(absl::UnavailableError("process 1 was reported dead"));
+  t.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("reported dead"));
+}
+
+TEST_F(GlooPeerGroupTest, ClosedPeerFailsTheOtherFast) {
+  start(2);
+  groups_[1].reset();  // the peer's connections close (as when its process dies)
+  char y = 0;
+  std::vector<PeerGroup::Recv> recvs = {{1, 3, &y, 1}};
+  const absl::Time t0 = absl::Now();
+  absl::Status st = groups_[0]->exchange({}, recvs, absl::Now() + absl::Seconds(20));
+  EXPECT_FALSE(st.ok());
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("process 1"));
+}
+
+}  // namespace
+}  // namespace mcx::distributed
