@@ -48,17 +48,26 @@ absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
   char* base = static_cast<char*>(data);
   int64_t largest = 0;
   for (int c = 0; c < p; ++c) largest = std::max(largest, chunk(c));
-  // Uninitialised: every byte is received before it is read (a zeroed vector cost ~10 ms per 32 MiB).
-  std::unique_ptr<char[]> incoming(new char[static_cast<size_t>(std::max<int64_t>(1, largest * w))]);
+  // Reused per thread (each device stream keeps its own, as large as its largest chunk so far): a fresh
+  // allocation per call is page-faulted in again every time (measured: 64 MiB all-reduce 319 ms vs 65 ms for
+  // Gloo's, which keeps its buffers). Uninitialised: every byte is received before it is read.
+  thread_local std::unique_ptr<char[]> scratch;
+  thread_local size_t scratch_bytes = 0;
+  const size_t need = static_cast<size_t>(std::max<int64_t>(1, largest * w));
+  if (scratch_bytes < need) {
+    scratch.reset(new char[need]);
+    scratch_bytes = need;
+  }
+  char* const incoming = scratch.get();
   uint64_t step_tag = tag;
   // Reduce-scatter: at step s, send chunk (r - s) and receive chunk (r - s - 1), accumulating into it.
   for (int s = 0; s < p - 1; ++s) {
     const int cs = ((r - s) % p + p) % p;
     const int cr = ((r - s - 1) % p + p) % p;
-    absl::Status st = ring_step(g, step_tag++, base + begin(cs) * w, chunk(cs) * w, incoming.get(), chunk(cr) * w,
+    absl::Status st = ring_step(g, step_tag++, base + begin(cs) * w, chunk(cs) * w, incoming, chunk(cr) * w,
                                 deadline, s == 0 ? piggyback : nullptr);
     if (!st.ok()) return st;
-    accumulate(dtype, op, base + begin(cr) * w, incoming.get(), chunk(cr));
+    accumulate(dtype, op, base + begin(cr) * w, incoming, chunk(cr));
   }
   // Now chunk (r + 1) is complete here. All-gather: at step s, pass chunk (r + 1 - s) on, receive (r - s).
   for (int s = 0; s < p - 1; ++s) {
