@@ -1,5 +1,5 @@
 # mcx_add_layer(NAME DIR DEPS...): one static library per layer folder, sources globbed so that
-# adding a file to a layer needs no CMake edit. A layer links only the layers below it (DESIGN.md §2).
+# adding a file to a layer needs no CMake edit. A layer links only the layers below it (docs/architecture.md, "Layers and folders").
 function(mcx_add_layer name dir)
   cmake_parse_arguments(L "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${dir}/*.cc)

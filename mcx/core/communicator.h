@@ -1,4 +1,4 @@
-// Communicator: collectives over a fixed group of ranks (DESIGN.md §3).
+// Communicator: collectives over a fixed group of ranks (docs/architecture.md, "Data plane").
 //
 // A Communicator is one member's handle on a group of `size()` ranks; rank r's handle is used by exactly
 // one thread at a time (the stream of the device that is rank r). Every member of the group must call the

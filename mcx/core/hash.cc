@@ -57,6 +57,12 @@ Sha256Digest Sha256::digest() {
 Sha256Digest sha256(std::span<const uint8_t> data) { return Sha256().update(data).digest(); }
 Sha256Digest sha256(std::string_view data) { return Sha256().update(data).digest(); }
 
+uint64_t fnv1a64(std::string_view data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 std::string to_hex(std::span<const uint8_t> bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out(bytes.size() * 2, '0');

@@ -43,6 +43,10 @@ class Sha256 {
 
 // Lower-case hexadecimal.
 std::string to_hex(std::span<const uint8_t> bytes);
+
+// 64-bit FNV-1a: a cheap, stable tag for names and shapes that every process computes alike (not for integrity;
+// use sha256 for that).
+uint64_t fnv1a64(std::string_view data);
 inline std::string to_hex(const Sha256Digest& d) { return to_hex(std::span<const uint8_t>(d)); }
 
 }  // namespace mcx

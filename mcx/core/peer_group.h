@@ -58,8 +58,6 @@ class PeerGroup {
   virtual ~PeerGroup() = default;
   virtual int size() const = 0;
   virtual int rank() const = 0;
-  // The job-wide process index of peer `rank` (for messages).
-  virtual int process_of(int rank) const = 0;
   // For messages, e.g. "gloo group 'mesh 0,1,2,3' of processes {0,1}".
   virtual std::string description() const = 0;
 

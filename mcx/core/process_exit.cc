@@ -62,6 +62,4 @@ void run_at_exit(ExitStage stage, std::function<void()> step) {
   }
 }
 
-bool exiting() { return g_exiting.load(std::memory_order_acquire); }
-
 }  // namespace mcx

@@ -29,7 +29,4 @@ enum class ExitStage : int {
 // Registers step to run at process exit in stage order (registration order within a stage).
 void run_at_exit(ExitStage stage, std::function<void()> step);
 
-// Whether the exit steps have started.
-bool exiting();
-
 }  // namespace mcx

@@ -58,7 +58,6 @@ class GlooPeerGroup final : public PeerGroup {
 
   int size() const override { return static_cast<int>(processes_.size()); }
   int rank() const override { return rank_; }
-  int process_of(int rank) const override { return processes_.at(rank); }
   std::string description() const override {
     return absl::StrCat("gloo group '", key_, "' of processes {", absl::StrJoin(processes_, ","), "}");
   }

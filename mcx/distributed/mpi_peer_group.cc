@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/hash.h"
 
 #ifdef MCX_HAVE_MPI
 // The C API only (OpenMPI's mpi.h pulls in the deprecated C++ bindings otherwise, which need libmpi_cxx).
@@ -59,7 +60,6 @@ class MpiPeerGroup final : public PeerGroup {
 
   int size() const override { return static_cast<int>(processes_.size()); }
   int rank() const override { return rank_; }
-  int process_of(int rank) const override { return processes_.at(rank); }
   std::string description() const override {
     return absl::StrCat("mpi group '", key_, "' of processes {", absl::StrJoin(processes_, ","), "}");
   }
@@ -203,8 +203,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> connect_mpi_peer_group(const PeerGrou
   MPI_Comm_group(MPI_COMM_WORLD, &world);
   MPI_Group_incl(world, static_cast<int>(request.processes.size()), request.processes.data(), &members);
   // The tag keeps concurrent creations of different groups apart (it is the same on every member).
-  uint64_t h = 1469598103934665603ull;
-  for (char c : absl::StrCat(request.key, "/", request.generation)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const uint64_t h = fnv1a64(absl::StrCat(request.key, "/", request.generation));
   MPI_Comm comm = MPI_COMM_NULL;
   const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, static_cast<int>(h % 32768), &comm);
   MPI_Group_free(&members);

@@ -38,12 +38,6 @@ Peers& peers() {
   return *p;
 }
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // What one call does over the group: (group, tag base, call check, deadline) -> status.
 using Body = std::function<absl::Status(PeerGroup&, uint64_t, const Piggyback*, absl::Time)>;
 
@@ -62,7 +56,7 @@ void run_call(const std::string& what, const std::string& name, absl::Duration t
   }
   const uint64_t seq = p.calls++;
   const std::string call = name.empty() ? what : absl::StrCat(what, "('", name, "')");
-  LaunchCheck check(LaunchTag{call, fnv1a(call), seq}, process_index(), what, p.group->description(),
+  LaunchCheck check(LaunchTag{call, fnv1a64(call), seq}, process_index(), what, p.group->description(),
                     "every process must call the same multihost utilities, with the same names, in the same order");
   absl::Status st = body(*p.group, (seq % (uint64_t{1} << 40)) * kPeerTagSpan * 4, check.piggyback(), deadline);
   if (!st.ok()) {
@@ -96,8 +90,6 @@ absl::Status gather_strings(PeerGroup& g, uint64_t tag, const Piggyback* pb, abs
 
 // ---- leaf encoding: "dtype rank dims... | bytes" ----
 
-std::string leaf_paths_join(const std::vector<std::string>& p, size_t i) { return i < p.size() ? p[i] : ""; }
-
 void leaf_paths(const TreeDef& def, const std::string& prefix, std::vector<std::string>* out) {
   switch (def.kind()) {
     case TreeDef::Kind::kLeaf: out->push_back(prefix.empty() ? "(root)" : prefix); return;
@@ -114,7 +106,7 @@ void leaf_paths(const TreeDef& def, const std::string& prefix, std::vector<std::
 }
 
 std::string leaf_name(const std::vector<std::string>& paths, size_t i) {
-  return absl::StrCat("leaf ", i, " ", leaf_paths_join(paths, i));
+  return absl::StrCat("leaf ", i, " ", i < paths.size() ? paths[i] : "");
 }
 
 // Reads the int64 fields of a message written with `put` (host byte order: every process runs on the same
@@ -169,10 +161,6 @@ absl::StatusOr<std::vector<LeafMeta>> decode_meta(const std::string& s, int proc
   }
   return out;
 }
-
-// This process's host value of a leaf: the whole value when it is fully addressable; otherwise the global
-// array cannot be read here alone (process_allgather assembles it from every process's shards).
-Buffer host_value(const Array& leaf) { return device_get(leaf); }
 
 // A leaf's shards held here as "box, bytes" records, for assembling a global array from every process.
 std::string encode_shards(const Array& leaf) {
@@ -244,8 +232,6 @@ absl::Status check_same_leaves(const std::vector<std::string>& metas, const std:
   return absl::OkStatus();
 }
 
-std::string tree_call_name(const TreeDef& def) { return def.to_string(); }
-
 // A global array: a NamedSharding whose devices include some of every process. Its gathered value is the
 // global value itself (not stacked), also in a single-process job, so the result shape does not depend on the
 // number of processes.
@@ -294,7 +280,7 @@ std::vector<Array> detail::broadcast_one_to_all(const std::vector<Array>& leaves
                                                 absl::Duration timeout) {
   if (process_count() == 1) {
     std::vector<Array> out;
-    for (const Array& a : leaves) out.emplace_back(host_value(a));
+    for (const Array& a : leaves) out.emplace_back(device_get(a));
     return out;
   }
   std::vector<std::string> paths;
@@ -304,12 +290,12 @@ std::vector<Array> detail::broadcast_one_to_all(const std::vector<Array>& leaves
   std::string payload;
   if (is_source) {
     for (const Array& a : leaves) {
-      Buffer b = host_value(a);
+      Buffer b = device_get(a);
       payload.append(static_cast<const char*>(b.data()), b.nbytes());
     }
   }
   std::vector<Array> out;
-  run_call("broadcast_one_to_all", tree_call_name(def), timeout,
+  run_call("broadcast_one_to_all", def.to_string(), timeout,
            [&](PeerGroup& g, uint64_t tag, const Piggyback* pb, absl::Time dl) -> absl::Status {
              std::vector<std::string> all_meta;
              const std::string mine = std::string(1, is_source ? '\1' : '\0') + encode_meta(metas);
@@ -355,7 +341,7 @@ std::vector<Array> detail::process_allgather(const std::vector<Array>& leaves, c
     // Host-local leaves contribute their value; global ones their shards.
     std::string part;
     if (!is_global(a)) {
-      Buffer b = host_value(a);
+      Buffer b = device_get(a);
       part.assign(static_cast<const char*>(b.data()), b.nbytes());
     } else {
       part = encode_shards(a);
@@ -374,7 +360,7 @@ std::vector<Array> detail::process_allgather(const std::vector<Array>& leaves, c
       at += sizeof(len) + static_cast<size_t>(len);
     }
   }
-  run_call("process_allgather", tree_call_name(def), timeout,
+  run_call("process_allgather", def.to_string(), timeout,
            [&](PeerGroup& g, uint64_t tag, const Piggyback* pb, absl::Time dl) -> absl::Status {
              std::vector<std::string> all_meta, data;
              MCX_RETURN_IF_ERROR(gather_strings(g, tag, pb, dl, encode_meta(metas), &all_meta));
@@ -433,7 +419,7 @@ void detail::assert_equal(const std::vector<Array>& leaves, const TreeDef& def, 
     metas.push_back({a.dtype(), a.dims()});
     Sha256 h;
     if (a.is_fully_addressable()) {
-      Buffer b = host_value(a);
+      Buffer b = device_get(a);
       h.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
     } else {
       h.update(encode_shards(a));  // a global array: compare what each process holds of it

@@ -97,13 +97,4 @@ absl::StatusOr<Communicator*> group_communicator(std::span<const Device> group, 
   }
   return &e.spanning->member(rank);
 }
-
-uint64_t group_generation(std::span<const Device> group) {
-  std::vector<int> key;
-  for (const Device& d : group) key.push_back(d.global_id);
-  Entry& e = entry_for(key);
-  std::lock_guard<std::mutex> lock(e.mu);
-  return e.generation;
-}
-
 }  // namespace mcx

@@ -29,7 +29,4 @@ namespace mcx {
 absl::StatusOr<Communicator*> group_communicator(std::span<const Device> group, const Device& member,
                                                  absl::Time deadline);
 
-// The generation of the cached group of these devices (0 before any failure); for tests and messages.
-uint64_t group_generation(std::span<const Device> group);
-
 }  // namespace mcx

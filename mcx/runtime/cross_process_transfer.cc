@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
+#include "mcx/core/hash.h"
 #include "mcx/core/launch_check.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/peer_collectives.h"
@@ -71,12 +72,7 @@ void drop(Channel& ch) {
 }
 
 uint64_t shape_fingerprint(const AbstractValue& aval, const IndexBox& box) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  mix(static_cast<uint64_t>(aval.dtype));
-  for (int64_t v : box.start) mix(static_cast<uint64_t>(v));
-  for (int64_t v : box.limit) mix(static_cast<uint64_t>(v));
-  return h;
+  return fnv1a64(absl::StrCat(static_cast<int>(aval.dtype), " ", box.to_string()));
 }
 
 // One transfer of a shard (the whole box) between two devices on different processes, run on this

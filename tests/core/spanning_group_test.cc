@@ -36,7 +36,6 @@ class MemoryPeerGroup final : public PeerGroup {
   MemoryPeerGroup(std::shared_ptr<Hub> hub, int size, int rank) : hub_(std::move(hub)), size_(size), rank_(rank) {}
   int size() const override { return size_; }
   int rank() const override { return rank_; }
-  int process_of(int rank) const override { return rank; }
   std::string description() const override { return "memory group"; }
 
   absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
