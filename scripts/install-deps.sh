@@ -20,6 +20,8 @@ packages=(
   openmpi-bin libopenmpi-dev openssl
   # data plane across processes (Gloo collectives over TCP)
   libgloo-dev
+  # the Slurm test's private single-node cluster (examples/data_parallel_digits/run_srun.sh)
+  munge slurmctld slurmd slurm-client
   # data download for the digits example (apt-get download + dpkg -x)
   dpkg-dev ca-certificates zlib1g-dev
 )

@@ -2,7 +2,9 @@
 # Cross-process collectives on loopback, mcx against its peers in one run: for 2 and 4 processes, all-reduce
 # (f32 sum) and all-gather from 4 KiB to 64 MiB through mcx's communicator, Gloo called directly with the same
 # algorithm (ring, chunked) and OpenMPI. Prints JSON lines {name, bytes, processes, mcx_ms, peer, peer_ms, ratio}
-# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.
+# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). Then the data-parallel MLP step (784-512-512-10, batch
+# 256) on 2 processes x 1 device against 1 process x 2 devices, each with where its time goes, and their ratio.
+# Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.
 #   bash bench/collectives/run.sh [--procs 2,4]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,7 +13,7 @@ procs=2,4
 bash scripts/install-deps.sh >&2
 build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-cmake --build "$build_dir" --target bench_collectives bench_collectives_mpi mcx-run mcx-coordinator -j "${MCX_JOBS:-2}" >&2
+cmake --build "$build_dir" --target bench_collectives bench_collectives_mpi bench_mlp_step mcx-run mcx-coordinator -j "${MCX_JOBS:-2}" >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for n in ${procs//,/ }; do
@@ -22,7 +24,11 @@ for n in ${procs//,/ }; do
   mpirun --allow-run-as-root --oversubscribe -n "$n" "$build_dir/bench/collectives/bench_collectives_mpi" \
     >> "$tmp/mpi.jsonl"
 done
-/usr/bin/python3 - "$tmp/mcx.jsonl" "$tmp/mpi.jsonl" <<'PY'
+echo "bench/collectives: MLP step, 1 process x 2 devices and 2 processes x 1 device" >&2
+MCX_CPU_THREADS=1 "$build_dir/bench/collectives/bench_mlp_step" --devices 2 --threads 1 > "$tmp/mlp.jsonl"
+MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n 2 --cpu-devices 1 --no-prefix --timeout 900 -- \
+  "$build_dir/bench/collectives/bench_mlp_step" --threads 1 >> "$tmp/mlp.jsonl"
+/usr/bin/python3 - "$tmp/mcx.jsonl" "$tmp/mpi.jsonl" "$tmp/mlp.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 mpi = {(r["name"], r["bytes"], r["processes"]): r["mpi_ms"] for r in map(json.loads, (l for l in open(sys.argv[2]) if l.startswith("{")))}
@@ -32,4 +38,11 @@ for r in rows:
     if m is not None:
         print(json.dumps({"name": r["name"], "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": r["mcx_ms"],
                           "peer": "openmpi", "peer_ms": m, "ratio": round(m / r["mcx_ms"], 3)}))
+mlp = {(r["processes"], r["devices_per_process"]): r for r in map(json.loads, (l for l in open(sys.argv[3]) if l.startswith("{")))}
+for r in mlp.values():
+    print(json.dumps(r))
+if (1, 2) in mlp and (2, 1) in mlp:
+    a, b = mlp[(2, 1)], mlp[(1, 2)]
+    print(json.dumps({"name": "mlp_step", "bytes": 0, "processes": 2, "mcx_ms": a["step_ms"], "peer": "mcx_1_process_x_2_devices",
+                      "peer_ms": b["step_ms"], "ratio": round(b["step_ms"] / a["step_ms"], 3)}))
 PY

@@ -130,17 +130,10 @@ struct Config : digits::TrainFlags {
   std::string mode = "jit";
 };
 
-// Whether a launcher started this process as one of several (mcx-run, mpirun, Slurm, MCX_* variables).
-bool launched_as_job() {
-  absl::StatusOr<std::optional<mcx::distributed::ClusterInfo>> c =
-      mcx::distributed::detect_cluster(mcx::distributed::process_env());
-  return c.ok() && c->has_value() && (*c)->num_processes.value_or(1) > 1;
-}
-
 int run(const Config& cfg) {
   if (digits::skip_missing_data(cfg, kTool)) return 77;
   // Before anything touches a device: the device count is fixed at first use, and initialize() must come first.
-  const bool distributed = launched_as_job();
+  const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
   if (distributed) {
     mcx::distributed::InitializeOptions init;
     if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = cfg.devices;

@@ -53,6 +53,12 @@ struct CollectiveCall {
     }
     return "unknown";
   }
+  // The arguments that every member of the whole group (on every process) must agree on: to_string without a
+  // permutation's own source and destination.
+  std::string group_arguments() const {
+    if (kind == CollectiveKind::kPermute) return absl::StrCat(collective_kind_name(kind), "(bytes=", count, ")");
+    return to_string();
+  }
   bool agrees_with(const CollectiveCall& o) const {
     return kind == o.kind && count == o.count && dtype == o.dtype && op == o.op && shared == o.shared;
   }

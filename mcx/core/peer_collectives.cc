@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "mcx/core/error.h"
 #include "mcx/core/reduce_kernels.h"
 
 namespace mcx {
@@ -29,12 +31,58 @@ absl::Status ring_step(PeerGroup& g, uint64_t tag, const void* send, int64_t sen
 absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std::vector<PeerGroup::Recv> recvs,
                            uint64_t tag, absl::Time deadline, const Piggyback* piggyback) {
   if (piggyback == nullptr || g.size() == 1) return g.exchange(sends, recvs, deadline);
-  const uint64_t ptag = tag + kPeerTagSpan - 1;
-  sends.insert(sends.begin(), PeerGroup::Send{successor(g), ptag, piggyback->out, piggyback->bytes});
-  recvs.insert(recvs.begin(), PeerGroup::Recv{predecessor(g), ptag, piggyback->in, piggyback->bytes});
-  return g.exchange(sends, recvs, deadline, [piggyback](size_t i) {
-    return i == 0 && piggyback->check ? piggyback->check() : absl::OkStatus();
-  });
+  const uint64_t htag = tag + kPeerTagSpan - 1;
+  const int next = successor(g), prev = predecessor(g);
+  const int64_t pb = piggyback->bytes;
+  const int64_t ring_bytes = pb + kPiggybackFoldBytes;
+  // Phase 1, the headers. The ring header goes to the successor and comes from the predecessor whatever the
+  // data pattern (so that a mismatch is always seen), has a fixed size (so that two processes that disagree
+  // cannot disagree on it) and carries the first bytes of the data for the successor. Every other peer this
+  // exchange sends to or receives from gets or sends a header of its own.
+  thread_local std::vector<char> out_ring, in_ring;
+  thread_local std::vector<std::vector<char>> in_other;
+  out_ring.assign(static_cast<size_t>(ring_bytes), 0);
+  in_ring.resize(static_cast<size_t>(ring_bytes));
+  std::memcpy(out_ring.data(), piggyback->out, static_cast<size_t>(pb));
+  std::vector<PeerGroup::Send> header_sends{{next, htag, out_ring.data(), ring_bytes}};
+  std::vector<PeerGroup::Recv> header_recvs{{prev, htag, in_ring.data(), ring_bytes}};
+  std::set<int> sent_to{next}, heard_from{prev};
+  bool folded_send = false;
+  for (PeerGroup::Send& s : sends) {
+    if (s.peer == next && !folded_send && s.bytes > 0) {
+      folded_send = true;
+      const int64_t fold = std::min(s.bytes, kPiggybackFoldBytes);
+      std::memcpy(out_ring.data() + pb, s.data, static_cast<size_t>(fold));
+      s.data = static_cast<const char*>(s.data) + fold;
+      s.bytes -= fold;
+    } else if (sent_to.insert(s.peer).second) {
+      header_sends.push_back({s.peer, htag, piggyback->out, pb});
+    }
+  }
+  char* fold_dest = nullptr;
+  int64_t fold_bytes = 0;
+  in_other.resize(recvs.size());
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    PeerGroup::Recv& r = recvs[i];
+    if (r.peer == prev && fold_dest == nullptr && r.bytes > 0) {
+      fold_bytes = std::min(r.bytes, kPiggybackFoldBytes);
+      fold_dest = static_cast<char*>(r.data);
+      r.data = fold_dest + fold_bytes;
+      r.bytes -= fold_bytes;
+    } else if (heard_from.insert(r.peer).second) {
+      in_other[i].resize(static_cast<size_t>(pb));
+      header_recvs.push_back({r.peer, htag, in_other[i].data(), pb});
+    }
+  }
+  MCX_RETURN_IF_ERROR(g.exchange(header_sends, header_recvs, deadline, [&](size_t i) -> absl::Status {
+    std::memcpy(piggyback->in, header_recvs[i].data, static_cast<size_t>(pb));
+    if (piggyback->check) MCX_RETURN_IF_ERROR(piggyback->check());
+    if (i == 0 && fold_bytes > 0) std::memcpy(fold_dest, in_ring.data() + pb, static_cast<size_t>(fold_bytes));
+    return absl::OkStatus();
+  }));
+  // Phase 2, the rest of the data, posted only now that every peer it comes from has passed the check (a
+  // peer running something else could otherwise send a message larger than the receive posted for it).
+  return g.exchange(sends, recvs, deadline);
 }
 
 absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,

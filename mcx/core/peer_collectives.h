@@ -12,9 +12,13 @@
 //  - peer_all_gatherv: ring, P - 1 steps; block p (sizes[p] bytes) lands at the sum of the sizes before it.
 //  - peer_barrier: a one-byte all-gather (after it, every process has heard from every other).
 // Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.
-// Piggyback: an extra message folded into the collective's first exchange (sent to the successor and received
-// from the predecessor), checked before the data behind it is used. Every process checks its predecessor, so
-// around the ring all agree. The launch check of the spanning group rides on it.
+// Piggyback: a few bytes (a LaunchCheck tag) carried by the collective's first exchange and checked before
+// any data behind it is used or even received. The first exchange runs in two phases: (1) the headers, a
+// fixed-size message to the ring successor and from the predecessor that also carries the first
+// kPiggybackFoldBytes of the data for the successor (plus a bare header to and from any other peer of the
+// exchange); every received header is checked; (2) the rest of the data, posted only after its sender passed
+// the check. A small collective thus pays for its piggyback with a copy, not a message, and processes that
+// run different things never post messages whose sizes disagree (PeerGroup: Gloo cannot survive one).
 // Errors and deadlines: those of PeerGroup::exchange. Thread-safety: as PeerGroup (one caller at a time).
 #pragma once
 
@@ -30,6 +34,7 @@
 namespace mcx {
 
 inline constexpr uint64_t kPeerTagSpan = 4096;
+inline constexpr int64_t kPiggybackFoldBytes = 32 << 10;
 
 struct Piggyback {
   const void* out = nullptr;  // sent to the ring successor

@@ -158,7 +158,8 @@ struct SpanningGroup::State {
       checked_sequence = tag.sequence;
       check.emplace(tag, processes[peers->rank()], what, description(),
                     "every process must launch the same computations over a mesh in the same order (the sequence "
-                    "number counts the launches on that mesh)");
+                    "number counts the launches on that mesh)",
+                    c0.group_arguments());
       pb = check->piggyback();
     }
     switch (c0.kind) {

@@ -163,6 +163,11 @@ EnvMap process_env() {
   return env;
 }
 
+bool launched_as_job(const EnvMap& env) {
+  absl::StatusOr<std::optional<ClusterInfo>> c = detect_cluster(env);
+  return c.ok() && c->has_value() && (*c)->num_processes.value_or(1) > 1;
+}
+
 absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method) {
   using Detector = absl::StatusOr<std::optional<ClusterInfo>> (*)(const EnvMap&);
   static const std::vector<std::pair<std::string, Detector>> detectors = {

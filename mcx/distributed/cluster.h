@@ -54,6 +54,12 @@ EnvMap process_env();
 // that does not parse, an unknown method).
 absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method = "auto");
 
+// Whether env says this process is one of several of a job (mcx-run, mpirun, Slurm, an indexed k8s Job, MCX_*
+// variables): a cluster is detected and it has more than one process. A program that also runs alone uses it
+// to decide whether to call initialize(). A malformed variable counts as "not a job" here; initialize()
+// reports it.
+bool launched_as_job(const EnvMap& env);
+
 // Expands a Slurm node list: "node[001-003,007],gpu7" -> {node001, node002, node003, node007, gpu7}.
 // Zero padding is kept; nested brackets are not Slurm syntax and are refused. InvalidArgument on a
 // malformed list (unbalanced brackets, a range whose end is below its start, an empty element).

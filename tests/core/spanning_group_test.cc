@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/local_communicator.h"
+#include "mcx/core/peer_collectives.h"
 
 namespace mcx {
 namespace {
@@ -179,10 +180,17 @@ TEST_P(SpanningGroupTest, DataMovementMatchesOneProcess) {
       for (int64_t i = 0; i < g * b; ++i) blocks[i] = static_cast<char>(r * 31 + i);
       std::vector<float> x(g * 3);
       for (int i = 0; i < g * 3; ++i) x[i] = value(r, i);
+      // Each collective its own launch: the launch check rides on every pattern (ring, all-to-all, permute).
+      uint64_t launch = 0;
+      c.set_launch(LaunchTag{"jit(move)", 0x77, launch++});
       EXPECT_TRUE(c.all_gather(mine.data(), gathered[r].data(), b, soon()).ok());
+      c.set_launch(LaunchTag{"jit(move)", 0x77, launch++});
       EXPECT_TRUE(c.all_to_all(blocks.data(), a2a[r].data(), b, soon()).ok());
+      c.set_launch(LaunchTag{"jit(move)", 0x77, launch++});
       EXPECT_TRUE(c.permute(mine.data(), perm[r].data(), b, (r + 1) % g, (r + g - 1) % g, soon()).ok());
+      c.set_launch(LaunchTag{"jit(move)", 0x77, launch++});
       EXPECT_TRUE(c.reduce_scatter(x.data(), rs[r].data(), 3, DType::kFloat32, ReduceOp::kMax, soon()).ok());
+      c.set_launch(LaunchTag{"jit(move)", 0x77, launch++});
       EXPECT_TRUE(c.barrier(soon()).ok());
     });
   };
@@ -241,17 +249,55 @@ TEST(SpanningGroup, SameComputationInADifferentOrderFails) {
 
 TEST(SpanningGroup, MatchingLaunchesRunAndAreCheckedOncePerLaunch) {
   Job job(3, 1, false);
-  on_every_member(3, [&](int r) -> Communicator& { return job.member(r); }, [&](int, Communicator& c) {
-    for (uint64_t seq = 0; seq < 3; ++seq) {
-      c.set_launch(LaunchTag{"jit(step)", 0xabcdu, seq});
-      for (int k = 0; k < 2; ++k) {
-        float x = 2, y = 0;
-        ASSERT_TRUE(c.all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, soon()).ok());
-        EXPECT_EQ(y, 6.0f);
+  // One element, and more than the piggyback carries in its own message (the rest follows in a second one).
+  for (int64_t n : {int64_t{1}, 3 * kPiggybackFoldBytes / 4 * 2 + 5}) {
+    on_every_member(3, [&](int r) -> Communicator& { return job.member(r); }, [&](int r, Communicator& c) {
+      for (uint64_t seq = 0; seq < 3; ++seq) {
+        c.set_launch(LaunchTag{"jit(step)", 0xabcdu + static_cast<uint64_t>(n), seq});
+        for (int k = 0; k < 2; ++k) {
+          std::vector<float> x(n), y(n, 0.0f);
+          for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(r + 1) * static_cast<float>(i % 7);
+          ASSERT_TRUE(c.all_reduce(x.data(), y.data(), n, DType::kFloat32, ReduceOp::kSum, soon()).ok());
+          for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 6.0f * static_cast<float>(i % 7)) << "element " << i;
+        }
       }
-    }
-  });
+    });
+  }
   EXPECT_FALSE(job.groups[0]->failed());
+}
+
+// Different computations whose collectives have different sizes: the check fails before any data of a
+// different size is posted (the in-memory group, like Gloo, cannot take a message of an unexpected size).
+TEST(SpanningGroup, DifferentComputationsOfDifferentSizesFailNamingBoth) {
+  Job job(2, 1, false);
+  std::vector<absl::Status> st(2);
+  on_every_member(2, [&](int r) -> Communicator& { return job.member(r); }, [&](int r, Communicator& c) {
+    c.set_launch(LaunchTag{r == 0 ? "jit(train)" : "jit(eval)", r == 0 ? 0x1111u : 0x2222u, 0});
+    const int64_t n = r == 0 ? 100000 : 10;
+    std::vector<float> x(n, 1.0f), y(n);
+    st[r] = c.all_reduce(x.data(), y.data(), n, DType::kFloat32, ReduceOp::kSum, soon());
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[r].code(), absl::StatusCode::kFailedPrecondition) << st[r];
+    EXPECT_THAT(std::string(st[r].message()), HasSubstr("jit(train)"));
+    EXPECT_THAT(std::string(st[r].message()), HasSubstr("jit(eval)"));
+  }
+}
+
+TEST(SpanningGroup, SameLaunchWithDifferentArgumentsFailsNamingBothCalls) {
+  Job job(2, 1, false);
+  std::vector<absl::Status> st(2);
+  on_every_member(2, [&](int r) -> Communicator& { return job.member(r); }, [&](int r, Communicator& c) {
+    c.set_launch(LaunchTag{"jit(step)", 0x3333u, 5});
+    const int64_t n = r == 0 ? 3000 : 20000;
+    std::vector<float> x(n, 1.0f), y(n);
+    st[r] = c.all_reduce(x.data(), y.data(), n, DType::kFloat32, ReduceOp::kSum, soon());
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[r].code(), absl::StatusCode::kFailedPrecondition) << st[r];
+    EXPECT_THAT(std::string(st[r].message()), HasSubstr("all_reduce(count=3000"));
+    EXPECT_THAT(std::string(st[r].message()), HasSubstr("all_reduce(count=20000"));
+  }
 }
 
 TEST(SpanningGroup, MissingLocalMemberIsADeadlineNamingIt) {

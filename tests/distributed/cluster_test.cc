@@ -84,6 +84,13 @@ TEST(DetectCluster, SlurmK8sEnvOrderAndMethods) {
   EXPECT_EQ(detect_cluster(own, "magic").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(DetectCluster, LaunchedAsJobNeedsMoreThanOneProcess) {
+  EXPECT_TRUE(launched_as_job({{"SLURM_JOB_ID", "9"}, {"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}}));
+  EXPECT_FALSE(launched_as_job({{"SLURM_JOB_ID", "9"}, {"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}}));
+  EXPECT_FALSE(launched_as_job(EnvMap{}));
+  EXPECT_FALSE(launched_as_job({{"SLURM_JOB_ID", "9"}, {"SLURM_NTASKS", "two"}, {"SLURM_PROCID", "0"}}));
+}
+
 TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EnvMap env = {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"},
                 {"SLURM_STEP_NODELIST", "n1"}, {"MCX_CPU_DEVICE_COUNT", "3"}, {"MCX_HEARTBEAT_TIMEOUT", "5"}};
