@@ -6,11 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "fmt/format.h"
+#include "mcx/core/host_allocator.h"
 
 namespace mcx {
 namespace {
-
-constexpr size_t kAlignment = 64;
 
 int64_t product(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -21,13 +20,10 @@ int64_t product(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// 64-byte aligned storage owned by a shared_ptr whose deleter matches the aligned operator new.
+// Aligned host storage (core/host_allocator.h: large blocks are reused) owned by a shared_ptr.
 std::shared_ptr<std::byte> allocate(size_t nbytes) {
-  const size_t rounded = ((nbytes + kAlignment - 1) / kAlignment) * kAlignment;
-  const size_t alloc = rounded == 0 ? kAlignment : rounded;
-  auto* p = static_cast<std::byte*>(::operator new(alloc, std::align_val_t{kAlignment}));
-  return std::shared_ptr<std::byte>(
-      p, [](std::byte* q) { ::operator delete(q, std::align_val_t{kAlignment}); });
+  auto* p = static_cast<std::byte*>(host_allocate(nbytes));
+  return std::shared_ptr<std::byte>(p, [nbytes](std::byte* q) { host_free(q, nbytes); });
 }
 
 std::string format_element(const Buffer& b, int64_t i) {

@@ -246,6 +246,12 @@ absl::StatusOr<int> cpu_threads() {
 
 namespace mcx {
 
+const Flag<int64_t> kHostCacheMbFlag(
+    "MCX_HOST_CACHE_MB", 1024,
+    "megabytes of freed large host buffers (>= 128 KiB) kept for reuse instead of returned to the C library; 0: "
+    "no cache",
+    int_in_range(0, int64_t{1} << 30));
+
 // The data plane's flags (read by core's spanning group, the runtime and the distributed layer).
 const Flag<bool> kDeterministicReductionsFlag(
     "MCX_DETERMINISTIC_REDUCTIONS", false,
