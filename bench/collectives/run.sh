@@ -5,15 +5,28 @@
 # with ratio = peer_ms / mcx_ms (above 1: mcx is faster). Then the data-parallel MLP step (784-512-512-10, batch
 # 256) on 2 processes x 1 device against 1 process x 2 devices, each with where its time goes, and their ratio.
 # Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.
-#   bash bench/collectives/run.sh [--procs 2,4]
+#   bash bench/collectives/run.sh [--procs 2,4] [--built DIR]
+# --built DIR: use the binaries of an existing build directory as they are (no configure, no build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 procs=2,4
-[ "${1:-}" = "--procs" ] && procs=$2
-bash scripts/install-deps.sh >&2
-build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-cmake --build "$build_dir" --target bench_collectives bench_collectives_mpi bench_mlp_step mcx-run mcx-coordinator -j "${MCX_JOBS:-2}" >&2
+built=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --procs) procs=$2; shift 2 ;;
+    --built) built=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument '$1' (expected --procs LIST or --built DIR)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$built" ]; then
+  build_dir=$built
+else
+  bash scripts/install-deps.sh >&2
+  build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  cmake --build "$build_dir" --target bench_collectives bench_collectives_mpi bench_mlp_step mcx-run mcx-coordinator \
+    -j "${MCX_JOBS:-2}" >&2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for n in ${procs//,/ }; do

@@ -36,15 +36,16 @@ absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std
   const int64_t pb = piggyback->bytes;
   const int64_t ring_bytes = pb + kPiggybackFoldBytes;
   // Phase 1, the headers. The ring header goes to the successor and comes from the predecessor whatever the
-  // data pattern (so that a mismatch is always seen), has a fixed size (so that two processes that disagree
-  // cannot disagree on it) and carries the first bytes of the data for the successor. Every other peer this
+  // data pattern (so that a mismatch is always seen) and carries the first bytes of the data for the
+  // successor. Its receive is posted at the largest size it can have (so that two processes that disagree
+  // can never send one a longer message than it expects; a shorter one is fine). Every other peer this
   // exchange sends to or receives from gets or sends a header of its own.
   thread_local std::vector<char> out_ring, in_ring;
   thread_local std::vector<std::vector<char>> in_other;
-  out_ring.assign(static_cast<size_t>(ring_bytes), 0);
+  out_ring.resize(static_cast<size_t>(ring_bytes));
   in_ring.resize(static_cast<size_t>(ring_bytes));
   std::memcpy(out_ring.data(), piggyback->out, static_cast<size_t>(pb));
-  std::vector<PeerGroup::Send> header_sends{{next, htag, out_ring.data(), ring_bytes}};
+  std::vector<PeerGroup::Send> header_sends{{next, htag, out_ring.data(), pb}};
   std::vector<PeerGroup::Recv> header_recvs{{prev, htag, in_ring.data(), ring_bytes}};
   std::set<int> sent_to{next}, heard_from{prev};
   bool folded_send = false;
@@ -53,6 +54,7 @@ absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std
       folded_send = true;
       const int64_t fold = std::min(s.bytes, kPiggybackFoldBytes);
       std::memcpy(out_ring.data() + pb, s.data, static_cast<size_t>(fold));
+      header_sends[0].bytes = pb + fold;
       s.data = static_cast<const char*>(s.data) + fold;
       s.bytes -= fold;
     } else if (sent_to.insert(s.peer).second) {

@@ -14,11 +14,12 @@
 // Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.
 // Piggyback: a few bytes (a LaunchCheck tag) carried by the collective's first exchange and checked before
 // any data behind it is used or even received. The first exchange runs in two phases: (1) the headers, a
-// fixed-size message to the ring successor and from the predecessor that also carries the first
-// kPiggybackFoldBytes of the data for the successor (plus a bare header to and from any other peer of the
-// exchange); every received header is checked; (2) the rest of the data, posted only after its sender passed
-// the check. A small collective thus pays for its piggyback with a copy, not a message, and processes that
-// run different things never post messages whose sizes disagree (PeerGroup: Gloo cannot survive one).
+// message to the ring successor and from the predecessor that also carries the first kPiggybackFoldBytes
+// of the data for the successor, received into a buffer of the largest size it can have (plus a bare header
+// to and from any other peer of the exchange); every received header is checked; (2) the rest of the data,
+// posted only after its sender passed the check. A small collective thus pays for its piggyback with a copy,
+// not a message, and processes that run different things never send a message longer than the receive
+// posted for it (PeerGroup: Gloo cannot survive one).
 // Errors and deadlines: those of PeerGroup::exchange. Thread-safety: as PeerGroup (one caller at a time).
 #pragma once
 

@@ -11,10 +11,11 @@
 //  - rank() is this process's position in the ordered process list of the group; peers are named by rank.
 //  - exchange() posts every send and receive at once and blocks until all completed, so rings and pairwise
 //    exchanges cannot deadlock on each other. Messages are matched by (peer, tag); one exchange holds at
-//    most one send and one receive per (peer, tag), and both sides post the same byte counts. Zero-byte
-//    operations are skipped (both sides skip them, since both know the sizes). A message larger than the
-//    receive posted for it is a fatal error in Gloo (an exception on its I/O thread ends the process), so
-//    where sizes depend on what a peer runs, agree on them first (the piggyback of peer_collectives.h does). Receives are waited in the
+//    most one send and one receive per (peer, tag). A message may be shorter than the receive posted for
+//    it (the receive completes, the rest of its buffer is left as it was); zero-byte operations are
+//    skipped (both sides skip them, since both know the sizes). A message longer than its receive is a fatal
+//    error in Gloo (an exception on its I/O thread ends the process), so where sizes depend on what a peer
+//    runs, agree on them first (the piggyback of peer_collectives.h does). Receives are waited in the
 //    order given, and `on_recv(i)` runs as soon as receive i has completed: a non-OK result ends the
 //    exchange with that status (the launch check in spanning_group.h reads a header this way before the
 //    data behind it).
