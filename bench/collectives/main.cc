@@ -4,7 +4,7 @@
 // called directly with the same algorithm (AllreduceRingChunked / AllgatherRing on a context of its own,
 // rendezvous through the same coordination service). Process 0 prints one JSON line per case:
 //   {"name":"all_reduce","bytes":1048576,"processes":2,"mcx_ms":..,"peer":"gloo_direct","peer_ms":..,"ratio":..}
-// ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 5 batches of calls.
+// ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 7 batches of calls.
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/context.h>
@@ -27,18 +27,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Median over 5 batches of the time per call (after one warm-up call). Every process makes the same calls
-// (they are collectives), so the batch size depends only on the message size.
+// Median over 7 batches of the time per call, after a warm-up batch (the first calls of a process run cold:
+// measured, the first size timed in a 4-process job took 3x longer without it). Every process makes the same
+// calls (they are collectives), so the batch size depends only on the message size.
 double time_ms(const std::function<void()>& op, int calls_per_batch) {
-  op();
+  for (int i = 0; i < calls_per_batch; ++i) op();
   std::vector<double> per_call;
-  for (int b = 0; b < 5; ++b) {
+  for (int b = 0; b < 7; ++b) {
     auto s = Clock::now();
     for (int i = 0; i < calls_per_batch; ++i) op();
     per_call.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count() / calls_per_batch);
   }
   std::sort(per_call.begin(), per_call.end());
-  return per_call[2];
+  return per_call[3];
 }
 
 void emit(const char* name, int64_t bytes, int n, double mcx_ms, double peer_ms) {

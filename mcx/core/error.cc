@@ -1,10 +1,41 @@
 #include "mcx/core/error.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+
 namespace mcx {
+
+namespace {
+
+constexpr char kProcessFailureUrl[] = "type.mcx/process_failure";
+
+}  // namespace
+
+absl::Status mark_process_failure(absl::Status status, int process) {
+  if (!status.ok()) status.SetPayload(kProcessFailureUrl, absl::Cord(std::to_string(process)));
+  return status;
+}
+
+int failed_process(const absl::Status& status) {
+  auto p = status.GetPayload(kProcessFailureUrl);  // absl::optional (not std:: in Debian's absl)
+  if (!p) return -1;
+  int process = -1;
+  return absl::SimpleAtoi(std::string(*p), &process) ? process : -1;
+}
+
+absl::Status with_message(const absl::Status& status, absl::string_view message) {
+  absl::Status out(status.code(), std::string(message));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
 
 void throw_if_error(const absl::Status& status) {
   if (status.ok()) return;
   const std::string msg(status.message());
+  if (status.GetPayload(kProcessFailureUrl)) {
+    throw ProcessFailure(status.code(), msg, failed_process(status));
+  }
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument: throw InvalidArgument(msg);
     case absl::StatusCode::kNotFound: throw NotFound(msg);
@@ -25,6 +56,7 @@ void throw_if_error(const absl::Status& status) {
 }
 
 absl::Status status_from_exception(const std::exception& e) {
+  if (auto* pf = dynamic_cast<const ProcessFailure*>(&e)) return mark_process_failure(pf->status(), pf->process());
   if (auto* err = dynamic_cast<const Error*>(&e)) return err->status();
   return absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
 }

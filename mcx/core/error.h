@@ -8,11 +8,13 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace mcx {
 
@@ -49,12 +51,31 @@ MCX_DEFINE_ERROR(ResourceExhausted, kResourceExhausted)
 MCX_DEFINE_ERROR(DataLoss, kDataLoss)
 #undef MCX_DEFINE_ERROR
 
-// A task of a multi-process job failed (died, stopped heartbeating, reported an error). Thrown with
-// code kUnavailable or kAborted; distinct type so programs can catch process failures specifically.
+// A process of a multi-process job failed (died, stopped heartbeating, reported an error) and an operation
+// that needed it failed. Thrown (by throw_if_error) for every status marked with mark_process_failure,
+// whatever its code (usually kUnavailable or kAborted); a distinct type so that programs can catch process
+// failures specifically and carry on with the survivors.
 class ProcessFailure : public Error {
  public:
-  ProcessFailure(absl::StatusCode code, const std::string& message) : Error(code, message) {}
+  ProcessFailure(absl::StatusCode code, const std::string& message, int process = -1)
+      : Error(code, message), process_(process) {}
+  // The job-wide index of the failed process; -1 when unknown.
+  int process() const { return process_; }
+
+ private:
+  int process_;
 };
+
+// Marks `status` as caused by the failure of process `process` (a payload, so the mark survives copies and
+// with_message). OK stays OK.
+absl::Status mark_process_failure(absl::Status status, int process);
+
+// The process a status is marked with, or -1.
+int failed_process(const absl::Status& status);
+
+// `status` with a new message, keeping its code and payloads (use it instead of absl::Status(code, msg) when
+// adding context to an error that came from elsewhere).
+absl::Status with_message(const absl::Status& status, absl::string_view message);
 
 // Throws the Error subclass matching status.code(); does nothing for OK.
 void throw_if_error(const absl::Status& status);

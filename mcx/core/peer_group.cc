@@ -1,9 +1,12 @@
 #include "mcx/core/peer_group.h"
 
+#include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/error.h"
 
 namespace mcx {
 namespace {
@@ -19,7 +22,58 @@ FactoryRegistry& registry() {
   return *r;
 }
 
+// Every group make_peer_group built that is still alive, with its processes, so that a process reported
+// dead can abort the groups that wait for it.
+struct LiveGroups {
+  std::mutex mu;
+  std::map<PeerGroup*, std::vector<int>> groups;  // guarded by mu
+};
+
+LiveGroups& live_groups() {
+  static LiveGroups* l = new LiveGroups();  // never destroyed: groups may be destroyed during exit
+  return *l;
+}
+
+// What make_peer_group returns: the factory's group, registered in live_groups() while it lives.
+class TrackedPeerGroup final : public PeerGroup {
+ public:
+  TrackedPeerGroup(std::unique_ptr<PeerGroup> inner, std::vector<int> processes) : inner_(std::move(inner)) {
+    LiveGroups& l = live_groups();
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.groups[this] = std::move(processes);
+  }
+  ~TrackedPeerGroup() override {
+    LiveGroups& l = live_groups();
+    std::lock_guard<std::mutex> lock(l.mu);  // held while inner_ dies: an abort never meets a dying group
+    l.groups.erase(this);
+    inner_.reset();
+  }
+  int size() const override { return inner_->size(); }
+  int rank() const override { return inner_->rank(); }
+  std::string description() const override { return inner_->description(); }
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    return inner_->exchange(sends, recvs, deadline, on_recv);
+  }
+  void abort(const absl::Status& why) override { inner_->abort(why); }
+
+ private:
+  std::unique_ptr<PeerGroup> inner_;
+};
+
 }  // namespace
+
+int abort_peer_groups_of_process(int process, const absl::Status& why) {
+  LiveGroups& l = live_groups();
+  std::lock_guard<std::mutex> lock(l.mu);
+  int aborted = 0;
+  for (auto& [group, processes] : l.groups) {
+    if (std::find(processes.begin(), processes.end(), process) == processes.end()) continue;
+    group->abort(why);
+    ++aborted;
+  }
+  return aborted;
+}
 
 void set_peer_group_factory(std::string backend, PeerGroupFactory factory) {
   FactoryRegistry& r = registry();
@@ -40,7 +94,8 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupReques
         "[collective] ", request.key, " spans processes {", absl::StrJoin(request.processes, ","),
         "} but no data plane is installed: call mcx::distributed::initialize() in every process first"));
   }
-  return factory(request);
+  MCX_ASSIGN_OR_RETURN(std::unique_ptr<PeerGroup> group, factory(request));
+  return std::unique_ptr<PeerGroup>(new TrackedPeerGroup(std::move(group), request.processes));
 }
 
 std::string peer_group_backend() {

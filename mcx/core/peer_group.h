@@ -87,6 +87,12 @@ void set_peer_group_factory(std::string backend, PeerGroupFactory factory);
 // not call mcx::distributed::initialize), naming the processes the group needed.
 absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupRequest& request);
 
+// Aborts (PeerGroup::abort(why)) every live group built by make_peer_group that includes job-wide process
+// `process`, so that collectives waiting for a process the coordination service reported dead fail at once
+// instead of at their deadline; the distributed layer calls it from its membership watch. `why` should be
+// marked with mark_process_failure (error.h). Returns how many groups it aborted. Thread-safe.
+int abort_peer_groups_of_process(int process, const absl::Status& why);
+
 // The installed backend's name, or "" when none is installed.
 std::string peer_group_backend();
 

@@ -118,4 +118,17 @@ void stop_data_plane() {
   if (mpi) finalize_mpi();
 }
 
+void abort_groups_of_failed_tasks(const JobState& state) {
+  for (const TaskInfo& t : state.tasks) {
+    if (t.state != TaskState::kError) continue;
+    const absl::Status why = mark_process_failure(
+        absl::UnavailableError(absl::StrCat("[data plane] process ", t.id,
+                                            " failed (the coordination service reports: ", t.error.message(),
+                                            "); the collectives that needed it were aborted")),
+        t.id);
+    const int aborted = abort_peer_groups_of_process(t.id, why);
+    if (aborted > 0) log_warn("[mcx.distributed] process {} failed: aborted {} data-plane group(s) that include it", t.id, aborted);
+  }
+}
+
 }  // namespace mcx::distributed

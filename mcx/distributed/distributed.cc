@@ -243,7 +243,13 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   ao.heartbeat_timeout = c.heartbeat_timeout;
   ao.shutdown_timeout = c.shutdown_timeout;
   ao.on_failure = options.on_failure;
-  ao.on_job_state = options.on_job_state;
+  // Collectives abort on failure: a process the service reports failed fails, within this callback, every
+  // data-plane group that waits for it (a stopped or hung process closes no socket; without this its peers
+  // would wait until their deadline), then the program's own callback runs.
+  ao.on_job_state = [user = options.on_job_state](const JobState& s) {
+    abort_groups_of_failed_tasks(s);
+    if (user) user(s);
+  };
   r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
   if (absl::Status s = r.agent->connect(); !s.ok()) {
     teardown_locked(r);

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/error.h"
 #include "mcx/distributed/kv_store.h"
 
 namespace mcx::distributed {
@@ -168,9 +169,10 @@ class GlooPeerGroup final : public PeerGroup {
           absl::StrCat("[data plane] deadline exceeded ", what, " ", who, ": ", msg));
     }
     if (absl::StrContains(msg, "closed") || absl::StrContains(msg, "reset") || absl::StrContains(msg, "Broken pipe")) {
-      return absl::UnavailableError(absl::StrCat("[data plane] ", what, " ", who,
-                                                 ": the connection closed (the process exited, was killed or "
-                                                 "aborted the group): ", msg));
+      absl::Status closed = absl::UnavailableError(absl::StrCat(
+          "[data plane] ", what, " ", who,
+          ": the connection closed (the process exited, was killed or aborted the group): ", msg));
+      return peer >= 0 ? mark_process_failure(closed, processes_[peer]) : closed;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -62,7 +62,7 @@ void run_call(const std::string& what, const std::string& name, absl::Duration t
   if (!st.ok()) {
     p.group.reset();  // poisoned: the next call connects a new generation
     ++p.generation;
-    throw_if_error(absl::Status(st.code(), absl::StrCat("[", what, "] ", st.message())));
+    throw_if_error(with_message(st, absl::StrCat("[", what, "] ", st.message())));
   }
 }
 
@@ -269,7 +269,7 @@ void sync_global_devices(const std::string& name, std::optional<absl::Duration> 
     absl::Status st = agent->barrier(absl::StrCat("mcx/sync_global_devices/", seq),
                                      std::max(absl::Milliseconds(1), deadline - absl::Now()));
     if (!st.ok()) {
-      throw_if_error(absl::Status(st.code(), absl::StrCat("[sync_global_devices] '", name, "': ", st.message())));
+      throw_if_error(with_message(st, absl::StrCat("[sync_global_devices] '", name, "': ", st.message())));
     }
   }
   run_call("sync_global_devices", name, std::max(absl::Milliseconds(1), deadline - absl::Now()),

@@ -135,8 +135,8 @@ struct DeviceTask {
         exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
     buffers.clear();
     if (!outs.ok()) {
-      return fail(absl::Status(outs.status().code(), absl::StrCat("[", what, " on ", device.to_string(), "] ",
-                                                                  outs.status().message())));
+      return fail(with_message(outs.status(), absl::StrCat("[", what, " on ", device.to_string(), "] ",
+                                                           outs.status().message())));
     }
     for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->set(std::move((*outs)[r]));
   }

@@ -73,7 +73,7 @@ absl::Status renamed(const absl::Status& s, std::string_view api) {
   const std::string msg(s.message());
   constexpr std::string_view kPrefix = "[to_buffer] ";
   if (msg.compare(0, kPrefix.size(), kPrefix) != 0) return s;
-  return absl::Status(s.code(), cat("[", api, "] ", msg.substr(kPrefix.size())));
+  return with_message(s, cat("[", api, "] ", msg.substr(kPrefix.size())));
 }
 
 }  // namespace

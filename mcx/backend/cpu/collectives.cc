@@ -105,7 +105,11 @@ absl::StatusOr<Communicator*> communicator(const ir::Instr& in, const Where& w, 
                 absl::StrCat(group, " has ", m.group.size(), " members but the execution has ",
                              ctx ? "no communicator factory" : "no ExecutionContext (partition 0 of 1)"));
   auto c = ctx->communicator(m.group);
-  if (!c.ok()) return fail(c.status().code(), in, w, absl::StrCat("no communicator for ", group, ": ", c.status().message()));
+  if (!c.ok()) {
+    return with_message(c.status(), fail(c.status().code(), in, w,
+                                         absl::StrCat("no communicator for ", group, ": ", c.status().message()))
+                                        .message());
+  }
   Communicator* comm = *c;
   if (!comm || comm->size() != static_cast<int>(m.group.size()) || comm->rank() != m.rank)
     return fail(absl::StatusCode::kInvalidArgument, in, w,
@@ -116,7 +120,7 @@ absl::StatusOr<Communicator*> communicator(const ir::Instr& in, const Where& w, 
 
 absl::Status wrap(const absl::Status& s, const ir::Instr& in, const Where& w) {
   if (s.ok()) return s;
-  return fail(s.code(), in, w, std::string(s.message()));
+  return with_message(s, fail(s.code(), in, w, std::string(s.message())).message());  // keeps the payloads
 }
 
 absl::Time deadline_of(const ExecutionContext* ctx) { return ctx ? ctx->deadline : absl::InfiniteFuture(); }

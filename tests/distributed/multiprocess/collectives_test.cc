@@ -151,6 +151,7 @@ TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
     ASSERT_NE(at, std::string::npos) << h.dump(i);
     std::string line = o.substr(at, o.find('\n', at) - at);
     named = named || line.find("process 2") != std::string::npos;
+    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2)")) << "not thrown as the failure of process 2";
     EXPECT_THAT(o, HasSubstr("AFTER f32[3]{2, 4, 6}")) << "the devices are unusable after the failure";
     (void)killed_at;
   }
@@ -161,6 +162,39 @@ TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
     size_t at = o.find("SURVIVOR_ERROR ") + 15;
     EXPECT_LE(std::stoi(o.substr(at)), 1000) << h.dump(i);
   }
+}
+
+// A stopped (SIGSTOP) peer closes no socket: only the coordination service notices, when its heartbeats stop.
+// Collectives abort on failure: the survivors' collective fails as soon as the service declares the process
+// failed (heartbeat timeout 2 s here), with ProcessFailure naming it, instead of waiting for the 30 s deadline.
+TEST(CollectivesAcrossProcesses, StoppedPeerFailsTheSurvivorsWhenTheServiceDeclaresItFailed) {
+  Harness h;
+  const int n = 3;
+  const std::string address = h.start_coordinator(n, {"--recoverable", "--heartbeat-timeout", "2"});
+  ASSERT_FALSE(address.empty());
+  std::vector<int> procs;
+  for (int id = 0; id < n; ++id) {
+    procs.push_back(h.spawn("p" + std::to_string(id), {collectives_worker_path(), "kill"},
+                            Harness::worker_env(address, n, id,
+                                                {{"MCX_DEVICE_TIMEOUT_S", "30"}, {"MCX_HEARTBEAT_TIMEOUT", "2"},
+                                                 {"MCX_HEARTBEAT_INTERVAL", "0.5"}})));
+  }
+  for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
+  h.proc(procs[2]).sub->signal(SIGSTOP);
+  for (int i : {procs[0], procs[1]}) {
+    ASSERT_TRUE(h.wait_output(i, "AFTER", milliseconds(15000))) << h.dump(i);
+    const std::string& o = h.out(i);
+    size_t at = o.find("SURVIVOR_ERROR ");
+    ASSERT_NE(at, std::string::npos) << h.dump(i);
+    const std::string line = o.substr(at, o.find('\n', at) - at);
+    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2)")) << h.dump(i);
+    EXPECT_THAT(line, HasSubstr("process 2 failed")) << h.dump(i);
+    // The 2 s heartbeat timeout, plus at most a second for the report to reach them and the abort to land.
+    EXPECT_LE(std::stoi(o.substr(at + 15)), 3500) << h.dump(i);
+    std::printf("stopped peer: a survivor's collective failed %d ms after its last good one\n", std::stoi(o.substr(at + 15)));
+    EXPECT_THAT(o, HasSubstr("AFTER f32[3]{2, 4, 6}")) << "the devices are unusable after the failure";
+  }
+  h.proc(procs[2]).sub->signal(SIGKILL);
 }
 
 }  // namespace

@@ -282,7 +282,10 @@ void run_kill(int g) {
       last_ok = Clock::now();
     } catch (const mcx::Error& e) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok).count();
-      print_line(absl::StrCat("SURVIVOR_ERROR ", ms, " ", one_line(e.what())));
+      auto* pf = dynamic_cast<const mcx::ProcessFailure*>(&e);
+      print_line(absl::StrCat("SURVIVOR_ERROR ", ms, " ",
+                              pf ? absl::StrCat("ProcessFailure(process=", pf->process(), ")") : "OtherError", " ",
+                              one_line(e.what())));
       mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
       print_line("AFTER " + (v * 2).to_host().to_string());
       std::fflush(stdout);
