@@ -157,6 +157,9 @@ struct RegisterResult {
 struct LiveTasks {
   std::vector<TaskId> tasks;              // sorted
   std::vector<Incarnation> incarnations;  // parallel to tasks
+  // Every caller of one agreement gets the same number; it grows by one with each agreement over the same
+  // requested set (starting at 1), so a newer live set is always told apart from an older one.
+  uint64_t generation = 0;
   bool operator==(const LiveTasks&) const = default;
 };
 
@@ -261,7 +264,7 @@ class CoordinationService {
 
   // A barrier over the live (CONNECTED) members of `tasks` (empty = all). Completes once every live
   // member of the set has called; every caller then gets the same LiveTasks (the live members that
-  // called, with incarnations). It never waits for a dead task: a failure while pending re-evaluates it.
+  // called, with incarnations, and the agreement's generation). It never waits for a dead task: a failure while pending re-evaluates it.
   // DEADLINE_EXCEEDED after `timeout`, naming the live tasks that did not call. The caller must be live
   // and in the set (FailedPrecondition / InvalidArgument otherwise).
   void get_live_tasks(TaskId task, Incarnation incarnation, std::vector<TaskId> tasks, absl::Duration timeout,

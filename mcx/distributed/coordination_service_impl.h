@@ -116,6 +116,7 @@ struct CoordinationService::Impl {
   std::vector<RegisterWaiter> register_waiters ABSL_GUARDED_BY(mu);
   std::map<std::string, Barrier> barriers ABSL_GUARDED_BY(mu);  // newest instance per name
   std::map<std::vector<TaskId>, LiveSet> live_sets ABSL_GUARDED_BY(mu);
+  std::map<std::vector<TaskId>, uint64_t> live_generations ABSL_GUARDED_BY(mu);  // agreements completed per set
   std::map<std::string, std::string> kv ABSL_GUARDED_BY(mu);
   size_t kv_bytes ABSL_GUARDED_BY(mu) = 0;
   std::map<std::string, std::vector<KvWaiter>> kv_waiters ABSL_GUARDED_BY(mu);
@@ -256,6 +257,7 @@ struct CoordinationService::Impl {
       }
       if (complete) {
         LiveTasks result;
+        result.generation = ++live_generations[set];
         for (auto& [id, w] : ls.waiting) {
           result.tasks.push_back(id);
           result.incarnations.push_back(w.incarnation);

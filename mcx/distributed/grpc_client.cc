@@ -266,6 +266,7 @@ class GrpcClient final : public CoordinationClient {
     LiveTasks out;
     out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
     out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
+    out.generation = resp.generation();
     return out;
   }
 

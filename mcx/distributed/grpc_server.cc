@@ -224,6 +224,7 @@ class Handler final : public proto::Coordination::CallbackService {
                            if (v.ok()) {
                              for (TaskId t : v->tasks) resp->add_tasks(t);
                              for (Incarnation i : v->incarnations) resp->add_incarnations(i);
+                             resp->set_generation(v->generation);
                            }
                          });
                        });

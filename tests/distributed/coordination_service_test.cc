@@ -371,7 +371,7 @@ TEST_F(ServiceTest, LiveTasksAgreementNeverWaitsOnDeadTasks) {
   s->get_live_tasks(1, 101, {}, absl::Seconds(5), r1.cb());
   EXPECT_FALSE(r0.ready());  // task 2 is live and has not called
   s->fail_task(2, absl::UnavailableError("killed too"));  // re-evaluated: 0 and 1 are all that is live
-  LiveTasks expect{{0, 1}, {100, 101}};
+  LiveTasks expect{{0, 1}, {100, 101}, 1};  // the first agreement over all tasks
   EXPECT_EQ(*r0.get(), expect);
   EXPECT_EQ(*r1.get(), expect);
   // Subset and timeout naming the live task that did not call.
@@ -401,7 +401,14 @@ TEST_F(ServiceTest, RecoverableRestartReRegistersWithNewIncarnation) {
   Result<absl::StatusOr<LiveTasks>> a, b;
   s->get_live_tasks(0, 100, {}, absl::Seconds(1), a.cb());
   s->get_live_tasks(1, 777, {}, absl::Seconds(1), b.cb());
-  EXPECT_EQ(*a.get(), (LiveTasks{{0, 1}, {100, 777}}));
+  EXPECT_EQ(*a.get(), (LiveTasks{{0, 1}, {100, 777}, 1}));
+  EXPECT_EQ(*b.get(), *a.get());
+  // The next agreement over the same set has the next generation, the same for every caller.
+  Result<absl::StatusOr<LiveTasks>> c, d;
+  s->get_live_tasks(1, 777, {}, absl::Seconds(1), c.cb());
+  s->get_live_tasks(0, 100, {}, absl::Seconds(1), d.cb());
+  EXPECT_EQ(c.get()->generation, 2u);
+  EXPECT_EQ(*c.get(), *d.get());
 }
 
 TEST_F(ServiceTest, FateSharingRefusesRestart) {

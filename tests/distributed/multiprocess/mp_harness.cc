@@ -15,6 +15,7 @@ std::string tool_path(const std::string& name) { return std::string(MCX_TEST_BIN
 std::string worker_path() { return MCX_TEST_WORKER; }
 std::string collectives_worker_path() { return MCX_TEST_COLLECTIVES_WORKER; }
 std::string multihost_worker_path() { return MCX_TEST_MULTIHOST_WORKER; }
+std::string live_devices_worker_path() { return MCX_TEST_LIVE_DEVICES_WORKER; }
 std::string hello_path() { return MCX_TEST_HELLO; }
 std::string make_certs_script() { return MCX_TEST_MAKE_CERTS; }
 
