@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "tools/common/env_names.h"
@@ -111,6 +112,7 @@ class Job {
   // root-cause failure seen later replaces it.
   bool result_is_fate_shared_ = false;
   std::vector<int> reported_failed_;     // tasks the coordinator reported as ERROR, in report order
+  std::vector<std::pair<int, int>> lost_;  // recoverable: (process, exit code) of those the job went on without
   std::optional<int> result_from_task_;  // the worker whose exit gave result_
   bool root_settled_ = false;
   bool terminating_ = false;
@@ -158,7 +160,7 @@ bool Job::start_coordinator() {
   // (the heartbeat interval and init timeout are the agents' settings: they go to the workers' env)
   add_time("--heartbeat-timeout", o_.heartbeat_timeout);
   add_time("--shutdown-timeout", o_.shutdown_timeout);
-  if (o_.max_restarts > 0) so.argv.push_back("--recoverable");
+  if (o_.recoverable || o_.max_restarts > 0) so.argv.push_back("--recoverable");
   if (!o_.mtls.ca.empty()) {
     std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls.cert, "coordinator") : o_.coordinator_mtls_cert;
     std::string key = o_.coordinator_mtls_key.empty() ? for_task(o_.mtls.key, "coordinator") : o_.coordinator_mtls_key;
@@ -314,6 +316,13 @@ void Job::on_worker_exit(int id, ExitStatus status) {
     w.restart_at = Clock::now() + milliseconds(100);
     return;
   }
+  if (o_.recoverable && !coordinator_exited_) {
+    w.done = true;
+    lost_.push_back({id, status.exit_code()});
+    say(absl::StrCat("process ", id, " failed (", status.to_string(),
+                     "); the others carry on without it (--recoverable)"));
+    return;
+  }
   w.done = true;
   if (!result_) {
     result_ = status.exit_code();
@@ -457,6 +466,16 @@ int Job::run() {
     Clock::time_point d = Clock::now() + milliseconds(300);
     while (coordinator_->stderr_fd() >= 0 && Clock::now() < d) pump_.pump(milliseconds(20));
   }
+  if (!lost_.empty() && !result_) {
+    std::vector<int> ids;
+    for (const auto& [id, code] : lost_) ids.push_back(id);
+    if (static_cast<int>(lost_.size()) == o_.num_processes) {
+      result_ = lost_.front().second;
+      say(absl::StrCat("every process failed; exit code ", *result_, " (process ", lost_.front().first, ", the first)"));
+    } else {
+      say(absl::StrCat("the job finished without processes {", absl::StrJoin(ids, ","), "}, which failed"));
+    }
+  }
   return result_.value_or(0);
 }
 
@@ -476,7 +495,7 @@ std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std:
   if (o.heartbeat_timeout >= 0) env[kEnvHeartbeatTimeout] = seconds_str(o.heartbeat_timeout);
   if (o.init_timeout >= 0) env[kEnvInitTimeout] = seconds_str(o.init_timeout);
   if (o.shutdown_timeout >= 0) env[kEnvShutdownTimeout] = seconds_str(o.shutdown_timeout);
-  if (o.max_restarts > 0) env[kEnvRecoverable] = "1";
+  if (o.recoverable || o.max_restarts > 0) env[kEnvRecoverable] = "1";
   if (!o.mtls.cert.empty()) env[kEnvMtlsCert] = for_task(o.mtls.cert, sid);
   if (!o.mtls.key.empty()) env[kEnvMtlsKey] = for_task(o.mtls.key, sid);
   if (!o.mtls.ca.empty()) env[kEnvMtlsCa] = o.mtls.ca;

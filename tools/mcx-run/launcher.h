@@ -16,6 +16,9 @@ struct LaunchOptions {
   int num_processes = 1;
   int cpu_devices = 0;                 // 0: leave MCX_CPU_DEVICE_COUNT unset
   int max_restarts = 0;                // per process; > 0 runs the coordinator in recoverable mode
+  // Recoverable without restarts: a process that fails does not end the others (they are told and carry on);
+  // the job succeeds when every process that did not fail succeeds. Implied by max_restarts > 0.
+  bool recoverable = false;
   std::string coordinator;             // external coordinator address; empty: spawn mcx-coordinator
   std::string coordinator_binary;      // empty: find "mcx-coordinator" beside mcx-run, then on PATH
   std::string bind_host = "127.0.0.1"; // where the spawned coordinator listens
@@ -34,7 +37,7 @@ struct LaunchOptions {
 };
 
 // Runs the job to completion. Returns the exit code mcx-run should exit with: 0 when every process
-// succeeded; otherwise the first failure's exit code (128+signal for a signal), 128+sig when the
+// succeeded (recoverable: every process that did not fail, and at least one); otherwise the first failure's exit code (128+signal for a signal), 128+sig when the
 // launcher itself was interrupted by sig, or 2 for a launcher error (reported on stderr).
 int run_job(const LaunchOptions& options);
 

@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-restarts", o.max_restarts,
                  "restart a failed process up to R times (runs the coordinator in recoverable mode)")
       ->check(CLI::Range(0, 1000));
+  app.add_flag("--recoverable", o.recoverable,
+               "a process that fails (with no restarts left) does not end the others: they are told and carry on; "
+               "the job succeeds when every process that did not fail does");
   app.add_option("--coordinator", o.coordinator, "use this running coordinator (HOST:PORT) instead of starting one");
   app.add_option("--coordinator-binary", o.coordinator_binary, "path of mcx-coordinator");
   app.add_option("--coordinator-host", o.bind_host, "address the started coordinator binds (default 127.0.0.1)");

@@ -99,6 +99,38 @@ TEST(McxRun, RestartsAFailedProcessUpToMaxRestarts) {
   EXPECT_THAT(h.err(r2), HasSubstr("has no restarts left"));
 }
 
+TEST(McxRun, RecoverableJobCarriesOnWithoutAFailedProcess) {
+  Harness h;
+  // p1 fails; the others keep running and succeed: the job succeeds, naming the process it lost.
+  int r = h.spawn("mcx-run", run_args({"-n", "3", "--recoverable"},
+                                      "if [ $MCX_PROCESS_ID = 1 ]; then exit 4; fi; "
+                                      "sleep 0.5; echo recoverable=$MCX_RECOVERABLE"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.out(r), HasSubstr("[p0] recoverable=1"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p2] recoverable=1"));
+  EXPECT_THAT(h.err(r), HasSubstr("process 1 failed (exit code 4); the others carry on without it"));
+  EXPECT_THAT(h.err(r), HasSubstr("the job finished without processes {1}"));
+
+  // Every process failing is the job failing, with the first one's exit code.
+  int r2 = h.spawn("mcx-run", run_args({"-n", "2", "--recoverable"}, "exit 5"));
+  ASSERT_TRUE(h.wait_exit(r2, milliseconds(10000))) << h.dump(r2);
+  EXPECT_EQ(h.exit_code(r2), 5) << h.dump(r2);
+  EXPECT_THAT(h.err(r2), HasSubstr("every process failed"));
+}
+
+// The survivors of a kill -9 agree on the smaller live set and compute on it, under the launcher.
+TEST(McxRun, RecoverableJobSurvivesAKilledProcess) {
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "3", "--cpu-devices", "1", "--recoverable", "--timeout", "60",
+                              "--", live_devices_worker_path(), "1"});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(30000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.out(r), HasSubstr("[p0] LIVE 2 generation=2 processes=0,2 devices=2 sum=4"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p2] LIVE 2 generation=2 processes=0,2 devices=2 sum=4"));
+  EXPECT_THAT(h.err(r), HasSubstr("process 1 failed (killed by signal 9"));
+}
+
 TEST(McxRun, ForwardsSigintAndExitsWith130) {
   Harness h;
   int r = h.spawn("mcx-run", run_args({"-n", "2"}, "trap 'echo got-int; exit 9' INT; echo up; "
