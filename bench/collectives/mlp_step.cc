@@ -6,7 +6,7 @@
 // Process 0 prints one JSON line:
 //   {"name":"mlp_step","processes":P,"devices_per_process":D,"step_ms":..,"compute_ms":..,"all_reduce_ms":..,
 //    "other_ms":..}
-// where the time goes: compute_ms is the same step on one device with one device's share of the batch (no
+// where the time goes (the step is digits::jit_data_parallel_step, without donation): compute_ms is the same step on one device with one device's share of the batch (no
 // communication), all_reduce_ms the gradients' all-reduce alone (one all-reduce per parameter leaf, the sizes
 // the partitioned step reduces, through the same communicator), other_ms the rest (dispatch, the launch
 // check, waiting for the slowest device). Times are medians of 5 batches of 10 steps.
@@ -22,6 +22,7 @@
 
 #include "CLI/CLI.hpp"
 #include "examples/train_digits/digits_model.h"
+#include "examples/train_digits/digits_parallel.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
@@ -35,8 +36,6 @@ using mcx::None;
 using mcx::P;
 using mcx::Tree;
 using Clock = std::chrono::steady_clock;
-using Step = std::function<std::tuple<Tree, Tree, Tree, Array>(const Tree&, const Tree&, const Tree&, const Array&,
-                                                                 const Array&, const Array&)>;
 
 constexpr int kBatches = 5, kStepsPerBatch = 10;
 
@@ -50,25 +49,6 @@ double median_ms(const std::function<void()>& batch, int per_batch) {
   }
   std::sort(t.begin(), t.end());
   return t[kBatches / 2];
-}
-
-// The data-parallel step over `mesh`, as examples/data_parallel_digits runs it (without donation, so that the
-// timed loop can reuse its inputs).
-Step make_step(const mcx::Mesh& mesh) {
-  const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());
-  auto step = mcx::jit(
-      [](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(digits::loss)(p, x, y);
-        auto [p1, m1, v1] = digits::adam_update(p, g, m, v, t, 1e-3);
-        return std::make_tuple(p1, m1, v1, l);
-      },
-      {.name = "mlp_step",
-       .in_shardings = {replicated, replicated, replicated, replicated, mcx::NamedSharding(mesh, P("data", None)),
-                        mcx::NamedSharding(mesh, P("data"))},
-       .out_shardings = {replicated}});
-  return [step](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-    return step(p, m, v, t, x, y);
-  };
 }
 
 // Milliseconds per step of `step` on `mesh` at a global batch of `batch` rows.
@@ -87,7 +67,7 @@ double time_steps(const mcx::Mesh& mesh, int64_t batch, const std::vector<int64_
   const Array x = mcx::device_put(mcx::array(xs, {batch, sizes.front()}), mcx::NamedSharding(mesh, P("data", None)));
   const Array y = mcx::device_put(mcx::array(ys, {batch}), mcx::NamedSharding(mesh, P("data")));
   const Array t = mcx::device_put(mcx::array(1.0f), replicated);
-  Step step = make_step(mesh);
+  digits::StepFn step = digits::jit_data_parallel_step(mesh, 1e-3, /*donate=*/false, "mlp_step");
   return median_ms([&] {
     Array loss;
     for (int i = 0; i < kStepsPerBatch; ++i) std::tie(std::ignore, std::ignore, std::ignore, loss) = step(params, m, v, t, x, y);

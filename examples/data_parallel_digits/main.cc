@@ -46,6 +46,7 @@
 #include "CLI/CLI.hpp"
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
+#include "examples/train_digits/digits_parallel.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
@@ -66,34 +67,14 @@ struct TrainState {
   Tree params, m, v;
 };
 
-using StepResult = std::tuple<Tree, Tree, Tree, Array>;  // params, m, v, loss
+using digits::StepFn;
+using digits::StepResult;
 
 // digits::adam_update, with the step's loss passed through as a fourth output.
 StepResult adam(const Tree& params, const Tree& grads, const Tree& m, const Tree& v, const Array& t,
                 const Array& loss, double lr) {
   auto [p, m1, v1] = digits::adam_update(params, grads, m, v, t, lr);
   return {p, m1, v1, loss};
-}
-
-using StepFn = std::function<StepResult(const Tree&, const Tree&, const Tree&, const Array&, const Array&,
-                                        const Array&)>;
-
-// jit mode: the global step; the partitioner derives the per-device program from the shardings.
-StepFn make_jit_step(const mcx::Mesh& mesh, double lr) {
-  const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());
-  auto step = mcx::jit(
-      [lr](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(digits::loss)(p, x, y);
-        return adam(p, g, m, v, t, l, lr);
-      },
-      {.name = "dp_step",
-       .in_shardings = {replicated, replicated, replicated, replicated,
-                        mcx::NamedSharding(mesh, P("data", None)), mcx::NamedSharding(mesh, P("data"))},
-       .out_shardings = {replicated},
-       .donate_argnums = {0, 1, 2}});  // the old parameters and moments are dead after the step
-  return [step](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-    return step(p, m, v, t, x, y);
-  };
 }
 
 // shard_map mode: the per-device step with explicit collectives (pmap-style data parallelism).
@@ -167,7 +148,9 @@ int run(const Config& cfg) {
   state.m = mcx::tree_map(replicate, moments.m);
   state.v = mcx::tree_map(replicate, moments.v);
 
-  StepFn step = cfg.mode == "jit" ? make_jit_step(mesh, cfg.lr) : make_shard_map_step(mesh, cfg.lr);
+  // jit: the partitioner derives the per-device program; the old parameters and moments are donated.
+  StepFn step = cfg.mode == "jit" ? digits::jit_data_parallel_step(mesh, cfg.lr, /*donate=*/true)
+                                  : make_shard_map_step(mesh, cfg.lr);
   // Evaluation: the parameters are committed to the mesh, so this runs there with the images replicated.
   mcx::JitOptions predict_options;
   predict_options.name = "predict";
