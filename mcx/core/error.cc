@@ -24,6 +24,12 @@ int failed_process(const absl::Status& status) {
   return absl::SimpleAtoi(std::string(*p), &process) ? process : -1;
 }
 
+absl::Status with_payloads_of(absl::Status status, const absl::Status& from) {
+  if (status.ok()) return status;
+  from.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { status.SetPayload(url, payload); });
+  return status;
+}
+
 absl::Status with_message(const absl::Status& status, absl::string_view message) {
   absl::Status out(status.code(), std::string(message));
   status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });

@@ -73,6 +73,10 @@ absl::Status mark_process_failure(absl::Status status, int process);
 // The process a status is marked with, or -1.
 int failed_process(const absl::Status& status);
 
+// `status` with the payloads of `from` added (e.g. an "unusable after an earlier error" status keeps the earlier
+// error's process-failure mark).
+absl::Status with_payloads_of(absl::Status status, const absl::Status& from);
+
 // `status` with a new message, keeping its code and payloads (use it instead of absl::Status(code, msg) when
 // adding context to an error that came from elsewhere).
 absl::Status with_message(const absl::Status& status, absl::string_view message);

@@ -61,8 +61,9 @@ struct SpanningGroup::State {
     return absl::StrCat("group {", absl::StrJoin(n, ","), "} over processes {", absl::StrJoin(processes, ","), "}");
   }
   absl::Status aborted(const char* what) const {
-    return absl::AbortedError(absl::StrCat("[", what, "] ", description(),
-                                           " is unusable after an earlier error: ", poison.message()));
+    return with_payloads_of(absl::AbortedError(absl::StrCat("[", what, "] ", description(),
+                                                            " is unusable after an earlier error: ", poison.message())),
+                            poison);
   }
 
   void poison_with(const absl::Status& s) {  // mu held

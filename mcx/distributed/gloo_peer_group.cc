@@ -155,8 +155,10 @@ class GlooPeerGroup final : public PeerGroup {
   }
 
   absl::Status poisoned() const {
-    return absl::AbortedError(
-        absl::StrCat("[data plane] ", description(), " is unusable after an earlier error: ", poison_.message()));
+    return with_payloads_of(
+        absl::AbortedError(
+            absl::StrCat("[data plane] ", description(), " is unusable after an earlier error: ", poison_.message())),
+        poison_);
   }
 
   absl::Status from_exception(const std::exception& e, const char* what, int peer, absl::Time deadline) {

@@ -36,5 +36,13 @@ TEST(Error, WithMessageKeepsCodeAndMark) {
   EXPECT_EQ(failed_process(w), 5);
 }
 
+TEST(Error, WithPayloadsOfCarriesTheMarkToALaterError) {
+  const absl::Status first = mark_process_failure(absl::UnavailableError("process 1 died"), 1);
+  const absl::Status later = with_payloads_of(absl::AbortedError("unusable after an earlier error"), first);
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(failed_process(later), 1);
+  EXPECT_TRUE(with_payloads_of(absl::OkStatus(), first).ok());
+}
+
 }  // namespace
 }  // namespace mcx

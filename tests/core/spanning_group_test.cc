@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/error.h"
 #include "mcx/core/local_communicator.h"
 #include "mcx/core/peer_collectives.h"
 
@@ -323,10 +324,16 @@ TEST(SpanningGroup, AbortEndsABlockedCollectivePromptly) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const absl::Time t0 = absl::Now();
-  job.groups[0]->abort(absl::UnavailableError("process 1 died"));
+  job.groups[0]->abort(mark_process_failure(absl::UnavailableError("process 1 died"), 1));
   t.join();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
   EXPECT_THAT(std::string(st.message()), HasSubstr("process 1 died"));
+  EXPECT_EQ(failed_process(st), 1) << "the abort's process-failure mark reaches the collective";
+  // Later collectives on the poisoned group are refused, still marked as process 1's failure.
+  float x = 1, y = 0;
+  absl::Status later = job.member(0).all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, soon());
+  EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
+  EXPECT_EQ(failed_process(later), 1) << later;
 }
 
 TEST(SpanningGroup, ArgumentMismatchBetweenLocalMembersIsAnError) {
