@@ -21,7 +21,7 @@ if [ -z "${MCX_SRUN_IN_NAMESPACE:-}" ] && unshare --pid --fork --mount-proc true
   MCX_SRUN_IN_NAMESPACE=1 exec unshare --pid --fork --mount-proc --kill-child bash "$0" "$@"
 fi
 
-dir=$(mktemp -d /tmp/mcx-slurm.XXXXXX)
+dir=$(mktemp -d -t mcx-slurm.XXXXXX)  # the private cluster's conf, keys, sockets, state and logs
 chmod 755 "$dir"
 cleanup() {
   # Outside a namespace of our own: the daemons are found by the private files on their command lines.

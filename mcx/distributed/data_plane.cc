@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/config.h"
@@ -119,8 +121,12 @@ void stop_data_plane() {
 }
 
 void abort_groups_of_failed_tasks(const JobState& state) {
+  // Every job state lists the failed tasks again: act once per failed (task, incarnation).
+  static std::mutex mu;
+  static auto* handled = new std::set<std::pair<TaskId, Incarnation>>();  // never destroyed (used until exit)
+  std::lock_guard<std::mutex> lock(mu);
   for (const TaskInfo& t : state.tasks) {
-    if (t.state != TaskState::kError) continue;
+    if (t.state != TaskState::kError || !handled->insert({t.id, t.incarnation}).second) continue;
     const absl::Status why = mark_process_failure(
         absl::UnavailableError(absl::StrCat("[data plane] process ", t.id,
                                             " failed (the coordination service reports: ", t.error.message(),
