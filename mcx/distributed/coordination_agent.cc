@@ -325,8 +325,8 @@ absl::Status CoordinationAgent::cancel_barrier(std::string_view name) {
   return client_->cancel_barrier(name, counter, options_.rpc_timeout);
 }
 
-absl::StatusOr<LiveTasks> CoordinationAgent::get_live_tasks(const std::vector<TaskId>& tasks, absl::Duration timeout) {
-  return client_->get_live_tasks(options_.task_id, options_.incarnation, tasks, timeout);
+absl::StatusOr<LiveTasks> CoordinationAgent::get_live_tasks(const LiveSetRequest& request, absl::Duration timeout) {
+  return client_->get_live_tasks(options_.task_id, options_.incarnation, request, timeout);
 }
 
 JobState CoordinationAgent::last_job_state() const {

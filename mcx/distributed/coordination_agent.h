@@ -104,8 +104,9 @@ class CoordinationAgent {
   // Cancels this agent's next (or current) instance of `name`.
   absl::Status cancel_barrier(std::string_view name);
 
-  // Live-set agreement over `tasks` (empty = all); see CoordinationService::get_live_tasks.
-  absl::StatusOr<LiveTasks> get_live_tasks(const std::vector<TaskId>& tasks, absl::Duration timeout);
+  // Live-set agreement (see CoordinationService::get_live_tasks): over request.tasks (empty = all), named,
+  // with this task's payload delivered to every caller.
+  absl::StatusOr<LiveTasks> get_live_tasks(const LiveSetRequest& request, absl::Duration timeout);
 
   // The newest job state the watcher has seen.
   JobState last_job_state() const;

@@ -208,9 +208,9 @@ absl::Status InProcessClient::cancel_barrier(std::string_view name, int64_t coun
 }
 
 absl::StatusOr<LiveTasks> InProcessClient::get_live_tasks(TaskId task, Incarnation incarnation,
-                                                          const std::vector<TaskId>& tasks, absl::Duration timeout) {
+                                                          const LiveSetRequest& request, absl::Duration timeout) {
   Waiter<absl::StatusOr<LiveTasks>> w;
-  service_->get_live_tasks(task, incarnation, tasks, timeout, w.callback());
+  service_->get_live_tasks(task, incarnation, request, timeout, w.callback());
   return w.wait("get_live_tasks", timeout);
 }
 

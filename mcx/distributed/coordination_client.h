@@ -76,8 +76,7 @@ class CoordinationClient {
                                const std::vector<TaskId>& tasks, absl::Duration timeout) = 0;
   virtual absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) = 0;
   virtual absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation,
-                                                   const std::vector<TaskId>& tasks,
-                                                   absl::Duration timeout) = 0;
+                                                   const LiveSetRequest& request, absl::Duration timeout) = 0;
 
   virtual absl::StatusOr<ServiceStatus> status(absl::Duration timeout) = 0;
 };
@@ -112,7 +111,7 @@ class InProcessClient final : public CoordinationClient {
   absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                        const std::vector<TaskId>& tasks, absl::Duration timeout) override;
   absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override;
-  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const std::vector<TaskId>& tasks,
+  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
                                            absl::Duration timeout) override;
   absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override;
 

@@ -201,12 +201,13 @@ void CoordinationService::Impl::check_timeouts_locked(Deferred& d) {
         continue;
       }
       std::vector<TaskId> missing;
-      for (TaskId id : it->first) {
+      const auto& [name, set] = it->first;
+      for (TaskId id : set) {
         if (tasks[id].state == TaskState::kConnected && !ls.waiting.count(id)) missing.push_back(id);
       }
-      absl::Status st = absl::DeadlineExceededError(
-          absl::StrCat("[get_live_tasks] task ", w->first, " timed out waiting for the live tasks {",
-                       join_ids(missing), "} of {", join_ids(it->first), "} to call get_live_tasks"));
+      absl::Status st = absl::DeadlineExceededError(absl::StrCat(
+          "[get_live_tasks] task ", w->first, " timed out waiting for the live tasks {", join_ids(missing), "} of {",
+          join_ids(set), "} to call get_live_tasks", name.empty() ? "" : absl::StrCat(" ('", name, "')")));
       auto f = std::move(w->second.done);
       d.add([f = std::move(f), st] { f(st); });
       w = ls.waiting.erase(w);
@@ -300,6 +301,23 @@ CoordinationService::~CoordinationService() {
     impl_->kv_waiters.clear();
   }
   if (impl_->timer.joinable()) impl_->timer.join();
+}
+
+void CoordinationService::registration_abandoned(TaskId task, Incarnation incarnation) {
+  Deferred d;
+  MutexLock lock(&impl_->mu);
+  if (task < 0 || task >= options_.num_tasks) return;
+  auto& waiters = impl_->register_waiters;
+  const auto waiting = [&](const Impl::RegisterWaiter& w) { return w.task == task; };
+  if (std::none_of(waiters.begin(), waiters.end(), waiting)) return;  // answered already
+  const Impl::Task& t = impl_->tasks[task];
+  if (t.state != TaskState::kConnected || t.incarnation != incarnation) return;
+  waiters.erase(std::remove_if(waiters.begin(), waiters.end(), waiting), waiters.end());
+  impl_->fail_task_locked(task,
+                          absl::UnavailableError(absl::StrCat(
+                              "task ", task, " went away while waiting for the other tasks to register (its "
+                              "registration call was cancelled: the process died or its connection broke)")),
+                          d);
 }
 
 void CoordinationService::register_task(TaskId task, Incarnation incarnation, int num_tasks, absl::Duration timeout,
@@ -524,19 +542,24 @@ absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64
   return absl::OkStatus();
 }
 
-void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, std::vector<TaskId> tasks,
+void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, LiveSetRequest request,
                                          absl::Duration timeout, Callback<absl::StatusOr<LiveTasks>> done) {
   Deferred d;
   MutexLock lock(&impl_->mu);
   auto reply = [&](absl::Status s) { d.add([f = std::move(done), s] { f(s); }); };
   if (absl::Status s = impl_->check_caller("get_live_tasks", task, incarnation); !s.ok()) return reply(s);
-  if (absl::Status s = impl_->check_participants("get_live_tasks", tasks); !s.ok()) return reply(s);
-  std::vector<TaskId> set = impl_->resolve_set(std::move(tasks));
+  if (absl::Status s = impl_->check_participants("get_live_tasks", request.tasks); !s.ok()) return reply(s);
+  if (request.payload.size() > options_.max_value_bytes) {
+    return reply(absl::InvalidArgumentError(absl::StrCat("[get_live_tasks] the payload of task ", task, " is ",
+                                                         request.payload.size(), " bytes; the limit is ",
+                                                         options_.max_value_bytes)));
+  }
+  std::vector<TaskId> set = impl_->resolve_set(std::move(request.tasks));
   if (!std::binary_search(set.begin(), set.end(), task)) {
     return reply(absl::InvalidArgumentError(
         absl::StrCat("[get_live_tasks] task ", task, " is not in the requested set {", join_ids(set), "}")));
   }
-  Impl::LiveSet& ls = impl_->live_sets[set];
+  Impl::LiveSet& ls = impl_->live_sets[Impl::LiveSetKey{std::move(request.name), std::move(set)}];
   auto old = ls.waiting.find(task);
   if (old != ls.waiting.end()) {
     d.add([f = std::move(old->second.done)] {
@@ -544,7 +567,8 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, s
     });
     ls.waiting.erase(old);
   }
-  ls.waiting[task] = Impl::LiveWaiter{incarnation, impl_->clock->now() + timeout, std::move(done)};
+  ls.waiting[task] = Impl::LiveWaiter{incarnation, impl_->clock->now() + timeout, std::move(request.payload),
+                                      std::move(done)};
   impl_->timer_cv.signal();
   impl_->evaluate_live_sets(d);
 }

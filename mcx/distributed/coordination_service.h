@@ -154,11 +154,25 @@ struct RegisterResult {
   Incarnation service_incarnation = 0;
 };
 
+// What a live-set agreement is asked (get_live_tasks).
+struct LiveSetRequest {
+  std::vector<TaskId> tasks;  // the set to agree over; empty = all tasks
+  // Agreements with different names are independent (each has its own pending call per set), so libraries
+  // built on the agreement (live_devices, preemption sync) never meet each other's calls. "" is allowed.
+  std::string name;
+  // Delivered to every caller of the agreement, in LiveTasks::payloads (at most max_value_bytes).
+  std::string payload;
+};
+
 struct LiveTasks {
   std::vector<TaskId> tasks;              // sorted
   std::vector<Incarnation> incarnations;  // parallel to tasks
-  // Every caller of one agreement gets the same number; it grows by one with each agreement over the same
-  // requested set (starting at 1), so a newer live set is always told apart from an older one.
+  std::vector<std::string> payloads;      // parallel to tasks: what each caller sent
+  // The number of this live set: the same for every caller of one agreement. It is job-wide and grows
+  // (by one, across all names and sets) whenever an agreement over a (name, set) yields other members or
+  // incarnations than the previous agreement over it; an agreement with the same members keeps the number.
+  // So two agreements carry the same generation exactly when they agreed on the same live set, and a later
+  // different set always has a larger number.
   uint64_t generation = 0;
   bool operator==(const LiveTasks&) const = default;
 };
@@ -193,6 +207,13 @@ class CoordinationService {
   // FailedPrecondition when the job already failed or the task shut down.
   void register_task(TaskId task, Incarnation incarnation, int num_tasks, absl::Duration timeout,
                      Callback<absl::StatusOr<RegisterResult>> done);
+
+  // The transport reports that the registration call of `task` (with `incarnation`) ended before it was
+  // answered: its process died or its connection broke while it waited for the other tasks. If the task is
+  // still waiting to register with that incarnation, it fails with UNAVAILABLE "task N went away while
+  // waiting for the other tasks to register" (fate-sharing: the job fails, and every other waiting
+  // registration gets ABORTED naming it at once, instead of waiting out its timeout). Otherwise nothing happens.
+  void registration_abandoned(TaskId task, Incarnation incarnation);
 
   // Refreshes the task's heartbeat. Errors: InvalidArgument (unknown id), FailedPrecondition (not
   // registered / wrong incarnation: "stale incarnation"), ABORTED (the task or the job already failed;
@@ -262,12 +283,14 @@ class CoordinationService {
 
   // --- Live-set agreement ---------------------------------------------------------------------------
 
-  // A barrier over the live (CONNECTED) members of `tasks` (empty = all). Completes once every live
-  // member of the set has called; every caller then gets the same LiveTasks (the live members that
-  // called, with incarnations, and the agreement's generation). It never waits for a dead task: a failure while pending re-evaluates it.
-  // DEADLINE_EXCEEDED after `timeout`, naming the live tasks that did not call. The caller must be live
-  // and in the set (FailedPrecondition / InvalidArgument otherwise).
-  void get_live_tasks(TaskId task, Incarnation incarnation, std::vector<TaskId> tasks, absl::Duration timeout,
+  // A barrier over the live (CONNECTED) members of `request.tasks` (empty = all), one per (name, set).
+  // Completes once every live member of the set has called with that name; every caller then gets the same
+  // LiveTasks (the live members that called, with their incarnations and payloads, and the live set's
+  // generation). It never waits for a dead task: a failure while pending re-evaluates it. A restarted task
+  // (new incarnation) that calls is a member like any other. DEADLINE_EXCEEDED after `timeout`, naming the
+  // live tasks that did not call. The caller must be live and in the set (FailedPrecondition /
+  // InvalidArgument otherwise); InvalidArgument for a payload over max_value_bytes.
+  void get_live_tasks(TaskId task, Incarnation incarnation, LiveSetRequest request, absl::Duration timeout,
                       Callback<absl::StatusOr<LiveTasks>> done);
 
   // --- Operators / tests ----------------------------------------------------------------------------

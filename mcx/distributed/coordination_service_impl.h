@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -83,10 +84,19 @@ struct CoordinationService::Impl {
   struct LiveWaiter {
     Incarnation incarnation;
     absl::Time deadline;
+    std::string payload;
     Callback<absl::StatusOr<LiveTasks>> done;
   };
+  // A live-set agreement is identified by its name and its (sorted) task set.
+  using LiveSetKey = std::pair<std::string, std::vector<TaskId>>;
   struct LiveSet {
     std::map<TaskId, LiveWaiter> waiting;
+  };
+  // The members of the last agreement over a key, and its generation.
+  struct AgreedLiveSet {
+    std::vector<TaskId> tasks;
+    std::vector<Incarnation> incarnations;
+    uint64_t generation = 0;
   };
   struct KvWaiter {
     uint64_t id;
@@ -115,8 +125,9 @@ struct CoordinationService::Impl {
   absl::Status job_error ABSL_GUARDED_BY(mu);
   std::vector<RegisterWaiter> register_waiters ABSL_GUARDED_BY(mu);
   std::map<std::string, Barrier> barriers ABSL_GUARDED_BY(mu);  // newest instance per name
-  std::map<std::vector<TaskId>, LiveSet> live_sets ABSL_GUARDED_BY(mu);
-  std::map<std::vector<TaskId>, uint64_t> live_generations ABSL_GUARDED_BY(mu);  // agreements completed per set
+  std::map<LiveSetKey, LiveSet> live_sets ABSL_GUARDED_BY(mu);          // pending agreements
+  std::map<LiveSetKey, AgreedLiveSet> agreed_live_sets ABSL_GUARDED_BY(mu);  // the last one per key
+  uint64_t live_set_generation ABSL_GUARDED_BY(mu) = 0;                 // job-wide, see LiveTasks::generation
   std::map<std::string, std::string> kv ABSL_GUARDED_BY(mu);
   size_t kv_bytes ABSL_GUARDED_BY(mu) = 0;
   std::map<std::string, std::vector<KvWaiter>> kv_waiters ABSL_GUARDED_BY(mu);
@@ -236,7 +247,7 @@ struct CoordinationService::Impl {
 
   void evaluate_live_sets(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (auto it = live_sets.begin(); it != live_sets.end();) {
-      const std::vector<TaskId>& set = it->first;
+      const std::vector<TaskId>& set = it->first.second;
       LiveSet& ls = it->second;
       // Waiters whose task is no longer live (or restarted) are answered and dropped.
       for (auto w = ls.waiting.begin(); w != ls.waiting.end();) {
@@ -257,11 +268,16 @@ struct CoordinationService::Impl {
       }
       if (complete) {
         LiveTasks result;
-        result.generation = ++live_generations[set];
         for (auto& [id, w] : ls.waiting) {
           result.tasks.push_back(id);
           result.incarnations.push_back(w.incarnation);
+          result.payloads.push_back(std::move(w.payload));
         }
+        AgreedLiveSet& last = agreed_live_sets[it->first];
+        if (last.generation == 0 || last.tasks != result.tasks || last.incarnations != result.incarnations) {
+          last = AgreedLiveSet{result.tasks, result.incarnations, ++live_set_generation};
+        }
+        result.generation = last.generation;
         for (auto& [id, w] : ls.waiting) {
           auto f = std::move(w.done);
           d.add([f = std::move(f), result] { f(result); });

@@ -253,12 +253,14 @@ class GrpcClient final : public CoordinationClient {
     return call("cancel_barrier", &proto::Coordination::Stub::CancelBarrier, req, &resp, timeout);
   }
 
-  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const std::vector<TaskId>& tasks,
+  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
                                            absl::Duration timeout) override {
     proto::LiveTasksRequest req;
     req.set_task(task);
     req.set_incarnation(incarnation);
-    for (TaskId t : tasks) req.add_tasks(t);
+    for (TaskId t : request.tasks) req.add_tasks(t);
+    req.set_name(request.name);
+    req.set_payload(request.payload);
     req.set_timeout_ms(to_ms(timeout));
     proto::LiveTasksResponse resp;
     absl::Status s = call("get_live_tasks", &proto::Coordination::Stub::GetLiveTasks, req, &resp, timeout + kRpcGrace);
@@ -266,7 +268,13 @@ class GrpcClient final : public CoordinationClient {
     LiveTasks out;
     out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
     out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
+    out.payloads.assign(resp.payloads().begin(), resp.payloads().end());
     out.generation = resp.generation();
+    if (out.payloads.size() != out.tasks.size()) {
+      return absl::InternalError(absl::StrCat("[get_live_tasks] the coordination service answered with ",
+                                              out.tasks.size(), " tasks but ", out.payloads.size(),
+                                              " payloads (an older coordinator?)"));
+    }
     return out;
   }
 

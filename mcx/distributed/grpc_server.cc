@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/auth_context.h>
 
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -32,6 +33,9 @@ class PendingCall final : public ServerUnaryReactor {
     PendingCall* call = nullptr;
   };
   PendingCall() : state_(std::make_shared<State>()) { state_->call = this; }
+  // `on_cancel` runs once if the call is cancelled before it finished (the client's process died, its
+  // connection broke or it gave up). Set it before handing the reactor to gRPC.
+  explicit PendingCall(std::function<void()> on_cancel) : PendingCall() { on_cancel_ = std::move(on_cancel); }
   const std::shared_ptr<State>& state() const { return state_; }
 
   // Fills the response and finishes OK, unless the call already ended. Thread-safe.
@@ -44,15 +48,21 @@ class PendingCall final : public ServerUnaryReactor {
     st->call->Finish(grpc::Status::OK);
   }
   void OnCancel() override {
-    MutexLock lock(&state_->mu);
-    if (state_->finished) return;
-    state_->finished = true;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "[coordination] call cancelled"));
+    std::function<void()> on_cancel;
+    {
+      MutexLock lock(&state_->mu);
+      if (state_->finished) return;
+      state_->finished = true;
+      on_cancel = std::move(on_cancel_);  // this object may be deleted once Finish is called
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "[coordination] call cancelled"));
+    }
+    if (on_cancel) on_cancel();  // outside the lock: it may call into the service, which may complete calls
   }
   void OnDone() override { delete this; }
 
  private:
   std::shared_ptr<State> state_;
+  std::function<void()> on_cancel_;
 };
 
 // The service implementation for the callback API: every handler returns at once; handlers whose
@@ -88,7 +98,11 @@ class Handler final : public proto::Coordination::CallbackService {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    auto* call = new PendingCall();
+    // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
+    // learns of it at once (no heartbeats flow before the job is assembled).
+    auto* call = new PendingCall([s = s_, task = req->task(), incarnation = req->incarnation()] {
+      s->registration_abandoned(task, incarnation);
+    });
     s_->register_task(req->task(), req->incarnation(), req->num_tasks(), ms(req->timeout_ms()),
                       [st = call->state(), resp](absl::StatusOr<RegisterResult> v) {
                         PendingCall::complete(st, [&] {
@@ -217,13 +231,15 @@ class Handler final : public proto::Coordination::CallbackService {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     auto* call = new PendingCall();
-    s_->get_live_tasks(req->task(), req->incarnation(), ids(req->tasks()), ms(req->timeout_ms()),
+    s_->get_live_tasks(req->task(), req->incarnation(), LiveSetRequest{ids(req->tasks()), req->name(), req->payload()},
+                       ms(req->timeout_ms()),
                        [st = call->state(), resp](absl::StatusOr<LiveTasks> v) {
                          PendingCall::complete(st, [&] {
                            to_proto(v.status(), resp->mutable_status());
                            if (v.ok()) {
                              for (TaskId t : v->tasks) resp->add_tasks(t);
                              for (Incarnation i : v->incarnations) resp->add_incarnations(i);
+                             for (const std::string& p : v->payloads) resp->add_payloads(p);
                              resp->set_generation(v->generation);
                            }
                          });

@@ -371,12 +371,12 @@ TEST_F(ServiceTest, LiveTasksAgreementNeverWaitsOnDeadTasks) {
   s->get_live_tasks(1, 101, {}, absl::Seconds(5), r1.cb());
   EXPECT_FALSE(r0.ready());  // task 2 is live and has not called
   s->fail_task(2, absl::UnavailableError("killed too"));  // re-evaluated: 0 and 1 are all that is live
-  LiveTasks expect{{0, 1}, {100, 101}, 1};  // the first agreement over all tasks
+  LiveTasks expect{{0, 1}, {100, 101}, {"", ""}, 1};  // the first agreement over all tasks
   EXPECT_EQ(*r0.get(), expect);
   EXPECT_EQ(*r1.get(), expect);
   // Subset and timeout naming the live task that did not call.
   Result<absl::StatusOr<LiveTasks>> t0;
-  s->get_live_tasks(0, 100, {0, 1, 3}, absl::Seconds(2), t0.cb());
+  s->get_live_tasks(0, 100, {{0, 1, 3}}, absl::Seconds(2), t0.cb());
   clock_.advance(absl::Seconds(3));
   s->check_timeouts();
   EXPECT_EQ(t0.get().status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -401,14 +401,86 @@ TEST_F(ServiceTest, RecoverableRestartReRegistersWithNewIncarnation) {
   Result<absl::StatusOr<LiveTasks>> a, b;
   s->get_live_tasks(0, 100, {}, absl::Seconds(1), a.cb());
   s->get_live_tasks(1, 777, {}, absl::Seconds(1), b.cb());
-  EXPECT_EQ(*a.get(), (LiveTasks{{0, 1}, {100, 777}, 1}));
+  EXPECT_EQ(*a.get(), (LiveTasks{{0, 1}, {100, 777}, {"", ""}, 1}));
   EXPECT_EQ(*b.get(), *a.get());
-  // The next agreement over the same set has the next generation, the same for every caller.
+  // The next agreement over the same members keeps the generation, the same for every caller.
   Result<absl::StatusOr<LiveTasks>> c, d;
   s->get_live_tasks(1, 777, {}, absl::Seconds(1), c.cb());
   s->get_live_tasks(0, 100, {}, absl::Seconds(1), d.cb());
-  EXPECT_EQ(c.get()->generation, 2u);
+  EXPECT_EQ(c.get()->generation, 1u);
   EXPECT_EQ(*c.get(), *d.get());
+  // Task 1 restarts again: the same ids with another incarnation are a new live set.
+  s->fail_task(1, absl::UnavailableError("killed again"));
+  Result<absl::StatusOr<RegisterResult>> again;
+  s->register_task(1, 888, 2, absl::Seconds(1), again.cb());
+  ASSERT_TRUE(again.get().ok());
+  Result<absl::StatusOr<LiveTasks>> e, f;
+  s->get_live_tasks(0, 100, {}, absl::Seconds(1), e.cb());
+  s->get_live_tasks(1, 888, {}, absl::Seconds(1), f.cb());
+  EXPECT_EQ(*e.get(), (LiveTasks{{0, 1}, {100, 888}, {"", ""}, 2}));
+  EXPECT_EQ(*f.get(), *e.get());
+}
+
+TEST_F(ServiceTest, NamedLiveSetAgreementsAreIndependentAndCarryPayloads) {
+  auto s = make(3, /*recoverable=*/true);
+  register_all(*s, 3);
+  // Task 0 waits in agreement "a"; tasks 1 and 2 call "b": they must not meet task 0's call.
+  Result<absl::StatusOr<LiveTasks>> a0, b1, b2, a1, a2;
+  s->get_live_tasks(0, 100, LiveSetRequest{{}, "a", "zero"}, absl::Seconds(5), a0.cb());
+  s->get_live_tasks(1, 101, LiveSetRequest{{1, 2}, "b", "one"}, absl::Seconds(5), b1.cb());
+  EXPECT_FALSE(b1.ready());
+  s->get_live_tasks(2, 102, LiveSetRequest{{1, 2}, "b", "two"}, absl::Seconds(5), b2.cb());
+  ASSERT_TRUE(b1.get().ok());
+  EXPECT_EQ(b1.get()->tasks, (std::vector<TaskId>{1, 2}));
+  EXPECT_EQ(b1.get()->payloads, (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(*b2.get(), *b1.get());
+  EXPECT_FALSE(a0.ready());
+  // A dead member is not waited for, and its payload is absent; the survivors' payloads are in task order.
+  s->get_live_tasks(2, 102, LiveSetRequest{{}, "a", "two"}, absl::Seconds(5), a2.cb());
+  s->fail_task(1, absl::UnavailableError("killed"));
+  ASSERT_TRUE(a0.get().ok());
+  EXPECT_EQ(a0.get()->tasks, (std::vector<TaskId>{0, 2}));
+  EXPECT_EQ(a0.get()->payloads, (std::vector<std::string>{"zero", "two"}));
+  EXPECT_EQ(*a2.get(), *a0.get());
+  // Generations are job-wide: "b" got 1, "a" (other members) got 2.
+  EXPECT_EQ(b1.get()->generation, 1u);
+  EXPECT_EQ(a0.get()->generation, 2u);
+  // An oversized payload is refused for its caller alone, naming both sizes.
+  s->get_live_tasks(0, 100, LiveSetRequest{{}, "a", std::string(s->options().max_value_bytes + 1, 'x')},
+                    absl::Seconds(5), a1.cb());
+  EXPECT_EQ(a1.get().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a1.get().status().message(), HasSubstr("the limit is"));
+}
+
+TEST_F(ServiceTest, AProcessGoneDuringRegistrationFailsTheJobAtOnce) {
+  auto s = make(3);
+  Result<absl::StatusOr<RegisterResult>> r0, r1;
+  s->register_task(0, 100, 3, absl::Seconds(60), r0.cb());
+  s->register_task(1, 101, 3, absl::Seconds(60), r1.cb());
+  s->registration_abandoned(1, 999);  // another incarnation: nothing happens
+  EXPECT_FALSE(r0.ready());
+  s->registration_abandoned(1, 101);  // its registration call was cancelled: the process is gone
+  ASSERT_TRUE(r0.ready());            // at once, not at the 60 s registration deadline
+  EXPECT_EQ(r0.get().status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(r0.get().status().message(), HasSubstr("task 1 went away while waiting for the other tasks to register"));
+  EXPECT_EQ(s->job_state().tasks[1].state, TaskState::kError);
+}
+
+TEST_F(ServiceTest, AProcessGoneDuringRegistrationIsOnlyFailedInARecoverableJob) {
+  auto s = make(3, /*recoverable=*/true);
+  Result<absl::StatusOr<RegisterResult>> r0, r1, r2;
+  s->register_task(0, 100, 3, absl::Seconds(60), r0.cb());
+  s->register_task(1, 101, 3, absl::Seconds(60), r1.cb());
+  s->registration_abandoned(1, 101);
+  EXPECT_FALSE(r0.ready());  // task 2 has not registered yet
+  EXPECT_EQ(s->job_state().tasks[1].state, TaskState::kError);
+  s->register_task(2, 102, 3, absl::Seconds(60), r2.cb());
+  ASSERT_TRUE(r0.ready());
+  EXPECT_TRUE(r0.get().ok());
+  EXPECT_TRUE(r2.get().ok());
+  // Once answered, a cancellation changes nothing.
+  s->registration_abandoned(2, 102);
+  EXPECT_EQ(s->job_state().tasks[2].state, TaskState::kConnected);
 }
 
 TEST_F(ServiceTest, FateSharingRefusesRestart) {

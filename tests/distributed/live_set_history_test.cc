@@ -5,13 +5,16 @@
 //  1. every caller answered by one agreement got the same tasks, incarnations and generation;
 //  2. at the instant it completed, every returned task had a pending call with the returned incarnation, and
 //     every task left out was not live (failed, or not yet re-registered);
-//  3. generations are 1, 2, 3, ... in completion order;
+//  3. generations: the first agreement has 1; each later one keeps the previous generation when it agreed on
+//     the same tasks and incarnations, else has the next number;
+//  5. every member's payload (its incarnation, as text) reaches every caller, in task order.
 //  4. a pending call of a live task is never dropped: it is answered by an agreement, or aborted because its
 //     task died or restarted.
 #include <algorithm>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -26,6 +29,7 @@ struct Pending {
 };
 
 struct Answer {
+  int op;  // the step of the history that produced it: one agreement at most per step (one requested set)
   TaskId task;
   Incarnation incarnation;
   absl::StatusOr<LiveTasks> result;
@@ -63,10 +67,12 @@ TEST_P(LiveSetHistory, EveryAgreementSatisfiesTheLiveSetSemantics) {
   }
   for (TaskId t = 0; t < n; ++t) ASSERT_TRUE(reg_ok[t]) << "task " << t << " did not register";
 
+  int op = 0;
   auto call = [&](TaskId t) {
     const Incarnation inc = live.at(t);
     pending[t] = Pending{inc};
-    s.get_live_tasks(t, inc, {}, absl::Seconds(30), [&, t, inc](absl::StatusOr<LiveTasks> r) {
+    s.get_live_tasks(t, inc, LiveSetRequest{{}, "", std::to_string(inc)}, absl::Seconds(30),
+                     [&, t, inc](absl::StatusOr<LiveTasks> r) {
       if (stopping) return;
       std::set<TaskId> alive;
       for (auto& [id, i] : live) alive.insert(id);
@@ -74,12 +80,12 @@ TEST_P(LiveSetHistory, EveryAgreementSatisfiesTheLiveSetSemantics) {
       for (auto& [id, p] : pending) {
         if (!p.answered) waiting[id] = p.incarnation;
       }
-      answers.push_back(Answer{t, inc, std::move(r), alive, waiting});
+      answers.push_back(Answer{op, t, inc, std::move(r), alive, waiting});
       pending[t].answered = true;
     });
   };
 
-  for (int op = 0; op < 300; ++op) {
+  for (op = 0; op < 300; ++op) {
     const int kind = static_cast<int>(rng() % 10);
     const TaskId t = static_cast<TaskId>(rng() % n);
     if (kind < 6) {  // a live task without a pending call calls
@@ -107,8 +113,8 @@ TEST_P(LiveSetHistory, EveryAgreementSatisfiesTheLiveSetSemantics) {
   made->reset();
 
   // The checker.
-  std::map<uint64_t, LiveTasks> by_generation;
-  uint64_t last_generation = 0;
+  std::map<int, LiveTasks> by_agreement;  // by the op that completed it
+  const LiveTasks* previous = nullptr;
   int agreements = 0;
   for (const Answer& a : answers) {
     if (!a.result.ok()) {
@@ -120,11 +126,21 @@ TEST_P(LiveSetHistory, EveryAgreementSatisfiesTheLiveSetSemantics) {
       continue;
     }
     const LiveTasks& r = *a.result;
-    auto [it, first] = by_generation.emplace(r.generation, r);
+    auto [it, first] = by_agreement.emplace(a.op, r);
     if (first) {
       ++agreements;
-      EXPECT_EQ(r.generation, last_generation + 1) << "generations must be 1, 2, 3, ... in completion order (3)";
-      last_generation = r.generation;
+      if (previous == nullptr) {
+        EXPECT_EQ(r.generation, 1u) << "the first live set is generation 1 (3)";
+      } else if (previous->tasks == r.tasks && previous->incarnations == r.incarnations) {
+        EXPECT_EQ(r.generation, previous->generation) << "the same live set keeps its generation (3)";
+      } else {
+        EXPECT_EQ(r.generation, previous->generation + 1) << "a different live set has the next generation (3)";
+      }
+      previous = &it->second;
+      ASSERT_EQ(r.payloads.size(), r.tasks.size());
+      for (size_t i = 0; i < r.tasks.size(); ++i) {
+        EXPECT_EQ(r.payloads[i], std::to_string(r.incarnations[i])) << "task " << r.tasks[i] << "'s payload (5)";
+      }
       // (2) at completion: members were waiting with those incarnations; non-members were not live.
       std::set<TaskId> members(r.tasks.begin(), r.tasks.end());
       for (size_t i = 0; i < r.tasks.size(); ++i) {
