@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
@@ -65,7 +66,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     const absl::Time far = absl::Now() + absl::Hours(1);
-    mcx::Communicator* comm = mcx::value_or_throw(mcx::group_communicator(group, mcx::local_devices()[0], far));
+    const std::shared_ptr<mcx::Communicator> comm =
+        mcx::value_or_throw(mcx::group_communicator(group, mcx::local_devices()[0], far));
     // Gloo directly: its own device and context, rendezvous through the same coordination service.
     gloo::transport::tcp::attr attr;
     attr.hostname = "127.0.0.1";

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <cstdlib>
 #include <functional>
 #include <random>
@@ -85,7 +86,7 @@ double time_all_reduce(const std::vector<int64_t>& sizes) {
   }
   const std::vector<mcx::Device> group = mcx::devices();
   const absl::Time far = absl::Now() + absl::Hours(1);
-  std::vector<mcx::Communicator*> comms;
+  std::vector<std::shared_ptr<mcx::Communicator>> comms;
   for (const mcx::Device& d : mcx::local_devices()) comms.push_back(mcx::value_or_throw(mcx::group_communicator(group, d, far)));
   std::vector<std::vector<float>> bufs(comms.size());
   int64_t total = 0;

@@ -1,12 +1,14 @@
 #include "mcx/core/peer_group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 
 namespace mcx {
 namespace {
@@ -53,12 +55,19 @@ class TrackedPeerGroup final : public PeerGroup {
   std::string description() const override { return inner_->description(); }
   absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
                         const OnRecv& on_recv) override {
-    return inner_->exchange(sends, recvs, deadline, on_recv);
+    absl::Status s = inner_->exchange(sends, recvs, deadline, on_recv);
+    if (!s.ok()) poisoned_.store(true, std::memory_order_release);
+    return s;
   }
-  void abort(const absl::Status& why) override { inner_->abort(why); }
+  void abort(const absl::Status& why) override {
+    poisoned_.store(true, std::memory_order_release);
+    inner_->abort(why);
+  }
+  bool is_poisoned() const override { return poisoned_.load(std::memory_order_acquire); }
 
  private:
   std::unique_ptr<PeerGroup> inner_;
+  std::atomic<bool> poisoned_{false};
 };
 
 }  // namespace
@@ -93,6 +102,10 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupReques
     return absl::FailedPreconditionError(absl::StrCat(
         "[collective] ", request.key, " spans processes {", absl::StrJoin(request.processes, ","),
         "} but no data plane is installed: call mcx::distributed::initialize() in every process first"));
+  }
+  if (absl::Status failed = reported_process_failure(request.processes); !failed.ok()) {
+    return with_message(failed, absl::StrCat("[collective] ", request.key, " needs processes {",
+                                             absl::StrJoin(request.processes, ","), "}, but ", failed.message()));
   }
   MCX_ASSIGN_OR_RETURN(std::unique_ptr<PeerGroup> group, factory(request));
   return std::unique_ptr<PeerGroup>(new TrackedPeerGroup(std::move(group), request.processes));

@@ -67,15 +67,21 @@ class PeerGroup {
   virtual absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
                                 const OnRecv& on_recv = nullptr) = 0;
   virtual void abort(const absl::Status& why) = 0;
+  // Whether the group is poisoned: an exchange failed or abort() was called. Groups made by make_peer_group
+  // track it (so a group aborted from another thread reads as failed before anyone used it); a bare
+  // implementation may answer false.
+  virtual bool is_poisoned() const { return false; }
 };
 
 // What a factory is asked to build. Every member process makes the same request (same processes, key,
-// generation) and the factory connects them; `deadline` bounds connecting.
+// live set, generation) and the factory connects them; `deadline` bounds connecting. The rendezvous is
+// keyed by (key, live_set, generation), so groups of different live sets or rebuilds never meet.
 struct PeerGroupRequest {
   std::vector<int> processes;  // job-wide process indices, ordered; includes this process
   std::string key;             // names the group in the job, e.g. "devices 0,1,2,3"
   uint64_t generation = 0;     // a rebuilt group gets a new generation (a fresh rendezvous)
   absl::Time deadline = absl::InfiniteFuture();
+  uint64_t live_set = 0;       // the live set's generation it was built under (core/live_set.h); 0: none
 };
 
 using PeerGroupFactory = std::function<absl::StatusOr<std::unique_ptr<PeerGroup>>(const PeerGroupRequest&)>;

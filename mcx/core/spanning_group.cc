@@ -466,7 +466,9 @@ int SpanningGroup::size() const { return state_->size(); }
 
 Communicator& SpanningGroup::member(int rank) { return *members_.at(rank); }
 
-bool SpanningGroup::failed() const { return state_->failed.load(std::memory_order_acquire); }
+bool SpanningGroup::failed() const {
+  return state_->failed.load(std::memory_order_acquire) || state_->peers->is_poisoned();
+}
 
 void SpanningGroup::abort(const absl::Status& why) {
   {

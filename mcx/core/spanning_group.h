@@ -59,7 +59,8 @@ class SpanningGroup {
   int size() const;
   // The communicator of group rank r, which must be local (owned by the group).
   Communicator& member(int rank);
-  // Whether an error poisoned the group.
+  // Whether an error poisoned the group (also an abort of its peer group from elsewhere, e.g. by the failure
+  // watch or a failed live_devices scope, before any member used it again).
   bool failed() const;
   // Ends the group from any thread: blocked members return `why` promptly.
   void abort(const absl::Status& why);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/peer_group.h"
 #include "mcx/core/process_exit.h"
@@ -126,12 +127,14 @@ void abort_groups_of_failed_tasks(const JobState& state) {
   static auto* handled = new std::set<std::pair<TaskId, Incarnation>>();  // never destroyed (used until exit)
   std::lock_guard<std::mutex> lock(mu);
   for (const TaskInfo& t : state.tasks) {
+    if (t.state == TaskState::kConnected) record_process_alive(t.id, t.incarnation);
     if (t.state != TaskState::kError || !handled->insert({t.id, t.incarnation}).second) continue;
     const absl::Status why = mark_process_failure(
         absl::UnavailableError(absl::StrCat("[data plane] process ", t.id,
                                             " failed (the coordination service reports: ", t.error.message(),
                                             "); the collectives that needed it were aborted")),
         t.id);
+    record_process_failure(t.id, t.incarnation, why);  // before the abort: a rebuild must not wait for it
     const int aborted = abort_peer_groups_of_process(t.id, why);
     if (aborted > 0) log_warn("[mcx.distributed] process {} failed: aborted {} data-plane group(s) that include it", t.id, aborted);
   }

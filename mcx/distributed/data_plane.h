@@ -33,8 +33,10 @@ absl::StatusOr<std::string> data_plane_address(const std::string& coordinator_ad
 absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& config);
 
 // Collectives abort on failure: aborts every data-plane group (core/peer_group.h) that includes a task in
-// state ERROR in `state` (once per failed task and incarnation; later states repeat the list), with Unavailable marked as that process's failure (mcx::ProcessFailure when thrown),
-// naming the process and the service's reason. initialize() calls it for every job state the watch stream
+// state ERROR in `state` (once per failed task and incarnation; later states repeat the list), with Unavailable
+// marked as that process's failure (mcx::ProcessFailure when thrown), naming the process and the service's
+// reason. It also records the failure (core/live_set.h), so groups built later with that process fail at once
+// instead of waiting for it in the rendezvous, until the process is seen live again with a new incarnation. initialize() calls it for every job state the watch stream
 // delivers, so a collective waiting for a dead or hung process fails as soon as the service declares it
 // failed (heartbeat timeout, or at once when its connection drops), in both failure modes.
 void abort_groups_of_failed_tasks(const JobState& state);

@@ -250,7 +250,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> connect_gloo_peer_group(const PeerGro
   const int rank = static_cast<int>(it - request.processes.begin());
   const int size = static_cast<int>(request.processes.size());
   const std::string prefix =
-      absl::StrCat("mcx/dataplane/", sanitize_key(request.key), "/", request.generation, "/");
+      absl::StrCat("mcx/dataplane/", sanitize_key(request.key), "/", request.live_set, ".", request.generation, "/");
   try {
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(std::max(std::chrono::milliseconds(1), until(request.deadline)));
@@ -262,7 +262,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> connect_gloo_peer_group(const PeerGro
                            absl::StrContains(e.what(), "DEADLINE");
     const std::string msg =
         absl::StrCat("[data plane] process ", process_index, " could not connect ", request.key, " with processes {",
-                     absl::StrJoin(request.processes, ","), "} (generation ", request.generation, "): ", e.what());
+                     absl::StrJoin(request.processes, ","), "} (live set ", request.live_set, ", generation ", request.generation, "): ", e.what());
     return timed_out ? absl::DeadlineExceededError(msg) : absl::UnavailableError(msg);
   }
 }

@@ -203,7 +203,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> connect_mpi_peer_group(const PeerGrou
   MPI_Comm_group(MPI_COMM_WORLD, &world);
   MPI_Group_incl(world, static_cast<int>(request.processes.size()), request.processes.data(), &members);
   // The tag keeps concurrent creations of different groups apart (it is the same on every member).
-  const uint64_t h = fnv1a64(absl::StrCat(request.key, "/", request.generation));
+  const uint64_t h = fnv1a64(absl::StrCat(request.key, "/", request.live_set, ".", request.generation));
   MPI_Comm comm = MPI_COMM_NULL;
   const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, static_cast<int>(h % 32768), &comm);
   MPI_Group_free(&members);

@@ -5,15 +5,19 @@
 //  - A group that spans processes is a SpanningGroup (core/spanning_group.h) over a PeerGroup built by the
 //    data plane that mcx::distributed::initialize installed. It is built on first use by whichever local
 //    member gets there first (the others wait for it); building blocks until every member process has joined
-//    or the deadline passes. Groups are cached by (devices, generation): a group that failed is dropped
-//    (retired, never freed while a stream may still hold it) and the next use builds the next generation, so
-//    one failure does not poison those devices forever.
+//    or the deadline passes. Groups are keyed by (devices, live set, generation): a group that failed is
+//    dropped and the next use builds the next generation, so one failure does not poison those devices
+//    forever; once the job agrees on a newer live set (core/live_set.h), a group built under an older one is
+//    dropped, and the next use builds one under the new live set (generation 0 on every member,
+//    a restarted process too). A group that includes a process outside the live set is refused.
+//    Dropped groups are freed when the last execution using them finishes.
 // Cross-process reductions are in rank order within a process and ring order between processes; with
 // MCX_DETERMINISTIC_REDUCTIONS=1 they are bitwise identical to a single process (core/spanning_group.h).
 // Thread-safety: thread-safe; different groups are built concurrently (a process may be connecting several
 // groups at once, each waiting for its own peers).
 #pragma once
 
+#include <memory>
 #include <span>
 
 #include "absl/status/statusor.h"
@@ -23,10 +27,12 @@
 
 namespace mcx {
 
-// The communicator of `member` (a local device) in the group `group` (ordered, contains member).
-// Errors: InternalError if member is not in group; FailedPrecondition when the group spans processes and
-// no data plane is installed; the data plane's connect errors (DeadlineExceeded naming the processes).
-absl::StatusOr<Communicator*> group_communicator(std::span<const Device> group, const Device& member,
-                                                 absl::Time deadline);
+// The communicator of `member` (a local device) in the group `group` (ordered, contains member); the
+// returned pointer keeps its group alive. Errors: InternalError if member is not in group;
+// FailedPrecondition when the group spans processes and no data plane is installed, or when it includes a
+// process outside the current live set (marked as that process's failure: mcx::ProcessFailure); the data
+// plane's connect errors (DeadlineExceeded naming the processes).
+absl::StatusOr<std::shared_ptr<Communicator>> group_communicator(std::span<const Device> group, const Device& member,
+                                                                 absl::Time deadline);
 
 }  // namespace mcx

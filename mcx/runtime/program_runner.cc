@@ -1,12 +1,15 @@
 #include "mcx/runtime/program_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/spmd_executable.h"
 #include "mcx/runtime/transfer.h"
@@ -18,6 +21,7 @@ namespace {
 std::atomic<int64_t> g_single_runs{0};
 std::atomic<int64_t> g_spmd_runs{0};
 std::atomic<int64_t> g_spmd_compiles{0};
+std::atomic<int64_t> g_spmd_cached{0};  // entries in the process-wide SPMD executable cache
 
 std::vector<int64_t> static_dims(const AbstractValue& a) {
   absl::StatusOr<std::vector<int64_t>> d = to_concrete(a.shape);
@@ -70,20 +74,40 @@ std::string spmd_cache_key(const std::string& program_key, const Mesh& mesh, std
   return key;
 }
 
+struct CachedSpmd {
+  std::shared_ptr<const SpmdExecutable> exe;
+  std::vector<int> processes;  // of its mesh, ascending
+};
+
+// The processes of a mesh's devices, ascending.
+std::vector<int> processes_of(const Mesh& mesh) {
+  std::vector<int> processes;
+  for (const Device& d : mesh.devices()) processes.push_back(d.process_index);
+  std::sort(processes.begin(), processes.end());
+  processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
+  return processes;
+}
+
+// Process-wide, by program, mesh and specs. On every compile, executables over a mesh that includes a process
+// the job agreed is gone (core/live_set.h) are dropped: they can never run again.
 absl::StatusOr<std::shared_ptr<const SpmdExecutable>> cached_spmd(const ir::Program& program, SpmdOptions options,
                                                                   const std::string& program_key) {
   static std::mutex* mu = new std::mutex();
-  static auto* cache = new std::map<std::string, std::shared_ptr<const SpmdExecutable>>();  // never destroyed
+  static auto* cache = new std::map<std::string, CachedSpmd>();  // never destroyed
   std::string key = spmd_cache_key(program_key, options.mesh, options.in_specs, options.out_specs);
   {
     std::lock_guard<std::mutex> lock(*mu);
     auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    if (it != cache->end()) return it->second.exe;
   }
+  std::vector<int> processes = processes_of(options.mesh);
   MCX_ASSIGN_OR_RETURN(auto exe, SpmdExecutable::compile(program, std::move(options)));
   ++g_spmd_compiles;
   std::lock_guard<std::mutex> lock(*mu);
-  return cache->emplace(key, exe).first->second;
+  std::erase_if(*cache, [](const auto& entry) { return excludes_any(entry.second.processes); });
+  auto inserted = cache->emplace(key, CachedSpmd{exe, std::move(processes)}).first->second.exe;
+  g_spmd_cached = static_cast<int64_t>(cache->size());
+  return inserted;
 }
 
 // std::vector<bool> has no contiguous storage to make a span of.
@@ -210,6 +234,6 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
   return exe->execute(placed, std::span<const bool>(donate.get(), options.donate.size()));
 }
 
-RunStats run_stats() { return {g_single_runs.load(), g_spmd_runs.load(), g_spmd_compiles.load()}; }
+RunStats run_stats() { return {g_single_runs.load(), g_spmd_runs.load(), g_spmd_compiles.load(), g_spmd_cached.load()}; }
 
 }  // namespace mcx

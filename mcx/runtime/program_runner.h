@@ -58,6 +58,7 @@ struct RunStats {
   int64_t single_device_runs = 0;
   int64_t spmd_runs = 0;
   int64_t spmd_compiles = 0;
+  int64_t spmd_cached = 0;  // executables in the process-wide SPMD cache (those of dead live sets are dropped)
 };
 RunStats run_stats();
 

@@ -31,12 +31,28 @@ std::mutex& launch_mutex() {
 }
 
 // Launches so far per mesh (by device ids), for the launch check of meshes that span processes: every process
-// enqueues the same computations over a mesh in the same order, so the counts agree. Guarded by launch_mutex().
+// enqueues the same computations over a mesh in the same order, so the counts agree (until
+// restart_launch_sequences). Guarded by launch_mutex().
+struct LaunchCount {
+  std::vector<int> processes;  // of the mesh, ascending
+  uint64_t launched = 0;
+};
+
+std::map<std::vector<int>, LaunchCount>& launch_counts() {
+  static auto* counts = new std::map<std::vector<int>, LaunchCount>();  // never destroyed
+  return *counts;
+}
+
 uint64_t next_launch_sequence(const Mesh& mesh) {
-  static auto* counts = new std::map<std::vector<int>, uint64_t>();  // never destroyed
   std::vector<int> ids;
   for (const Device& d : mesh.devices()) ids.push_back(d.global_id);
-  return (*counts)[ids]++;
+  LaunchCount& c = launch_counts()[ids];
+  if (c.processes.empty()) {
+    for (const Device& d : mesh.devices()) c.processes.push_back(d.process_index);
+    std::sort(c.processes.begin(), c.processes.end());
+    c.processes.erase(std::unique(c.processes.begin(), c.processes.end()), c.processes.end());
+  }
+  return c.launched++;
 }
 
 uint64_t fingerprint64(const ir::Program& program) {
@@ -123,13 +139,15 @@ struct DeviceTask {
     ctx.partition_id = static_cast<int>(position);
     ctx.num_partitions = std::max<int>(1, static_cast<int>(partition_devices.size()));
     ctx.deadline = deadline;
+    std::vector<std::shared_ptr<Communicator>> in_use;  // keeps the groups alive until execute() returns
     ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
       std::vector<Device> members;
       members.reserve(group.size());
       for (int64_t p : group) members.push_back(partition_devices.at(p));
-      MCX_ASSIGN_OR_RETURN(Communicator * comm, group_communicator(members, device, deadline));
+      MCX_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> comm, group_communicator(members, device, deadline));
       if (launch) comm->set_launch(*launch);
-      return comm;
+      in_use.push_back(comm);
+      return comm.get();
     };
     absl::StatusOr<std::vector<Buffer>> outs =
         exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
@@ -280,6 +298,15 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
   }
   stream_for(device).enqueue(std::move(task));
   return results;
+}
+
+void restart_launch_sequences(const std::vector<int>& processes) {
+  std::lock_guard<std::mutex> lock(launch_mutex());
+  for (auto& [ids, count] : launch_counts()) {
+    if (std::includes(processes.begin(), processes.end(), count.processes.begin(), count.processes.end())) {
+      count.launched = 0;
+    }
+  }
 }
 
 }  // namespace mcx

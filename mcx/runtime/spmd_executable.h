@@ -78,4 +78,11 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate = {});
 
+// Restarts from 0 the launch sequence numbers (the launch check's per-mesh count of launches, which every
+// process must agree on) of every mesh whose processes are all in `processes` (ascending). Called at points
+// all those processes reach together and after which their counts may differ otherwise: a newer live set
+// (a restarted process starts counting at 0) or a failed live_devices scope (one process may have launched
+// what another did not). Thread-safe.
+void restart_launch_sequences(const std::vector<int>& processes);
+
 }  // namespace mcx
