@@ -1,38 +1,120 @@
 #include "mcx/multihost/live_devices.h"
 
 #include <algorithm>
-#include <atomic>
+#include <map>
+#include <mutex>
 #include <set>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
+#include "mcx/core/logging.h"
 #include "mcx/core/peer_group.h"
 #include "mcx/distributed/distributed.h"
+#include "mcx/runtime/spmd_executable.h"
+#include "mcx/runtime/stream.h"
 
 namespace mcx {
+namespace {
 
-LiveDevices live_devices(const std::vector<Device>& devices, absl::Duration timeout) {
-  if (devices.empty()) throw InvalidArgument("[live_devices] expected at least one device, got none");
+// Agreements of live_devices run under this name, apart from other users of the service's live-set agreement.
+constexpr const char* kAgreementName = "mcx/live_devices";
+
+// What each caller sends with an agreement: how its scope's body ended. One letter, then for failures
+// "<code>\n<failed process>\n<message>".
+constexpr char kEntering = 'E';      // a fresh entry (no body ran)
+constexpr char kBodyOk = 'O';        // the body finished without error
+constexpr char kBodyFailed = 'F';    // the body raised
+constexpr char kBodyLostPeer = 'P';  // the body raised mcx::ProcessFailure
+
+struct Outcome {
+  char kind = kEntering;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  int failed_process = -1;  // kBodyLostPeer: the process the body's error named
+  std::string message;
+};
+
+std::string encode(const Outcome& o) {
+  if (o.kind != kBodyFailed && o.kind != kBodyLostPeer) return std::string(1, o.kind);
+  return absl::StrCat(std::string(1, o.kind), static_cast<int>(o.code), "\n", o.failed_process, "\n", o.message);
+}
+
+Outcome decode(const std::string& payload) {
+  Outcome o;
+  if (payload.empty()) return o;
+  o.kind = payload[0];
+  if (o.kind != kBodyFailed && o.kind != kBodyLostPeer) return o;
+  std::vector<std::string> parts = absl::StrSplit(payload.substr(1), absl::MaxSplits('\n', 2));
+  int code = static_cast<int>(absl::StatusCode::kUnknown);
+  if (parts.size() == 3 && absl::SimpleAtoi(parts[0], &code) && absl::SimpleAtoi(parts[1], &o.failed_process)) {
+    o.code = static_cast<absl::StatusCode>(code);
+    o.message = parts[2];
+  } else {
+    o.code = absl::StatusCode::kUnknown;
+    o.message = "(an undecodable outcome)";
+  }
+  return o;
+}
+
+Outcome outcome_of(const std::exception_ptr& error) {
+  Outcome o;
+  if (!error) {
+    o.kind = kBodyOk;
+    return o;
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const ProcessFailure& e) {
+    o = Outcome{kBodyLostPeer, e.code(), e.process(), e.what()};
+  } catch (const Error& e) {
+    o = Outcome{kBodyFailed, e.code(), -1, e.what()};
+  } catch (const std::exception& e) {
+    o = Outcome{kBodyFailed, absl::StatusCode::kUnknown, -1, e.what()};
+  } catch (...) {
+    o = Outcome{kBodyFailed, absl::StatusCode::kUnknown, -1, "an exception that is not a std::exception"};
+  }
+  return o;
+}
+
+// The processes hosting `devices`, ascending; checks the caller is one of them.
+std::vector<int> hosting_processes(const std::vector<Device>& devices, const char* api) {
+  if (devices.empty()) throw InvalidArgument(absl::StrCat("[", api, "] expected at least one device, got none"));
   std::set<int> hosting;
   for (const Device& d : devices) hosting.insert(d.process_index);
   const int me = process_index();
   if (!hosting.count(me)) {
-    throw InvalidArgument(absl::StrCat("[live_devices] process ", me, " hosts none of the ", devices.size(),
-                                       " devices asked about (they are on processes {",
-                                       absl::StrJoin(hosting, ","), "}); only their processes may call it"));
+    throw InvalidArgument(absl::StrCat("[", api, "] process ", me, " hosts none of the ", devices.size(),
+                                       " devices asked about (they are on processes {", absl::StrJoin(hosting, ","),
+                                       "}); only their processes may call it"));
   }
-  LiveDevices out;
-  if (!distributed::is_initialized()) {  // one process: everything is live
-    static std::atomic<uint64_t> calls{0};
-    out.devices = devices;
-    out.processes = {me};
-    out.incarnations = {0};
-    out.generation = ++calls;
-    return out;
+  return std::vector<int>(hosting.begin(), hosting.end());
+}
+
+struct Agreement {
+  LiveDevices live;
+  std::map<int, std::string> payloads;  // by process
+};
+
+// One live-set agreement over the processes hosting `devices`, carrying `payload`; records it as the live
+// set of those processes and aborts the data-plane groups of the ones found dead.
+Agreement agree(const std::vector<Device>& devices, const std::vector<int>& hosting, absl::Duration timeout,
+                std::string payload) {
+  Agreement a;
+  if (!distributed::is_initialized()) {  // one process: everything is live, always the same live set
+    a.live.devices = devices;
+    a.live.processes = {process_index()};
+    a.live.incarnations = {0};
+    a.live.generation = 1;
+    a.payloads[process_index()] = std::move(payload);
+    return a;
   }
-  const std::vector<distributed::TaskId> tasks(hosting.begin(), hosting.end());
-  distributed::LiveTasks live = value_or_throw(distributed::agent()->get_live_tasks(tasks, timeout));
+  distributed::LiveSetRequest request{std::vector<distributed::TaskId>(hosting.begin(), hosting.end()),
+                                      kAgreementName, std::move(payload)};
+  distributed::LiveTasks live = value_or_throw(distributed::agent()->get_live_tasks(request, timeout));
   const std::set<int> alive(live.tasks.begin(), live.tasks.end());
   for (int p : hosting) {
     if (alive.count(p)) continue;
@@ -43,12 +125,170 @@ LiveDevices live_devices(const std::vector<Device>& devices, absl::Duration time
                                 p));
   }
   for (const Device& d : devices) {
-    if (alive.count(d.process_index)) out.devices.push_back(d);
+    if (alive.count(d.process_index)) a.live.devices.push_back(d);
   }
-  out.processes.assign(live.tasks.begin(), live.tasks.end());
-  out.incarnations = live.incarnations;
-  out.generation = live.generation;
-  return out;
+  a.live.processes.assign(live.tasks.begin(), live.tasks.end());
+  a.live.incarnations = live.incarnations;
+  a.live.generation = live.generation;
+  for (size_t i = 0; i < live.tasks.size(); ++i) a.payloads[live.tasks[i]] = live.payloads.at(i);
+  record_live_set(LiveSet{a.live.generation, hosting, a.live.processes, a.live.incarnations});
+  return a;
 }
 
+std::vector<int> device_ids(const std::vector<Device>& devices) {
+  std::vector<int> ids;
+  for (const Device& d : devices) ids.push_back(d.global_id);
+  return ids;
+}
+
+// What the last scope over a requested device list left: its exit agreement (the next scope's entry), the
+// generation its body ran on and whether it raised.
+struct LastScope {
+  LiveDevices exit;
+  uint64_t body_generation = 0;
+  bool failed = false;
+};
+
+struct ScopeHistory {
+  std::mutex mu;
+  std::map<std::vector<int>, LastScope> by_devices;  // guarded by mu
+};
+
+ScopeHistory& scope_history() {
+  static ScopeHistory* r = new ScopeHistory();  // never destroyed: a scope may run during exit
+  return *r;
+}
+
+// Whether every member of the entry is in the exit with the same incarnation and finished its body.
+bool completed_on_all(const LiveDevices& entry, const Agreement& exit) {
+  for (size_t i = 0; i < entry.processes.size(); ++i) {
+    const int p = entry.processes[i];
+    auto it = std::find(exit.live.processes.begin(), exit.live.processes.end(), p);
+    if (it == exit.live.processes.end()) return false;
+    if (exit.live.incarnations[it - exit.live.processes.begin()] != entry.incarnations[i]) return false;
+    if (exit.payloads.at(p) != std::string(1, kBodyOk)) return false;
+  }
+  return true;
+}
+
+// Waits for the work this process's devices have queued (the body's, issued without waiting).
+absl::Status drain_local_devices(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (const Device& d : local_devices()) MCX_RETURN_IF_ERROR(stream_for(d).synchronize(deadline));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LiveDevices live_devices(const std::vector<Device>& devices, absl::Duration timeout) {
+  const std::vector<int> hosting = hosting_processes(devices, "live_devices");
+  {  // a plain agreement starts a new sequence: the next scope agrees afresh
+    ScopeHistory& r = scope_history();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.by_devices.clear();
+  }
+  LiveDevices live = agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+  restart_launch_sequences(hosting);  // every live process of `hosting` passes here together
+  return live;
+}
+
+namespace detail {
+
+LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Duration timeout)
+    : devices_(devices), timeout_(timeout) {
+  const std::vector<int> hosting = hosting_processes(devices, "with_live_devices");
+  std::optional<LastScope> last;
+  {
+    ScopeHistory& r = scope_history();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.by_devices.find(device_ids(devices));
+    if (it != r.by_devices.end()) last = it->second;
+  }
+  entry_ = last ? last->exit : agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+  // The launch check counts launches per mesh; the members' counts may differ after a failed scope (one
+  // process launched what another did not) or on a new live set (a restarted process counts from 0), so every
+  // member restarts them at this entry, which they all pass together.
+  if (!last || last->failed || last->body_generation != entry_.generation) restart_launch_sequences(hosting);
+}
+
+void LiveDevicesScope::exit(std::exception_ptr body_error) {
+  const int me = process_index();
+  if (!body_error) {
+    if (absl::Status drained = drain_local_devices(timeout_); !drained.ok()) {
+      body_error = std::make_exception_ptr(Error(drained.code(), std::string(drained.message())));
+    }
+  }
+  const Outcome mine = outcome_of(body_error);
+  if (!distributed::is_initialized()) {
+    if (body_error) std::rethrow_exception(body_error);
+    return;
+  }
+  if (body_error) {
+    // The others may be waiting for this process in a collective of the body: end those groups now.
+    const absl::Status why = absl::AbortedError(
+        absl::StrCat("[with_live_devices] the body failed on process ", me, ": ", mine.message));
+    for (int p : entry_.processes) {
+      if (p != me) abort_peer_groups_of_process(p, why);
+    }
+  }
+  Agreement exit;
+  try {
+    exit = agree(devices_, hosting_processes(devices_, "with_live_devices"), timeout_, encode(mine));
+  } catch (...) {  // no agreement to reuse: the next scope agrees afresh
+    ScopeHistory& r = scope_history();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.by_devices.erase(device_ids(devices_));
+    throw;
+  }
+  // The same decision on every surviving entry member: they all see the same entry and the same exit.
+  const bool completed = completed_on_all(entry_, exit);
+  {
+    ScopeHistory& r = scope_history();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.by_devices.insert_or_assign(device_ids(devices_), LastScope{exit.live, entry_.generation, !completed});
+  }
+  if (completed) return;
+  std::map<int, uint64_t> now_live;
+  for (size_t i = 0; i < exit.live.processes.size(); ++i) now_live[exit.live.processes[i]] = exit.live.incarnations[i];
+  for (size_t i = 0; i < entry_.processes.size(); ++i) {
+    const int p = entry_.processes[i];
+    auto it = now_live.find(p);
+    if (it != now_live.end() && it->second == entry_.incarnations[i]) continue;
+    throw ProcessFailure(absl::StatusCode::kUnavailable,
+                         absl::StrCat("[with_live_devices] process ", p,
+                                      it == now_live.end() ? " failed" : " restarted (a new incarnation)",
+                                      " during the body (entry generation ", entry_.generation, ", processes {",
+                                      absl::StrJoin(entry_.processes, ","), "}); the live set is now generation ",
+                                      exit.live.generation, " (processes {", absl::StrJoin(exit.live.processes, ","),
+                                      "})"),
+                         p);
+  }
+  int chosen = -1;
+  Outcome chosen_outcome;
+  for (int p : entry_.processes) {
+    Outcome o = decode(exit.payloads.at(p));
+    if (o.kind == kBodyOk) continue;
+    if (o.kind == kEntering) {
+      o = Outcome{kBodyFailed, absl::StatusCode::kFailedPrecondition, -1,
+                  "it entered a new scope instead of finishing this one (do all processes run the same scopes?)"};
+    }
+    const bool better = chosen < 0 || (chosen_outcome.kind == kBodyLostPeer && o.kind == kBodyFailed);
+    if (better) {
+      chosen = p;
+      chosen_outcome = o;
+    }
+  }
+  if (chosen == me && body_error) std::rethrow_exception(body_error);
+  if (body_error) {
+    log_debug("[with_live_devices] this process's body failed too (reporting process {}'s error): {}", chosen,
+                  mine.message);
+  }
+  if (chosen_outcome.code == absl::StatusCode::kOk) chosen_outcome.code = absl::StatusCode::kUnknown;
+  absl::Status st(chosen_outcome.code, absl::StrCat("[with_live_devices] the body failed on process ", chosen, ": ",
+                                                    chosen_outcome.message));
+  if (chosen_outcome.kind == kBodyLostPeer) st = mark_process_failure(st, chosen_outcome.failed_process);
+  throw_if_error(st);
+}
+
+}  // namespace detail
 }  // namespace mcx

@@ -16,6 +16,7 @@ std::string worker_path() { return MCX_TEST_WORKER; }
 std::string collectives_worker_path() { return MCX_TEST_COLLECTIVES_WORKER; }
 std::string multihost_worker_path() { return MCX_TEST_MULTIHOST_WORKER; }
 std::string live_devices_worker_path() { return MCX_TEST_LIVE_DEVICES_WORKER; }
+std::string live_scope_worker_path() { return MCX_TEST_LIVE_SCOPE_WORKER; }
 std::string hello_path() { return MCX_TEST_HELLO; }
 std::string make_certs_script() { return MCX_TEST_MAKE_CERTS; }
 

@@ -27,6 +27,7 @@ std::string worker_path();                       // mp_worker
 std::string collectives_worker_path();           // collectives_worker
 std::string multihost_worker_path();             // multihost_worker
 std::string live_devices_worker_path();          // live_devices_worker
+std::string live_scope_worker_path();            // live_scope_worker
 std::string hello_path();                        // hello_distributed
 std::string make_certs_script();
 

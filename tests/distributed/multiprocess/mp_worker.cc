@@ -1,6 +1,8 @@
 // mp_worker: the program the multi-process tests launch (through mcx-run or directly with MCX_* set).
-// One mode per scenario; it prints "READY <pid>" once initialized (so a test knows when to kill) and
-// "ERROR <code>: <message>" for an expected failure, then exits 1 (0 on success).
+// One mode per scenario; it prints "STARTING" before initializing, "READY <pid>" once initialized (so a test
+// knows when to kill) and "ERROR <code>: <message>" for an expected failure, then exits 1 (0 on success).
+// With MP_WORKER_NOTICE=1 a failure of another task is printed ("NOTICE <message>") instead of ending this
+// process (for recoverable jobs).
 //
 //   mp_worker hello                 initialize, barrier, shutdown
 //   mp_worker init                  initialize and shutdown (bad-config tests read the error)
@@ -12,6 +14,8 @@
 //   mp_worker crash ID CODE         initialize; task ID exits with CODE, the others wait at a barrier
 //   mp_worker flaky ID              initialize; task ID exits 7 on its first run (MCX_RESTART_COUNT=0); all
 //                                   then meet at barrier "flaky/done" (recoverable jobs survive this)
+//   mp_worker live_set ID SECONDS   initialize, READY; task ID sleeps SECONDS, the others agree on the live
+//                                   tasks and print "LIVE tasks=<ids>"
 //   mp_worker stale                 no initialize: with a raw gRPC client register task 0 of 1, then send a
 //                                   heartbeat with another incarnation (must be refused as stale)
 #include <unistd.h>
@@ -79,7 +83,16 @@ int run(int argc, char** argv) {
     return report(hb.status());
   }
 
-  if (absl::Status s = dist::initialize_or_status({}); !s.ok()) return report(s);
+  std::printf("STARTING\n");
+  std::fflush(stdout);
+  dist::InitializeOptions options;
+  if (env_int("MP_WORKER_NOTICE", 0) != 0) {
+    options.on_failure = [](const dist::TaskFailure& f) {
+      std::printf("NOTICE %s\n", f.message.c_str());
+      std::fflush(stdout);
+    };
+  }
+  if (absl::Status s = dist::initialize_or_status(options); !s.ok()) return report(s);
   dist::CoordinationAgent* agent = dist::agent();
   const int me = agent->task_id();
 
@@ -111,6 +124,20 @@ int run(int argc, char** argv) {
     if (!s.ok()) return report(s);
     std::printf("UNEXPECTED barrier passed\n");
     return 3;
+  }
+  if (mode == "live_set") {
+    ready();
+    if (me == std::stoi(arg(2, "0"))) {
+      sleep_s(std::stod(arg(3, "15")));
+      return 0;
+    }
+    absl::StatusOr<dist::LiveTasks> live = agent->get_live_tasks({}, absl::Seconds(10));
+    if (!live.ok()) return report(live.status());
+    std::string ids;
+    for (dist::TaskId t : live->tasks) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+    std::printf("LIVE tasks=%s\n", ids.c_str());
+    std::fflush(stdout);
+    return finish();
   }
   if (mode == "kv_limits") {
     absl::Status big_key = agent->kv_set(std::string(2000, 'k'), "v");
