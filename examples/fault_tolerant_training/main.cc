@@ -1,19 +1,28 @@
 // fault_tolerant_training: the digits MLP trained data-parallel over the processes of a recoverable job, which
-// carries on when a process dies (JAX's "fault tolerant distributed JAX" example without rejoin, on CPU):
+// carries on when a process dies and takes a restarted process back (JAX's two "fault tolerant distributed JAX"
+// examples, on CPU):
 //
 //   build/bin/mcx-run -n 3 --cpu-devices 1 --recoverable -- build/examples/fault_tolerant_training/fault_tolerant_training
+//   build/bin/mcx-run -n 3 --cpu-devices 1 --max-restarts 1 -- build/examples/fault_tolerant_training/fault_tolerant_training
 //
 // and kill any process (process 0 too) from outside, or inject it with --kill-process P --at-step S. Every step
-// runs on a mesh over the devices that mcx::live_devices agreed are live. When a step fails because a process
-// died (mcx::ProcessFailure), the survivors agree on the new live set, rebuild the mesh and the step over it,
-// put their own copy of the parameters and optimizer state (bitwise identical on every survivor) onto it and
-// retry the same step, so no step is lost or taken twice. At the end each survivor prints the held-out accuracy
-// and a digest of its parameters (the test compares them across survivors).
+// is one mcx::with_live_devices scope: it completes on every live process or raises on every one, so the
+// survivors never disagree on which steps happened. A scope runs on a mesh over the devices agreed live; when
+// it raises mcx::ProcessFailure the state is left as it was and the same step is retried on the new live set.
+// When the live set changes (a process lost, or a restarted one back), the first scope on it agrees on the
+// newest step among its members, and the lowest live process at that step sends its parameters and optimizer
+// state to every member (any live process can be the sender, process 0 is not special), so a restarted process
+// continues from the others' step. At the end each process prints the held-out accuracy and a digest of its
+// parameters (the tests compare them across processes).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,38 +46,90 @@ constexpr const char* kTool = "fault_tolerant_training";
 
 struct Config : digits::TrainFlags {
   int kill_process = -1;   // failure injection: this process kills itself (SIGKILL) ...
-  int64_t at_step = -1;    // ... when it starts this (1-based) step
+  int64_t at_step = -1;    // ... when it starts this (1-based) step (only its first incarnation)
 };
 
 struct TrainState {
   Tree params, m, v;
+  int64_t steps = 0;  // steps taken
 };
 
-// Where the job computes now: the agreed live devices and the step compiled for them.
+// Where the job computes now: the agreed live devices and the step compiled for a mesh over them.
 struct LiveMesh {
   mcx::LiveDevices live;
   mcx::Mesh mesh;
   digits::StepFn step;
 };
 
-LiveMesh agree_on_live_mesh(double lr) {
-  mcx::LiveDevices live = mcx::live_devices(mcx::devices(), absl::Seconds(60));
+LiveMesh mesh_over(const mcx::LiveDevices& live, double lr) {
   mcx::Mesh mesh = mcx::make_mesh({static_cast<int64_t>(live.devices.size())}, {"data"}, live.devices);
   digits::StepFn step = digits::jit_data_parallel_step(mesh, lr, /*donate=*/false, "ft_step");
-  return LiveMesh{std::move(live), mesh, std::move(step)};
+  return LiveMesh{live, mesh, std::move(step)};
 }
 
-// This process's copy of every leaf (all replicas are bitwise identical), replicated over `mesh`.
+// This process's copy of every leaf, replicated over `mesh` (no communication).
 Tree onto(const Tree& tree, const mcx::Mesh& mesh) {
   const mcx::Sharding replicated = mcx::NamedSharding(mesh, mcx::P());
   return mcx::tree_map(
       [&](const Array& leaf) {
-        const Array local = leaf.addressable_shards().front().data;
-        const mcx::Buffer host = local.to_host();
+        const mcx::Buffer host = leaf.addressable_shards().front().data.to_host();
         return mcx::make_array_from_callback(leaf.dims(), leaf.dtype(), replicated,
                                              [&](const mcx::IndexBox&) { return host; });
       },
       tree);
+}
+
+// A per-device f32 array over the mesh's "data" axis: row r holds value(devices[r]).
+Array per_device(const LiveMesh& where, const std::function<double(const mcx::Device&)>& value) {
+  const int64_t n = static_cast<int64_t>(where.live.devices.size());
+  return mcx::make_array_from_callback({n}, mcx::DType::kFloat32, mcx::NamedSharding(where.mesh, mcx::P("data")),
+                                       [&](const mcx::IndexBox& box) {
+                                         std::vector<float> v;
+                                         for (int64_t r = box.start[0]; r < box.limit[0]; ++r) {
+                                           v.push_back(static_cast<float>(value(where.live.devices[r])));
+                                         }
+                                         return mcx::Buffer::from_vector<float>(v, box.shape());
+                                       });
+}
+
+struct Synced {
+  TrainState state;
+  int sender = -1;  // the process whose state every member now has; -1 when all were at the same step
+};
+
+// Brings every member of the live mesh to one training state. The members agree on the newest step among them
+// (an all-gather of each device's step count); if they all hold it, nothing moves. Otherwise the lowest live
+// process at that step sends its parameters and moments: a psum over the mesh in which only the sender's first
+// device contributes its copy (the sum is that copy, bitwise, on every member).
+Synced sync_state(const LiveMesh& where, const TrainState& mine) {
+  auto gather = mcx::shard_map([](const Array& v) { return mcx::all_gather(v, "data", 0, /*tiled=*/true); },
+                               where.mesh, {mcx::P("data")}, {mcx::P()}, "ft_gather_steps");
+  const std::vector<float> steps = gather(per_device(where, [&](const mcx::Device&) {
+                                            return static_cast<double>(mine.steps);  // exact below 2^24 steps
+                                          }))
+                                       .addressable_shards()
+                                       .front()
+                                       .data.to_vector<float>();
+  const float newest = *std::max_element(steps.begin(), steps.end());
+  size_t first = 0;
+  while (steps[first] != newest) ++first;  // devices are in process order: the lowest process at the newest step
+  Synced out{TrainState{onto(mine.params, where.mesh), onto(mine.m, where.mesh), onto(mine.v, where.mesh),
+                        static_cast<int64_t>(newest)},
+             -1};
+  if (std::all_of(steps.begin(), steps.end(), [&](float s) { return s == newest; })) return out;
+  out.sender = where.live.devices[first].process_index;
+  const int sender_device = where.live.devices[first].global_id;
+  const Array mask = per_device(where, [&](const mcx::Device& d) { return d.global_id == sender_device ? 1.0 : 0.0; });
+  auto from_sender = mcx::shard_map(
+      [](const Array& leaf, const Array& is_sender) {
+        return mcx::psum(mcx::where(is_sender > 0.0f, leaf, mcx::zeros_like(leaf)), "data");
+      },
+      where.mesh, {mcx::P(), mcx::P("data")}, {mcx::P()}, "ft_send_state");
+  auto send = [&](const Tree& tree) { return mcx::tree_map([&](const Array& leaf) { return from_sender(leaf, mask); }, tree); };
+  out.state.params = send(out.state.params);
+  out.state.m = send(out.state.m);
+  out.state.v = send(out.state.v);
+  return out;
 }
 
 uint64_t digest(const Tree& tree) {
@@ -78,6 +139,12 @@ uint64_t digest(const Tree& tree) {
     bytes.append(static_cast<const char*>(b.data()), static_cast<size_t>(b.nbytes()));
   }
   return mcx::fnv1a64(bytes);
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
 }
 
 int run(const Config& cfg) {
@@ -93,85 +160,108 @@ int run(const Config& cfg) {
     mcx::distributed::initialize(init);
   }
   if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  const char* restart_count = std::getenv("MCX_RESTART_COUNT");
+  const bool restarted = restart_count != nullptr && std::string(restart_count) != "0";
 
   const digits::Experiment ex = digits::prepare_experiment(cfg.data, cfg.seed);
   const int64_t batches = ex.train.rows / cfg.batch;
   if (batches == 0) throw mcx::InvalidArgument("[fault_tolerant_training] --batch is larger than the training set");
+  const int64_t total_steps = batches * cfg.epochs;
   const std::vector<int64_t> sizes = digits::layer_sizes(ex.train.features, cfg.hidden);
 
-  LiveMesh where = agree_on_live_mesh(cfg.lr);
+  // Every process starts from the same initial state (the same seed); a restarted one is brought to the
+  // others' step by the first scope it joins.
   TrainState state;
-  {
-    const mcx::Sharding replicated = mcx::NamedSharding(where.mesh, mcx::P());
-    auto replicate = [&](const Array& a) { return mcx::device_put(a, replicated); };
-    state.params = mcx::tree_map(replicate, digits::init_params(ex.init_key, sizes));
-    const digits::AdamState moments = digits::adam_init(state.params);
-    state.m = mcx::tree_map(replicate, moments.m);
-    state.v = mcx::tree_map(replicate, moments.v);
-  }
-  std::printf("%s: process %d of %d, MLP %s, global batch %d, %lld steps per epoch, live devices %zu (generation "
-              "%llu)\n",
-              kTool, mcx::process_index(), mcx::process_count(), digits::layer_sizes_string(sizes).c_str(), cfg.batch,
-              static_cast<long long>(batches), where.live.devices.size(),
-              static_cast<unsigned long long>(where.live.generation));
+  state.params = digits::init_params(ex.init_key, sizes);
+  const digits::AdamState moments = digits::adam_init(state.params);
+  state.m = moments.m;
+  state.v = moments.v;
+  std::printf("%s: process %d of %d%s, MLP %s, global batch %d, %lld steps per epoch, %lld steps\n", kTool,
+              mcx::process_index(), mcx::process_count(), restarted ? " (restarted)" : "",
+              digits::layer_sizes_string(sizes).c_str(), cfg.batch, static_cast<long long>(batches),
+              static_cast<long long>(total_steps));
   std::fflush(stdout);
 
-  int64_t step_count = 0, retries = 0;
-  double test_acc = 0;
+  std::optional<LiveMesh> where;
+  uint64_t synced_generation = 0;  // the live set whose members are known to hold the same state
+  int64_t retries = 0;
   mcx::JitOptions predict_options;
   predict_options.name = "predict";
   auto predict = mcx::jit(digits::predict, predict_options);
-  for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> perm = digits::epoch_order(ex, epoch);
-    double loss_sum = 0;
-    for (int64_t b = 0; b < batches;) {
-      if (mcx::process_index() == cfg.kill_process && step_count + 1 == cfg.at_step) {
-        std::printf("%s: process %d kills itself at step %lld (--kill-process)\n", kTool, mcx::process_index(),
-                    static_cast<long long>(cfg.at_step));
-        std::fflush(stdout);
-        std::raise(SIGKILL);
-      }
-      try {
-        if (cfg.batch % static_cast<int>(where.live.devices.size()) != 0) {
-          throw mcx::InvalidArgument("[fault_tolerant_training] --batch " + std::to_string(cfg.batch) +
-                                     " does not split over the " + std::to_string(where.live.devices.size()) +
-                                     " live devices");
-        }
-        const digits::Dataset mb = digits::gather_rows(ex.train, perm, b * cfg.batch, (b + 1) * cfg.batch);
-        const Array x = mcx::device_put(digits::to_x(mb), mcx::NamedSharding(where.mesh, mcx::P("data", mcx::None)));
-        const Array y = mcx::device_put(digits::to_y(mb), mcx::NamedSharding(where.mesh, mcx::P("data")));
-        const Array t = mcx::device_put(mcx::array(static_cast<float>(step_count + 1)),
-                                        mcx::NamedSharding(where.mesh, mcx::P()));
-        auto [p, m, v, loss] = where.step(state.params, state.m, state.v, t, x, y);
-        loss_sum += loss.item<double>();  // waits for the step: a failure surfaces here, before the state moves on
-        state = TrainState{p, m, v};
-        ++step_count;
-        ++b;
-      } catch (const mcx::ProcessFailure& e) {
-        ++retries;
-        std::printf("%s: step %lld failed: process %d is gone (%s); agreeing on the live devices and retrying\n",
-                    kTool, static_cast<long long>(step_count + 1), e.process(), e.what());
-        std::fflush(stdout);
-        where = agree_on_live_mesh(cfg.lr);
-        state = TrainState{onto(state.params, where.mesh), onto(state.m, where.mesh), onto(state.v, where.mesh)};
-        std::printf("%s: carrying on with processes {", kTool);
-        for (size_t i = 0; i < where.live.processes.size(); ++i) {
-          std::printf("%s%d", i ? "," : "", where.live.processes[i]);
-        }
-        std::printf("} (%zu devices, generation %llu)\n", where.live.devices.size(),
-                    static_cast<unsigned long long>(where.live.generation));
-        std::fflush(stdout);
-      }
+  double loss_sum = 0;
+  auto epoch_start = std::chrono::steady_clock::now();
+  double test_acc = 0;
+  while (state.steps < total_steps) {
+    if (!restarted && mcx::process_index() == cfg.kill_process && state.steps + 1 == cfg.at_step) {
+      std::printf("%s: process %d kills itself at step %lld (--kill-process)\n", kTool, mcx::process_index(),
+                  static_cast<long long>(cfg.at_step));
+      std::fflush(stdout);
+      std::raise(SIGKILL);
     }
-    test_acc = digits::accuracy(predict(state.params, digits::to_x(ex.test)), ex.test);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s epoch %3d  loss %.4f  test acc %.4f  %zu devices  %.3f s\n", kTool, epoch,
-                loss_sum / static_cast<double>(batches), test_acc, where.live.devices.size(), secs);
-    std::fflush(stdout);
+    struct StepOutcome {
+      TrainState state;
+      double loss;
+    };
+    try {
+      StepOutcome next = mcx::with_live_devices(
+          mcx::devices(),
+          [&](const mcx::LiveDevices& live) {
+            if (!where || where->live.generation != live.generation) where = mesh_over(live, cfg.lr);
+            TrainState current = state;
+            if (live.generation != synced_generation) {
+              const Synced synced = sync_state(*where, state);
+              current = synced.state;
+              std::printf("%s: live processes {%s} (generation %llu) agree on step %lld%s\n", kTool,
+                          join(live.processes).c_str(), static_cast<unsigned long long>(live.generation),
+                          static_cast<long long>(current.steps),
+                          synced.sender < 0 ? ""
+                                            : (", state sent by process " + std::to_string(synced.sender)).c_str());
+              std::fflush(stdout);
+            }
+            const int n = static_cast<int>(live.devices.size());
+            if (cfg.batch % n != 0) {
+              throw mcx::InvalidArgument("[fault_tolerant_training] --batch " + std::to_string(cfg.batch) +
+                                         " does not split over the " + std::to_string(n) + " live devices");
+            }
+            const int64_t b = current.steps % batches;
+            const std::vector<int32_t> perm = digits::epoch_order(ex, static_cast<int>(current.steps / batches) + 1);
+            const digits::Dataset mb = digits::gather_rows(ex.train, perm, b * cfg.batch, (b + 1) * cfg.batch);
+            const Array x = mcx::device_put(digits::to_x(mb), mcx::NamedSharding(where->mesh, mcx::P("data", mcx::None)));
+            const Array y = mcx::device_put(digits::to_y(mb), mcx::NamedSharding(where->mesh, mcx::P("data")));
+            const Array t = mcx::device_put(mcx::array(static_cast<float>(current.steps + 1)),
+                                            mcx::NamedSharding(where->mesh, mcx::P()));
+            auto [p, m, v, loss] = where->step(current.params, current.m, current.v, t, x, y);
+            const double l = loss.item<double>();  // waits for the step inside the scope
+            return StepOutcome{TrainState{p, m, v, current.steps + 1}, l};
+          },
+          absl::Seconds(60));
+      // The scope completed on every live process: commit.
+      state = std::move(next.state);
+      synced_generation = where->live.generation;
+      loss_sum += next.loss;
+    } catch (const mcx::ProcessFailure& e) {
+      ++retries;
+      std::printf("%s: step %lld failed: process %d is gone (%s); retrying it on the live processes\n", kTool,
+                  static_cast<long long>(state.steps + 1), e.process(), e.what());
+      std::fflush(stdout);
+      continue;
+    }
+    if (state.steps % batches == 0) {  // an epoch ended
+      test_acc = digits::accuracy(predict(state.params, digits::to_x(ex.test)), ex.test);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+      std::printf("%s epoch %3lld  loss %.4f  test acc %.4f  %zu devices  %.3f s\n", kTool,
+                  static_cast<long long>(state.steps / batches), loss_sum / static_cast<double>(batches), test_acc,
+                  where->live.devices.size(), secs);
+      std::fflush(stdout);
+      loss_sum = 0;
+      epoch_start = std::chrono::steady_clock::now();
+    }
   }
-  std::printf("%s: %lld steps, %lld retried after a failure, final live processes %zu; parameters digest %016llx\n",
-              kTool, static_cast<long long>(step_count), static_cast<long long>(retries), where.live.processes.size(),
+  test_acc = digits::accuracy(predict(state.params, digits::to_x(ex.test)), ex.test);
+  std::printf("%s: %lld steps, %lld retried after a failure, final live processes {%s}, %lld SPMD executables "
+              "cached; parameters digest %016llx\n",
+              kTool, static_cast<long long>(state.steps), static_cast<long long>(retries),
+              join(where->live.processes).c_str(), static_cast<long long>(mcx::run_stats().spmd_cached),
               static_cast<unsigned long long>(digest(state.params)));
   const int status = digits::finish(kTool, test_acc, cfg.min_accuracy, true);
   std::fflush(stdout);
@@ -188,10 +278,11 @@ int main(int argc, char** argv) {
   cfg.batch = 48;     // splits over 1, 2, 3, 4, 6 or 8 devices: the job keeps its global batch after a failure
   cfg.epochs = 60;    // about 15 s or more on 3 processes: time to kill one from outside
   cfg.min_accuracy = 0.93;
-  CLI::App app{"Trains the digits MLP data-parallel over a recoverable job that survives a killed process."};
+  CLI::App app{"Trains the digits MLP data-parallel over a recoverable job that survives a killed process and "
+               "takes a restarted one back."};
   digits::add_train_flags(app, cfg, "global minibatch size (a multiple of every live device count)");
   app.add_option("--kill-process", cfg.kill_process, "failure injection: this process kills itself ...");
-  app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step");
+  app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step (not again once restarted)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);
