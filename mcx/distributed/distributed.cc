@@ -11,6 +11,7 @@
 #include "mcx/distributed/data_plane.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/preemption_sync.h"
 #include "mcx/core/logging.h"
 
 namespace mcx::distributed {
@@ -282,6 +283,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     teardown_locked(r);
     return s;
   }
+  attach_process_preemption_sync(r.agent.get());
   log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
                 c.num_processes, c.coordinator_address, c.detected_by);
   return absl::OkStatus();
@@ -293,6 +295,7 @@ absl::Status shutdown_or_status() {
   Runtime& r = runtime();
   MutexLock lock(&r.mu);
   if (!r.agent) return absl::OkStatus();
+  detach_process_preemption_sync();  // its watcher uses the agent: joined before the agent goes
   stop_data_plane();
   absl::Status s = r.agent->shutdown();
   if (r.service) {
