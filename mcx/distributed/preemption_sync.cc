@@ -1,6 +1,7 @@
 #include "mcx/distributed/preemption_sync.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -20,16 +21,7 @@ constexpr absl::Duration kRetryBackoff = absl::Seconds(1);
 std::string key(absl::string_view name) { return absl::StrCat(kPreemptionKeyDir, "/", name); }
 std::string wake_key_of(TaskId task) { return absl::StrCat(kPreemptionKeyDir, "/wake/", task); }
 
-// The live tasks a timed-out agreement was waiting for, as the service names them ("... waiting for the live
-// tasks {2, 3} of ..."); empty when the message does not say.
-std::string missing_tasks(absl::string_view message) {
-  constexpr absl::string_view kMarker = "live tasks {";
-  const size_t at = message.find(kMarker);
-  if (at == absl::string_view::npos) return "";
-  const size_t from = at + kMarker.size();
-  const size_t to = message.find('}', from);
-  return to == absl::string_view::npos ? "" : std::string(message.substr(from, to - from));
-}
+std::string steps_dir() { return key("steps"); }
 
 }  // namespace
 
@@ -185,6 +177,13 @@ absl::StatusOr<PreemptionSyncPoint> PreemptionSync::run_agreement(int64_t my_ste
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
   absl::Status last;
+  // Reported separately too, so that a timeout can name the live processes that never reported (the
+  // agreement's own error names only those absent at the instant this process's call expired).
+  if (absl::Status s = agent_->kv_set(absl::StrCat(steps_dir(), "/", task_id_), absl::StrCat(my_step),
+                                      /*allow_overwrite=*/true);
+      !s.ok()) {
+    log_debug("[mcx.preemption] cannot record process {}'s step: {}", task_id_, s.ToString());
+  }
   // In slices, so that stop() need not wait for the whole timeout; the agreement waits for this process only
   // between two slices, which it cannot complete without it anyway.
   while (true) {
@@ -228,12 +227,23 @@ absl::StatusOr<PreemptionSyncPoint> PreemptionSync::run_agreement(int64_t my_ste
       return absl::Status(last.code(), absl::StrCat(kApi, "the preemption agreement failed: ", last.message()));
     }
   }
-  const std::string missing = missing_tasks(last.message());
   return absl::DeadlineExceededError(absl::StrCat(
-      kApi, "process ", agent_->task_id(), " waited ", absl::FormatDuration(timeout),
+      kApi, "process ", task_id_, " waited ", absl::FormatDuration(timeout),
       " (MCX_PREEMPTION_SYNC_TIMEOUT_S) for every live process to report its step after the preemption notice; ",
-      missing.empty() ? std::string("some did not") : absl::StrCat("processes {", missing, "} did not"),
-      " (every process must call reached_preemption_sync_point each step). Last answer: ", last.message()));
+      describe_missing(last), " (every process must call reached_preemption_sync_point every step)"));
+}
+
+std::string PreemptionSync::describe_missing(const absl::Status& last) {
+  absl::StatusOr<std::vector<KeyValue>> reported = agent_->kv_dir(steps_dir());
+  if (!reported.ok()) return absl::StrCat("some did not (", last.message(), ")");
+  std::set<std::string> ids;
+  for (const KeyValue& kv : *reported) ids.insert(kv.key.substr(kv.key.rfind('/') + 1));
+  std::vector<TaskId> missing;
+  for (const TaskInfo& t : agent_->last_job_state().tasks) {
+    if (t.state == TaskState::kConnected && !ids.count(absl::StrCat(t.id))) missing.push_back(t.id);
+  }
+  if (missing.empty()) return absl::StrCat("some did not (", last.message(), ")");
+  return absl::StrCat(missing.size() == 1 ? "process {" : "processes {", absl::StrJoin(missing, ", "), "} did not");
 }
 
 void PreemptionSync::stop() {

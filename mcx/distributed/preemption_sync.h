@@ -12,6 +12,7 @@
 //   3. Having learned it, the watcher joins the live-set agreement named kAgreementName with its payload: the
 //      last step this process passed to reached_sync_point. Dead processes are not waited for; the agreement
 //      completes once every live process has joined, and every member gets every member's step.
+//      Its step is also written under "steps/<task>", so that a timeout names the processes that never joined.
 //   4. The sync step is max(steps) + 1: larger than every member's step at the moment it joined, so every
 //      member still reaches it (steps grow by one per call). The agreed value is also stored under
 //      "sync_step", where a process that joins after the agreement (a restart) finds it.
@@ -105,6 +106,9 @@ class PreemptionSync {
   absl::StatusOr<std::string> read_notice();
   void agree(const std::string& reason);
   absl::StatusOr<PreemptionSyncPoint> run_agreement(int64_t my_step, absl::Duration timeout);
+  // "processes {2, 3} did not": the live tasks without an entry under "steps/" (else the agreement's `last`
+  // error, which names those absent when this process's last call expired).
+  std::string describe_missing(const absl::Status& last);
   bool stopping() const;
 
   CoordinationAgent* const agent_;
