@@ -106,9 +106,8 @@ class PreemptionSync {
   absl::StatusOr<std::string> read_notice();
   void agree(const std::string& reason);
   absl::StatusOr<PreemptionSyncPoint> run_agreement(int64_t my_step, absl::Duration timeout);
-  // "processes {2, 3} did not": the live tasks without an entry under "steps/" (else the agreement's `last`
-  // error, which names those absent when this process's last call expired).
-  std::string describe_missing(const absl::Status& last);
+  // "processes {2, 3} did not": the live tasks without an entry under "steps/".
+  std::string describe_missing();
   bool stopping() const;
 
   CoordinationAgent* const agent_;
