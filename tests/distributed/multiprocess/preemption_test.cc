@@ -1,7 +1,7 @@
 // Preemption sync points with real processes and real SIGTERMs: every process of the job, each at its own
 // step and speed, stops at the same sync step and exits 0, whichever process is sent SIGTERM; a process killed
-// with -9 is not waited for; SIGTERM to mcx-run reaches every worker; a program without a job stops at its next
-// step.
+// with -9 is not waited for; notify_preemption() works as a SIGTERM; SIGTERM to mcx-run reaches every worker; a
+// program without a job stops at its next step.
 #include <signal.h>
 
 #include <regex>
@@ -83,6 +83,27 @@ TEST(PreemptionAcrossProcessesRecoverable, AKilledProcessIsNotWaitedFor) {
     EXPECT_EQ(h.exit_code(p), 0) << h.dump(p);
     EXPECT_EQ(sync_step(h.out(p)), step) << h.dump(p);
     EXPECT_THAT(h.err(p), HasSubstr("agreed by processes {0,2}")) << h.dump(p);
+  }
+}
+
+// No signal: the last process calls notify_preemption() (a scheduler's own channel).
+TEST(PreemptionAcrossProcessesNotify, NotifyPreemptionStopsEveryProcess) {
+  const int n = 2;
+  Harness h;
+  const std::string address = h.start_coordinator(n);
+  ASSERT_FALSE(address.empty());
+  std::vector<int> procs;
+  for (int id = 0; id < n; ++id) {
+    procs.push_back(h.spawn("p" + std::to_string(id), {preemption_worker_path(), "job", "5", "notify"},
+                            Harness::worker_env(address, n, id)));
+  }
+  ASSERT_TRUE(h.wait_exits(procs, milliseconds(15000))) << h.dump_all();
+  const long step = sync_step(h.out(procs[0]));
+  EXPECT_GT(step, 0) << h.dump_all();
+  for (int p : procs) {
+    EXPECT_EQ(h.exit_code(p), 0) << h.dump(p);
+    EXPECT_EQ(sync_step(h.out(p)), step) << h.dump(p);
+    EXPECT_THAT(h.err(p), HasSubstr("(process 1 was told by its scheduler)")) << h.dump(p);
   }
 }
 
