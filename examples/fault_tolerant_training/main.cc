@@ -14,6 +14,11 @@
 // state to every member (any live process can be the sender, process 0 is not special), so a restarted process
 // continues from the others' step. At the end each process prints the held-out accuracy and a digest of its
 // parameters (the tests compare them across processes).
+//
+// Preemption: a SIGTERM to any process (mcx-run forwards its own), or --preempt-at-step, makes every live process
+// stop at the same step (mcx::multihost::reached_preemption_sync_point); the lowest live process saves the state
+// in --state-dir and every process exits 0. --resume continues from it, to the same parameters bit for bit as a
+// run that was never interrupted.
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,11 +36,12 @@
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
 #include "mcx/backend/cpu/thread_pool.h"
-#include "mcx/core/hash.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
 #include "mcx/multihost/live_devices.h"
+#include "mcx/multihost/preemption.h"
+#include "examples/fault_tolerant_training/train_state.h"
 
 namespace {
 
@@ -47,12 +53,13 @@ constexpr const char* kTool = "fault_tolerant_training";
 struct Config : digits::TrainFlags {
   int kill_process = -1;   // failure injection: this process kills itself (SIGKILL) ...
   int64_t at_step = -1;    // ... when it starts this (1-based) step (only its first incarnation)
+  int64_t preempt_at_step = -1;  // preemption injection: the last process announces one after this step
+  std::string state_dir = "checkpoints/fault_tolerant_training";  // saved at a preemption sync point
+  bool resume = false;     // start from the state saved in state_dir (when there is one)
 };
 
-struct TrainState {
-  Tree params, m, v;
-  int64_t steps = 0;  // steps taken
-};
+using fault_tolerant::TrainState;
+using fault_tolerant::onto;
 
 // Where the job computes now: the agreed live devices and the step compiled for a mesh over them.
 struct LiveMesh {
@@ -65,18 +72,6 @@ LiveMesh mesh_over(const mcx::LiveDevices& live, double lr) {
   mcx::Mesh mesh = mcx::make_mesh({static_cast<int64_t>(live.devices.size())}, {"data"}, live.devices);
   digits::StepFn step = digits::jit_data_parallel_step(mesh, lr, /*donate=*/false, "ft_step");
   return LiveMesh{live, mesh, std::move(step)};
-}
-
-// This process's copy of every leaf, replicated over `mesh` (no communication).
-Tree onto(const Tree& tree, const mcx::Mesh& mesh) {
-  const mcx::Sharding replicated = mcx::NamedSharding(mesh, mcx::P());
-  return mcx::tree_map(
-      [&](const Array& leaf) {
-        const mcx::Buffer host = leaf.addressable_shards().front().data.to_host();
-        return mcx::make_array_from_callback(leaf.dims(), leaf.dtype(), replicated,
-                                             [&](const mcx::IndexBox&) { return host; });
-      },
-      tree);
 }
 
 // A per-device f32 array over the mesh's "data" axis: row r holds value(devices[r]).
@@ -132,15 +127,6 @@ Synced sync_state(const LiveMesh& where, const TrainState& mine) {
   return out;
 }
 
-uint64_t digest(const Tree& tree) {
-  std::string bytes;
-  for (const Array& leaf : mcx::tree_leaves(tree)) {
-    const mcx::Buffer b = leaf.addressable_shards().front().data.to_host();
-    bytes.append(static_cast<const char*>(b.data()), static_cast<size_t>(b.nbytes()));
-  }
-  return mcx::fnv1a64(bytes);
-}
-
 std::string join(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -176,6 +162,16 @@ int run(const Config& cfg) {
   const digits::AdamState moments = digits::adam_init(state.params);
   state.m = moments.m;
   state.v = moments.v;
+  if (cfg.resume) {
+    // A process that finds no saved state starts from step 0: the first scope sends it the newest state.
+    try {
+      state = fault_tolerant::load_state(cfg.state_dir, state);
+      std::printf("%s: resuming from %s at step %lld\n", kTool, cfg.state_dir.c_str(),
+                  static_cast<long long>(state.steps));
+    } catch (const mcx::NotFound& e) {
+      std::printf("%s: %s; starting from step 0\n", kTool, e.what());
+    }
+  }
   std::printf("%s: process %d of %d%s, MLP %s, global batch %d, %lld steps per epoch, %lld steps\n", kTool,
               mcx::process_index(), mcx::process_count(), restarted ? " (restarted)" : "",
               digits::layer_sizes_string(sizes).c_str(), cfg.batch, static_cast<long long>(batches),
@@ -239,6 +235,23 @@ int run(const Config& cfg) {
       state = std::move(next.state);
       synced_generation = where->live.generation;
       loss_sum += next.loss;
+      if (state.steps == cfg.preempt_at_step && mcx::process_index() == mcx::process_count() - 1) {
+        mcx::multihost::notify_preemption("--preempt-at-step");
+      }
+      // Every live process stops at the same step; the lowest one saves the (replicated) state.
+      if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
+        if (mcx::process_index() == where->live.processes.front()) fault_tolerant::save_state(state, cfg.state_dir);
+        std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
+                    mcx::process_index() == where->live.processes.front()
+                        ? (", state saved to " + cfg.state_dir).c_str()
+                        : "");
+        std::printf("%s: parameters digest %016llx at step %lld\n", kTool,
+                    static_cast<unsigned long long>(fault_tolerant::digest(state.params)),
+                    static_cast<long long>(state.steps));
+        std::fflush(stdout);
+        if (distributed) std::_Exit(0);
+        return 0;
+      }
     } catch (const mcx::ProcessFailure& e) {
       ++retries;
       std::printf("%s: step %lld failed: process %d is gone (%s); retrying it on the live processes\n", kTool,
@@ -262,7 +275,7 @@ int run(const Config& cfg) {
               "cached; parameters digest %016llx\n",
               kTool, static_cast<long long>(state.steps), static_cast<long long>(retries),
               join(where->live.processes).c_str(), static_cast<long long>(mcx::run_stats().spmd_cached),
-              static_cast<unsigned long long>(digest(state.params)));
+              static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
   const int status = digits::finish(kTool, test_acc, cfg.min_accuracy, true);
   std::fflush(stdout);
   // Leave without the shutdown of a full job: the processes that died never reach it (recoverable mode has no
@@ -283,6 +296,11 @@ int main(int argc, char** argv) {
   digits::add_train_flags(app, cfg, "global minibatch size (a multiple of every live device count)");
   app.add_option("--kill-process", cfg.kill_process, "failure injection: this process kills itself ...");
   app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step (not again once restarted)");
+  app.add_option("--preempt-at-step", cfg.preempt_at_step,
+                 "preemption injection: the last process announces a preemption after this step (as a SIGTERM "
+                 "to any process would); every process stops at the agreed step and the state is saved");
+  app.add_option("--state-dir", cfg.state_dir, "where the state is saved at a preemption sync point");
+  app.add_flag("--resume", cfg.resume, "start from the state saved in --state-dir, when there is one");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);
