@@ -17,14 +17,6 @@ struct Case {
 };
 class LiveDevicesAcrossProcesses : public ::testing::TestWithParam<Case> {};
 
-std::string ids(int n, int except) {
-  std::string s;
-  for (int p = 0; p < n; ++p) {
-    if (p != except) s += (s.empty() ? "" : ",") + std::to_string(p);
-  }
-  return s;
-}
-
 // Killing any process, process 0 included (the coordinator runs apart from the workers).
 TEST_P(LiveDevicesAcrossProcesses, SurvivorsAgreeOnTheSmallerSetAndComputeOnIt) {
   const int n = GetParam().processes, victim = GetParam().victim;
@@ -41,10 +33,10 @@ TEST_P(LiveDevicesAcrossProcesses, SurvivorsAgreeOnTheSmallerSetAndComputeOnIt) 
     if (id == victim) continue;
     ASSERT_TRUE(h.wait_output(procs[id], "DONE", milliseconds(30000))) << h.dump(procs[id]);
     const std::string& o = h.out(procs[id]);
-    EXPECT_THAT(o, HasSubstr("LIVE 1 generation=1 processes=" + ids(n, -1) + " devices=" + std::to_string(n) +
+    EXPECT_THAT(o, HasSubstr("LIVE 1 generation=1 processes=" + process_ids(n, -1) + " devices=" + std::to_string(n) +
                              " sum=" + std::to_string(all)))
         << h.dump(procs[id]);
-    EXPECT_THAT(o, HasSubstr("LIVE 2 generation=2 processes=" + ids(n, victim) + " devices=" + std::to_string(n - 1) +
+    EXPECT_THAT(o, HasSubstr("LIVE 2 generation=2 processes=" + process_ids(n, victim) + " devices=" + std::to_string(n - 1) +
                              " sum=" + std::to_string(all - (victim + 1))))
         << h.dump(procs[id]);
   }

@@ -22,14 +22,6 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   return std::to_string(i.param.processes) + "_processes_process_" + std::to_string(i.param.who);
 }
 
-std::string ids(int n, int except) {
-  std::string s;
-  for (int p = 0; p < n; ++p) {
-    if (p != except) s += (s.empty() ? "" : ",") + std::to_string(p);
-  }
-  return s;
-}
-
 int sum_of_ids(int n, int except) { return n * (n + 1) / 2 - (except >= 0 ? except + 1 : 0); }
 
 // The "after=<seconds>" of the first line starting with `prefix`, or -1.
@@ -61,10 +53,10 @@ TEST_P(LiveScope, AMemberDyingAfterItsBodyMakesEverySurvivorRaise) {
     if (id == victim) continue;
     ASSERT_TRUE(h.wait_output(procs[id], "DONE", milliseconds(30000))) << h.dump(procs[id]);
     const std::string& o = h.out(procs[id]);
-    EXPECT_THAT(o, HasSubstr("SCOPE 1 ok generation=1 processes=" + ids(n, -1) +
+    EXPECT_THAT(o, HasSubstr("SCOPE 1 ok generation=1 processes=" + process_ids(n, -1) +
                              " sum=" + std::to_string(sum_of_ids(n, -1))));
     EXPECT_THAT(o, HasSubstr("SCOPE 2 raised ProcessFailure process=" + std::to_string(victim)));
-    EXPECT_THAT(o, HasSubstr("SCOPE 3 ok generation=2 processes=" + ids(n, victim) +
+    EXPECT_THAT(o, HasSubstr("SCOPE 3 ok generation=2 processes=" + process_ids(n, victim) +
                              " sum=" + std::to_string(sum_of_ids(n, victim))));
   }
 }
@@ -91,7 +83,7 @@ TEST_P(LiveScope, AnErrorInOneBodyReachesEveryProcessPromptly) {
       EXPECT_GE(after, 0) << o;
       EXPECT_LT(after, 5.0) << "the others should not wait out the collective's deadline\n" << o;
     }
-    EXPECT_THAT(o, HasSubstr("SCOPE 3 ok generation=1 processes=" + ids(n, -1) +
+    EXPECT_THAT(o, HasSubstr("SCOPE 3 ok generation=1 processes=" + process_ids(n, -1) +
                              " sum=" + std::to_string(sum_of_ids(n, -1))))
         << o;
   }
@@ -109,14 +101,14 @@ TEST_P(LiveScope, ARestartedProcessJoinsAtAScopeExit) {
   // Let the survivors notice and retry on their own first.
   for (int id = 0; id < n; ++id) {
     if (id == victim) continue;
-    ASSERT_TRUE(h.wait_output(procs[id], "ok generation=2 processes=" + ids(n, victim), milliseconds(20000)))
+    ASSERT_TRUE(h.wait_output(procs[id], "ok generation=2 processes=" + process_ids(n, victim), milliseconds(20000)))
         << h.dump(procs[id]);
   }
   const int restarted = h.spawn("p" + std::to_string(victim) + "'",
                                 {live_scope_worker_path(), "rejoin", std::to_string(victim)},
                                 Harness::worker_env(address, n, victim,
                                                     {{"MCX_CPU_DEVICE_COUNT", "1"}, {"LIVE_SCOPE_RESTARTED", "1"}}));
-  const std::string full = "FULL generation=3 processes=" + ids(n, -1) + " sum=" + std::to_string(sum_of_ids(n, -1));
+  const std::string full = "FULL generation=3 processes=" + process_ids(n, -1) + " sum=" + std::to_string(sum_of_ids(n, -1));
   for (int id = 0; id < n; ++id) {
     const int p = id == victim ? restarted : procs[id];
     ASSERT_TRUE(h.wait_output(p, "DONE", milliseconds(30000))) << h.dump(p);

@@ -41,6 +41,14 @@ bool make_certs(const std::string& dir, int n) {
   return true;
 }
 
+std::string process_ids(int n, int except) {
+  std::string s;
+  for (int p = 0; p < n; ++p) {
+    if (p != except) s += (s.empty() ? "" : ",") + std::to_string(p);
+  }
+  return s;
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }

@@ -95,4 +95,7 @@ class Harness {
 // Seconds between two time points.
 double seconds_between(Clock::time_point a, Clock::time_point b);
 
+// "0,1,...,n-1" without `except` (-1: none), as the workers print process lists.
+std::string process_ids(int n, int except = -1);
+
 }  // namespace mcx::mptest
