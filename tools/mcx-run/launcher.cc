@@ -108,6 +108,9 @@ class Job {
   std::vector<int> restarts_;
   OutputPump pump_;
   std::optional<int> result_;  // first failure's exit code
+  int interrupted_by_ = 0;     // the first signal forwarded to the workers (0: none)
+  bool failed_before_interrupt_ = false;  // result_ was already set when that signal came
+  bool every_exit_succeeded_ = true;      // no worker (incarnation) has exited with a non-zero status
   // result_ came from a process that exited because another one failed (fate-sharing exit code); a
   // root-cause failure seen later replaces it.
   bool result_is_fate_shared_ = false;
@@ -287,6 +290,7 @@ void Job::settle_root_cause() {
 void Job::on_worker_exit(int id, ExitStatus status) {
   Worker& w = workers_[id];
   w.reaped = true;
+  if (!status.success()) every_exit_succeeded_ = false;
   // A process that died of the signal this launcher sent it did not fail on its own.
   if (!status.success() && !(w.signalled && status.signaled)) w.failure = status;
   if (status.success()) {
@@ -343,7 +347,10 @@ void Job::handle_signals() {
       int sig = buf[i];
       if (sig == SIGCHLD) continue;  // reap() runs every round
       ++interrupts_;
-      if (!result_) result_ = 128 + sig;
+      if (interrupted_by_ == 0) {
+        interrupted_by_ = sig;
+        failed_before_interrupt_ = result_.has_value();
+      }
       if (interrupts_ == 1) {
         begin_termination(absl::StrCat("received ", strsignal(sig), "; forwarding it to every process (SIGKILL after ",
                                        o_.grace_period, " s)"),
@@ -465,6 +472,15 @@ int Job::run() {
     // Flush whatever the coordinator printed last (bounded: it has exited).
     Clock::time_point d = Clock::now() + milliseconds(300);
     while (coordinator_->stderr_fd() >= 0 && Clock::now() < d) pump_.pump(milliseconds(20));
+  }
+  if (interrupted_by_ != 0 && !failed_before_interrupt_) {
+    if (!every_exit_succeeded_ || result_) {
+      result_ = 128 + interrupted_by_;  // the processes ended because of the forwarded signal
+    } else {
+      // Every process exited 0 after it (e.g. it saved its state at a preemption sync point): a clean shutdown,
+      // which a scheduler should not read as a failure.
+      say(absl::StrCat("every process exited 0 after ", strsignal(interrupted_by_), ": a clean shutdown"));
+    }
   }
   if (!lost_.empty() && !result_) {
     std::vector<int> ids;

@@ -37,8 +37,10 @@ struct LaunchOptions {
 };
 
 // Runs the job to completion. Returns the exit code mcx-run should exit with: 0 when every process
-// succeeded (recoverable: every process that did not fail, and at least one); otherwise the first failure's exit code (128+signal for a signal), 128+sig when the
-// launcher itself was interrupted by sig, or 2 for a launcher error (reported on stderr).
+// succeeded (recoverable: every process that did not fail, and at least one), also after a forwarded
+// SIGINT/SIGTERM when every process then exited 0 (a clean shutdown, e.g. at a preemption sync point);
+// otherwise the first failure's exit code (128+signal for a process that died of a signal, e.g. of the
+// forwarded one), or 2 for a launcher error (reported on stderr).
 int run_job(const LaunchOptions& options);
 
 // The environment a worker gets (exposed for tests and --dry-run).
