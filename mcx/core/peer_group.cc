@@ -92,6 +92,10 @@ void set_peer_group_factory(std::string backend, PeerGroupFactory factory) {
 }
 
 absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupRequest& request) {
+  if (absl::Status failed = reported_process_failure(request.processes); !failed.ok()) {
+    return with_message(failed, absl::StrCat("[collective] ", request.key, " needs processes {",
+                                             absl::StrJoin(request.processes, ","), "}, but ", failed.message()));
+  }
   PeerGroupFactory factory;
   {
     FactoryRegistry& r = registry();
@@ -102,10 +106,6 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupReques
     return absl::FailedPreconditionError(absl::StrCat(
         "[collective] ", request.key, " spans processes {", absl::StrJoin(request.processes, ","),
         "} but no data plane is installed: call mcx::distributed::initialize() in every process first"));
-  }
-  if (absl::Status failed = reported_process_failure(request.processes); !failed.ok()) {
-    return with_message(failed, absl::StrCat("[collective] ", request.key, " needs processes {",
-                                             absl::StrJoin(request.processes, ","), "}, but ", failed.message()));
   }
   MCX_ASSIGN_OR_RETURN(std::unique_ptr<PeerGroup> group, factory(request));
   return std::unique_ptr<PeerGroup>(new TrackedPeerGroup(std::move(group), request.processes));

@@ -89,8 +89,10 @@ using PeerGroupFactory = std::function<absl::StatusOr<std::unique_ptr<PeerGroup>
 // Installs the factory of the data plane ("gloo", "mpi", ...); an empty factory uninstalls it.
 void set_peer_group_factory(std::string backend, PeerGroupFactory factory);
 
-// Builds a group through the installed factory. FailedPrecondition when none is installed (the process did
-// not call mcx::distributed::initialize), naming the processes the group needed.
+// Builds a group through the installed factory. The failure of a member process reported by the coordination
+// service (core/live_set.h), marked as that process's failure, at once instead of waiting for it to connect;
+// FailedPrecondition when no factory is installed (the process did not call mcx::distributed::initialize),
+// naming the processes the group needed.
 absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupRequest& request);
 
 // Aborts (PeerGroup::abort(why)) every live group built by make_peer_group that includes job-wide process
