@@ -1,6 +1,7 @@
 #include "mcx/multihost/live_devices.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -193,10 +194,21 @@ LiveDevices live_devices(const std::vector<Device>& devices, absl::Duration time
 }
 
 namespace detail {
+namespace {
+
+// Whether a scope is running in this process (scopes agree in one sequence per job: they cannot nest).
+std::atomic<bool> g_scope_running{false};
+
+}  // namespace
 
 LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Duration timeout)
     : devices_(devices), timeout_(timeout) {
   const std::vector<int> hosting = hosting_processes(devices, "with_live_devices");
+  if (g_scope_running.exchange(true)) {
+    throw FailedPrecondition(
+        "[with_live_devices] a scope is already running in this process: scopes cannot be nested or run from "
+        "several threads (every process must enter the same scopes in the same order)");
+  }
   std::optional<LastScope> last;
   {
     ScopeHistory& r = scope_history();
@@ -204,11 +216,21 @@ LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Dur
     auto it = r.by_devices.find(device_ids(devices));
     if (it != r.by_devices.end()) last = it->second;
   }
-  entry_ = last ? last->exit : agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+  try {
+    entry_ = last ? last->exit : agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+  } catch (...) {
+    g_scope_running.store(false);  // no destructor runs for an object whose constructor threw
+    throw;
+  }
+  entered_ = true;
   // The launch check counts launches per mesh; the members' counts may differ after a failed scope (one
   // process launched what another did not) or on a new live set (a restarted process counts from 0), so every
   // member restarts them at this entry, which they all pass together.
   if (!last || last->failed || last->body_generation != entry_.generation) restart_launch_sequences(hosting);
+}
+
+LiveDevicesScope::~LiveDevicesScope() {
+  if (entered_) g_scope_running.store(false);
 }
 
 void LiveDevicesScope::exit(std::exception_ptr body_error) {

@@ -45,12 +45,12 @@
 // but did not wait for is drained before the exit agreement; its errors surface where its results are read.
 //
 // Errors of both forms (mcx::Error subclasses): InvalidArgument when `devices` is empty or this process hosts
-// none of them; DeadlineExceeded after `timeout` (per agreement), naming the live processes that did not
+// none of them; FailedPrecondition for a scope entered while another one runs (nested, or on another thread); DeadlineExceeded after `timeout` (per agreement), naming the live processes that did not
 // call; Aborted when this process itself is no longer live. In a program that did not call
 // mcx::distributed::initialize (one process) every device is live, the generation is 1 and the scope runs the
 // body and propagates its exception.
 // Thread-safety: call from the thread that drives the job; every live process must make the same calls in the
-// same order (like collectives). Do not nest scopes.
+// same order (like collectives). Scopes do not nest (checked).
 #pragma once
 
 #include <cstdint>
@@ -83,6 +83,9 @@ class LiveDevicesScope {
  public:
   // The entry agreement: the last scope's exit over the same devices, or a new agreement.
   LiveDevicesScope(const std::vector<Device>& devices, absl::Duration timeout);
+  ~LiveDevicesScope();
+  LiveDevicesScope(const LiveDevicesScope&) = delete;
+  LiveDevicesScope& operator=(const LiveDevicesScope&) = delete;
   const LiveDevices& live() const { return entry_; }
   // The exit agreement with this process's outcome (`body_error` null: the body succeeded). Returns when the
   // scope completed on every entry member; otherwise throws as described above (rethrowing body_error when
@@ -93,6 +96,7 @@ class LiveDevicesScope {
   std::vector<Device> devices_;
   absl::Duration timeout_;
   LiveDevices entry_;
+  bool entered_ = false;  // this object holds the process's one running scope
 };
 
 }  // namespace detail

@@ -53,6 +53,16 @@ TEST(LiveDevicesOneProcess, TheBodysExceptionLeavesTheScopeUnchanged) {
   EXPECT_EQ(with_live_devices(devices(), [](const LiveDevices& live) { return live.generation; }), 1u);
 }
 
+TEST(LiveDevicesOneProcess, ScopesDoNotNest) {
+  try {
+    with_live_devices(devices(), [](const LiveDevices&) { with_live_devices(devices(), [](const LiveDevices&) {}); });
+    FAIL() << "expected the nested scope to be refused";
+  } catch (const FailedPrecondition& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a scope is already running"));
+  }
+  EXPECT_EQ(with_live_devices(devices(), [](const LiveDevices&) { return 7; }), 7);  // usable again
+}
+
 TEST(LiveDevicesOneProcess, DevicesOfNoProcessOfOursAreRefused) {
   EXPECT_THROW(live_devices({}), InvalidArgument);
   EXPECT_THROW(with_live_devices({}, [](const LiveDevices&) {}), InvalidArgument);
