@@ -152,7 +152,6 @@ void CoordinationService::Impl::check_timeouts_locked(Deferred& d) {
   absl::Time now = clock->now();
   // Heartbeats. Not while the job is still assembling: registered tasks wait in registration without
   // heartbeating (their registration deadline bounds that wait).
-  const bool assembled = all_registered();
   for (size_t i = 0; i < tasks.size() && assembled; ++i) {
     Task& t = tasks[i];
     if (t.state == TaskState::kConnected && now - t.last_heartbeat > opt.heartbeat_timeout) {
@@ -160,6 +159,16 @@ void CoordinationService::Impl::check_timeouts_locked(Deferred& d) {
                        absl::UnavailableError(absl::StrCat(
                            "task ", i, " stopped sending heartbeats (last one ", fmt_duration(now - t.last_heartbeat),
                            " ago; heartbeat timeout ", fmt_duration(opt.heartbeat_timeout), ")")),
+                       d);
+    }
+  }
+  // After a coordinator restart: the tasks that did not come back within the grace.
+  if (rebuilt && now - rebuilt_at > opt.heartbeat_timeout) {
+    for (TaskId id : awaited_after_restart()) {
+      fail_task_locked(id,
+                       absl::UnavailableError(absl::StrCat(
+                           "task ", id, " did not come back after the coordinator restarted (no rejoin or registration "
+                           "within ", fmt_duration(opt.heartbeat_timeout), " of the first task's rejoin)")),
                        d);
     }
   }
@@ -205,9 +214,13 @@ void CoordinationService::Impl::check_timeouts_locked(Deferred& d) {
       for (TaskId id : set) {
         if (tasks[id].state == TaskState::kConnected && !ls.waiting.count(id)) missing.push_back(id);
       }
+      const std::vector<TaskId> awaited = awaited_after_restart();
       absl::Status st = absl::DeadlineExceededError(absl::StrCat(
           "[get_live_tasks] task ", w->first, " timed out waiting for the live tasks {", join_ids(missing), "} of {",
-          join_ids(set), "} to call get_live_tasks", name.empty() ? "" : absl::StrCat(" ('", name, "')")));
+          join_ids(set), "} to call get_live_tasks", name.empty() ? "" : absl::StrCat(" ('", name, "')"),
+          awaited.empty() ? ""
+                          : absl::StrCat(" and for tasks {", join_ids(awaited),
+                                         "} to come back after the coordinator restarted")));
       auto f = std::move(w->second.done);
       d.add([f = std::move(f), st] { f(st); });
       w = ls.waiting.erase(w);
@@ -378,6 +391,7 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
       t.error = absl::OkStatus();
       t.last_heartbeat = now;
       t.ever_registered = true;
+      t.rejoined = false;
       impl_->evaluate_live_sets(d);
       impl_->changed(d);
       break;
@@ -385,6 +399,59 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
   impl_->register_waiters.push_back({task, now + timeout, timeout, std::move(done)});
   impl_->timer_cv.signal();
   impl_->complete_registration_if_ready(d);
+}
+
+absl::StatusOr<RegisterResult> CoordinationService::rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                                               uint64_t live_set_generation) {
+  Deferred d;
+  MutexLock lock(&impl_->mu);
+  if (num_tasks != options_.num_tasks) {
+    return absl::InvalidArgumentError(absl::StrCat("[rejoin_task] task ", task, " says the job has ", num_tasks,
+                                                   " processes but the coordination service was started for ",
+                                                   options_.num_tasks));
+  }
+  MCX_RETURN_IF_ERROR(impl_->check_task_id("rejoin_task", task));
+  if (incarnation == 0) return absl::InvalidArgumentError("[rejoin_task] incarnation must be non-zero");
+  if (!options_.recoverable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[rejoin_task] task ", task, " cannot rejoin: this coordination service is not recoverable (start "
+        "mcx-coordinator with --recoverable to let a recoverable job survive a coordinator restart)"));
+  }
+  Impl::Task& t = impl_->tasks[task];
+  if (t.state == TaskState::kConnected && t.incarnation != incarnation) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[rejoin_task] task ", task, " cannot rejoin with incarnation ", incarnation,
+        ": the coordination service has it connected with incarnation ", t.incarnation,
+        ": a restarted process took its place"));
+  }
+  if (t.state == TaskState::kError || t.state == TaskState::kShutdown) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[rejoin_task] task ", task, " cannot rejoin: the coordination service has it ",
+        t.state == TaskState::kError ? absl::StrCat("failed (", t.error.message(), ")") : "shut down",
+        "; a restarted process must register with a new incarnation"));
+  }
+  const absl::Time now = impl_->clock->now();
+  impl_->live_set_generation = std::max(impl_->live_set_generation, live_set_generation);
+  if (t.state == TaskState::kConnected) {  // a retried rejoin, or the service never went away
+    t.last_heartbeat = now;
+    return RegisterResult{service_incarnation_};
+  }
+  t.state = TaskState::kConnected;
+  t.incarnation = incarnation;
+  t.error = absl::OkStatus();
+  t.last_heartbeat = now;
+  t.ever_registered = true;
+  t.rejoined = true;
+  if (!impl_->rebuilt) {
+    impl_->rebuilt = true;
+    impl_->rebuilt_at = now;
+    impl_->assembled = true;
+    impl_->timer_cv.signal();
+  }
+  impl_->complete_registration_if_ready(d);  // a restarted task that registered before anyone rejoined
+  impl_->evaluate_live_sets(d);
+  impl_->changed(d);
+  return RegisterResult{service_incarnation_};
 }
 
 absl::Status CoordinationService::heartbeat(TaskId task, Incarnation incarnation) {
@@ -589,6 +656,7 @@ ServiceStatus CoordinationService::status() const {
     ts.info = TaskInfo{static_cast<TaskId>(i), t.incarnation, t.state, t.error};
     if (t.ever_registered) ts.last_heartbeat_age = now - t.last_heartbeat;
     ts.watching = t.watchers > 0;
+    ts.rejoined = t.rejoined;
     s.tasks.push_back(std::move(ts));
   }
   for (const auto& [name, b] : impl_->barriers) {
@@ -606,6 +674,8 @@ ServiceStatus CoordinationService::status() const {
   }
   s.kv_keys = impl_->kv.size();
   s.kv_bytes = impl_->kv_bytes;
+  s.rebuilt = impl_->rebuilt;
+  s.live_set_generation = impl_->live_set_generation;
   return s;
 }
 

@@ -19,6 +19,11 @@
 // Transports adapt them (gRPC callback API; the in-process client waits on its mutex), so a pending
 // call never holds a server thread.
 //
+// Coordinator restarts (recoverable mode): a service that replaces a lost one (same address, new process) starts
+// empty. The agents of the job rejoin it with their old incarnations (rejoin_task), and the service rebuilds the
+// membership from them: see rejoin_task for what the first rejoin changes, and docs/fault_tolerance.md ("The
+// coordinator can restart") for what state is lost.
+//
 // Time: the service reads time only through the injected Clock. Timeouts are durations measured on that
 // clock from the moment the service receives the request (clocks of different hosts are never compared).
 // A timer thread expires deadlines and checks heartbeats; with a ManualClock tests disable it
@@ -134,6 +139,7 @@ struct TaskStatus {
   TaskInfo info;
   std::optional<absl::Duration> last_heartbeat_age;  // nullopt before the first registration
   bool watching = false;  // it has a live watch stream (its connection is monitored)
+  bool rejoined = false;  // it came back with rejoin_task (its incarnation predates this service)
 };
 
 // An operator's snapshot of the whole service.
@@ -148,6 +154,9 @@ struct ServiceStatus {
   std::vector<BarrierStatus> barriers;  // in flight only
   size_t kv_keys = 0;
   size_t kv_bytes = 0;
+  // The membership was rebuilt from rejoining tasks: this service replaced a coordinator that was lost.
+  bool rebuilt = false;
+  uint64_t live_set_generation = 0;  // the newest generation numbered (or the floor the rejoining tasks reported)
 };
 
 struct RegisterResult {
@@ -207,6 +216,23 @@ class CoordinationService {
   // FailedPrecondition when the job already failed or the task shut down.
   void register_task(TaskId task, Incarnation incarnation, int num_tasks, absl::Duration timeout,
                      Callback<absl::StatusOr<RegisterResult>> done);
+
+  // A task of a recoverable job whose coordinator was lost rejoins this service (which replaced it) with the
+  // incarnation it registered with before; answered at once, it does not wait for the other tasks. The task is
+  // CONNECTED (its heartbeat clock starts now). The first rejoin tells the service that the job was assembled
+  // before, so from then on: registration (of a restarted task) no longer waits for every task; heartbeats are
+  // checked; live-set agreements complete only once no task is still expected back; and a task that has not
+  // come back (rejoined, or registered with a new incarnation) heartbeat_timeout after the first rejoin is failed
+  // with UNAVAILABLE "task N did not come back after the coordinator restarted ...", as any failed task (on_failure,
+  // the data plane's failure watch). `live_set_generation` is the newest live-set generation the task saw: the
+  // service numbers new live sets above the largest one reported, so generations keep growing across the restart.
+  // Rejoining again with the same incarnation is a no-op (a retry). A rejoin is also accepted by a service that
+  // still knows the task as CONNECTED with that incarnation (the service did not restart; the connection broke).
+  // Errors: InvalidArgument (as register_task); FailedPrecondition when the service is not recoverable, when the
+  // task is registered here with another incarnation (a restarted process took its place), or when it already
+  // failed or shut down here (for example it came back after the grace above).
+  absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                             uint64_t live_set_generation);
 
   // The transport reports that the registration call of `task` (with `incarnation`) ended before it was
   // answered: its process died or its connection broke while it waited for the other tasks. If the task is
@@ -286,7 +312,8 @@ class CoordinationService {
   // A barrier over the live (CONNECTED) members of `request.tasks` (empty = all), one per (name, set).
   // Completes once every live member of the set has called with that name; every caller then gets the same
   // LiveTasks (the live members that called, with their incarnations and payloads, and the live set's
-  // generation). It never waits for a dead task: a failure while pending re-evaluates it. A restarted task
+  // generation). It never waits for a dead task: a failure while pending re-evaluates it. After a coordinator
+  // restart it also waits until every task has rejoined or been failed (see rejoin_task). A restarted task
   // (new incarnation) that calls is a member like any other. DEADLINE_EXCEEDED after `timeout`, naming the
   // live tasks that did not call. The caller must be live and in the set (FailedPrecondition /
   // InvalidArgument otherwise); InvalidArgument for a payload over max_value_bytes.

@@ -62,6 +62,7 @@ struct CoordinationService::Impl {
     absl::Status error;
     absl::Time last_heartbeat;
     bool ever_registered = false;
+    bool rejoined = false;  // came back through rejoin_task (status only)
     int watchers = 0;
   };
   struct RegisterWaiter {
@@ -123,6 +124,12 @@ struct CoordinationService::Impl {
   std::vector<Task> tasks ABSL_GUARDED_BY(mu);
   uint64_t version ABSL_GUARDED_BY(mu) = 1;
   absl::Status job_error ABSL_GUARDED_BY(mu);
+  // Every task has registered at least once (here, or with the coordinator this service replaced: rebuilt).
+  bool assembled ABSL_GUARDED_BY(mu) = false;
+  // A task rejoined (rejoin_task): this service replaced a lost coordinator; tasks still DISCONNECTED are
+  // expected back until rebuilt_at + heartbeat_timeout.
+  bool rebuilt ABSL_GUARDED_BY(mu) = false;
+  absl::Time rebuilt_at ABSL_GUARDED_BY(mu);
   std::vector<RegisterWaiter> register_waiters ABSL_GUARDED_BY(mu);
   std::map<std::string, Barrier> barriers ABSL_GUARDED_BY(mu);  // newest instance per name
   std::map<LiveSetKey, LiveSet> live_sets ABSL_GUARDED_BY(mu);          // pending agreements
@@ -245,7 +252,20 @@ struct CoordinationService::Impl {
     b.waiting.clear();
   }
 
+  // The tasks a rebuilt service still expects back after the coordinator restarted (see rejoin_task).
+  std::vector<TaskId> awaited_after_restart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<TaskId> out;
+    if (!rebuilt) return out;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (tasks[i].state == TaskState::kDisconnected) out.push_back(static_cast<TaskId>(i));
+    }
+    return out;
+  }
+
   void evaluate_live_sets(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    // After a coordinator restart no agreement completes until the membership is rebuilt: a task that has not
+    // rejoined yet is live, and its generation floor is not known yet.
+    const bool membership_pending = !awaited_after_restart().empty();
     for (auto it = live_sets.begin(); it != live_sets.end();) {
       const std::vector<TaskId>& set = it->first.second;
       LiveSet& ls = it->second;
@@ -262,7 +282,7 @@ struct CoordinationService::Impl {
           ++w;
         }
       }
-      bool complete = !ls.waiting.empty();
+      bool complete = !ls.waiting.empty() && !membership_pending;
       for (TaskId id : set) {
         if (tasks[id].state == TaskState::kConnected && !ls.waiting.count(id)) complete = false;
       }
@@ -340,7 +360,10 @@ struct CoordinationService::Impl {
   }
 
   void complete_registration_if_ready(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (!all_registered()) return;
+    if (!assembled) {
+      if (!all_registered()) return;
+      assembled = true;
+    }
     if (!register_waiters.empty()) {
       // The waiting tasks could not heartbeat while blocked in registration: their clocks start now.
       absl::Time now = clock->now();
