@@ -50,6 +50,10 @@ class CoordinationClient {
 
   virtual absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                        absl::Duration timeout) = 0;
+  // Rejoins a coordination service that replaced a lost one, with the task's old incarnation and the newest
+  // live-set generation it saw (CoordinationService::rejoin_task); answered at once. `timeout` is the RPC deadline.
+  virtual absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                                     uint64_t live_set_generation, absl::Duration timeout) = 0;
   // Returns the service incarnation (the agent checks that the service did not restart).
   virtual absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation,
                                                 absl::Duration timeout) = 0;
@@ -81,12 +85,37 @@ class CoordinationClient {
   virtual absl::StatusOr<ServiceStatus> status(absl::Duration timeout) = 0;
 };
 
-// Calls a CoordinationService in this process. The service must outlive the client. A WatchStream of
-// a task, destroyed without cancel(), reports a lost connection to the service, so tests can simulate a
-// process dying; simulate_connection_loss() does the same for every stream of this client.
+// Where in-process clients find their coordination service. Tests share one endpoint between several clients
+// to take the service away (as when the coordinator process dies) and to bring up another one (as when it is
+// started again on the same address). Thread-safe.
+class InProcessEndpoint {
+ public:
+  explicit InProcessEndpoint(CoordinationService* service = nullptr);
+  ~InProcessEndpoint();
+  // The coordinator "dies": every call in flight through this endpoint fails at once with UNAVAILABLE, every
+  // open watch stream ends with UNAVAILABLE (a broken connection; the old service is not told it was lost), and
+  // later calls fail with UNAVAILABLE until connect(). Once it returns no client touches the old service again,
+  // so it may be destroyed. No-op when already down.
+  void disconnect();
+  // Points every client of this endpoint at `service` (which must outlive its use here: until disconnect() or
+  // the end of the clients). Call disconnect() first when the endpoint has a service.
+  void connect(CoordinationService* service);
+
+  struct State;  // implementation detail
+
+ private:
+  friend class InProcessClient;
+  std::shared_ptr<State> state_;
+};
+
+// Calls a CoordinationService in this process. The service must outlive the client (or be taken away with
+// InProcessEndpoint::disconnect first). A WatchStream of a task, destroyed without cancel(), reports a lost
+// connection to the service, so tests can simulate a process dying; simulate_connection_loss() does the same
+// for every stream of this client.
 class InProcessClient final : public CoordinationClient {
  public:
-  explicit InProcessClient(CoordinationService* service);
+  explicit InProcessClient(CoordinationService* service);  // a private endpoint
+  explicit InProcessClient(const InProcessEndpoint& endpoint);
   ~InProcessClient() override;
 
   // Ends every open watch stream of this client as if the connection broke (the tasks fail).
@@ -95,6 +124,8 @@ class InProcessClient final : public CoordinationClient {
   std::string target() const override { return "in-process"; }
   absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                absl::Duration timeout) override;
+  absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                             uint64_t live_set_generation, absl::Duration timeout) override;
   absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
   absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                             absl::Duration timeout) override;
@@ -115,11 +146,9 @@ class InProcessClient final : public CoordinationClient {
                                            absl::Duration timeout) override;
   absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override;
 
-  struct Streams;  // implementation detail (open watch streams)
 
  private:
-  CoordinationService* service_;
-  std::shared_ptr<Streams> streams_;
+  std::shared_ptr<InProcessEndpoint::State> endpoint_;
 };
 
 }  // namespace mcx::distributed

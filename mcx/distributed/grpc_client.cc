@@ -139,6 +139,20 @@ class GrpcClient final : public CoordinationClient {
     return RegisterResult{resp.service_incarnation()};
   }
 
+  absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
+                                             uint64_t live_set_generation, absl::Duration timeout) override {
+    proto::RegisterRequest req;
+    req.set_task(task);
+    req.set_incarnation(incarnation);
+    req.set_num_tasks(num_tasks);
+    req.set_rejoin(true);
+    req.set_live_set_generation(live_set_generation);
+    proto::RegisterResponse resp;
+    absl::Status s = call("rejoin_task", &proto::Coordination::Stub::Register, req, &resp, timeout);
+    if (!s.ok()) return s;
+    return RegisterResult{resp.service_incarnation()};
+  }
+
   absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override {
     proto::HeartbeatRequest req;
     req.set_task(task);

@@ -98,6 +98,15 @@ class Handler final : public proto::Coordination::CallbackService {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
+    if (req->rejoin()) {  // answered at once (the service does not wait for the others)
+      auto* r = ctx->DefaultReactor();
+      absl::StatusOr<RegisterResult> v =
+          s_->rejoin_task(req->task(), req->incarnation(), req->num_tasks(), req->live_set_generation());
+      to_proto(v.status(), resp->mutable_status());
+      if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
+      r->Finish(grpc::Status::OK);
+      return r;
+    }
     // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
     // learns of it at once (no heartbeats flow before the job is assembled).
     auto* call = new PendingCall([s = s_, task = req->task(), incarnation = req->incarnation()] {

@@ -64,6 +64,7 @@ void to_proto(const ServiceStatus& s, proto::ServiceStatusResponse* p) {
     task_to_proto(t.info, tp->mutable_info());
     tp->set_last_heartbeat_age_ms(t.last_heartbeat_age ? absl::ToInt64Milliseconds(*t.last_heartbeat_age) : -1);
     tp->set_watching(t.watching);
+    tp->set_rejoined(t.rejoined);
   }
   for (const BarrierStatus& b : s.barriers) {
     auto* bp = p->add_barriers();
@@ -76,6 +77,8 @@ void to_proto(const ServiceStatus& s, proto::ServiceStatusResponse* p) {
   }
   p->set_kv_keys(s.kv_keys);
   p->set_kv_bytes(s.kv_bytes);
+  p->set_rebuilt(s.rebuilt);
+  p->set_live_set_generation(s.live_set_generation);
 }
 
 ServiceStatus from_proto(const proto::ServiceStatusResponse& p) {
@@ -91,6 +94,7 @@ ServiceStatus from_proto(const proto::ServiceStatusResponse& p) {
     t.info = task_from_proto(tp.info());
     if (tp.last_heartbeat_age_ms() >= 0) t.last_heartbeat_age = absl::Milliseconds(tp.last_heartbeat_age_ms());
     t.watching = tp.watching();
+    t.rejoined = tp.rejoined();
     s.tasks.push_back(std::move(t));
   }
   for (const auto& bp : p.barriers()) {
@@ -105,6 +109,8 @@ ServiceStatus from_proto(const proto::ServiceStatusResponse& p) {
   }
   s.kv_keys = p.kv_keys();
   s.kv_bytes = p.kv_bytes();
+  s.rebuilt = p.rebuilt();
+  s.live_set_generation = p.live_set_generation();
   return s;
 }
 
