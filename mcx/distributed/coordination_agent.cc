@@ -1,5 +1,7 @@
 #include "mcx/distributed/coordination_agent.h"
 
+#include "mcx/distributed/coordination_agent_impl.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,167 +20,194 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 }  // namespace
 
-struct CoordinationAgent::Impl {
-  CoordinationAgent* self;
-  mutable Mutex mu;
-  bool connected ABSL_GUARDED_BY(mu) = false;
-  bool stopping ABSL_GUARDED_BY(mu) = false;
-  bool shut_down ABSL_GUARDED_BY(mu) = false;
-  absl::Status shutdown_result ABSL_GUARDED_BY(mu);
-  Incarnation service_incarnation ABSL_GUARDED_BY(mu) = 0;
-  JobState last_state ABSL_GUARDED_BY(mu);
-  std::map<std::string, int64_t> barrier_counters ABSL_GUARDED_BY(mu);
-  std::map<std::string, int64_t> barrier_in_flight ABSL_GUARDED_BY(mu);
-  std::set<std::pair<TaskId, Incarnation>> reported ABSL_GUARDED_BY(mu);
-  bool coordinator_loss_reported ABSL_GUARDED_BY(mu) = false;
-  bool job_error_reported ABSL_GUARDED_BY(mu) = false;
-  bool self_reported_error ABSL_GUARDED_BY(mu) = false;  // report_error() was called: our ERROR is no news
-  std::unique_ptr<WatchStream> stream;
-  std::thread heartbeat_thread, watcher_thread;
+// --- Impl: failure reports and the two threads -----------------------------------------------------------
 
-  bool is_stopping() const {
+// Fate-sharing default or the user's callback.
+void CoordinationAgent::Impl::fail(TaskFailure f) {
+  const AgentOptions& o = options();
+  if (o.on_failure) {
+    o.on_failure(f);
+    return;
+  }
+  std::string line = absl::StrCat("[mcx.distributed] ", f.message, "; terminating task ", o.task_id,
+                                  " (fate-sharing; set on_failure or recoverable mode to keep running)");
+  log_error("{}", line);
+  logger().flush();
+  std::fflush(stderr);
+  std::fflush(stdout);
+  std::_Exit(kFailureExitCode);
+}
+
+void CoordinationAgent::Impl::coordinator_lost(const absl::Status& why) {
+  {
     MutexLock lock(&mu);
-    return stopping;
+    if (stopping || coordinator_loss_reported) return;
+    coordinator_loss_reported = true;
   }
+  std::string msg(why.message());
+  if (msg.rfind("lost the coordination service", 0) != 0) {
+    msg = absl::StrCat("lost the coordination service at ", client().target(), ": ", msg);
+  }
+  fail(TaskFailure{-1, 0, why, msg});
+}
 
-  // Fate-sharing default or the user's callback.
-  void fail(TaskFailure f) {
-    const AgentOptions& o = self->options_;
-    if (o.on_failure) {
-      o.on_failure(f);
-      return;
+void CoordinationAgent::Impl::on_state(const JobState& s) {
+  std::vector<TaskFailure> failures;
+  {
+    MutexLock lock(&mu);
+    last_state = s;
+    if (stopping) return;
+    const bool fatal_job = !s.job_error.ok();
+    for (const TaskInfo& t : s.tasks) {
+      if (t.state != TaskState::kError) continue;
+      if (!reported.insert({t.id, t.incarnation}).second) continue;
+      bool own = t.id == options().task_id && t.incarnation == options().incarnation;
+      if (own && self_reported_error) continue;
+      // In recoverable mode another task's failure is a membership change: only on_failure hears of it.
+      if (!own && !fatal_job && !options().on_failure) continue;
+      std::string msg = own ? absl::StrCat("this task (", t.id, ") was declared failed by the coordination service: ",
+                                           t.error.message())
+                            : absl::StrCat("task ", t.id, " failed: ", t.error.message());
+      failures.push_back(TaskFailure{t.id, t.incarnation, t.error, msg});
     }
-    std::string line = absl::StrCat("[mcx.distributed] ", f.message, "; terminating task ", o.task_id,
-                                    " (fate-sharing; set on_failure or recoverable mode to keep running)");
-    log_error("{}", line);
-    logger().flush();
-    std::fflush(stderr);
-    std::fflush(stdout);
-    std::_Exit(kFailureExitCode);
+    if (fatal_job && failures.empty() && !job_error_reported) {
+      failures.push_back(TaskFailure{-1, 0, s.job_error, std::string(s.job_error.message())});
+    }
+    if (fatal_job) job_error_reported = true;
   }
+  if (options().on_job_state) options().on_job_state(s);
+  for (auto& f : failures) fail(f);
+}
 
-  void coordinator_lost(const absl::Status& why) {
+void CoordinationAgent::Impl::heartbeat_loop() {
+  const AgentOptions& o = options();
+  absl::Time last_ok = absl::Now();
+  absl::Status last_error;
+  uint64_t seen_epoch = 0;
+  while (true) {
+    uint64_t epoch;
+    Incarnation expected;
+    bool up;
     {
       MutexLock lock(&mu);
-      if (stopping || coordinator_loss_reported) return;
-      coordinator_loss_reported = true;
+      auto stop = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping; };
+      if (mu.await_for(stop, o.heartbeat_interval)) return;
+      epoch = link_epoch;
+      expected = service_incarnation;
+      up = link == Link::kUp && !rejoin_requested;
     }
-    std::string msg(why.message());
-    if (msg.rfind("lost the coordination service", 0) != 0) {
-      msg = absl::StrCat("lost the coordination service at ", self->client_->target(), ": ", msg);
+    if (!up || epoch != seen_epoch) {  // paused while rejoining; the clock restarts after a rejoin
+      last_ok = absl::Now();
+      seen_epoch = epoch;
+      if (!up) continue;
     }
-    fail(TaskFailure{-1, 0, why, msg});
-  }
-
-  void on_state(const JobState& s) {
-    std::vector<TaskFailure> failures;
-    {
-      MutexLock lock(&mu);
-      last_state = s;
-      if (stopping) return;
-      const bool fatal_job = !s.job_error.ok();
-      for (const TaskInfo& t : s.tasks) {
-        if (t.state != TaskState::kError) continue;
-        if (!reported.insert({t.id, t.incarnation}).second) continue;
-        bool own = t.id == self->options_.task_id && t.incarnation == self->options_.incarnation;
-        if (own && self_reported_error) continue;
-        // In recoverable mode another task's failure is a membership change: only on_failure hears of it.
-        if (!own && !fatal_job && !self->options_.on_failure) continue;
-        std::string msg = own ? absl::StrCat("this task (", t.id, ") was declared failed by the coordination service: ",
-                                             t.error.message())
-                              : absl::StrCat("task ", t.id, " failed: ", t.error.message());
-        failures.push_back(TaskFailure{t.id, t.incarnation, t.error, msg});
+    absl::StatusOr<Incarnation> r = client().heartbeat(o.task_id, o.incarnation, o.heartbeat_interval);
+    if (is_stopping()) return;
+    if (r.ok()) {
+      last_ok = absl::Now();
+      if (*r != expected) {
+        absl::Status why = absl::UnavailableError(
+            absl::StrCat("the coordination service restarted (incarnation ", expected, " -> ", *r, ")"));
+        if (o.recoverable) {
+          request_rejoin(why, epoch);
+          continue;
+        }
+        coordinator_lost(why);
+        return;
       }
-      if (fatal_job && failures.empty() && !job_error_reported) {
-        failures.push_back(TaskFailure{-1, 0, s.job_error, std::string(s.job_error.message())});
-      }
-      if (fatal_job) job_error_reported = true;
+      continue;
     }
-    if (self->options_.on_job_state) self->options_.on_job_state(s);
-    for (auto& f : failures) fail(f);
-  }
-
-  void heartbeat_loop() {
-    const AgentOptions& o = self->options_;
-    absl::Time last_ok = absl::Now();
-    absl::Status last_error;
-    while (true) {
+    absl::StatusCode c = r.status().code();
+    if (o.recoverable && c == absl::StatusCode::kFailedPrecondition) {
+      // The service does not know this task (with this incarnation): a restarted coordinator; or a restarted
+      // process took this task's place, which the rejoin finds out.
+      request_rejoin(absl::UnavailableError(absl::StrCat("the coordination service refused a heartbeat (",
+                                                         r.status().message(), "): it may have restarted")),
+                     epoch);
+      continue;
+    }
+    if (c == absl::StatusCode::kAborted || c == absl::StatusCode::kFailedPrecondition ||
+        c == absl::StatusCode::kInvalidArgument) {
+      // The service answered and refuses us: we were declared failed, or the job failed. The watcher
+      // usually reports it first with the precise reason; this catches the rest.
+      absl::SleepFor(absl::Milliseconds(200));
+      if (is_stopping()) return;
+      bool job_reported;
       {
         MutexLock lock(&mu);
-        auto stop = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping; };
-        if (mu.await_for(stop, o.heartbeat_interval)) return;
+        job_reported = job_error_reported || self_reported_error || reported.count({o.task_id, o.incarnation}) > 0;
       }
-      absl::StatusOr<Incarnation> r = self->client_->heartbeat(o.task_id, o.incarnation, o.heartbeat_interval);
-      if (is_stopping()) return;
-      if (r.ok()) {
-        last_ok = absl::Now();
-        Incarnation expected;
-        {
-          MutexLock lock(&mu);
-          expected = service_incarnation;
-        }
-        if (*r != expected) {
-          coordinator_lost(absl::UnavailableError(
-              absl::StrCat("the coordination service restarted (incarnation ", expected, " -> ", *r, ")")));
-          return;
-        }
-        continue;
+      if (!job_reported) {
+        fail(TaskFailure{o.task_id, o.incarnation, r.status(),
+                         absl::StrCat("the coordination service refused a heartbeat of task ", o.task_id, ": ",
+                                      r.status().message())});
       }
-      absl::StatusCode c = r.status().code();
-      if (c == absl::StatusCode::kAborted || c == absl::StatusCode::kFailedPrecondition ||
-          c == absl::StatusCode::kInvalidArgument) {
-        // The service answered and refuses us: we were declared failed, or the job failed. The watcher
-        // usually reports it first with the precise reason; this catches the rest.
-        absl::SleepFor(absl::Milliseconds(200));
-        if (is_stopping()) return;
-        bool job_reported;
-        {
-          MutexLock lock(&mu);
-          job_reported = job_error_reported || self_reported_error ||
-                         reported.count({o.task_id, o.incarnation}) > 0;
-        }
-        if (!job_reported) {
-          fail(TaskFailure{o.task_id, o.incarnation, r.status(),
-                           absl::StrCat("the coordination service refused a heartbeat of task ", o.task_id, ": ",
-                                        r.status().message())});
-        }
-        return;
-      }
-      last_error = r.status();
-      if (absl::Now() - last_ok > o.heartbeat_timeout) {
-        coordinator_lost(absl::UnavailableError(absl::StrCat("no successful heartbeat for ",
-                                                             absl::FormatDuration(absl::Now() - last_ok),
-                                                             " (last error: ", last_error.message(), ")")));
-        return;
-      }
+      return;
     }
-  }
-
-  void watch_loop() {
-    while (true) {
-      absl::StatusOr<JobState> s = stream->next(absl::Milliseconds(200));
-      if (s.ok()) {
-        on_state(*s);
+    last_error = r.status();
+    if (absl::Now() - last_ok > o.heartbeat_timeout) {
+      absl::Status why = absl::UnavailableError(absl::StrCat("no successful heartbeat for ",
+                                                             absl::FormatDuration(absl::Now() - last_ok),
+                                                             " (last error: ", last_error.message(), ")"));
+      if (o.recoverable) {
+        request_rejoin(why, epoch);
+        last_ok = absl::Now();
         continue;
       }
-      if (is_stopping()) return;
-      if (s.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
-      coordinator_lost(s.status());
+      coordinator_lost(why);
       return;
     }
   }
+}
 
-  void stop_threads() {
+void CoordinationAgent::Impl::watch_loop() {
+  std::shared_ptr<WatchStream> s;
+  {
+    MutexLock lock(&mu);
+    s = stream;
+  }
+  while (s) {
+    absl::StatusOr<JobState> st = s->next(absl::Milliseconds(200));
+    if (st.ok()) {
+      on_state(*st);
+      continue;
+    }
+    if (is_stopping()) return;
+    const absl::StatusCode c = st.status().code();
+    if (c == absl::StatusCode::kDeadlineExceeded) continue;
+    // A refused stream (identity, unknown task) is not a lost coordinator: no rejoin would change it.
+    if (!options().recoverable || c == absl::StatusCode::kPermissionDenied ||
+        c == absl::StatusCode::kFailedPrecondition) {
+      coordinator_lost(st.status());
+      return;
+    }
+    absl::Status why = st.status();
     {
       MutexLock lock(&mu);
-      stopping = true;
+      if (rejoin_requested) why = rejoin_reason;
     }
-    if (stream) stream->cancel();
-    if (heartbeat_thread.joinable()) heartbeat_thread.join();
-    if (watcher_thread.joinable()) watcher_thread.join();
-    stream.reset();
+    s = rejoin(why);
   }
-};
+}
+
+void CoordinationAgent::Impl::stop_threads() {
+  std::shared_ptr<WatchStream> s;
+  {
+    MutexLock lock(&mu);
+    stopping = true;
+    s = stream;
+  }
+  if (s) s->cancel();
+  if (heartbeat_thread.joinable()) heartbeat_thread.join();
+  if (watcher_thread.joinable()) watcher_thread.join();
+  std::shared_ptr<WatchStream> last;
+  {
+    MutexLock lock(&mu);
+    last = std::move(stream);
+  }
+}
+
+// --- CoordinationAgent -------------------------------------------------------------------------------------
 
 CoordinationAgent::CoordinationAgent(std::unique_ptr<CoordinationClient> client, AgentOptions options)
     : client_(std::move(client)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
@@ -226,16 +255,16 @@ absl::Status CoordinationAgent::connect() {
     return absl::Status(stream.status().code(),
                         absl::StrCat("[connect] cannot open the watch stream: ", stream.status().message()));
   }
-  impl_->stream = std::move(*stream);
-  absl::StatusOr<JobState> first = impl_->stream->next(options_.rpc_timeout);
+  std::shared_ptr<WatchStream> opened = std::move(*stream);
+  absl::StatusOr<JobState> first = opened->next(options_.rpc_timeout);
   if (!first.ok()) {
-    impl_->stream.reset();
     return absl::Status(first.status().code(),
                         absl::StrCat("[connect] the watch stream did not deliver the job state: ",
                                      first.status().message()));
   }
   {
     MutexLock lock(&impl_->mu);
+    impl_->stream = std::move(opened);
     impl_->connected = true;
   }
   impl_->on_state(*first);
@@ -253,7 +282,9 @@ absl::Status CoordinationAgent::shutdown() {
       return absl::OkStatus();
     }
   }
-  absl::Status s = client_->shutdown_task(options_.task_id, options_.incarnation, options_.shutdown_timeout);
+  absl::Status s = impl_->retrying<absl::Status>("shutdown_task", options_.shutdown_timeout, [this](absl::Duration t) {
+    return client_->shutdown_task(options_.task_id, options_.incarnation, t);
+  });
   impl_->stop_threads();
   MutexLock lock(&impl_->mu);
   impl_->shut_down = true;
@@ -268,7 +299,9 @@ absl::Status CoordinationAgent::report_error(const absl::Status& error) {
     impl_->self_reported_error = true;
     impl_->job_error_reported = true;  // the job error it causes is ours: other tasks' failures still count
   }
-  return client_->report_error(options_.task_id, options_.incarnation, error, options_.rpc_timeout);
+  return impl_->retrying<absl::Status>("report_error", options_.rpc_timeout, [&](absl::Duration t) {
+    return client_->report_error(options_.task_id, options_.incarnation, error, t);
+  });
 }
 
 bool CoordinationAgent::connected() const {
@@ -276,23 +309,43 @@ bool CoordinationAgent::connected() const {
   return impl_->connected;
 }
 
+Incarnation CoordinationAgent::service_incarnation() const {
+  MutexLock lock(&impl_->mu);
+  return impl_->service_incarnation;
+}
+
+int CoordinationAgent::rejoins() const {
+  MutexLock lock(&impl_->mu);
+  return static_cast<int>(impl_->link_epoch);
+}
+
 absl::Status CoordinationAgent::kv_set(std::string_view key, std::string_view value, bool allow_overwrite) {
-  return client_->kv_insert(key, value, allow_overwrite, options_.rpc_timeout);
+  absl::Status s = impl_->retrying<absl::Status>("kv_set", options_.rpc_timeout, [&](absl::Duration t) {
+    return client_->kv_insert(key, value, allow_overwrite, t);
+  });
+  if (s.ok() && options_.recoverable) impl_->remember(key, value, allow_overwrite);
+  return s;
 }
 absl::StatusOr<std::string> CoordinationAgent::kv_get(std::string_view key, absl::Duration timeout) {
-  return client_->kv_get(key, timeout);
+  return impl_->retrying<absl::StatusOr<std::string>>("kv_get", timeout,
+                                                      [&](absl::Duration t) { return client_->kv_get(key, t); });
 }
 absl::StatusOr<std::string> CoordinationAgent::kv_try_get(std::string_view key) {
-  return client_->kv_try_get(key, options_.rpc_timeout);
+  return impl_->retrying<absl::StatusOr<std::string>>("kv_try_get", options_.rpc_timeout,
+                                                      [&](absl::Duration t) { return client_->kv_try_get(key, t); });
 }
 absl::StatusOr<int64_t> CoordinationAgent::kv_increment(std::string_view key, int64_t delta) {
-  return client_->kv_increment(key, delta, options_.rpc_timeout);
+  return impl_->retrying<absl::StatusOr<int64_t>>(
+      "kv_increment", options_.rpc_timeout, [&](absl::Duration t) { return client_->kv_increment(key, delta, t); });
 }
 absl::StatusOr<std::vector<KeyValue>> CoordinationAgent::kv_dir(std::string_view dir) {
-  return client_->kv_dir(dir, options_.rpc_timeout);
+  return impl_->retrying<absl::StatusOr<std::vector<KeyValue>>>(
+      "kv_dir", options_.rpc_timeout, [&](absl::Duration t) { return client_->kv_dir(dir, t); });
 }
 absl::StatusOr<int64_t> CoordinationAgent::kv_delete(std::string_view key) {
-  return client_->kv_delete(key, options_.rpc_timeout);
+  if (options_.recoverable) impl_->forget(key);  // first: a rejoin meanwhile must not write it again
+  return impl_->retrying<absl::StatusOr<int64_t>>("kv_delete", options_.rpc_timeout,
+                                                  [&](absl::Duration t) { return client_->kv_delete(key, t); });
 }
 
 absl::Status CoordinationAgent::barrier(std::string_view name, absl::Duration timeout,
@@ -308,7 +361,11 @@ absl::Status CoordinationAgent::barrier(std::string_view name, absl::Duration ti
     counter = impl_->barrier_counters[n]++;
     impl_->barrier_in_flight[n] = counter;
   }
-  absl::Status s = client_->barrier(options_.task_id, options_.incarnation, name, counter, tasks, timeout);
+  // Retried after a rejoin with the same counter: the restarted service has no record of the instance, so every
+  // participant meets again in it.
+  absl::Status s = impl_->retrying<absl::Status>("barrier", timeout, [&](absl::Duration t) {
+    return client_->barrier(options_.task_id, options_.incarnation, name, counter, tasks, t);
+  });
   MutexLock lock(&impl_->mu);
   impl_->barrier_in_flight.erase(n);
   return s;
@@ -322,11 +379,19 @@ absl::Status CoordinationAgent::cancel_barrier(std::string_view name) {
     auto it = impl_->barrier_in_flight.find(n);
     counter = it != impl_->barrier_in_flight.end() ? it->second : impl_->barrier_counters[n];
   }
-  return client_->cancel_barrier(name, counter, options_.rpc_timeout);
+  return impl_->retrying<absl::Status>("cancel_barrier", options_.rpc_timeout,
+                                       [&](absl::Duration t) { return client_->cancel_barrier(name, counter, t); });
 }
 
 absl::StatusOr<LiveTasks> CoordinationAgent::get_live_tasks(const LiveSetRequest& request, absl::Duration timeout) {
-  return client_->get_live_tasks(options_.task_id, options_.incarnation, request, timeout);
+  absl::StatusOr<LiveTasks> r = impl_->retrying<absl::StatusOr<LiveTasks>>(
+      "get_live_tasks", timeout,
+      [&](absl::Duration t) { return client_->get_live_tasks(options_.task_id, options_.incarnation, request, t); });
+  if (r.ok()) {
+    MutexLock lock(&impl_->mu);
+    impl_->live_set_generation = std::max(impl_->live_set_generation, r->generation);
+  }
+  return r;
 }
 
 JobState CoordinationAgent::last_job_state() const {

@@ -4,10 +4,23 @@
 // Threads: connect() starts two threads, both joined by shutdown() or the destructor (never detached):
 //   - heartbeat: every heartbeat_interval sends a heartbeat (deadline = interval). If heartbeats fail for
 //     longer than heartbeat_timeout (the coordinator is gone or hung), or the service incarnation
-//     changes (the coordinator restarted), that is a fatal error;
+//     changes (the coordinator restarted), the coordinator is lost (below);
 //   - watcher: holds the watch stream open (the service monitors this process through it) and compares
 //     each job state with the last: a task that became ERROR, a job error, or the stream breaking
-//     (coordinator died) are reported.
+//     (coordinator died) are reported. In a recoverable job it also rejoins a restarted coordinator.
+// Losing the coordinator (its watch stream breaks, heartbeats fail for heartbeat_timeout, or a heartbeat finds a
+// service that does not know this task or has another incarnation):
+//   - fate-sharing (default): fatal at once, "lost the coordination service at ADDR: ...";
+//   - recoverable (AgentOptions::recoverable): the watcher thread rejoins the coordinator at the same address
+//     (CoordinationService::rejoin_task: same incarnation, and the newest live-set generation this agent saw),
+//     retrying with backoff (50 ms doubling to 1 s) for up to reconnect_timeout; then it re-opens the watch
+//     stream, re-publishes every key-value entry this agent wrote (kv_set) and did not delete, and heartbeats
+//     resume; the new service incarnation is accepted on this path only. Calls in flight or made meanwhile wait
+//     for the rejoin and are retried within their own deadline (a barrier with the same instance counter; a
+//     live-set agreement with the same request). If the coordinator does not come back within
+//     reconnect_timeout, or refuses the rejoin (for example this task was failed meanwhile), the loss is fatal:
+//     "lost the coordination service at ADDR: could not rejoin it within 60s (...)", and later calls fail with
+//     that error. What a restart loses: docs/fault_tolerance.md, "The coordinator can restart".
 // Failure handling: with no callback (default, fate-sharing) a fatal event is logged as
 //   "[mcx.distributed] task 3 failed: <why>; terminating task 1 (fate-sharing)"
 // and the process exits with kFailureExitCode via std::_Exit (no destructors: other threads may be blocked
@@ -57,6 +70,11 @@ struct AgentOptions {
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // Deadline of non-blocking RPCs (kv_insert, kv_try_get, ...).
   absl::Duration rpc_timeout = absl::Seconds(10);
+  // The job is recoverable: a lost coordinator is rejoined (see above) instead of ending this process. Should
+  // match the service's mode (a fate-sharing service refuses rejoins).
+  bool recoverable = false;
+  // Recoverable mode: how long the agent tries to rejoin a lost coordinator before the loss is fatal.
+  absl::Duration reconnect_timeout = absl::Seconds(60);
   // nullptr = log and exit (fate-sharing). Called at most once per failure, on an agent thread.
   std::function<void(const TaskFailure&)> on_failure;
   // Called with each new job state (membership changes, also in recoverable mode). Agent thread.
@@ -89,8 +107,14 @@ class CoordinationAgent {
   Incarnation incarnation() const { return options_.incarnation; }
   bool connected() const;
   CoordinationClient* client() { return client_.get(); }
+  // The incarnation of the coordination service this agent is registered with (it changes when it rejoins a
+  // restarted coordinator), and how many times it has rejoined one.
+  Incarnation service_incarnation() const;
+  int rejoins() const;
 
-  // Key-value store (see CoordinationService). `timeout` of kv_get is how long to wait for the key.
+  // Key-value store (see CoordinationService). `timeout` of kv_get is how long to wait for the key. In a
+  // recoverable job the agent keeps a copy of every entry kv_set wrote (until kv_delete removes it or a key
+  // above it) and writes it again after rejoining a restarted coordinator.
   absl::Status kv_set(std::string_view key, std::string_view value, bool allow_overwrite = false);
   absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout);
   absl::StatusOr<std::string> kv_try_get(std::string_view key);

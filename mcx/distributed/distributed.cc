@@ -190,6 +190,8 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
                        duration_setting(o.heartbeat_timeout, env, "MCX_HEARTBEAT_TIMEOUT", absl::Seconds(10)));
   MCX_ASSIGN_OR_RETURN(c.shutdown_timeout,
                        duration_setting(o.shutdown_timeout, env, "MCX_SHUTDOWN_TIMEOUT", absl::Seconds(30)));
+  MCX_ASSIGN_OR_RETURN(c.reconnect_timeout, duration_setting(o.reconnect_timeout, env,
+                                                             "MCX_COORDINATOR_RECONNECT_TIMEOUT", absl::Seconds(60)));
   if (c.heartbeat_interval >= c.heartbeat_timeout) {
     return absl::InvalidArgumentError(absl::StrCat("[initialize] heartbeat_interval (",
                                                    absl::FormatDuration(c.heartbeat_interval),
@@ -243,6 +245,8 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   ao.heartbeat_interval = c.heartbeat_interval;
   ao.heartbeat_timeout = c.heartbeat_timeout;
   ao.shutdown_timeout = c.shutdown_timeout;
+  ao.recoverable = c.recoverable;
+  ao.reconnect_timeout = c.reconnect_timeout;
   ao.on_failure = options.on_failure;
   // Collectives abort on failure: a process the service reports failed fails, within this callback, every
   // data-plane group that waits for it (a stopped or hung process closes no socket; without this its peers

@@ -18,7 +18,9 @@
 // Environment variables (explicit options win): MCX_COORDINATOR_ADDRESS, MCX_NUM_PROCESSES,
 // MCX_PROCESS_ID, MCX_COORDINATOR_BIND_ADDRESS, MCX_STANDALONE_COORDINATOR=1, MCX_LOCAL_DEVICE_IDS ("0,1"),
 // MCX_CPU_DEVICE_COUNT, MCX_INIT_TIMEOUT (seconds), MCX_HEARTBEAT_INTERVAL / MCX_HEARTBEAT_TIMEOUT /
-// MCX_SHUTDOWN_TIMEOUT (seconds), MCX_RECOVERABLE=1, MCX_CLUSTER_DETECTION, and the mTLS ones (mtls.h).
+// MCX_SHUTDOWN_TIMEOUT (seconds), MCX_RECOVERABLE=1, MCX_COORDINATOR_RECONNECT_TIMEOUT (seconds),
+// MCX_CLUSTER_DETECTION, and the mTLS ones (mtls.h).
+// In a recoverable job the agent survives a coordinator restart (coordination_agent.h, "Losing the coordinator").
 //
 // Thread-safety: initialize/shutdown must not race each other; the accessors are thread-safe.
 #pragma once
@@ -51,6 +53,8 @@ struct InitializeOptions {
   std::optional<absl::Duration> heartbeat_interval;  // default 1 s
   std::optional<absl::Duration> heartbeat_timeout;   // default 10 s
   std::optional<absl::Duration> shutdown_timeout;    // default 30 s
+  // Recoverable jobs: how long to try rejoining a lost coordinator before the loss is fatal (default 60 s).
+  std::optional<absl::Duration> reconnect_timeout;
   MtlsOptions mtls;  // unset fields come from MCX_MTLS_* (mtls.h)
   // See AgentOptions::on_failure / on_job_state. nullptr = log "task N failed: ..." and exit.
   std::function<void(const TaskFailure&)> on_failure;
@@ -66,7 +70,7 @@ struct ResolvedConfig {
   std::string bind_address;
   bool host_service = false;  // process 0 and not standalone
   bool recoverable = false;
-  absl::Duration init_timeout, heartbeat_interval, heartbeat_timeout, shutdown_timeout;
+  absl::Duration init_timeout, heartbeat_interval, heartbeat_timeout, shutdown_timeout, reconnect_timeout;
   MtlsOptions mtls;
   std::string detected_by;  // cluster method, or "options"
 };
