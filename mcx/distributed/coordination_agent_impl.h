@@ -30,6 +30,7 @@ struct CoordinationAgent::Impl {
   };
   static constexpr absl::Duration kFirstBackoff = absl::Milliseconds(50);
   static constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+  static constexpr absl::Duration kRejoinAttempt = absl::Seconds(2);  // deadline of one rejoin attempt
 
   CoordinationAgent* self;
   mutable Mutex mu;

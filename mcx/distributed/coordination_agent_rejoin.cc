@@ -57,7 +57,10 @@ std::shared_ptr<WatchStream> CoordinationAgent::Impl::rejoin(absl::Status why) {
   }
   log_warn("[mcx.distributed] task {} {}; rejoining it for up to {} (recoverable job)", o.task_id, what,
            fmt_duration(o.reconnect_timeout));
+  // The default handler ends the process before a waiting call can return the error (and the program exit with
+  // its own code); with on_failure the calls fail too, after the callback was called.
   auto give_up = [&](const absl::Status& error) {
+    if (!o.on_failure) coordinator_lost(error);
     {
       MutexLock lock(&mu);
       link = Link::kLost;
@@ -83,7 +86,9 @@ std::shared_ptr<WatchStream> CoordinationAgent::Impl::rejoin(absl::Status why) {
       MutexLock lock(&mu);
       generation = live_set_generation;
     }
-    const absl::Duration rpc = std::min(left, o.rpc_timeout);
+    const absl::Time attempt_start = absl::Now();
+    // Short attempts: the gRPC client waits in them for the connection to come up (see rejoin_task).
+    const absl::Duration rpc = std::min({left, o.rpc_timeout, kRejoinAttempt});
     absl::StatusOr<RegisterResult> r = client().rejoin_task(o.task_id, o.incarnation, o.num_tasks, generation, rpc);
     if (r.ok()) {
       absl::StatusOr<std::unique_ptr<WatchStream>> opened = client().watch(o.task_id, o.incarnation, rpc);
@@ -128,7 +133,7 @@ std::shared_ptr<WatchStream> CoordinationAgent::Impl::rejoin(absl::Status why) {
     {
       MutexLock lock(&mu);
       auto stop = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping; };
-      mu.await_for(stop, std::min(backoff, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+      mu.await_until(stop, std::min(attempt_start + backoff, deadline));  // an attempt that waited counts
     }
     backoff = std::min(backoff * 2, kMaxBackoff);
   }

@@ -51,7 +51,8 @@ class CoordinationClient {
   virtual absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                        absl::Duration timeout) = 0;
   // Rejoins a coordination service that replaced a lost one, with the task's old incarnation and the newest
-  // live-set generation it saw (CoordinationService::rejoin_task); answered at once. `timeout` is the RPC deadline.
+  // live-set generation it saw (CoordinationService::rejoin_task); answered at once by the service. `timeout` is
+  // the RPC deadline; the gRPC client waits up to it for a connection to the coordinator (it may be starting).
   virtual absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                      uint64_t live_set_generation, absl::Duration timeout) = 0;
   // Returns the service incarnation (the agent checks that the service did not restart).

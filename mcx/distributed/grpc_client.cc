@@ -118,9 +118,11 @@ class GrpcClient final : public CoordinationClient {
 
   // One unary call: deadline, transport errors, then the in-band status.
   template <typename Req, typename Resp, typename Method>
-  absl::Status call(std::string_view api, Method method, const Req& req, Resp* resp, absl::Duration timeout) {
+  absl::Status call(std::string_view api, Method method, const Req& req, Resp* resp, absl::Duration timeout,
+                    bool wait_for_ready = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline_after(timeout));
+    ctx.set_wait_for_ready(wait_for_ready);
     grpc::Status s = (stub_.get()->*method)(&ctx, req, resp);
     if (!s.ok()) return transport_error(api, target_, s);
     return from_proto(resp->status());
@@ -148,7 +150,10 @@ class GrpcClient final : public CoordinationClient {
     req.set_rejoin(true);
     req.set_live_set_generation(live_set_generation);
     proto::RegisterResponse resp;
-    absl::Status s = call("rejoin_task", &proto::Coordination::Stub::Register, req, &resp, timeout);
+    // Waits (up to the deadline) for the channel to reconnect to a coordinator that is starting again, instead of
+    // failing at once while the channel backs off: the rejoin happens as soon as the connection is up.
+    absl::Status s = call("rejoin_task", &proto::Coordination::Stub::Register, req, &resp, timeout,
+                          /*wait_for_ready=*/true);
     if (!s.ok()) return s;
     return RegisterResult{resp.service_incarnation()};
   }
