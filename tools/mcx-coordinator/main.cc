@@ -7,11 +7,15 @@
 // Prints "mcx-coordinator listening on HOST:PORT" (the bound port when 0 was asked) on stdout once it
 // serves, logs every task state change on stderr, and exits 0 on SIGTERM/SIGINT (or, with
 // --exit-when-done, once every task has shut down: 0, or 1 when the job failed).
+//
+// A recoverable job survives the coordinator's death: start it again with the same --bind address, -n and
+// --recoverable, and the job's tasks rejoin it (docs/fault_tolerance.md, "The coordinator can restart").
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <time.h>
 
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -32,9 +36,11 @@ std::string host_of(const std::string& bind) {
   return colon == std::string::npos ? bind : bind.substr(0, colon);
 }
 
-// Logs the differences between consecutive job states (one line per task change).
+// Logs the differences between consecutive job states (one line per task change). `rejoined(id)` says whether
+// a task came back after a coordinator restart (rejoin_task), for the log line.
 class ChangeLogger {
  public:
+  explicit ChangeLogger(std::function<bool(int)> rejoined) : rejoined_(std::move(rejoined)) {}
   void on_state(const JobState& s) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& t : s.tasks) {
@@ -43,6 +49,7 @@ class ChangeLogger {
       if (old == nullptr && t.state == TaskState::kDisconnected) continue;
       std::string line = absl::StrCat("[mcx-coordinator] task ", t.id, " ", task_state_name(t.state),
                                       " (incarnation ", absl::Hex(t.incarnation), ")");
+      if (t.state == TaskState::kConnected && rejoined_(t.id)) absl::StrAppend(&line, " rejoined");
       if (!t.error.ok()) absl::StrAppend(&line, ": ", t.error.ToString());
       std::cerr << line << std::endl;
     }
@@ -52,6 +59,7 @@ class ChangeLogger {
   }
 
  private:
+  std::function<bool(int)> rejoined_;
   std::mutex mu_;
   JobState last_;
 };
@@ -129,11 +137,16 @@ int main(int argc, char** argv) {
   }
   std::cout << "mcx-coordinator listening on " << host_of(bind) << ":" << (*server)->port() << std::endl;
   std::cerr << "[mcx-coordinator] serving " << num_processes << " tasks"
-            << (recoverable ? " (recoverable)" : " (fate-sharing)") << ", heartbeat timeout "
+            << (recoverable ? " (recoverable: the tasks of a job whose coordinator restarted may rejoin)"
+                            : " (fate-sharing)")
+            << ", heartbeat timeout "
             << heartbeat_timeout << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
             << std::endl;
 
-  ChangeLogger logger;
+  ChangeLogger logger([s = service->get()](int id) {
+    mcx::distributed::ServiceStatus st = s->status();
+    return id >= 0 && id < static_cast<int>(st.tasks.size()) && st.tasks[id].rejoined;
+  });
   std::optional<uint64_t> watch_id;
   if (!quiet) {
     auto w = (*service)->watch(-1, 0, [&logger](const JobState& s) { logger.on_state(s); });

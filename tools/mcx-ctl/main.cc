@@ -57,6 +57,7 @@ json service_json(const md::ServiceStatus& s) {
            {"state", md::task_state_name(t.info.state)},
            {"incarnation", hex(t.info.incarnation)},
            {"watching", t.watching},
+           {"rejoined", t.rejoined},
            {"last_heartbeat_age_s", nullptr},
            {"error", status_json(t.info.error)}};
     if (t.last_heartbeat_age) j["last_heartbeat_age_s"] = seconds(*t.last_heartbeat_age);
@@ -70,6 +71,8 @@ json service_json(const md::ServiceStatus& s) {
               {"job_error", status_json(s.job_error)},
               {"kv_keys", s.kv_keys},
               {"kv_bytes", s.kv_bytes},
+              {"rebuilt", s.rebuilt},
+              {"live_set_generation", s.live_set_generation},
               {"tasks", tasks},
               {"barriers", barriers_json(s.barriers)}};
 }
@@ -100,6 +103,14 @@ void print_status(const md::ServiceStatus& s, const std::string& target) {
   std::cout << absl::StrFormat("tasks %d/%d connected  job state v%d  kv %d keys, %d bytes\n", connected,
                                s.num_tasks, s.job_state_version, s.kv_keys, s.kv_bytes);
   if (!s.job_error.ok()) std::cout << "JOB FAILED: " << s.job_error.ToString() << "\n";
+  if (s.rebuilt) {
+    std::vector<md::TaskId> rejoined;
+    for (const auto& t : s.tasks) {
+      if (t.rejoined) rejoined.push_back(t.info.id);
+    }
+    std::cout << absl::StrFormat("rebuilt after a coordinator restart: tasks %s rejoined  live-set generation %d\n",
+                                 ids(rejoined), s.live_set_generation);
+  }
   std::cout << absl::StrFormat("%-5s %-13s %-16s %-10s %-8s %s\n", "TASK", "STATE", "INCARNATION", "HEARTBEAT",
                                "WATCHED", "ERROR");
   for (const auto& t : s.tasks) {
