@@ -94,8 +94,8 @@ int Harness::spawn(const std::string& name, std::vector<std::string> argv, const
   return index;
 }
 
-std::string Harness::start_coordinator(int n, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {tool_path("mcx-coordinator"), "--bind", "127.0.0.1:0", "--num-processes",
+std::string Harness::start_coordinator(int n, const std::vector<std::string>& extra, const std::string& bind) {
+  std::vector<std::string> argv = {tool_path("mcx-coordinator"), "--bind", bind, "--num-processes",
                                    std::to_string(n)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   coordinator_ = spawn("coordinator", argv);

@@ -62,9 +62,11 @@ class Harness {
   // mpirun/Slurm are removed, so detection sees only what the test sets). Returns the process index.
   int spawn(const std::string& name, std::vector<std::string> argv, const Env& env = {});
 
-  // Starts mcx-coordinator on 127.0.0.1:0 for n tasks with extra flags; returns its address (empty and
-  // ADD_FAILURE on error). Its index is coordinator_index().
-  std::string start_coordinator(int n, const std::vector<std::string>& extra = {});
+  // Starts mcx-coordinator on `bind` (default 127.0.0.1:0, a free port) for n tasks with extra flags; returns
+  // its address (empty and ADD_FAILURE on error). Its index is coordinator_index() (the newest one started).
+  // Pass the address of a killed coordinator to start it again on the same port.
+  std::string start_coordinator(int n, const std::vector<std::string>& extra = {},
+                                const std::string& bind = "127.0.0.1:0");
   int coordinator_index() const { return coordinator_; }
 
   // Environment of task `id` of an n-task job using the standalone coordinator at address.

@@ -18,6 +18,13 @@
 //                                   tasks and print "LIVE tasks=<ids>"
 //   mp_worker stale                 no initialize: with a raw gRPC client register task 0 of 1, then send a
 //                                   heartbeat with another incarnation (must be refused as stale)
+//   mp_worker churn AFTER           initialize; loop: barrier, KV write + blocking read of the next task's
+//                                   entry, delete of its own older entry, a named live-set agreement over all
+//                                   tasks whose payload says whether this task has rejoined a restarted
+//                                   coordinator (prints LOOPING after a few rounds); stops AFTER rounds after
+//                                   every task has rejoined, reads mcx/topology/*, prints "TOPOLOGY <count>",
+//                                   "GENERATIONS <list>" and "CHURN DONE rounds=<n> rejoins=<n>" (checks print
+//                                   "CHURN FAIL ..." and exit 1)
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +32,9 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "mcx/core/error.h"
 #include "mcx/distributed/distributed.h"
@@ -59,6 +69,68 @@ int finish() {
 }
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+int churn_fail(const std::string& what) {
+  std::printf("CHURN FAIL %s\n", what.c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+// See "mp_worker churn" above: the control plane in a loop, across coordinator restarts.
+int churn(dist::CoordinationAgent* agent, int after) {
+  const int me = agent->task_id();
+  const int n = agent->num_tasks();
+  const absl::Duration wait = absl::Seconds(20);
+  std::vector<uint64_t> generations;
+  int rounds_after = 0;
+  int round = 0;
+  for (;; ++round) {
+    if (absl::Status s = agent->barrier("churn", wait); !s.ok()) return report(s);
+    const std::string mine = absl::StrCat("churn/", me, "/", round);
+    if (absl::Status s = agent->kv_set(mine, absl::StrCat(round)); !s.ok()) return report(s);
+    absl::StatusOr<std::string> next = agent->kv_get(absl::StrCat("churn/", (me + 1) % n, "/", round), wait);
+    if (!next.ok()) return report(next.status());
+    if (*next != absl::StrCat(round)) return churn_fail(absl::StrCat("round ", round, " read '", *next, "'"));
+    // Everyone passed this round's barrier, so the previous round's entries were read.
+    if (round > 0) {
+      absl::StatusOr<int64_t> d = agent->kv_delete(absl::StrCat("churn/", me, "/", round - 1));
+      if (!d.ok()) return report(d.status());
+    }
+    dist::LiveSetRequest request;
+    request.name = "churn";
+    request.payload = agent->rejoins() > 0 ? "1" : "0";
+    absl::StatusOr<dist::LiveTasks> live = agent->get_live_tasks(request, wait);
+    if (!live.ok()) return report(live.status());
+    if (static_cast<int>(live->tasks.size()) != n) {
+      return churn_fail(absl::StrCat("round ", round, ": ", live->tasks.size(), " live tasks of ", n));
+    }
+    if (!generations.empty() && live->generation < generations.back()) {
+      return churn_fail(absl::StrCat("the live-set generation went back from ", generations.back(), " to ",
+                                     live->generation));
+    }
+    if (generations.empty() || live->generation != generations.back()) generations.push_back(live->generation);
+    if (round == 5) {
+      std::printf("LOOPING\n");
+      std::fflush(stdout);
+    }
+    bool all_rejoined = true;
+    for (const std::string& p : live->payloads) all_rejoined = all_rejoined && p == "1";
+    if (all_rejoined && ++rounds_after >= after) break;  // every task decides at the same round
+  }
+  // What a restarted process reads to learn the job's devices.
+  absl::StatusOr<std::vector<dist::KeyValue>> topo = agent->kv_dir("mcx/topology");
+  if (!topo.ok()) return report(topo.status());
+  for (int p = 0; p < n; ++p) {
+    absl::StatusOr<std::string> v = agent->kv_get(absl::StrCat("mcx/topology/", p), absl::Seconds(5));
+    if (!v.ok()) return report(v.status());
+  }
+  std::string gens;
+  for (uint64_t g : generations) absl::StrAppend(&gens, gens.empty() ? "" : " ", g);
+  std::printf("TOPOLOGY %zu\nGENERATIONS %s\nCHURN DONE rounds=%d rejoins=%d\n", topo->size(), gens.c_str(), round + 1,
+              agent->rejoins());
+  std::fflush(stdout);
+  return finish();
+}
 
 int run(int argc, char** argv) {
   if (argc < 2) {
@@ -170,6 +242,7 @@ int run(int argc, char** argv) {
     std::printf("task %d passed flaky/done\n", me);
     return finish();
   }
+  if (mode == "churn") return churn(agent, std::stoi(arg(2, "20")));
   std::fprintf(stderr, "mp_worker: unknown mode '%s'\n", mode.c_str());
   return 2;
 }
