@@ -181,7 +181,8 @@ struct LiveTasks {
   // (by one, across all names and sets) whenever an agreement over a (name, set) yields other members or
   // incarnations than the previous agreement over it; an agreement with the same members keeps the number.
   // So two agreements carry the same generation exactly when they agreed on the same live set, and a later
-  // different set always has a larger number.
+  // different set always has a larger number. A coordinator restart forgets the previous agreements: the first
+  // one after it gets a new, larger number even over the same members (rejoin_task).
   uint64_t generation = 0;
   bool operator==(const LiveTasks&) const = default;
 };
