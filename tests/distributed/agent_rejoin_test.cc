@@ -227,7 +227,7 @@ TEST_F(AgentRejoinTest, ACoordinatorThatDoesNotComeBackIsFatalAfterTheReconnectT
   absl::Status s = agents_[0]->kv_set("k", "v");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("[kv_set] lost the coordination service"));
-  EXPECT_LT(absl::Now() - t, absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - t, absl::Seconds(1));  // not the 10 s RPC deadline
 }
 
 TEST_F(AgentRejoinTest, AFateSharingJobDoesNotRejoin) {
