@@ -1,6 +1,7 @@
 // The coordination service state machine, driven directly and through the in-process client, with a
 // ManualClock so timeouts are exact and tests are fast.
 #include "mcx/distributed/coordination_service.h"
+#include "tests/distributed/callback_result.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,21 +16,6 @@ namespace mcx::distributed {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Collects a callback's result.
-template <typename T>
-struct Result {
-  std::shared_ptr<std::promise<T>> p = std::make_shared<std::promise<T>>();
-  std::shared_future<T> f = p->get_future().share();
-  Callback<T> cb() {
-    return [p = p](T v) { p->set_value(std::move(v)); };
-  }
-  bool ready() const { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
-  T get() const {
-    EXPECT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-    return f.get();
-  }
-};
 
 class ServiceTest : public ::testing::Test {
  protected:

@@ -8,25 +8,12 @@
 #include <future>
 
 #include "mcx/distributed/coordination_service.h"
+#include "tests/distributed/callback_result.h"
 
 namespace mcx::distributed {
 namespace {
 
 using ::testing::HasSubstr;
-
-template <typename T>
-struct Result {
-  std::shared_ptr<std::promise<T>> p = std::make_shared<std::promise<T>>();
-  std::shared_future<T> f = p->get_future().share();
-  Callback<T> cb() {
-    return [p = p](T v) { p->set_value(std::move(v)); };
-  }
-  bool ready() const { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
-  T get() const {
-    EXPECT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
-    return f.get();
-  }
-};
 
 class RejoinTest : public ::testing::Test {
  protected:
