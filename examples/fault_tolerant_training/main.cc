@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
@@ -127,12 +128,6 @@ Synced sync_state(const LiveMesh& where, const TrainState& mine) {
   return out;
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 int run(const Config& cfg) {
   if (digits::skip_missing_data(cfg, kTool)) return 77;
   const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
@@ -208,7 +203,7 @@ int run(const Config& cfg) {
               const Synced synced = sync_state(*where, state);
               current = synced.state;
               std::printf("%s: live processes {%s} (generation %llu) agree on step %lld%s\n", kTool,
-                          join(live.processes).c_str(), static_cast<unsigned long long>(live.generation),
+                          absl::StrJoin(live.processes, ",").c_str(), static_cast<unsigned long long>(live.generation),
                           static_cast<long long>(current.steps),
                           synced.sender < 0 ? ""
                                             : (", state sent by process " + std::to_string(synced.sender)).c_str());
@@ -274,7 +269,7 @@ int run(const Config& cfg) {
   std::printf("%s: %lld steps, %lld retried after a failure, final live processes {%s}, %lld SPMD executables "
               "cached; parameters digest %016llx\n",
               kTool, static_cast<long long>(state.steps), static_cast<long long>(retries),
-              join(where->live.processes).c_str(), static_cast<long long>(mcx::run_stats().spmd_cached),
+              absl::StrJoin(where->live.processes, ",").c_str(), static_cast<long long>(mcx::run_stats().spmd_cached),
               static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
   const int status = digits::finish(kTool, test_acc, cfg.min_accuracy, true);
   std::fflush(stdout);

@@ -160,16 +160,44 @@ ScopeHistory& scope_history() {
   return *r;
 }
 
-// Whether every member of the entry is in the exit with the same incarnation and finished its body.
-bool completed_on_all(const LiveDevices& entry, const Agreement& exit) {
-  for (size_t i = 0; i < entry.processes.size(); ++i) {
+// How a scope ended, decided from its entry and exit agreements alone, so every surviving entry member decides
+// the same: an entry member missing from the exit (or back with another incarnation) is lost; otherwise the
+// first member whose body did not finish is the failure, preferring an error that is not a process failure (a
+// process failure seen by a live process is usually the echo of a failing body's abort).
+struct Verdict {
+  int lost = -1;          // an entry member not in the exit with its entry incarnation
+  bool restarted = false;  // ... because it came back with another incarnation
+  int failed = -1;        // the member whose body's outcome is reported
+  Outcome failure;
+  bool completed() const { return lost < 0 && failed < 0; }
+};
+
+Verdict judge(const LiveDevices& entry, const Agreement& exit) {
+  Verdict v;
+  for (size_t i = 0; i < entry.processes.size() && v.lost < 0; ++i) {
     const int p = entry.processes[i];
     auto it = std::find(exit.live.processes.begin(), exit.live.processes.end(), p);
-    if (it == exit.live.processes.end()) return false;
-    if (exit.live.incarnations[it - exit.live.processes.begin()] != entry.incarnations[i]) return false;
-    if (exit.payloads.at(p) != std::string(1, kBodyOk)) return false;
+    if (it == exit.live.processes.end()) {
+      v.lost = p;
+    } else if (exit.live.incarnations[it - exit.live.processes.begin()] != entry.incarnations[i]) {
+      v.lost = p;
+      v.restarted = true;
+    }
   }
-  return true;
+  if (v.lost >= 0) return v;
+  for (int p : entry.processes) {
+    Outcome o = decode(exit.payloads.at(p));
+    if (o.kind == kBodyOk) continue;
+    if (o.kind == kEntering) {
+      o = Outcome{kBodyFailed, absl::StatusCode::kFailedPrecondition, -1,
+                  "it entered a new scope instead of finishing this one (do all processes run the same scopes?)"};
+    }
+    if (v.failed < 0 || (v.failure.kind == kBodyLostPeer && o.kind == kBodyFailed)) {
+      v.failed = p;
+      v.failure = o;
+    }
+  }
+  return v;
 }
 
 // Waits for the work this process's devices have queued (the body's, issued without waiting).
@@ -188,7 +216,7 @@ LiveDevices live_devices(const std::vector<Device>& devices, absl::Duration time
     std::lock_guard<std::mutex> lock(r.mu);
     r.by_devices.clear();
   }
-  LiveDevices live = agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+  LiveDevices live = agree(devices, hosting, timeout, encode(Outcome{})).live;
   restart_launch_sequences(hosting);  // every live process of `hosting` passes here together
   return live;
 }
@@ -203,7 +231,7 @@ std::atomic<bool> g_scope_running{false};
 
 LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Duration timeout)
     : devices_(devices), timeout_(timeout) {
-  const std::vector<int> hosting = hosting_processes(devices, "with_live_devices");
+  hosting_ = hosting_processes(devices, "with_live_devices");
   if (g_scope_running.exchange(true)) {
     throw FailedPrecondition(
         "[with_live_devices] a scope is already running in this process: scopes cannot be nested or run from "
@@ -217,7 +245,7 @@ LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Dur
     if (it != r.by_devices.end()) last = it->second;
   }
   try {
-    entry_ = last ? last->exit : agree(devices, hosting, timeout, std::string(1, kEntering)).live;
+    entry_ = last ? last->exit : agree(devices, hosting_, timeout, encode(Outcome{})).live;
   } catch (...) {
     g_scope_running.store(false);  // no destructor runs for an object whose constructor threw
     throw;
@@ -226,7 +254,7 @@ LiveDevicesScope::LiveDevicesScope(const std::vector<Device>& devices, absl::Dur
   // The launch check counts launches per mesh; the members' counts may differ after a failed scope (one
   // process launched what another did not) or on a new live set (a restarted process counts from 0), so every
   // member restarts them at this entry, which they all pass together.
-  if (!last || last->failed || last->body_generation != entry_.generation) restart_launch_sequences(hosting);
+  if (!last || last->failed || last->body_generation != entry_.generation) restart_launch_sequences(hosting_);
 }
 
 LiveDevicesScope::~LiveDevicesScope() {
@@ -255,7 +283,7 @@ void LiveDevicesScope::exit(std::exception_ptr body_error) {
   }
   Agreement exit;
   try {
-    exit = agree(devices_, hosting_processes(devices_, "with_live_devices"), timeout_, encode(mine));
+    exit = agree(devices_, hosting_, timeout_, encode(mine));
   } catch (...) {  // no agreement to reuse: the next scope agrees afresh
     ScopeHistory& r = scope_history();
     std::lock_guard<std::mutex> lock(r.mu);
@@ -263,47 +291,29 @@ void LiveDevicesScope::exit(std::exception_ptr body_error) {
     throw;
   }
   // The same decision on every surviving entry member: they all see the same entry and the same exit.
-  const bool completed = completed_on_all(entry_, exit);
+  const Verdict verdict = judge(entry_, exit);
   {
     ScopeHistory& r = scope_history();
     std::lock_guard<std::mutex> lock(r.mu);
-    r.by_devices.insert_or_assign(device_ids(devices_), LastScope{exit.live, entry_.generation, !completed});
+    r.by_devices.insert_or_assign(device_ids(devices_), LastScope{exit.live, entry_.generation, !verdict.completed()});
   }
-  if (completed) return;
-  std::map<int, uint64_t> now_live;
-  for (size_t i = 0; i < exit.live.processes.size(); ++i) now_live[exit.live.processes[i]] = exit.live.incarnations[i];
-  for (size_t i = 0; i < entry_.processes.size(); ++i) {
-    const int p = entry_.processes[i];
-    auto it = now_live.find(p);
-    if (it != now_live.end() && it->second == entry_.incarnations[i]) continue;
+  if (verdict.completed()) return;
+  if (verdict.lost >= 0) {
     throw ProcessFailure(absl::StatusCode::kUnavailable,
-                         absl::StrCat("[with_live_devices] process ", p,
-                                      it == now_live.end() ? " failed" : " restarted (a new incarnation)",
+                         absl::StrCat("[with_live_devices] process ", verdict.lost,
+                                      verdict.restarted ? " restarted (a new incarnation)" : " failed",
                                       " during the body (entry generation ", entry_.generation, ", processes {",
                                       absl::StrJoin(entry_.processes, ","), "}); the live set is now generation ",
                                       exit.live.generation, " (processes {", absl::StrJoin(exit.live.processes, ","),
                                       "})"),
-                         p);
+                         verdict.lost);
   }
-  int chosen = -1;
-  Outcome chosen_outcome;
-  for (int p : entry_.processes) {
-    Outcome o = decode(exit.payloads.at(p));
-    if (o.kind == kBodyOk) continue;
-    if (o.kind == kEntering) {
-      o = Outcome{kBodyFailed, absl::StatusCode::kFailedPrecondition, -1,
-                  "it entered a new scope instead of finishing this one (do all processes run the same scopes?)"};
-    }
-    const bool better = chosen < 0 || (chosen_outcome.kind == kBodyLostPeer && o.kind == kBodyFailed);
-    if (better) {
-      chosen = p;
-      chosen_outcome = o;
-    }
-  }
+  const int chosen = verdict.failed;
+  Outcome chosen_outcome = verdict.failure;
   if (chosen == me && body_error) std::rethrow_exception(body_error);
   if (body_error) {
     log_debug("[with_live_devices] this process's body failed too (reporting process {}'s error): {}", chosen,
-                  mine.message);
+              mine.message);
   }
   if (chosen_outcome.code == absl::StatusCode::kOk) chosen_outcome.code = absl::StatusCode::kUnknown;
   absl::Status st(chosen_outcome.code, absl::StrCat("[with_live_devices] the body failed on process ", chosen, ": ",

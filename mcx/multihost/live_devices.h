@@ -94,6 +94,7 @@ class LiveDevicesScope {
 
  private:
   std::vector<Device> devices_;
+  std::vector<int> hosting_;  // the processes hosting devices_, ascending
   absl::Duration timeout_;
   LiveDevices entry_;
   bool entered_ = false;  // this object holds the process's one running scope

@@ -10,6 +10,7 @@
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
 #include "mcx/distributed/kv_store.h"
+#include "tests/distributed/test_agent_options.h"
 
 namespace mcx::distributed {
 namespace {
@@ -73,12 +74,7 @@ class AgentRejoinTest : public ::testing::Test {
     agents_.resize(n);
     for (int i = 0; i < n; ++i) {
       failures_[i] = std::make_unique<Failures>();
-      AgentOptions ao;
-      ao.task_id = i;
-      ao.num_tasks = n;
-      ao.init_timeout = absl::Seconds(5);
-      ao.heartbeat_interval = absl::Milliseconds(100);
-      ao.heartbeat_timeout = absl::Seconds(2);
+      AgentOptions ao = test_agent_options(i, n, absl::Seconds(2));
       ao.recoverable = recoverable;
       ao.reconnect_timeout = reconnect_timeout;
       ao.on_failure = failures_[i]->callback();

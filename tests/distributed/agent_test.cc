@@ -1,6 +1,7 @@
 // CoordinationAgent over the in-process transport: connect, KV, barriers, live tasks, failure
 // notification (callback instead of exit), recoverable membership changes, shutdown.
 #include "mcx/distributed/coordination_agent.h"
+#include "tests/distributed/test_agent_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -48,12 +49,7 @@ class AgentTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       auto c = std::make_unique<InProcessClient>(service_.get());
       clients_[i] = c.get();
-      AgentOptions ao;
-      ao.task_id = i;
-      ao.num_tasks = n;
-      ao.init_timeout = absl::Seconds(5);
-      ao.heartbeat_interval = absl::Milliseconds(100);
-      ao.heartbeat_timeout = absl::Seconds(2);
+      AgentOptions ao = test_agent_options(i, n, absl::Seconds(2));
       ao.shutdown_timeout = absl::Seconds(3);
       ao.on_failure = failures_[i]->callback();
       agents_[i] = std::make_unique<CoordinationAgent>(std::move(c), ao);

@@ -3,6 +3,7 @@
 // speed, steps separated by barriers (collectives) do not deadlock against the agreement, a dead process is
 // not waited for, the deadline names the processes that did not report, and the caller's errors.
 #include "mcx/distributed/preemption_sync.h"
+#include "tests/distributed/test_agent_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -30,12 +31,7 @@ class PreemptionSyncTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       auto c = std::make_unique<InProcessClient>(service_.get());
       clients_[i] = c.get();
-      AgentOptions ao;
-      ao.task_id = i;
-      ao.num_tasks = n;
-      ao.init_timeout = absl::Seconds(5);
-      ao.heartbeat_interval = absl::Milliseconds(100);
-      ao.heartbeat_timeout = absl::Seconds(5);
+      AgentOptions ao = test_agent_options(i, n, absl::Seconds(5));
       ao.on_failure = [](const TaskFailure&) {};  // recoverable tests kill tasks; nobody exits
       agents_[i] = std::make_unique<CoordinationAgent>(std::move(c), ao);
     }

@@ -15,6 +15,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
 #include "mcx/runtime/stream.h"
+#include "tests/support/child_check.h"
 
 namespace mcx {
 namespace {
@@ -26,16 +27,6 @@ int configured_device_count() {
   const char* v = std::getenv("MCX_CPU_DEVICE_COUNT");
   return v && *v ? std::atoi(v) : 1;
 }
-
-// In a child process: report a failed expectation on stderr and exit(1), so the parent's EXPECT_EXIT
-// shows what went wrong.
-#define CHILD_CHECK(cond)                                              \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      std::fprintf(stderr, "child check failed: %s\n", #cond);         \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
 
 class DeviceChildTest : public ::testing::Test {
  protected:

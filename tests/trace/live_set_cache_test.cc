@@ -11,25 +11,33 @@
 #include "mcx/core/topology.h"
 #include "mcx/mcx.h"
 #include "mcx/runtime/program_runner.h"
+#include "tests/support/child_check.h"
 
 namespace mcx {
 namespace {
 
-#define CHILD_CHECK(cond)                                      \
-  do {                                                         \
-    if (!(cond)) {                                             \
-      std::fprintf(stderr, "child check failed: %s\n", #cond); \
-      std::exit(1);                                            \
-    }                                                          \
-  } while (0)
+// This process is process 0 of `processes`, each with two devices (2p, 2p+1); call before any device exists.
+void install_topology(int processes) {
+  setenv("MCX_CPU_DEVICE_COUNT", "2", 1);
+  Topology t;
+  t.process_index = 0;
+  t.process_count = processes;
+  for (int g = 0; g < 2 * processes; ++g) t.devices.push_back(TopologyDevice{g, g / 2, g % 2, "cpu", "cpu"});
+  CHILD_CHECK(set_distributed_topology(t).ok());
+}
+
+// f32 ones, one per device of `mesh`, split over its axis "i" (each process fills its own shards).
+Array ones_over(const Mesh& mesh) {
+  return make_array_from_callback({static_cast<int64_t>(mesh.size())}, DType::kFloat32, NamedSharding(mesh, P("i")),
+                                  [](const IndexBox& box) {
+                                    return Buffer::from_vector<float>(std::vector<float>(1, 1.0f), box.shape());
+                                  });
+}
 
 // x * factor over `mesh` (programs with another factor are other cache entries).
 Array scaled_on(const Mesh& mesh, float factor) {
   auto f = jit([factor](const Array& x) { return x * factor; });
-  const Array x = make_array_from_callback({static_cast<int64_t>(mesh.size())}, DType::kFloat32,
-                                           NamedSharding(mesh, P("i")), [](const IndexBox& box) {
-                                             return Buffer::from_vector<float>(std::vector<float>(1, 1.0f), box.shape());
-                                           });
+  const Array x = ones_over(mesh);
   return f(x);
 }
 
@@ -37,12 +45,7 @@ TEST(LiveSetCache, ExecutablesOverAnExcludedProcessAreDropped) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("MCX_CPU_DEVICE_COUNT", "2", 1);
-        Topology t;
-        t.process_index = 0;
-        t.process_count = 2;
-        for (int g = 0; g < 4; ++g) t.devices.push_back(TopologyDevice{g, g / 2, g % 2, "cpu", "cpu"});
-        CHILD_CHECK(set_distributed_topology(t).ok());
+        install_topology(2);
         const Mesh both = make_mesh({4}, {"i"}, devices());
         const Mesh mine = make_mesh({2}, {"i"}, local_devices());
         scaled_on(both, 2.0f).addressable_shards().front().data.to_host();
@@ -61,10 +64,7 @@ TEST(LiveSetCache, ExecutablesOverAnExcludedProcessAreDropped) {
 // The error a collective over `mesh` ends with, thrown when its result is read.
 std::string collective_error(const Mesh& mesh, int* process) {
   auto total = shard_map([](const Array& v) { return psum(v, "i"); }, mesh, {P("i")}, {P()}, "sum_over_mesh");
-  const Array x = make_array_from_callback({static_cast<int64_t>(mesh.size())}, DType::kFloat32,
-                                           NamedSharding(mesh, P("i")), [](const IndexBox& box) {
-                                             return Buffer::from_vector<float>(std::vector<float>(1, 1.0f), box.shape());
-                                           });
+  const Array x = ones_over(mesh);
   try {
     total(x).addressable_shards().front().data.to_host();
   } catch (const ProcessFailure& e) {
@@ -79,12 +79,7 @@ std::string collective_error(const Mesh& mesh, int* process) {
 // In the child: a three-process topology (devices 2i, 2i+1 on process i); process 1 is excluded by a live set,
 // process 2 reported failed.
 void refuse_groups_child() {
-  setenv("MCX_CPU_DEVICE_COUNT", "2", 1);
-  Topology t;
-  t.process_index = 0;
-  t.process_count = 3;
-  for (int g = 0; g < 6; ++g) t.devices.push_back(TopologyDevice{g, g / 2, g % 2, "cpu", "cpu"});
-  CHILD_CHECK(set_distributed_topology(t).ok());
+  install_topology(3);
   const std::vector<Device> d01 = {devices()[0], devices()[1], devices()[2], devices()[3]};
   const std::vector<Device> d02 = {devices()[0], devices()[1], devices()[4], devices()[5]};
   record_live_set(LiveSet{4, {0, 1}, {0}, {7}});  // process 1 is not live
