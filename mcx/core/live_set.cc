@@ -1,6 +1,7 @@
 #include "mcx/core/live_set.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -21,6 +22,8 @@ struct Recorded {
   std::map<std::vector<int>, LiveSet> by_requested;  // guarded by mu
   std::map<int, Failure> failures;                   // guarded by mu: by process
 };
+
+std::atomic<uint64_t> g_changes{0};
 
 Recorded& recorded() {
   static Recorded* r = new Recorded();  // never destroyed: streams read it until exit
@@ -67,8 +70,13 @@ void record_live_set(const LiveSet& live) {
   Recorded& r = recorded();
   std::lock_guard<std::mutex> lock(r.mu);
   LiveSet& slot = r.by_requested[live.requested];
-  if (slot.generation < live.generation) slot = live;
+  if (slot.generation < live.generation) {
+    slot = live;
+    g_changes.fetch_add(1, std::memory_order_release);
+  }
 }
+
+uint64_t live_set_changes() { return g_changes.load(std::memory_order_acquire); }
 
 std::optional<LiveSet> live_set_for(const std::vector<int>& processes) {
   Recorded& r = recorded();

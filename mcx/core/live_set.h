@@ -28,6 +28,10 @@ struct LiveSet {
   std::string to_string() const;  // "generation 3 (processes {0,2} of {0,1,2})"
 };
 
+// How many times the records changed (record_live_set with a newer generation): a cache that saw this number
+// need not look the records up again until it changes (a cheap check on every collective).
+uint64_t live_set_changes();
+
 // Records an agreement over `live.requested`, replacing an older one over the same processes (an equal or
 // older generation changes nothing: agreements of the same set repeat it).
 void record_live_set(const LiveSet& live);

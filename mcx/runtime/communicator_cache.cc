@@ -25,6 +25,7 @@ struct Entry {
   std::shared_ptr<SpanningGroup> spanning;   // the current group, when the group spans processes
   uint64_t live_set = 0;                     // the live set `spanning` was built under (guarded by mu)
   uint64_t generation = 0;                   // rebuilds under that live set (guarded by mu)
+  uint64_t changes_seen = 0;                 // live_set_changes() when `spanning` was last checked (guarded by mu)
 };
 
 struct Cache {
@@ -107,6 +108,11 @@ absl::StatusOr<std::shared_ptr<Communicator>> group_communicator(std::span<const
     }
     return std::shared_ptr<Communicator>(std::shared_ptr<void>(), &e.local->member(rank));  // lives until exit
   }
+  // Fast path of every collective: a healthy group, and no agreement recorded since it was checked.
+  const uint64_t changes = live_set_changes();
+  if (e.spanning && e.changes_seen == changes && !e.spanning->failed()) {
+    return std::shared_ptr<Communicator>(e.spanning, &e.spanning->member(rank));
+  }
   std::sort(processes.begin(), processes.end());
   processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
   const std::optional<LiveSet> live = live_set_for(processes);
@@ -127,6 +133,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> group_communicator(std::span<const
   if (!e.spanning) {
     MCX_ASSIGN_OR_RETURN(e.spanning, build_spanning(group, processes, e.live_set, e.generation, deadline));
   }
+  e.changes_seen = changes;
   return std::shared_ptr<Communicator>(e.spanning, &e.spanning->member(rank));
 }
 }  // namespace mcx
