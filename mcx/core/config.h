@@ -118,6 +118,9 @@ extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_RED
 extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: gloo | mpi
 extern const Flag<std::string> kDataPlaneAddressFlag;    // MCX_DATA_PLANE_ADDRESS: bind address
 extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_DATA_PLANE
+// The control plane's fast path (docs/distributed.md).
+extern const Flag<bool> kCoordinationFastPathFlag;         // MCX_COORDINATION_FAST_PATH
+extern const Flag<int64_t> kCoordinationFastPathPortFlag;  // MCX_COORDINATION_FAST_PATH_PORT
 
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
 absl::StatusOr<int> cpu_threads();

@@ -282,6 +282,9 @@ absl::Status CoordinationAgent::shutdown() {
       return absl::OkStatus();
     }
   }
+  if (absl::Status f = client_->kv_flush(options_.rpc_timeout); !f.ok()) {
+    log_warn("[mcx.distributed] task {} shutting down: {}", options_.task_id, std::string(f.message()));
+  }
   absl::Status s = impl_->retrying<absl::Status>("shutdown_task", options_.shutdown_timeout, [this](absl::Duration t) {
     return client_->shutdown_task(options_.task_id, options_.incarnation, t);
   });
@@ -326,6 +329,13 @@ absl::Status CoordinationAgent::kv_set(std::string_view key, std::string_view va
   if (s.ok() && options_.recoverable) impl_->remember(key, value, allow_overwrite);
   return s;
 }
+absl::Status CoordinationAgent::kv_set_async(std::string_view key, std::string_view value, bool allow_overwrite) {
+  if (options_.recoverable) impl_->remember(key, value, allow_overwrite);
+  return client_->kv_insert_pipelined(key, value, allow_overwrite, options_.rpc_timeout);
+}
+
+absl::Status CoordinationAgent::kv_flush(absl::Duration timeout) { return client_->kv_flush(timeout); }
+
 absl::StatusOr<std::string> CoordinationAgent::kv_get(std::string_view key, absl::Duration timeout) {
   return impl_->retrying<absl::StatusOr<std::string>>("kv_get", timeout,
                                                       [&](absl::Duration t) { return client_->kv_get(key, t); });

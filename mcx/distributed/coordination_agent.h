@@ -116,6 +116,14 @@ class CoordinationAgent {
   // recoverable job the agent keeps a copy of every entry kv_set wrote (until kv_delete removes it or a key
   // above it) and writes it again after rejoining a restarted coordinator.
   absl::Status kv_set(std::string_view key, std::string_view value, bool allow_overwrite = false);
+  // kv_set without waiting for the service's acknowledgement, where the transport pipelines (the gRPC
+  // client's fast path; elsewhere it is kv_set without retries): thousands of inserts cost one round trip.
+  // Every later call of this agent sees the insert applied. An insert's error is returned by a later
+  // kv_set_async, by the agent's next key-value / barrier / live-set call, or by kv_flush, once; shutdown()
+  // flushes first. A recoverable agent remembers the entry (as kv_set) before sending it.
+  absl::Status kv_set_async(std::string_view key, std::string_view value, bool allow_overwrite = false);
+  // Waits up to `timeout` until every kv_set_async insert was applied; the first error among them.
+  absl::Status kv_flush(absl::Duration timeout);
   absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout);
   absl::StatusOr<std::string> kv_try_get(std::string_view key);
   absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta);

@@ -69,6 +69,15 @@ class CoordinationClient {
 
   virtual absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                  absl::Duration timeout) = 0;
+  // An insert that does not wait for its acknowledgement where the transport can pipeline (the gRPC client's
+  // fast path); elsewhere kv_insert. Later calls of this client see it applied. Its error (or one of an earlier
+  // pipelined insert) is returned by this call, the next call of this client, or kv_flush, once.
+  virtual absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
+                                           absl::Duration timeout) {
+    return kv_insert(key, value, allow_overwrite, timeout);
+  }
+  // Waits up to `timeout` until every pipelined insert was acknowledged; their first error, once.
+  virtual absl::Status kv_flush(absl::Duration /*timeout*/) { return absl::OkStatus(); }
   virtual absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout) = 0;
   virtual absl::StatusOr<std::string> kv_try_get(std::string_view key, absl::Duration timeout) = 0;
   virtual absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta,

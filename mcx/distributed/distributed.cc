@@ -225,7 +225,9 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     so.shutdown_timeout = c.shutdown_timeout;
     so.recoverable = c.recoverable;
     MCX_ASSIGN_OR_RETURN(r.service, CoordinationService::create(so));
-    GrpcServerOptions go{c.bind_address, c.mtls};
+    GrpcServerOptions go;
+    go.bind_address = c.bind_address;
+    go.mtls = c.mtls;
     absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> server = GrpcCoordinationServer::start(r.service.get(), go);
     if (!server.ok()) {
       teardown_locked(r);

@@ -7,8 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "mcx/core/config.h"
+#include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination.grpc.pb.h"
+#include "mcx/distributed/fast_path_client.h"
+#include "mcx/distributed/fast_path_wire.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
 
@@ -22,6 +27,13 @@ std::chrono::system_clock::time_point deadline_after(absl::Duration d) {
 }
 
 int64_t to_ms(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+// A fast-path transport error ("[coordination] ...") as this call's: "[api] ...".
+absl::Status with_api(std::string_view api, const absl::Status& s) {
+  absl::string_view m = s.message();
+  absl::ConsumePrefix(&m, "[coordination] ");
+  return absl::Status(s.code(), absl::StrCat("[", A(api), "] ", m));
+}
 
 // Transport failure -> Status with a message naming the coordinator.
 absl::Status transport_error(std::string_view api, const std::string& target, const grpc::Status& s) {
@@ -111,8 +123,11 @@ class GrpcWatchStream final : public WatchStream {
 
 class GrpcClient final : public CoordinationClient {
  public:
-  GrpcClient(std::string target, std::shared_ptr<grpc::Channel> channel)
-      : target_(std::move(target)), channel_(std::move(channel)), stub_(proto::Coordination::NewStub(channel_)) {}
+  GrpcClient(std::string target, std::shared_ptr<grpc::Channel> channel, bool use_fast_path)
+      : target_(std::move(target)),
+        channel_(std::move(channel)),
+        stub_(proto::Coordination::NewStub(channel_)),
+        use_fast_path_(use_fast_path) {}
 
   std::string target() const override { return target_; }
 
@@ -128,6 +143,40 @@ class GrpcClient final : public CoordinationClient {
     return from_proto(resp->status());
   }
 
+  // A call the fast path carries: through it once this task registered and reached it, else through gRPC.
+  template <typename Req, typename Resp, typename Method>
+  absl::Status routed(std::string_view api, FastOp op, Method method, const Req& req, Resp* resp,
+                      absl::Duration timeout) {
+    if (std::shared_ptr<FastPathClient> fast = fast_path()) {
+      absl::Status s = fast->call(op, req, resp, timeout);
+      if (!s.ok()) return with_api(api, s);
+      return from_proto(resp->status());
+    }
+    return call(api, method, req, resp, timeout);
+  }
+
+  std::shared_ptr<FastPathClient> fast_path() {
+    MutexLock lock(&fast_mu_);
+    return fast_;
+  }
+
+  // After (re)registering: uses the service's fast path when it has one and this client reaches it (one
+  // connection, opened now, within 1 s); else every call goes through gRPC, as before.
+  void adopt_fast_path(const proto::RegisterResponse& resp) {
+    std::shared_ptr<FastPathClient> fast;
+    const std::string host = address_host(target_);
+    if (use_fast_path_ && resp.fast_path_port() != 0 && !host.empty()) {
+      fast = std::make_shared<FastPathClient>(host, resp.fast_path_port(), resp.service_incarnation());
+      if (absl::Status s = fast->probe(absl::Seconds(1)); !s.ok()) {
+        log_warn("[coordination] the coordinator's fast path is not reachable ({}); using gRPC for every call "
+                 "(set MCX_COORDINATION_FAST_PATH=0 to skip the attempt)", std::string(s.message()));
+        fast.reset();
+      }
+    }
+    MutexLock lock(&fast_mu_);
+    fast_ = std::move(fast);
+  }
+
   absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                absl::Duration timeout) override {
     proto::RegisterRequest req;
@@ -138,6 +187,7 @@ class GrpcClient final : public CoordinationClient {
     proto::RegisterResponse resp;
     absl::Status s = call("register_task", &proto::Coordination::Stub::Register, req, &resp, timeout + kRpcGrace);
     if (!s.ok()) return s;
+    adopt_fast_path(resp);
     return RegisterResult{resp.service_incarnation()};
   }
 
@@ -155,6 +205,7 @@ class GrpcClient final : public CoordinationClient {
     absl::Status s = call("rejoin_task", &proto::Coordination::Stub::Register, req, &resp, timeout,
                           /*wait_for_ready=*/true);
     if (!s.ok()) return s;
+    adopt_fast_path(resp);
     return RegisterResult{resp.service_incarnation()};
   }
 
@@ -199,7 +250,23 @@ class GrpcClient final : public CoordinationClient {
     req.set_value(std::string(value));
     req.set_allow_overwrite(allow_overwrite);
     proto::StatusResponse resp;
-    return call("kv_insert", &proto::Coordination::Stub::KvInsert, req, &resp, timeout);
+    return routed("kv_insert", FastOp::kKvInsert, &proto::Coordination::Stub::KvInsert, req, &resp, timeout);
+  }
+
+  absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
+                                   absl::Duration timeout) override {
+    std::shared_ptr<FastPathClient> fast = fast_path();
+    if (!fast) return kv_insert(key, value, allow_overwrite, timeout);
+    proto::KvInsertRequest req;
+    req.set_key(std::string(key));
+    req.set_value(std::string(value));
+    req.set_allow_overwrite(allow_overwrite);
+    return fast->insert_pipelined(req, timeout);
+  }
+
+  absl::Status kv_flush(absl::Duration timeout) override {
+    std::shared_ptr<FastPathClient> fast = fast_path();
+    return fast ? fast->flush(timeout) : absl::OkStatus();
   }
 
   absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout, bool try_only) {
@@ -208,8 +275,8 @@ class GrpcClient final : public CoordinationClient {
     req.set_timeout_ms(to_ms(timeout));
     req.set_try_only(try_only);
     proto::KvGetResponse resp;
-    absl::Status s = call(try_only ? "kv_try_get" : "kv_get", &proto::Coordination::Stub::KvGet, req, &resp,
-                          try_only ? timeout : timeout + kRpcGrace);
+    absl::Status s = routed(try_only ? "kv_try_get" : "kv_get", FastOp::kKvGet, &proto::Coordination::Stub::KvGet, req,
+                            &resp, try_only ? timeout : timeout + kRpcGrace);
     if (!s.ok()) return s;
     return std::move(*resp.mutable_value());
   }
@@ -225,7 +292,7 @@ class GrpcClient final : public CoordinationClient {
     req.set_key(std::string(key));
     req.set_delta(delta);
     proto::KvIncrementResponse resp;
-    absl::Status s = call("kv_increment", &proto::Coordination::Stub::KvIncrement, req, &resp, timeout);
+    absl::Status s = routed("kv_increment", FastOp::kKvIncrement, &proto::Coordination::Stub::KvIncrement, req, &resp, timeout);
     if (!s.ok()) return s;
     return resp.value();
   }
@@ -234,7 +301,7 @@ class GrpcClient final : public CoordinationClient {
     proto::KvDirRequest req;
     req.set_dir(std::string(dir));
     proto::KvDirResponse resp;
-    absl::Status s = call("kv_dir", &proto::Coordination::Stub::KvDir, req, &resp, timeout);
+    absl::Status s = routed("kv_dir", FastOp::kKvDir, &proto::Coordination::Stub::KvDir, req, &resp, timeout);
     if (!s.ok()) return s;
     std::vector<KeyValue> out;
     out.reserve(resp.entries_size());
@@ -246,7 +313,7 @@ class GrpcClient final : public CoordinationClient {
     proto::KvDeleteRequest req;
     req.set_key(std::string(key));
     proto::KvDeleteResponse resp;
-    absl::Status s = call("kv_delete", &proto::Coordination::Stub::KvDelete, req, &resp, timeout);
+    absl::Status s = routed("kv_delete", FastOp::kKvDelete, &proto::Coordination::Stub::KvDelete, req, &resp, timeout);
     if (!s.ok()) return s;
     return resp.deleted();
   }
@@ -261,7 +328,7 @@ class GrpcClient final : public CoordinationClient {
     for (TaskId t : tasks) req.add_tasks(t);
     req.set_timeout_ms(to_ms(timeout));
     proto::StatusResponse resp;
-    return call("barrier", &proto::Coordination::Stub::Barrier, req, &resp, timeout + kRpcGrace);
+    return routed("barrier", FastOp::kBarrier, &proto::Coordination::Stub::Barrier, req, &resp, timeout + kRpcGrace);
   }
 
   absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override {
@@ -269,7 +336,7 @@ class GrpcClient final : public CoordinationClient {
     req.set_name(std::string(name));
     req.set_counter(counter);
     proto::StatusResponse resp;
-    return call("cancel_barrier", &proto::Coordination::Stub::CancelBarrier, req, &resp, timeout);
+    return routed("cancel_barrier", FastOp::kCancelBarrier, &proto::Coordination::Stub::CancelBarrier, req, &resp, timeout);
   }
 
   absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
@@ -282,7 +349,7 @@ class GrpcClient final : public CoordinationClient {
     req.set_payload(request.payload);
     req.set_timeout_ms(to_ms(timeout));
     proto::LiveTasksResponse resp;
-    absl::Status s = call("get_live_tasks", &proto::Coordination::Stub::GetLiveTasks, req, &resp, timeout + kRpcGrace);
+    absl::Status s = routed("get_live_tasks", FastOp::kLiveTasks, &proto::Coordination::Stub::GetLiveTasks, req, &resp, timeout + kRpcGrace);
     if (!s.ok()) return s;
     LiveTasks out;
     out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
@@ -309,6 +376,9 @@ class GrpcClient final : public CoordinationClient {
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Coordination::Stub> stub_;
+  const bool use_fast_path_;
+  Mutex fast_mu_;
+  std::shared_ptr<FastPathClient> fast_ ABSL_GUARDED_BY(fast_mu_);  // set by (re)registration
 };
 
 }  // namespace
@@ -340,7 +410,10 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> make_grpc_client(GrpcClientO
   // A private channel per client, so agents of one process do not share a broken connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(options.address, *creds, args);
-  return std::unique_ptr<CoordinationClient>(new GrpcClient(options.address, std::move(channel)));
+  absl::StatusOr<bool> fast_path = kCoordinationFastPathFlag.resolve(options.fast_path);
+  if (!fast_path.ok()) return fast_path.status();
+  return std::unique_ptr<CoordinationClient>(
+      new GrpcClient(options.address, std::move(channel), *fast_path && !options.mtls.enabled()));
 }
 
 }  // namespace mcx::distributed

@@ -9,8 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/config.h"
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination.grpc.pb.h"
+#include "mcx/distributed/coordination_rpc.h"
+#include "mcx/distributed/fast_path_server.h"
+#include "mcx/distributed/fast_path_wire.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
 
@@ -20,7 +24,6 @@ namespace {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-std::vector<TaskId> ids(const google::protobuf::RepeatedField<int32_t>& r) { return {r.begin(), r.end()}; }
 absl::Duration ms(int64_t v) { return absl::Milliseconds(v); }
 
 // A unary call answered later by a service callback. The callback may fire after the call was
@@ -69,7 +72,8 @@ class PendingCall final : public ServerUnaryReactor {
 // service call waits finish the reactor from the service's callback.
 class Handler final : public proto::Coordination::CallbackService {
  public:
-  Handler(CoordinationService* s, bool bind_identity) : s_(s), bind_identity_(bind_identity) {}
+  Handler(CoordinationService* s, bool bind_identity, int fast_path_port)
+      : s_(s), bind_identity_(bind_identity), fast_path_port_(fast_path_port) {}
 
   // Finishes every open watch stream (server shutdown).
   void close_all_watches();
@@ -104,6 +108,7 @@ class Handler final : public proto::Coordination::CallbackService {
           s_->rejoin_task(req->task(), req->incarnation(), req->num_tasks(), req->live_set_generation());
       to_proto(v.status(), resp->mutable_status());
       if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
+      resp->set_fast_path_port(fast_path_port_);
       r->Finish(grpc::Status::OK);
       return r;
     }
@@ -113,10 +118,11 @@ class Handler final : public proto::Coordination::CallbackService {
       s->registration_abandoned(task, incarnation);
     });
     s_->register_task(req->task(), req->incarnation(), req->num_tasks(), ms(req->timeout_ms()),
-                      [st = call->state(), resp](absl::StatusOr<RegisterResult> v) {
+                      [st = call->state(), resp, port = fast_path_port_](absl::StatusOr<RegisterResult> v) {
                         PendingCall::complete(st, [&] {
                           to_proto(v.status(), resp->mutable_status());
                           if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
+                          resp->set_fast_path_port(port);
                         });
                       });
     return call;
@@ -156,104 +162,43 @@ class Handler final : public proto::Coordination::CallbackService {
   grpc::ServerWriteReactor<proto::JobStateProto>* Watch(CallbackServerContext* ctx,
                                                         const proto::WatchRequest* req) override;
 
-  ServerUnaryReactor* KvInsert(CallbackServerContext* ctx, const proto::KvInsertRequest* req,
+  ServerUnaryReactor* KvInsert(CallbackServerContext*, const proto::KvInsertRequest* req,
                                proto::StatusResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    to_proto(s_->kv_insert(req->key(), req->value(), req->allow_overwrite()), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_kv_insert, req, resp);
   }
-
-  ServerUnaryReactor* KvGet(CallbackServerContext* ctx, const proto::KvGetRequest* req,
+  ServerUnaryReactor* KvGet(CallbackServerContext*, const proto::KvGetRequest* req,
                             proto::KvGetResponse* resp) override {
-    auto* call = new PendingCall();
-    auto done = [st = call->state(), resp](absl::StatusOr<std::string> v) {
-      PendingCall::complete(st, [&] {
-        to_proto(v.status(), resp->mutable_status());
-        if (v.ok()) resp->set_value(std::move(*v));
-      });
-    };
-    if (req->try_only()) {
-      done(s_->kv_try_get(req->key()));
-    } else {
-      s_->kv_get(req->key(), ms(req->timeout_ms()), done);
-    }
-    return call;
+    return answer(serve_kv_get, req, resp);
   }
-
-  ServerUnaryReactor* KvIncrement(CallbackServerContext* ctx, const proto::KvIncrementRequest* req,
+  ServerUnaryReactor* KvIncrement(CallbackServerContext*, const proto::KvIncrementRequest* req,
                                   proto::KvIncrementResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    absl::StatusOr<int64_t> v = s_->kv_increment(req->key(), req->delta());
-    to_proto(v.status(), resp->mutable_status());
-    if (v.ok()) resp->set_value(*v);
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_kv_increment, req, resp);
   }
-
-  ServerUnaryReactor* KvDir(CallbackServerContext* ctx, const proto::KvDirRequest* req,
+  ServerUnaryReactor* KvDir(CallbackServerContext*, const proto::KvDirRequest* req,
                             proto::KvDirResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    for (KeyValue& kv : s_->kv_dir(req->dir())) {
-      auto* e = resp->add_entries();
-      e->set_key(std::move(kv.key));
-      e->set_value(std::move(kv.value));
-    }
-    to_proto(absl::OkStatus(), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_kv_dir, req, resp);
   }
-
-  ServerUnaryReactor* KvDelete(CallbackServerContext* ctx, const proto::KvDeleteRequest* req,
+  ServerUnaryReactor* KvDelete(CallbackServerContext*, const proto::KvDeleteRequest* req,
                                proto::KvDeleteResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    resp->set_deleted(static_cast<int64_t>(s_->kv_delete(req->key())));
-    to_proto(absl::OkStatus(), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_kv_delete, req, resp);
   }
-
   ServerUnaryReactor* Barrier(CallbackServerContext* ctx, const proto::BarrierRequest* req,
                               proto::StatusResponse* resp) override {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    auto* call = new PendingCall();
-    s_->barrier(req->task(), req->incarnation(), req->name(), req->counter(), ids(req->tasks()),
-                ms(req->timeout_ms()), [st = call->state(), resp](absl::Status v) {
-                  PendingCall::complete(st, [&] { to_proto(v, resp->mutable_status()); });
-                });
-    return call;
+    return answer(serve_barrier, req, resp);
   }
-
-  ServerUnaryReactor* CancelBarrier(CallbackServerContext* ctx, const proto::CancelBarrierRequest* req,
+  ServerUnaryReactor* CancelBarrier(CallbackServerContext*, const proto::CancelBarrierRequest* req,
                                     proto::StatusResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    to_proto(s_->cancel_barrier(req->name(), req->counter()), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_cancel_barrier, req, resp);
   }
-
   ServerUnaryReactor* GetLiveTasks(CallbackServerContext* ctx, const proto::LiveTasksRequest* req,
                                    proto::LiveTasksResponse* resp) override {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    auto* call = new PendingCall();
-    s_->get_live_tasks(req->task(), req->incarnation(), LiveSetRequest{ids(req->tasks()), req->name(), req->payload()},
-                       ms(req->timeout_ms()),
-                       [st = call->state(), resp](absl::StatusOr<LiveTasks> v) {
-                         PendingCall::complete(st, [&] {
-                           to_proto(v.status(), resp->mutable_status());
-                           if (v.ok()) {
-                             for (TaskId t : v->tasks) resp->add_tasks(t);
-                             for (Incarnation i : v->incarnations) resp->add_incarnations(i);
-                             for (const std::string& p : v->payloads) resp->add_payloads(p);
-                             resp->set_generation(v->generation);
-                           }
-                         });
-                       });
-    return call;
+    return answer(serve_live_tasks, req, resp);
   }
 
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest*,
@@ -273,6 +218,17 @@ class Handler final : public proto::Coordination::CallbackService {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 
  private:
+  // Answers through the transport-neutral handler (coordination_rpc.h). The response is moved in under the
+  // call's lock, so a reply that comes after the call was cancelled (or the server shut down) is dropped.
+  template <typename Request, typename Response>
+  ServerUnaryReactor* answer(void (*serve)(CoordinationService&, const Request&, Reply<Response>), const Request* req,
+                             Response* resp) {
+    auto* call = new PendingCall();
+    serve(*s_, *req, [st = call->state(), resp](Response r) {
+      PendingCall::complete(st, [&] { *resp = std::move(r); });
+    });
+    return call;
+  }
   static ServerUnaryReactor* fail(ServerUnaryReactor* r, const absl::Status& s, proto::StatusProto* out) {
     to_proto(s, out);
     r->Finish(grpc::Status::OK);
@@ -280,6 +236,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   CoordinationService* s_;
   bool bind_identity_;
+  int fast_path_port_;  // 0: none
 };
 
 // The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
@@ -408,6 +365,7 @@ void Handler::close_all_watches() {
 }  // namespace
 
 struct GrpcCoordinationServer::Impl {
+  std::unique_ptr<FastPathServer> fast_path;
   std::unique_ptr<Handler> handler;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -420,7 +378,20 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = make_server_credentials(options.mtls);
   if (!creds.ok()) return creds.status();
   auto impl = std::make_unique<Impl>();
-  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity);
+  absl::StatusOr<bool> fast_path = kCoordinationFastPathFlag.resolve(options.fast_path);
+  if (!fast_path.ok()) return fast_path.status();
+  if (*fast_path && !options.mtls.enabled()) {
+    std::optional<int64_t> port_option;
+    if (options.fast_path_port) port_option = *options.fast_path_port;
+    absl::StatusOr<int64_t> port = kCoordinationFastPathPortFlag.resolve(port_option);
+    if (!port.ok()) return port.status();
+    absl::StatusOr<std::unique_ptr<FastPathServer>> fp =
+        FastPathServer::start(service, address_host(options.bind_address), static_cast<int>(*port));
+    if (!fp.ok()) return fp.status();
+    impl->fast_path = std::move(*fp);
+  }
+  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity,
+                                            impl->fast_path ? impl->fast_path->port() : 0);
   grpc::ServerBuilder b;
   b.AddListeningPort(options.bind_address, *creds, &impl->port);
   b.RegisterService(impl->handler.get());
@@ -449,12 +420,15 @@ GrpcCoordinationServer::~GrpcCoordinationServer() { shutdown(); }
 
 int GrpcCoordinationServer::port() const { return impl_->port; }
 
+int GrpcCoordinationServer::fast_path_port() const { return impl_->fast_path ? impl_->fast_path->port() : 0; }
+
 void GrpcCoordinationServer::shutdown(absl::Duration grace) {
   {
     MutexLock lock(&impl_->mu);
     if (impl_->shut) return;
     impl_->shut = true;
   }
+  if (impl_->fast_path) impl_->fast_path->shutdown();
   impl_->handler->close_all_watches();
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

@@ -1,0 +1,93 @@
+#include "mcx/distributed/coordination_rpc.h"
+
+#include <utility>
+#include <vector>
+
+#include "mcx/distributed/proto_convert.h"
+
+namespace mcx::distributed {
+namespace {
+
+std::vector<TaskId> ids(const google::protobuf::RepeatedField<int32_t>& r) { return {r.begin(), r.end()}; }
+
+proto::StatusResponse status_response(const absl::Status& s) {
+  proto::StatusResponse r;
+  to_proto(s, r.mutable_status());
+  return r;
+}
+
+}  // namespace
+
+void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply) {
+  reply(status_response(s.kv_insert(req.key(), req.value(), req.allow_overwrite())));
+}
+
+void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply) {
+  auto done = [reply = std::move(reply)](absl::StatusOr<std::string> v) {
+    proto::KvGetResponse r;
+    to_proto(v.status(), r.mutable_status());
+    if (v.ok()) r.set_value(std::move(*v));
+    reply(std::move(r));
+  };
+  if (req.try_only()) {
+    done(s.kv_try_get(req.key()));
+  } else {
+    s.kv_get(req.key(), absl::Milliseconds(req.timeout_ms()), std::move(done));
+  }
+}
+
+void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
+                        Reply<proto::KvIncrementResponse> reply) {
+  absl::StatusOr<int64_t> v = s.kv_increment(req.key(), req.delta());
+  proto::KvIncrementResponse r;
+  to_proto(v.status(), r.mutable_status());
+  if (v.ok()) r.set_value(*v);
+  reply(std::move(r));
+}
+
+void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply) {
+  proto::KvDirResponse r;
+  for (KeyValue& kv : s.kv_dir(req.dir())) {
+    proto::KvEntry* e = r.add_entries();
+    e->set_key(std::move(kv.key));
+    e->set_value(std::move(kv.value));
+  }
+  to_proto(absl::OkStatus(), r.mutable_status());
+  reply(std::move(r));
+}
+
+void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply) {
+  proto::KvDeleteResponse r;
+  r.set_deleted(static_cast<int64_t>(s.kv_delete(req.key())));
+  to_proto(absl::OkStatus(), r.mutable_status());
+  reply(std::move(r));
+}
+
+void serve_barrier(CoordinationService& s, const proto::BarrierRequest& req, Reply<proto::StatusResponse> reply) {
+  s.barrier(req.task(), req.incarnation(), req.name(), req.counter(), ids(req.tasks()),
+            absl::Milliseconds(req.timeout_ms()),
+            [reply = std::move(reply)](absl::Status v) { reply(status_response(v)); });
+}
+
+void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
+                          Reply<proto::StatusResponse> reply) {
+  reply(status_response(s.cancel_barrier(req.name(), req.counter())));
+}
+
+void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
+                      Reply<proto::LiveTasksResponse> reply) {
+  s.get_live_tasks(req.task(), req.incarnation(), LiveSetRequest{ids(req.tasks()), req.name(), req.payload()},
+                   absl::Milliseconds(req.timeout_ms()), [reply = std::move(reply)](absl::StatusOr<LiveTasks> v) {
+                     proto::LiveTasksResponse r;
+                     to_proto(v.status(), r.mutable_status());
+                     if (v.ok()) {
+                       for (TaskId t : v->tasks) r.add_tasks(t);
+                       for (Incarnation i : v->incarnations) r.add_incarnations(i);
+                       for (std::string& p : v->payloads) r.add_payloads(std::move(p));
+                       r.set_generation(v->generation);
+                     }
+                     reply(std::move(r));
+                   });
+}
+
+}  // namespace mcx::distributed

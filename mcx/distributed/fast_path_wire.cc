@@ -1,0 +1,74 @@
+#include "mcx/distributed/fast_path_wire.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mcx::distributed {
+namespace {
+
+void put(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t get(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, std::string_view payload) {
+  std::string out;
+  out.reserve(kFastPathHeaderBytes + payload.size());
+  put(out, kFastPathMagic, 4);
+  put(out, payload.size(), 4);
+  put(out, op, 2);
+  put(out, flags, 2);
+  put(out, 0, 4);
+  put(out, id, 8);
+  out.append(payload);
+  return out;
+}
+
+absl::StatusOr<FrameHeader> decode_frame_header(const char* bytes) {
+  if (uint32_t magic = static_cast<uint32_t>(get(bytes, 4)); magic != kFastPathMagic) {
+    return absl::DataLossError(absl::StrCat("[coordination] fast path: expected a frame starting with magic 0x",
+                                            absl::Hex(kFastPathMagic), ", found 0x", absl::Hex(magic),
+                                            " (not an mcx fast-path peer, or a different protocol version)"));
+  }
+  FrameHeader h;
+  h.length = static_cast<uint32_t>(get(bytes + 4, 4));
+  h.op = static_cast<uint16_t>(get(bytes + 8, 2));
+  h.flags = static_cast<uint16_t>(get(bytes + 10, 2));
+  h.id = get(bytes + 16, 8);
+  if (h.length > kFastPathMaxPayload) {
+    return absl::DataLossError(absl::StrCat("[coordination] fast path: a frame of ", h.length,
+                                            " bytes is over the limit of ", kFastPathMaxPayload, " bytes"));
+  }
+  return h;
+}
+
+std::string address_host(std::string_view address) {
+  if (!address.empty() && address[0] == '[') {
+    size_t close = address.find(']');
+    return close == std::string_view::npos ? "" : std::string(address.substr(1, close - 1));
+  }
+  size_t colon = address.rfind(':');
+  return std::string(colon == std::string_view::npos ? address : address.substr(0, colon));
+}
+
+std::string encode_u64(uint64_t v) {
+  std::string out;
+  put(out, v, 8);
+  return out;
+}
+
+absl::StatusOr<uint64_t> decode_u64(std::string_view bytes) {
+  if (bytes.size() != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[coordination] fast path: expected an 8-byte value, found ", bytes.size(), " bytes"));
+  }
+  return get(bytes.data(), 8);
+}
+
+}  // namespace mcx::distributed

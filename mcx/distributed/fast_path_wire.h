@@ -1,0 +1,63 @@
+// The fast path's wire format (fast_path_server.h, fast_path_client.h): length-prefixed frames over one TCP
+// connection, each a 24-byte header and a payload, all integers little-endian:
+//
+//   magic u32 = kFastPathMagic ("MCF1": protocol version 1) | payload length u32 | op u16 | flags u16 | reserved u32 |
+//   request id u64 | payload (a serialized coordination.proto request or response, or a hello)
+//
+// A response carries the op and request id of its request. With kFlagTransportError the payload is a
+// StatusProto: the server could not run the request (unknown op, malformed payload); the connection stays
+// usable. A bad magic or an over-long payload is a broken stream: the receiver closes the connection.
+// A connection starts with a hello (op kHello, payload the service incarnation the client registered with as
+// u64); the server answers with its own incarnation, so a client never talks to a coordinator that replaced
+// the one it knows on the same port.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace mcx::distributed {
+
+inline constexpr uint32_t kFastPathMagic = 0x3146434d;  // "MCF1" read as little-endian bytes
+inline constexpr size_t kFastPathHeaderBytes = 24;
+inline constexpr uint32_t kFastPathMaxPayload = 64u << 20;  // as the gRPC edge's message limit
+inline constexpr uint16_t kFlagTransportError = 1;
+
+enum class FastOp : uint16_t {
+  kHello = 1,
+  kKvInsert = 2,
+  kKvGet = 3,
+  kKvIncrement = 4,
+  kKvDir = 5,
+  kKvDelete = 6,
+  kBarrier = 7,
+  kCancelBarrier = 8,
+  kLiveTasks = 9,
+};
+
+struct FrameHeader {
+  uint32_t length = 0;
+  uint16_t op = 0;
+  uint16_t flags = 0;
+  uint64_t id = 0;
+};
+
+// The whole frame (header + payload). Precondition: payload.size() <= kFastPathMaxPayload (callers check).
+std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, std::string_view payload);
+// Parses kFastPathHeaderBytes bytes. DataLoss for a bad magic or a payload over kFastPathMaxPayload.
+absl::StatusOr<FrameHeader> decode_frame_header(const char* bytes);
+
+// The host part of a "host:port" or "[v6]:port" address (the fast path listens and connects on the host of
+// the gRPC address); "" when it has none.
+std::string address_host(std::string_view address);
+
+std::string encode_u64(uint64_t v);
+// InvalidArgument unless `bytes` holds exactly 8 bytes.
+absl::StatusOr<uint64_t> decode_u64(std::string_view bytes);
+
+}  // namespace mcx::distributed
