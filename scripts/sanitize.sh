@@ -25,7 +25,7 @@ for mode in "${modes[@]}"; do
       # install_find_package (a packaging check) and mcx_export_cli (a command-line check of mcx-export) test
       # no concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
       # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport).
-      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|^Grpc\.|^GrpcChild\.|^MtlsTest\.|^DistributedTest\.'
+      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|Grpc\.|^GrpcChild\.|^MtlsTest\.|^DistributedTest\.'
       echo "sanitize.sh: thread: building ${targets[*]} (ir, spmd and export tests are single-threaded;" \
            "install_find_package and mcx_export_cli check packaging and a command line; the Grpc, GrpcChild," \
            "MtlsTest and DistributedTest tests go through gRPC, whose synchronisation TSan cannot see)"

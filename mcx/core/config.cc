@@ -267,12 +267,8 @@ const Flag<std::string> kDataPlaneAddressFlag(
 // The control plane's fast path (distributed/fast_path_server.h).
 const Flag<bool> kCoordinationFastPathFlag(
     "MCX_COORDINATION_FAST_PATH", true,
-    "1: the coordinator serves key-value calls, barriers and live-set agreements on a second TCP port as well "
-    "as gRPC, and agents use it (never with mTLS); 0: gRPC only");
-const Flag<int64_t> kCoordinationFastPathPortFlag(
-    "MCX_COORDINATION_FAST_PATH_PORT", 0,
-    "port of the coordinator's fast path (0: any free port; the Register answer tells the agents)",
-    int_in_range(0, 65535));
+    "1: the coordinator's port speaks the fast path (length-prefixed frames over TCP) beside gRPC and agents use "
+    "it for every call (never with mTLS); 0: gRPC only. Set the same value for the coordinator and every process");
 const Flag<bool> kAllowPlaintextDataPlaneFlag(
     "MCX_ALLOW_PLAINTEXT_DATA_PLANE", false,
     "1: allow the plaintext data plane between hosts when MCX_REQUIRE_MTLS=1 (Gloo has no TLS)");

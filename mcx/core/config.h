@@ -120,7 +120,6 @@ extern const Flag<std::string> kDataPlaneAddressFlag;    // MCX_DATA_PLANE_ADDRE
 extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_DATA_PLANE
 // The control plane's fast path (docs/distributed.md).
 extern const Flag<bool> kCoordinationFastPathFlag;         // MCX_COORDINATION_FAST_PATH
-extern const Flag<int64_t> kCoordinationFastPathPortFlag;  // MCX_COORDINATION_FAST_PATH_PORT
 
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
 absl::StatusOr<int> cpu_threads();

@@ -228,6 +228,7 @@ absl::Status CoordinationAgent::connect() {
   absl::Duration backoff = absl::Milliseconds(20);
   absl::Status last;
   absl::StatusOr<RegisterResult> reg;
+  size_t published = 0;  // of options_.publish_on_connect
   while (true) {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -235,9 +236,18 @@ absl::Status CoordinationAgent::connect() {
           "[connect] cannot reach the coordination service at ", client_->target(), " within ",
           absl::FormatDuration(options_.init_timeout), " (task ", options_.task_id, "): ", last.message()));
     }
-    reg = client_->register_task(options_.task_id, options_.incarnation, options_.num_tasks, left);
-    if (reg.ok()) break;
-    last = reg.status();
+    last = absl::OkStatus();
+    for (; published < options_.publish_on_connect.size() && last.ok(); ++published) {
+      const KeyValue& e = options_.publish_on_connect[published];
+      last = client_->kv_insert(e.key, e.value, /*allow_overwrite=*/true, left);
+      if (!last.ok()) break;
+      if (options_.recoverable) impl_->remember(e.key, e.value, /*allow_overwrite=*/true);
+    }
+    if (last.ok()) {
+      reg = client_->register_task(options_.task_id, options_.incarnation, options_.num_tasks, left);
+      if (reg.ok()) break;
+      last = reg.status();
+    }
     // UNAVAILABLE: the service is not up yet (or the connection failed): retry until the deadline.
     if (last.code() != absl::StatusCode::kUnavailable) {
       return absl::Status(last.code(), absl::StrCat("[connect] task ", options_.task_id, ": ", last.message()));

@@ -79,6 +79,9 @@ struct AgentOptions {
   std::function<void(const TaskFailure&)> on_failure;
   // Called with each new job state (membership changes, also in recoverable mode). Agent thread.
   std::function<void(const JobState&)> on_job_state;
+  // Entries connect() writes (overwriting) before it registers, as kv_set would: they are in the store by the
+  // time every task has registered, so the others read them without waiting (the job's topology).
+  std::vector<KeyValue> publish_on_connect;
 };
 
 class CoordinationAgent {
@@ -87,8 +90,8 @@ class CoordinationAgent {
   CoordinationAgent(std::unique_ptr<CoordinationClient> client, AgentOptions options);
   ~CoordinationAgent();  // shutdown() without the barrier if still connected; joins threads
 
-  // Registers (retrying UNAVAILABLE until init_timeout, so processes may start before the coordinator),
-  // waits for all tasks, opens the watch stream and starts the threads. Errors: DEADLINE_EXCEEDED naming
+  // Writes options.publish_on_connect, registers (retrying UNAVAILABLE until init_timeout, so processes may
+  // start before the coordinator), waits for all tasks, opens the watch stream and starts the threads. Errors: DEADLINE_EXCEEDED naming
   // the tasks that did not register, or "cannot reach the coordination service at ADDR" when it never
   // answered; the service's register errors (duplicate id, mismatched count, ...).
   absl::Status connect();

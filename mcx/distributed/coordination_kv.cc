@@ -66,8 +66,9 @@ void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
     d.add([f = std::move(done), v = it->second] { f(v); });
     return;
   }
-  impl_->kv_waiters[k].push_back({impl_->next_id++, impl_->clock->now() + timeout, std::move(done)});
-  impl_->timer_cv.signal();
+  const absl::Time deadline = impl_->clock->now() + timeout;
+  impl_->kv_waiters[k].push_back({impl_->next_id++, deadline, std::move(done)});
+  impl_->wake_timer_for(deadline);
 }
 
 absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key) {

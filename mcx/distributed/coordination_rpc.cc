@@ -18,6 +18,45 @@ proto::StatusResponse status_response(const absl::Status& s) {
 
 }  // namespace
 
+void serve_register(CoordinationService& s, const proto::RegisterRequest& req, Reply<proto::RegisterResponse> reply) {
+  auto done = [reply = std::move(reply)](absl::StatusOr<RegisterResult> v) {
+    proto::RegisterResponse r;
+    to_proto(v.status(), r.mutable_status());
+    if (v.ok()) r.set_service_incarnation(v->service_incarnation);
+    reply(std::move(r));
+  };
+  if (req.rejoin()) {
+    done(s.rejoin_task(req.task(), req.incarnation(), req.num_tasks(), req.live_set_generation()));
+  } else {
+    s.register_task(req.task(), req.incarnation(), req.num_tasks(), absl::Milliseconds(req.timeout_ms()),
+                    std::move(done));
+  }
+}
+
+void serve_heartbeat(CoordinationService& s, const proto::HeartbeatRequest& req, Reply<proto::HeartbeatResponse> reply) {
+  proto::HeartbeatResponse r;
+  to_proto(s.heartbeat(req.task(), req.incarnation()), r.mutable_status());
+  r.set_service_incarnation(s.service_incarnation());
+  reply(std::move(r));
+}
+
+void serve_report_error(CoordinationService& s, const proto::ReportErrorRequest& req,
+                        Reply<proto::StatusResponse> reply) {
+  reply(status_response(s.report_error(req.task(), req.incarnation(), from_proto(req.error()))));
+}
+
+void serve_shutdown(CoordinationService& s, const proto::ShutdownRequest& req, Reply<proto::StatusResponse> reply) {
+  s.shutdown_task(req.task(), req.incarnation(),
+                  [reply = std::move(reply)](absl::Status v) { reply(status_response(v)); });
+}
+
+void serve_status(CoordinationService& s, const proto::ServiceStatusRequest&, Reply<proto::ServiceStatusResponse> reply) {
+  proto::ServiceStatusResponse r;
+  to_proto(s.status(), &r);
+  to_proto(absl::OkStatus(), r.mutable_status());
+  reply(std::move(r));
+}
+
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply) {
   reply(status_response(s.kv_insert(req.key(), req.value(), req.allow_overwrite())));
 }

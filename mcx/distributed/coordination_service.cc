@@ -88,7 +88,7 @@ void CoordinationService::Impl::barrier_arrive(TaskId task, Incarnation inc, std
     b.timeout = timeout;
     b.deadline = now + timeout;
     it = barriers.insert_or_assign(name, std::move(b)).first;
-    timer_cv.signal();
+    wake_timer_for(now + timeout);
     if (!opt.recoverable) {
       for (TaskId p : set) {
         if (tasks[p].state == TaskState::kError) {
@@ -261,7 +261,11 @@ void CoordinationService::Impl::timer_loop() {
     if (stopping) return;
     absl::Time now = clock->now();
     absl::Duration wait = std::min(tick, earliest_deadline() - now);
-    if (wait > absl::ZeroDuration()) timer_cv.wait_for(&mu, wait);
+    if (wait > absl::ZeroDuration()) {
+      timer_wake_at = now + wait;
+      timer_cv.wait_for(&mu, wait);
+      timer_wake_at = absl::InfinitePast();
+    }
     if (stopping) return;
     check_timeouts_locked(d);
   }
@@ -397,7 +401,7 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
       break;
   }
   impl_->register_waiters.push_back({task, now + timeout, timeout, std::move(done)});
-  impl_->timer_cv.signal();
+  impl_->wake_timer_for(now + timeout);
   impl_->complete_registration_if_ready(d);
 }
 
@@ -634,9 +638,9 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, L
     });
     ls.waiting.erase(old);
   }
-  ls.waiting[task] = Impl::LiveWaiter{incarnation, impl_->clock->now() + timeout, std::move(request.payload),
-                                      std::move(done)};
-  impl_->timer_cv.signal();
+  const absl::Time deadline = impl_->clock->now() + timeout;
+  ls.waiting[task] = Impl::LiveWaiter{incarnation, deadline, std::move(request.payload), std::move(done)};
+  impl_->wake_timer_for(deadline);
   impl_->evaluate_live_sets(d);
 }
 

@@ -120,6 +120,9 @@ struct CoordinationService::Impl {
 
   mutable Mutex mu;
   CondVar timer_cv;
+  // When the timer thread's current wait ends; InfinitePast while it is not waiting (it recomputes the
+  // earliest deadline before it waits again). See wake_timer_for.
+  absl::Time timer_wake_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   bool stopping ABSL_GUARDED_BY(mu) = false;
   std::vector<Task> tasks ABSL_GUARDED_BY(mu);
   uint64_t version ABSL_GUARDED_BY(mu) = 1;
@@ -394,6 +397,11 @@ struct CoordinationService::Impl {
   void timer_loop();
   void check_timeouts_locked(Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   absl::Time earliest_deadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A wait with this deadline was added: wakes the timer thread only if its current wait ends later (a
+  // barrier of 64 tasks used to wake it 64 times, each scanning every deadline).
+  void wake_timer_for(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (deadline < timer_wake_at) timer_cv.signal();
+  }
 };
 
 }  // namespace mcx::distributed

@@ -5,10 +5,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "mcx/core/config.h"
 #include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
 #include "mcx/distributed/data_plane.h"
+#include "mcx/distributed/fast_path_client.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
 #include "mcx/distributed/preemption_sync.h"
@@ -236,7 +238,12 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     r.server = std::move(*server);
     client = std::make_unique<InProcessClient>(r.service.get());
   } else {
-    absl::StatusOr<std::unique_ptr<CoordinationClient>> gc = make_grpc_client({c.coordinator_address, c.mtls});
+    // The fast path unless mTLS is on (it has no TLS) or MCX_COORDINATION_FAST_PATH=0 (fast_path_client.h).
+    absl::StatusOr<bool> fast_path = kCoordinationFastPathFlag.get();
+    if (!fast_path.ok()) return fast_path.status();
+    absl::StatusOr<std::unique_ptr<CoordinationClient>> gc =
+        *fast_path && !c.mtls.enabled() ? make_fast_path_client(c.coordinator_address)
+                                        : make_grpc_client({c.coordinator_address, c.mtls});
     if (!gc.ok()) return gc.status();
     client = std::move(*gc);
   }
@@ -257,15 +264,15 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     abort_groups_of_failed_tasks(s);
     if (user) user(s);
   };
+  ao.publish_on_connect = {{absl::StrCat("mcx/topology/", c.process_id), encode_devices(c.local_device_ids)}};
   r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
   if (absl::Status s = r.agent->connect(); !s.ok()) {
     teardown_locked(r);
     return absl::Status(s.code(), absl::StrCat("[initialize] process ", c.process_id, " of ", c.num_processes,
                                                " (coordinator ", c.coordinator_address, "): ", s.message()));
   }
-  // Exchange local devices so every process knows the global device list.
-  absl::Status s = r.agent->kv_set(absl::StrCat("mcx/topology/", c.process_id), encode_devices(c.local_device_ids),
-                                   /*allow_overwrite=*/true);
+  // Every process knows the global device list: each published its devices before registering.
+  absl::Status s;
   Topology topo;
   topo.process_index = c.process_id;
   topo.process_count = c.num_processes;

@@ -11,10 +11,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
@@ -79,17 +82,31 @@ class Connection {
     return true;
   }
 
-  // Reactor: stops watching, closes the socket, drops queued replies.
-  void close() {
+  // Reactor: runs `f` when the connection closes (true: because the server shuts down). Thread: reactor only
+  // (it is the one that closes, so the connection is still open).
+  void on_close(std::function<void(bool server_stopping)> f) {
     MutexLock lock(&mu_);
-    if (fd_ < 0) return;
-    epoll_ctl(poller_->fd, EPOLL_CTL_DEL, fd_, nullptr);
-    ::close(fd_);
-    fd_ = -1;
-    out_.clear();
+    on_close_.push_back(std::move(f));
   }
 
-  std::string in;  // reactor only: bytes read and not yet parsed
+  // Reactor: stops watching, closes the socket (unless `release`: its owner is now someone else), drops queued
+  // replies, then runs the on_close functions (not when released).
+  void close(bool server_stopping, bool release = false) {
+    std::vector<std::function<void(bool)>> hooks;
+    {
+      MutexLock lock(&mu_);
+      if (fd_ < 0) return;
+      epoll_ctl(poller_->fd, EPOLL_CTL_DEL, fd_, nullptr);
+      if (!release) ::close(fd_);
+      fd_ = -1;
+      out_.clear();
+      if (!release) hooks.swap(on_close_);
+    }
+    for (auto& f : hooks) f(server_stopping);  // outside the lock: they call into the service
+  }
+
+  std::string in;                // reactor only: bytes read and not yet parsed
+  bool sniffed = false;          // reactor only: the first bytes said this is a fast-path connection
 
  private:
   // Bytes written (0 when the socket is full), or -1 when it broke.
@@ -117,6 +134,7 @@ class Connection {
   std::shared_ptr<Poller> poller_;
   std::string out_ ABSL_GUARDED_BY(mu_);
   bool writable_watched_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(bool)>> on_close_ ABSL_GUARDED_BY(mu_);
 };
 
 void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
@@ -129,6 +147,7 @@ void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
 
 struct FastPathServer::Impl {
   CoordinationService* service = nullptr;
+  std::function<void(int)> hand_off;
   std::shared_ptr<Poller> poller = std::make_shared<Poller>();
   int listener = -1;
   int wake = -1;
@@ -172,7 +191,7 @@ struct FastPathServer::Impl {
         if (!ok) close(c);
       }
     }
-    for (auto& [id, c] : connections) c->close();
+    for (auto& [id, c] : connections) c->close(/*server_stopping=*/true);
     connections.clear();
   }
 
@@ -194,7 +213,7 @@ struct FastPathServer::Impl {
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = id;
       if (epoll_ctl(poller->fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        c->close();
+        c->close(/*server_stopping=*/false);
         continue;
       }
       connections.emplace(id, std::move(c));
@@ -202,12 +221,38 @@ struct FastPathServer::Impl {
   }
 
   void close(const std::shared_ptr<Connection>& c) {
-    c->close();
+    c->close(/*server_stopping=*/false);
     connections.erase(c->id());
+  }
+
+  // A new connection's first bytes decide: the fast path's magic keeps it here; anything else (gRPC's HTTP/2
+  // preface) goes to hand_off with the bytes unread. False while fewer than 4 bytes have arrived.
+  enum class Sniff { kWait, kFastPath, kHandedOff, kBroken };
+  Sniff sniff(const std::shared_ptr<Connection>& c) {
+    unsigned char magic[4];
+    ssize_t r = ::recv(c->fd(), magic, sizeof magic, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return Sniff::kBroken;
+    if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? Sniff::kWait : Sniff::kBroken;
+    if (r < 4) return Sniff::kWait;
+    uint32_t v = magic[0] | (magic[1] << 8) | (magic[2] << 16) | (static_cast<uint32_t>(magic[3]) << 24);
+    if (v == kFastPathMagic) return Sniff::kFastPath;
+    const int fd = c->fd();
+    c->close(/*server_stopping=*/false, /*release=*/true);
+    connections.erase(c->id());
+    hand_off(fd);
+    return Sniff::kHandedOff;
   }
 
   // Reads what is there and serves every complete frame. False when the connection ended or broke.
   bool read_and_serve(const std::shared_ptr<Connection>& c) {
+    if (!c->sniffed) {
+      switch (sniff(c)) {
+        case Sniff::kWait: return true;
+        case Sniff::kBroken: return false;
+        case Sniff::kHandedOff: return true;  // (no longer ours; the caller's close() finds it closed)
+        case Sniff::kFastPath: c->sniffed = true;
+      }
+    }
     char buf[65536];
     bool open = true;
     while (true) {
@@ -237,33 +282,78 @@ struct FastPathServer::Impl {
     return open;
   }
 
+  template <typename Request>
+  bool parse(Request& req, const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    if (req.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return true;
+    send_error(*c, h, absl::InvalidArgumentError(absl::StrCat("[coordination] fast path: the payload of op ", h.op,
+                                                              " (", payload.size(), " bytes) is not a valid request")));
+    return false;
+  }
+
+  template <typename Response>
+  static Reply<Response> reply_to(const std::shared_ptr<Connection>& c, const FrameHeader& h) {
+    return [c, op = h.op, id = h.id](Response r) { c->send(encode_frame(op, 0, id, r.SerializeAsString())); };
+  }
+
   template <typename Request, typename Response>
   void run_request(void (*handler)(CoordinationService&, const Request&, Reply<Response>),
                    const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
     Request req;
-    if (!req.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-      send_error(*c, h, absl::InvalidArgumentError(absl::StrCat("[coordination] fast path: the payload of op ", h.op,
-                                                                " (", payload.size(), " bytes) is not a valid request")));
-      return;
+    if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h));
+  }
+
+  // A registration waits for the other tasks; its connection closing meanwhile (the process died) tells the
+  // service at once, as a cancelled gRPC call does.
+  void serve_registration(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    proto::RegisterRequest req;
+    if (!parse(req, c, h, payload)) return;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    if (!req.rejoin()) {
+      c->on_close([s = service, task = req.task(), incarnation = req.incarnation(), answered](bool server_stopping) {
+        if (!server_stopping && !answered->load()) s->registration_abandoned(task, incarnation);
+      });
     }
-    handler(*service, req, [c, op = h.op, id = h.id](Response r) {
-      c->send(encode_frame(op, 0, id, r.SerializeAsString()));
+    serve_register(*service, req, [reply = reply_to<proto::RegisterResponse>(c, h), answered](proto::RegisterResponse r) {
+      answered->store(true);
+      reply(std::move(r));
     });
   }
 
+  // The watch stream: one frame per job state, on this connection until it closes; its closing (other than
+  // by a server shutdown) is a lost connection for the service, as the gRPC stream's end.
+  void serve_watch(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    proto::WatchRequest req;
+    if (!parse(req, c, h, payload)) return;
+    absl::StatusOr<uint64_t> id = service->watch(req.task(), req.incarnation(),
+                                                 [reply = reply_to<proto::JobStateProto>(c, h)](const JobState& s) {
+                                                   proto::JobStateProto p;
+                                                   to_proto(s, &p);
+                                                   reply(std::move(p));
+                                                 });
+    if (!id.ok()) return send_error(*c, h, id.status());
+    c->on_close([s = service, id = *id](bool server_stopping) { s->end_watch(id, /*connection_lost=*/!server_stopping); });
+  }
+
   void serve(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
-    switch (static_cast<FastOp>(h.op)) {
-      case FastOp::kHello:
-        c->send(encode_frame(h.op, 0, h.id, encode_u64(service->service_incarnation())));
-        return;
-      case FastOp::kKvInsert: return run_request(serve_kv_insert, c, h, payload);
-      case FastOp::kKvGet: return run_request(serve_kv_get, c, h, payload);
-      case FastOp::kKvIncrement: return run_request(serve_kv_increment, c, h, payload);
-      case FastOp::kKvDir: return run_request(serve_kv_dir, c, h, payload);
-      case FastOp::kKvDelete: return run_request(serve_kv_delete, c, h, payload);
-      case FastOp::kBarrier: return run_request(serve_barrier, c, h, payload);
-      case FastOp::kCancelBarrier: return run_request(serve_cancel_barrier, c, h, payload);
-      case FastOp::kLiveTasks: return run_request(serve_live_tasks, c, h, payload);
+    if (h.op == kHelloOp) {
+      c->send(encode_frame(h.op, 0, h.id, encode_u64(service->service_incarnation())));
+      return;
+    }
+    switch (static_cast<Rpc>(h.op)) {
+      case Rpc::kRegister: return serve_registration(c, h, payload);
+      case Rpc::kWatch: return serve_watch(c, h, payload);
+      case Rpc::kHeartbeat: return run_request(serve_heartbeat, c, h, payload);
+      case Rpc::kReportError: return run_request(serve_report_error, c, h, payload);
+      case Rpc::kShutdown: return run_request(serve_shutdown, c, h, payload);
+      case Rpc::kStatus: return run_request(serve_status, c, h, payload);
+      case Rpc::kKvInsert: return run_request(serve_kv_insert, c, h, payload);
+      case Rpc::kKvGet: return run_request(serve_kv_get, c, h, payload);
+      case Rpc::kKvIncrement: return run_request(serve_kv_increment, c, h, payload);
+      case Rpc::kKvDir: return run_request(serve_kv_dir, c, h, payload);
+      case Rpc::kKvDelete: return run_request(serve_kv_delete, c, h, payload);
+      case Rpc::kBarrier: return run_request(serve_barrier, c, h, payload);
+      case Rpc::kCancelBarrier: return run_request(serve_cancel_barrier, c, h, payload);
+      case Rpc::kLiveTasks: return run_request(serve_live_tasks, c, h, payload);
     }
     send_error(*c, h, absl::UnimplementedError(absl::StrCat("[coordination] fast path: unknown op ", h.op,
                                                             " (a client newer than this coordinator?)")));
@@ -271,10 +361,21 @@ struct FastPathServer::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(CoordinationService* service,
-                                                                      const std::string& host, int port) {
+                                                                      const std::string& bind_address,
+                                                                      std::function<void(int fd)> hand_off) {
   auto impl = std::make_unique<Impl>();
   impl->service = service;
-  const std::string where = absl::StrCat(host.empty() ? "*" : host, ":", port);
+  impl->hand_off = std::move(hand_off);
+  const std::string host = address_host(bind_address);
+  const std::string& where = bind_address;
+  int port = -1;
+  if (size_t colon = bind_address.rfind(':'); colon != std::string::npos && !absl::SimpleAtoi(bind_address.substr(colon + 1), &port)) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("[coordination] expected a bind address host:port, found '",
+                                                   bind_address, "'"));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -284,7 +385,7 @@ absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(Coordinati
   const bool any = host.empty() || host == "::" || host == "0.0.0.0" || host == "*";
   if (int rc = getaddrinfo(any ? nullptr : host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
     return absl::UnavailableError(
-        absl::StrCat("[coordination] the fast path cannot listen on ", where, ": ", gai_strerror(rc)));
+        absl::StrCat("[coordination] cannot listen on ", where, ": ", gai_strerror(rc)));
   }
   std::string last_error = "no address";
   // Prefer IPv6 for the wildcard (dual-stack: it takes IPv4 connections too).
@@ -309,7 +410,7 @@ absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(Coordinati
   }
   freeaddrinfo(res);
   if (impl->listener < 0) {
-    return absl::UnavailableError(absl::StrCat("[coordination] the fast path cannot listen on ", where, ": ", last_error));
+    return absl::UnavailableError(absl::StrCat("[coordination] cannot listen on ", where, ": ", last_error));
   }
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;

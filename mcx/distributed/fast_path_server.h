@@ -1,22 +1,27 @@
-// The coordination service's fast path (server side): the calls a job makes most (key-value operations,
-// barriers, live-set agreements) over plain length-prefixed TCP frames (fast_path_wire.h) instead of gRPC.
-// gRPC stays the front door: registration, heartbeats, the watch stream, errors and shutdown go through it,
-// and the Register response tells each task the fast path's port. A gRPC unary call costs two HTTP/2 streams'
-// worth of framing and several thread hand-offs on each side; with dozens of processes on a few cores that,
-// not the service, was the control plane's cost (docs/distributed.md, "The fast path").
+// The coordination service's fast path (server side): every call of coordination.proto, and the watch
+// stream, over plain length-prefixed TCP frames (fast_path_wire.h) on the coordinator's own port. A gRPC call
+// costs HTTP/2 framing and several thread hand-offs on each side, and a gRPC client costs milliseconds to
+// start and a handful of threads; with dozens of processes on a few cores that, not the service, was the
+// control plane's cost (docs/distributed.md, "The fast path").
+//
+// The listener owns the port. A connection whose first four bytes are the fast path's magic stays here; any
+// other (gRPC's HTTP/2 preface: mcx-ctl, an agent with the fast path off) is handed, unread, to `hand_off`
+// (GrpcCoordinationServer passes it to its gRPC server), so one address serves both.
 //
 // One reactor thread (epoll) accepts connections, reads frames and runs each request through the shared
-// handlers (coordination_rpc.h). Replies are written by whichever thread completes the request (the reactor,
+// handlers (coordination_rpc.h). A connection that closes while its registration waits abandons it, and the
+// closing of a connection that carries a watch stream is a lost connection for the service (as with gRPC). Replies are written by whichever thread completes the request (the reactor,
 // another request's completion, or the service's timer thread), directly to the socket when it has room;
 // the reactor flushes what did not fit. A connection that sends a malformed stream is closed; a malformed
 // request gets an error reply and the connection keeps serving. A reply whose connection closed is dropped.
 //
 // Security: the fast path has no TLS. GrpcCoordinationServer starts it only when mTLS is off (the plaintext
-// gRPC edge has no authentication either); with mTLS every call goes through gRPC (docs/security.md).
+// gRPC edge has no authentication either); with mTLS gRPC owns the port (docs/security.md).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,11 +32,13 @@ namespace mcx::distributed {
 
 class FastPathServer {
  public:
-  // Listens on `host` (an address or name this machine owns; "" or "::" or "0.0.0.0" = every interface) and
-  // `port` (0 = a free port). `service` must outlive the server. Errors: UNAVAILABLE "[coordination] the fast
-  // path cannot listen on HOST:PORT: ..." (address in use, unknown host).
-  static absl::StatusOr<std::unique_ptr<FastPathServer>> start(CoordinationService* service, const std::string& host,
-                                                               int port);
+  // Listens on `bind_address` ("host:port" or "[v6]:port"; host "", "::" or "0.0.0.0" = every interface; port
+  // 0 = a free one). `service` must outlive the server; `hand_off` takes ownership of each connection that
+  // does not speak the fast path (called on the reactor thread). Errors: INVALID_ARGUMENT for a malformed
+  // address; UNAVAILABLE "[coordination] cannot listen on ADDR: ..." (address in use, unknown host).
+  static absl::StatusOr<std::unique_ptr<FastPathServer>> start(CoordinationService* service,
+                                                               const std::string& bind_address,
+                                                               std::function<void(int fd)> hand_off);
   ~FastPathServer();  // shutdown()
 
   int port() const;

@@ -4,12 +4,14 @@
 //   magic u32 = kFastPathMagic ("MCF1": protocol version 1) | payload length u32 | op u16 | flags u16 | reserved u32 |
 //   request id u64 | payload (a serialized coordination.proto request or response, or a hello)
 //
-// A response carries the op and request id of its request. With kFlagTransportError the payload is a
-// StatusProto: the server could not run the request (unknown op, malformed payload); the connection stays
-// usable. A bad magic or an over-long payload is a broken stream: the receiver closes the connection.
-// A connection starts with a hello (op kHello, payload the service incarnation the client registered with as
-// u64); the server answers with its own incarnation, so a client never talks to a coordinator that replaced
-// the one it knows on the same port.
+// A request's op is an Rpc (coordination_rpc.h), its payload the request message; the response carries the op
+// and request id of its request and the response message. The watch request (Rpc::kWatch) is answered with
+// one frame per job state, all with its id, until the connection closes. With kFlagTransportError the payload
+// is a StatusProto: the server could not run the request (unknown op, malformed payload, a watch refused); the
+// connection stays usable. A bad magic or an over-long payload is a broken stream: the receiver closes the
+// connection. A connection starts with a hello (op kHelloOp, payload the service incarnation the client
+// registered with as u64, 0 before it registered); the server answers with its own incarnation, so a client
+// notices a coordinator that replaced the one it knows on the same port.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -28,17 +30,8 @@ inline constexpr size_t kFastPathHeaderBytes = 24;
 inline constexpr uint32_t kFastPathMaxPayload = 64u << 20;  // as the gRPC edge's message limit
 inline constexpr uint16_t kFlagTransportError = 1;
 
-enum class FastOp : uint16_t {
-  kHello = 1,
-  kKvInsert = 2,
-  kKvGet = 3,
-  kKvIncrement = 4,
-  kKvDir = 5,
-  kKvDelete = 6,
-  kBarrier = 7,
-  kCancelBarrier = 8,
-  kLiveTasks = 9,
-};
+// The op of the hello; every other op is an Rpc (coordination_rpc.h).
+inline constexpr uint16_t kHelloOp = 0;
 
 struct FrameHeader {
   uint32_t length = 0;

@@ -7,13 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "mcx/core/config.h"
-#include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination.grpc.pb.h"
-#include "mcx/distributed/fast_path_client.h"
-#include "mcx/distributed/fast_path_wire.h"
+#include "mcx/distributed/proto_coordination_client.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
 
@@ -24,15 +20,6 @@ absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.s
 
 std::chrono::system_clock::time_point deadline_after(absl::Duration d) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
-}
-
-int64_t to_ms(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
-
-// A fast-path transport error ("[coordination] ...") as this call's: "[api] ...".
-absl::Status with_api(std::string_view api, const absl::Status& s) {
-  absl::string_view m = s.message();
-  absl::ConsumePrefix(&m, "[coordination] ");
-  return absl::Status(s.code(), absl::StrCat("[", A(api), "] ", m));
 }
 
 // Transport failure -> Status with a message naming the coordinator.
@@ -121,264 +108,58 @@ class GrpcWatchStream final : public WatchStream {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class GrpcClient final : public CoordinationClient {
+class GrpcClient final : public ProtoCoordinationClient {
  public:
-  GrpcClient(std::string target, std::shared_ptr<grpc::Channel> channel, bool use_fast_path)
-      : target_(std::move(target)),
-        channel_(std::move(channel)),
-        stub_(proto::Coordination::NewStub(channel_)),
-        use_fast_path_(use_fast_path) {}
+  GrpcClient(std::string target, std::shared_ptr<grpc::Channel> channel)
+      : target_(std::move(target)), channel_(std::move(channel)), stub_(proto::Coordination::NewStub(channel_)) {}
 
   std::string target() const override { return target_; }
-
-  // One unary call: deadline, transport errors, then the in-band status.
-  template <typename Req, typename Resp, typename Method>
-  absl::Status call(std::string_view api, Method method, const Req& req, Resp* resp, absl::Duration timeout,
-                    bool wait_for_ready = false) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline_after(timeout));
-    ctx.set_wait_for_ready(wait_for_ready);
-    grpc::Status s = (stub_.get()->*method)(&ctx, req, resp);
-    if (!s.ok()) return transport_error(api, target_, s);
-    return from_proto(resp->status());
-  }
-
-  // A call the fast path carries: through it once this task registered and reached it, else through gRPC.
-  template <typename Req, typename Resp, typename Method>
-  absl::Status routed(std::string_view api, FastOp op, Method method, const Req& req, Resp* resp,
-                      absl::Duration timeout) {
-    if (std::shared_ptr<FastPathClient> fast = fast_path()) {
-      absl::Status s = fast->call(op, req, resp, timeout);
-      if (!s.ok()) return with_api(api, s);
-      return from_proto(resp->status());
-    }
-    return call(api, method, req, resp, timeout);
-  }
-
-  std::shared_ptr<FastPathClient> fast_path() {
-    MutexLock lock(&fast_mu_);
-    return fast_;
-  }
-
-  // After (re)registering: uses the service's fast path when it has one and this client reaches it (one
-  // connection, opened now, within 1 s); else every call goes through gRPC, as before.
-  void adopt_fast_path(const proto::RegisterResponse& resp) {
-    std::shared_ptr<FastPathClient> fast;
-    const std::string host = address_host(target_);
-    if (use_fast_path_ && resp.fast_path_port() != 0 && !host.empty()) {
-      fast = std::make_shared<FastPathClient>(host, resp.fast_path_port(), resp.service_incarnation());
-      if (absl::Status s = fast->probe(absl::Seconds(1)); !s.ok()) {
-        log_warn("[coordination] the coordinator's fast path is not reachable ({}); using gRPC for every call "
-                 "(set MCX_COORDINATION_FAST_PATH=0 to skip the attempt)", std::string(s.message()));
-        fast.reset();
-      }
-    }
-    MutexLock lock(&fast_mu_);
-    fast_ = std::move(fast);
-  }
-
-  absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                               absl::Duration timeout) override {
-    proto::RegisterRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    req.set_num_tasks(num_tasks);
-    req.set_timeout_ms(to_ms(timeout));
-    proto::RegisterResponse resp;
-    absl::Status s = call("register_task", &proto::Coordination::Stub::Register, req, &resp, timeout + kRpcGrace);
-    if (!s.ok()) return s;
-    adopt_fast_path(resp);
-    return RegisterResult{resp.service_incarnation()};
-  }
-
-  absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                             uint64_t live_set_generation, absl::Duration timeout) override {
-    proto::RegisterRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    req.set_num_tasks(num_tasks);
-    req.set_rejoin(true);
-    req.set_live_set_generation(live_set_generation);
-    proto::RegisterResponse resp;
-    // Waits (up to the deadline) for the channel to reconnect to a coordinator that is starting again, instead of
-    // failing at once while the channel backs off: the rejoin happens as soon as the connection is up.
-    absl::Status s = call("rejoin_task", &proto::Coordination::Stub::Register, req, &resp, timeout,
-                          /*wait_for_ready=*/true);
-    if (!s.ok()) return s;
-    adopt_fast_path(resp);
-    return RegisterResult{resp.service_incarnation()};
-  }
-
-  absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override {
-    proto::HeartbeatRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    proto::HeartbeatResponse resp;
-    absl::Status s = call("heartbeat", &proto::Coordination::Stub::Heartbeat, req, &resp, timeout);
-    if (!s.ok()) return s;
-    return resp.service_incarnation();
-  }
-
-  absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
-                            absl::Duration timeout) override {
-    proto::ReportErrorRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    to_proto(error, req.mutable_error());
-    proto::StatusResponse resp;
-    return call("report_error", &proto::Coordination::Stub::ReportError, req, &resp, timeout);
-  }
-
-  absl::Status shutdown_task(TaskId task, Incarnation incarnation, absl::Duration timeout) override {
-    proto::ShutdownRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    req.set_timeout_ms(to_ms(timeout));
-    proto::StatusResponse resp;
-    return call("shutdown_task", &proto::Coordination::Stub::Shutdown, req, &resp, timeout + kRpcGrace);
-  }
 
   absl::StatusOr<std::unique_ptr<WatchStream>> watch(TaskId task, Incarnation incarnation,
                                                      absl::Duration) override {
     return std::unique_ptr<WatchStream>(new GrpcWatchStream(stub_.get(), target_, task, incarnation));
   }
 
-  absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
-                         absl::Duration timeout) override {
-    proto::KvInsertRequest req;
-    req.set_key(std::string(key));
-    req.set_value(std::string(value));
-    req.set_allow_overwrite(allow_overwrite);
-    proto::StatusResponse resp;
-    return routed("kv_insert", FastOp::kKvInsert, &proto::Coordination::Stub::KvInsert, req, &resp, timeout);
-  }
-
-  absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
-                                   absl::Duration timeout) override {
-    std::shared_ptr<FastPathClient> fast = fast_path();
-    if (!fast) return kv_insert(key, value, allow_overwrite, timeout);
-    proto::KvInsertRequest req;
-    req.set_key(std::string(key));
-    req.set_value(std::string(value));
-    req.set_allow_overwrite(allow_overwrite);
-    return fast->insert_pipelined(req, timeout);
-  }
-
-  absl::Status kv_flush(absl::Duration timeout) override {
-    std::shared_ptr<FastPathClient> fast = fast_path();
-    return fast ? fast->flush(timeout) : absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout, bool try_only) {
-    proto::KvGetRequest req;
-    req.set_key(std::string(key));
-    req.set_timeout_ms(to_ms(timeout));
-    req.set_try_only(try_only);
-    proto::KvGetResponse resp;
-    absl::Status s = routed(try_only ? "kv_try_get" : "kv_get", FastOp::kKvGet, &proto::Coordination::Stub::KvGet, req,
-                            &resp, try_only ? timeout : timeout + kRpcGrace);
-    if (!s.ok()) return s;
-    return std::move(*resp.mutable_value());
-  }
-  absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout) override {
-    return get(key, timeout, false);
-  }
-  absl::StatusOr<std::string> kv_try_get(std::string_view key, absl::Duration timeout) override {
-    return get(key, timeout, true);
-  }
-
-  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta, absl::Duration timeout) override {
-    proto::KvIncrementRequest req;
-    req.set_key(std::string(key));
-    req.set_delta(delta);
-    proto::KvIncrementResponse resp;
-    absl::Status s = routed("kv_increment", FastOp::kKvIncrement, &proto::Coordination::Stub::KvIncrement, req, &resp, timeout);
-    if (!s.ok()) return s;
-    return resp.value();
-  }
-
-  absl::StatusOr<std::vector<KeyValue>> kv_dir(std::string_view dir, absl::Duration timeout) override {
-    proto::KvDirRequest req;
-    req.set_dir(std::string(dir));
-    proto::KvDirResponse resp;
-    absl::Status s = routed("kv_dir", FastOp::kKvDir, &proto::Coordination::Stub::KvDir, req, &resp, timeout);
-    if (!s.ok()) return s;
-    std::vector<KeyValue> out;
-    out.reserve(resp.entries_size());
-    for (auto& e : *resp.mutable_entries()) out.push_back({std::move(*e.mutable_key()), std::move(*e.mutable_value())});
-    return out;
-  }
-
-  absl::StatusOr<int64_t> kv_delete(std::string_view key, absl::Duration timeout) override {
-    proto::KvDeleteRequest req;
-    req.set_key(std::string(key));
-    proto::KvDeleteResponse resp;
-    absl::Status s = routed("kv_delete", FastOp::kKvDelete, &proto::Coordination::Stub::KvDelete, req, &resp, timeout);
-    if (!s.ok()) return s;
-    return resp.deleted();
-  }
-
-  absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
-                       const std::vector<TaskId>& tasks, absl::Duration timeout) override {
-    proto::BarrierRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    req.set_name(std::string(name));
-    req.set_counter(counter);
-    for (TaskId t : tasks) req.add_tasks(t);
-    req.set_timeout_ms(to_ms(timeout));
-    proto::StatusResponse resp;
-    return routed("barrier", FastOp::kBarrier, &proto::Coordination::Stub::Barrier, req, &resp, timeout + kRpcGrace);
-  }
-
-  absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override {
-    proto::CancelBarrierRequest req;
-    req.set_name(std::string(name));
-    req.set_counter(counter);
-    proto::StatusResponse resp;
-    return routed("cancel_barrier", FastOp::kCancelBarrier, &proto::Coordination::Stub::CancelBarrier, req, &resp, timeout);
-  }
-
-  absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
-                                           absl::Duration timeout) override {
-    proto::LiveTasksRequest req;
-    req.set_task(task);
-    req.set_incarnation(incarnation);
-    for (TaskId t : request.tasks) req.add_tasks(t);
-    req.set_name(request.name);
-    req.set_payload(request.payload);
-    req.set_timeout_ms(to_ms(timeout));
-    proto::LiveTasksResponse resp;
-    absl::Status s = routed("get_live_tasks", FastOp::kLiveTasks, &proto::Coordination::Stub::GetLiveTasks, req, &resp, timeout + kRpcGrace);
-    if (!s.ok()) return s;
-    LiveTasks out;
-    out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
-    out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
-    out.payloads.assign(resp.payloads().begin(), resp.payloads().end());
-    out.generation = resp.generation();
-    if (out.payloads.size() != out.tasks.size()) {
-      return absl::InternalError(absl::StrCat("[get_live_tasks] the coordination service answered with ",
-                                              out.tasks.size(), " tasks but ", out.payloads.size(),
-                                              " payloads (an older coordinator?)"));
+ protected:
+  absl::Status unary(Rpc rpc, std::string_view api, const google::protobuf::MessageLite& req,
+                     google::protobuf::MessageLite* resp, absl::Duration timeout, bool wait_for_ready) override {
+    using S = proto::Coordination::Stub;
+    switch (rpc) {
+      case Rpc::kRegister: return invoke(&S::Register, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kHeartbeat: return invoke(&S::Heartbeat, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kReportError: return invoke(&S::ReportError, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kShutdown: return invoke(&S::Shutdown, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kKvInsert: return invoke(&S::KvInsert, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kKvGet: return invoke(&S::KvGet, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kKvIncrement: return invoke(&S::KvIncrement, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kKvDir: return invoke(&S::KvDir, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kKvDelete: return invoke(&S::KvDelete, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kBarrier: return invoke(&S::Barrier, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kCancelBarrier: return invoke(&S::CancelBarrier, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kLiveTasks: return invoke(&S::GetLiveTasks, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kStatus: return invoke(&S::GetStatus, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kWatch: break;  // a stream: watch()
     }
-    return out;
-  }
-
-  absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override {
-    proto::ServiceStatusRequest req;
-    proto::ServiceStatusResponse resp;
-    absl::Status s = call("status", &proto::Coordination::Stub::GetStatus, req, &resp, timeout);
-    if (!s.ok()) return s;
-    return from_proto(resp);
+    return absl::InternalError(absl::StrCat("[", A(api), "] not a unary call: ", static_cast<int>(rpc)));
   }
 
  private:
+  // One blocking stub call with its deadline; transport failures become a Status naming the coordinator.
+  template <typename Req, typename Resp>
+  absl::Status invoke(grpc::Status (proto::Coordination::Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                      std::string_view api, const google::protobuf::MessageLite& req,
+                      google::protobuf::MessageLite* resp, absl::Duration timeout, bool wait_for_ready) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_after(timeout));
+    ctx.set_wait_for_ready(wait_for_ready);
+    grpc::Status s = (stub_.get()->*method)(&ctx, static_cast<const Req&>(req), static_cast<Resp*>(resp));
+    if (!s.ok()) return transport_error(api, target_, s);
+    return absl::OkStatus();
+  }
+
   std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Coordination::Stub> stub_;
-  const bool use_fast_path_;
-  Mutex fast_mu_;
-  std::shared_ptr<FastPathClient> fast_ ABSL_GUARDED_BY(fast_mu_);  // set by (re)registration
 };
 
 }  // namespace
@@ -410,10 +191,7 @@ absl::StatusOr<std::unique_ptr<CoordinationClient>> make_grpc_client(GrpcClientO
   // A private channel per client, so agents of one process do not share a broken connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(options.address, *creds, args);
-  absl::StatusOr<bool> fast_path = kCoordinationFastPathFlag.resolve(options.fast_path);
-  if (!fast_path.ok()) return fast_path.status();
-  return std::unique_ptr<CoordinationClient>(
-      new GrpcClient(options.address, std::move(channel), *fast_path && !options.mtls.enabled()));
+  return std::unique_ptr<CoordinationClient>(new GrpcClient(options.address, std::move(channel)));
 }
 
 }  // namespace mcx::distributed

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,9 +13,6 @@ namespace mcx::distributed {
 struct GrpcClientOptions {
   std::string address;  // "host:port" of the coordination service
   MtlsOptions mtls;     // used as given (apply mtls_options_from_env first if wanted)
-  // Whether to use the coordinator's fast path (fast_path_client.h) once registered, when it has one and
-  // mTLS is off (unset: MCX_COORDINATION_FAST_PATH).
-  std::optional<bool> fast_path = std::nullopt;
 };
 
 // HTTP proxies (http_proxy, https_proxy) are never used for the coordinator.

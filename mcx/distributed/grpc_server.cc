@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/auth_context.h>
+#include <grpcpp/server_posix.h>
 
 #include <functional>
 #include <set>
@@ -14,7 +15,6 @@
 #include "mcx/distributed/coordination.grpc.pb.h"
 #include "mcx/distributed/coordination_rpc.h"
 #include "mcx/distributed/fast_path_server.h"
-#include "mcx/distributed/fast_path_wire.h"
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/proto_convert.h"
 
@@ -24,7 +24,6 @@ namespace {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-absl::Duration ms(int64_t v) { return absl::Milliseconds(v); }
 
 // A unary call answered later by a service callback. The callback may fire after the call was
 // cancelled and even after the reactor is gone (server shutdown): the shared state makes that a no-op.
@@ -72,8 +71,7 @@ class PendingCall final : public ServerUnaryReactor {
 // service call waits finish the reactor from the service's callback.
 class Handler final : public proto::Coordination::CallbackService {
  public:
-  Handler(CoordinationService* s, bool bind_identity, int fast_path_port)
-      : s_(s), bind_identity_(bind_identity), fast_path_port_(fast_path_port) {}
+  Handler(CoordinationService* s, bool bind_identity) : s_(s), bind_identity_(bind_identity) {}
 
   // Finishes every open watch stream (server shutdown).
   void close_all_watches();
@@ -102,61 +100,36 @@ class Handler final : public proto::Coordination::CallbackService {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    if (req->rejoin()) {  // answered at once (the service does not wait for the others)
-      auto* r = ctx->DefaultReactor();
-      absl::StatusOr<RegisterResult> v =
-          s_->rejoin_task(req->task(), req->incarnation(), req->num_tasks(), req->live_set_generation());
-      to_proto(v.status(), resp->mutable_status());
-      if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
-      resp->set_fast_path_port(fast_path_port_);
-      r->Finish(grpc::Status::OK);
-      return r;
-    }
     // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
-    // learns of it at once (no heartbeats flow before the job is assembled).
-    auto* call = new PendingCall([s = s_, task = req->task(), incarnation = req->incarnation()] {
-      s->registration_abandoned(task, incarnation);
-    });
-    s_->register_task(req->task(), req->incarnation(), req->num_tasks(), ms(req->timeout_ms()),
-                      [st = call->state(), resp, port = fast_path_port_](absl::StatusOr<RegisterResult> v) {
-                        PendingCall::complete(st, [&] {
-                          to_proto(v.status(), resp->mutable_status());
-                          if (v.ok()) resp->set_service_incarnation(v->service_incarnation);
-                          resp->set_fast_path_port(port);
-                        });
-                      });
-    return call;
+    // learns of it at once (no heartbeats flow before the job is assembled). A rejoin is answered at once.
+    std::function<void()> on_cancel;
+    if (!req->rejoin()) {
+      on_cancel = [s = s_, task = req->task(), incarnation = req->incarnation()] {
+        s->registration_abandoned(task, incarnation);
+      };
+    }
+    return answer(serve_register, req, resp, std::move(on_cancel));
   }
-
   ServerUnaryReactor* Heartbeat(CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
                                 proto::HeartbeatResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) return fail(r, id, resp->mutable_status());
-    to_proto(s_->heartbeat(req->task(), req->incarnation()), resp->mutable_status());
-    resp->set_service_incarnation(s_->service_incarnation());
-    r->Finish(grpc::Status::OK);
-    return r;
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    return answer(serve_heartbeat, req, resp);
   }
-
   ServerUnaryReactor* ReportError(CallbackServerContext* ctx, const proto::ReportErrorRequest* req,
                                   proto::StatusResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) return fail(r, id, resp->mutable_status());
-    to_proto(s_->report_error(req->task(), req->incarnation(), from_proto(req->error())), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    return answer(serve_report_error, req, resp);
   }
-
   ServerUnaryReactor* Shutdown(CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                proto::StatusResponse* resp) override {
     if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    auto* call = new PendingCall();
-    s_->shutdown_task(req->task(), req->incarnation(), [st = call->state(), resp](absl::Status v) {
-      PendingCall::complete(st, [&] { to_proto(v, resp->mutable_status()); });
-    });
-    return call;
+    return answer(serve_shutdown, req, resp);
   }
 
   grpc::ServerWriteReactor<proto::JobStateProto>* Watch(CallbackServerContext* ctx,
@@ -201,13 +174,9 @@ class Handler final : public proto::Coordination::CallbackService {
     return answer(serve_live_tasks, req, resp);
   }
 
-  ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest*,
+  ServerUnaryReactor* GetStatus(CallbackServerContext*, const proto::ServiceStatusRequest* req,
                                 proto::ServiceStatusResponse* resp) override {
-    auto* r = ctx->DefaultReactor();
-    to_proto(s_->status(), resp);
-    to_proto(absl::OkStatus(), resp->mutable_status());
-    r->Finish(grpc::Status::OK);
-    return r;
+    return answer(serve_status, req, resp);
   }
 
   CoordinationService* service() { return s_; }
@@ -222,8 +191,8 @@ class Handler final : public proto::Coordination::CallbackService {
   // call's lock, so a reply that comes after the call was cancelled (or the server shut down) is dropped.
   template <typename Request, typename Response>
   ServerUnaryReactor* answer(void (*serve)(CoordinationService&, const Request&, Reply<Response>), const Request* req,
-                             Response* resp) {
-    auto* call = new PendingCall();
+                             Response* resp, std::function<void()> on_cancel = nullptr) {
+    auto* call = new PendingCall(std::move(on_cancel));
     serve(*s_, *req, [st = call->state(), resp](Response r) {
       PendingCall::complete(st, [&] { *resp = std::move(r); });
     });
@@ -236,7 +205,6 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   CoordinationService* s_;
   bool bind_identity_;
-  int fast_path_port_;  // 0: none
 };
 
 // The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
@@ -380,20 +348,12 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   auto impl = std::make_unique<Impl>();
   absl::StatusOr<bool> fast_path = kCoordinationFastPathFlag.resolve(options.fast_path);
   if (!fast_path.ok()) return fast_path.status();
-  if (*fast_path && !options.mtls.enabled()) {
-    std::optional<int64_t> port_option;
-    if (options.fast_path_port) port_option = *options.fast_path_port;
-    absl::StatusOr<int64_t> port = kCoordinationFastPathPortFlag.resolve(port_option);
-    if (!port.ok()) return port.status();
-    absl::StatusOr<std::unique_ptr<FastPathServer>> fp =
-        FastPathServer::start(service, address_host(options.bind_address), static_cast<int>(*port));
-    if (!fp.ok()) return fp.status();
-    impl->fast_path = std::move(*fp);
-  }
-  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity,
-                                            impl->fast_path ? impl->fast_path->port() : 0);
+  // With the fast path, its listener owns the port and hands gRPC the connections that speak HTTP/2; with
+  // mTLS gRPC listens itself (the fast path has no TLS).
+  const bool shared_port = *fast_path && !options.mtls.enabled();
+  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity);
   grpc::ServerBuilder b;
-  b.AddListeningPort(options.bind_address, *creds, &impl->port);
+  if (!shared_port) b.AddListeningPort(options.bind_address, *creds, &impl->port);
   b.RegisterService(impl->handler.get());
   b.SetMaxReceiveMessageSize(64 << 20);
   b.SetMaxSendMessageSize(64 << 20);
@@ -407,9 +367,19 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   // silently split the job between two services; refuse instead.
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   impl->server = b.BuildAndStart();
-  if (!impl->server || impl->port == 0) {
-    return absl::UnavailableError(absl::StrCat("[coordination] cannot bind '", options.bind_address,
-                                               "' (address in use, or not a valid host:port)"));
+  const std::string cannot_bind = absl::StrCat("[coordination] cannot bind '", options.bind_address,
+                                               "' (address in use, or not a valid host:port)");
+  if (!impl->server || (!shared_port && impl->port == 0)) return absl::UnavailableError(cannot_bind);
+  if (shared_port) {
+    grpc::Server* server = impl->server.get();
+    absl::StatusOr<std::unique_ptr<FastPathServer>> fp = FastPathServer::start(
+        service, options.bind_address, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+    if (!fp.ok()) {
+      impl->server->Shutdown();
+      return absl::UnavailableError(absl::StrCat(cannot_bind, ": ", fp.status().message()));
+    }
+    impl->fast_path = std::move(*fp);
+    impl->port = impl->fast_path->port();
   }
   return std::unique_ptr<GrpcCoordinationServer>(new GrpcCoordinationServer(std::move(impl)));
 }
@@ -420,7 +390,7 @@ GrpcCoordinationServer::~GrpcCoordinationServer() { shutdown(); }
 
 int GrpcCoordinationServer::port() const { return impl_->port; }
 
-int GrpcCoordinationServer::fast_path_port() const { return impl_->fast_path ? impl_->fast_path->port() : 0; }
+bool GrpcCoordinationServer::serves_fast_path() const { return impl_->fast_path != nullptr; }
 
 void GrpcCoordinationServer::shutdown(absl::Duration grace) {
   {

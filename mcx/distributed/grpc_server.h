@@ -4,8 +4,9 @@
 // shutdown) holds no server thread while it waits. The watch stream of each task is a server-streaming
 // call; when it ends without the task having shut down (the process died, the connection broke), the
 // task fails at once (CoordinationService::end_watch with connection_lost).
-// Also starts the fast path (fast_path_server.h) unless mTLS is on or it is turned off, and tells each
-// registering task its port. With mTLS (mtls.h), requires client certificates; with bind_task_identity, checks on every task-scoped
+// Unless mTLS is on (or it is turned off), the port also serves the fast path (fast_path_server.h): its
+// listener owns the port and hands the connections that speak HTTP/2 to gRPC. With mTLS (mtls.h), requires
+// client certificates; with bind_task_identity, checks on every task-scoped
 // call that the peer's URI SAN ends in "task/<id>" for the request's task id (PERMISSION_DENIED otherwise).
 //
 // Thread-safety: all methods are thread-safe.
@@ -25,10 +26,9 @@ struct GrpcServerOptions {
   // "host:port"; port 0 picks a free port (see port()). E.g. "[::]:5000", "127.0.0.1:0".
   std::string bind_address = "[::]:0";
   MtlsOptions mtls;  // used as given (apply mtls_options_from_env first if wanted)
-  // The fast path (fast_path_server.h) on the same host: whether to serve it (unset: MCX_COORDINATION_FAST_PATH)
-  // and its port (unset: MCX_COORDINATION_FAST_PATH_PORT; 0 = any). Never served with mTLS.
+  // Whether to serve the fast path (fast_path_server.h) on the same port (unset: MCX_COORDINATION_FAST_PATH).
+  // Never with mTLS.
   std::optional<bool> fast_path = std::nullopt;
-  std::optional<int> fast_path_port = std::nullopt;
 };
 
 class GrpcCoordinationServer {
@@ -39,8 +39,8 @@ class GrpcCoordinationServer {
                                                                        GrpcServerOptions options);
   ~GrpcCoordinationServer();  // shutdown()
 
-  int port() const;            // the bound port
-  int fast_path_port() const;  // the fast path's port; 0 when it is not served
+  int port() const;               // the bound port
+  bool serves_fast_path() const;  // whether the port also speaks the fast path
   // Ends every open call (watch streams end with UNAVAILABLE), stops accepting, waits at most
   // `grace` for handlers. Idempotent.
   void shutdown(absl::Duration grace = absl::Milliseconds(200));

@@ -1,5 +1,7 @@
-// The gRPC edge on loopback: agents over real gRPC, failure detection through a killed process's broken
-// stream (a child process killed with SIGKILL), coordinator loss, an unreachable coordinator.
+// The coordinator's port on loopback (GrpcCoordinationServer: gRPC and the fast path on one port), with agents
+// over each transport (the gRPC client; the fast-path client): KV, barriers, status, failure detection through
+// a killed process's broken stream (a child process killed with SIGKILL), coordinator loss, an unreachable
+// coordinator, a coordinator that starts late.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/fast_path_client.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
 
@@ -41,9 +44,16 @@ struct FailureLog {
   }
 };
 
-std::unique_ptr<CoordinationAgent> grpc_agent(const std::string& addr, TaskId id, int n, FailureLog* log,
-                                              absl::Duration init_timeout = absl::Seconds(5)) {
-  auto client = make_grpc_client({addr, {}});
+// The transport under test: false = gRPC, true = the fast path.
+std::unique_ptr<CoordinationClient> make_client(bool fast_path, const std::string& addr) {
+  auto client = fast_path ? make_fast_path_client(addr) : make_grpc_client({addr, {}});
+  EXPECT_TRUE(client.ok()) << client.status();
+  return std::move(*client);
+}
+
+std::unique_ptr<CoordinationAgent> grpc_agent(bool fast_path, const std::string& addr, TaskId id, int n,
+                                              FailureLog* log, absl::Duration init_timeout = absl::Seconds(5)) {
+  absl::StatusOr<std::unique_ptr<CoordinationClient>> client = make_client(fast_path, addr);
   EXPECT_TRUE(client.ok()) << client.status();
   AgentOptions ao;
   ao.task_id = id;
@@ -74,11 +84,13 @@ struct Cluster {
   }
 };
 
-TEST(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
+class Grpc : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   Cluster c(3);
   FailureLog logs[3];
   std::vector<std::unique_ptr<CoordinationAgent>> agents;
-  for (int i = 0; i < 3; ++i) agents.push_back(grpc_agent(c.addr, i, 3, &logs[i]));
+  for (int i = 0; i < 3; ++i) agents.push_back(grpc_agent(GetParam(), c.addr, i, 3, &logs[i]));
   std::vector<std::thread> ts;
   for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->connect().ok()); });
   for (auto& t : ts) t.join();
@@ -107,7 +119,7 @@ TEST(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   EXPECT_EQ(timed.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(timed.message(), HasSubstr("missing: task 2"));
   // Operator status through an observer client that is not a task.
-  auto observer = *make_grpc_client({c.addr, {}});
+  auto observer = make_client(GetParam(), c.addr);
   std::thread waiter([&] { (void)agents[1]->barrier("pending", absl::Seconds(2)); });
   absl::SleepFor(absl::Milliseconds(100));
   auto st = observer->status(absl::Seconds(2));
@@ -126,14 +138,14 @@ TEST(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   for (auto& l : logs) EXPECT_TRUE(l.seen.empty());
 }
 
-TEST(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
+TEST_P(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
   // A port with nothing listening: bind a server, note its port, stop it.
   int port;
   {
     Cluster c(1);
     port = c.server->port();
   }
-  auto agent = grpc_agent(absl::StrCat("127.0.0.1:", port), 0, 1, nullptr, absl::Milliseconds(700));
+  auto agent = grpc_agent(GetParam(), absl::StrCat("127.0.0.1:", port), 0, 1, nullptr, absl::Milliseconds(700));
   absl::Time start = absl::Now();
   absl::Status s = agent->connect();
   absl::Duration took = absl::Now() - start;
@@ -142,14 +154,14 @@ TEST(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
   EXPECT_LT(took, absl::Seconds(2));
 }
 
-TEST(Grpc, JoinsQuicklyWhenTheCoordinatorStartsLate) {
+TEST_P(Grpc, JoinsQuicklyWhenTheCoordinatorStartsLate) {
   int port;
   {
     Cluster c(1);
     port = c.server->port();
   }
   std::string addr = absl::StrCat("127.0.0.1:", port);
-  auto agent = grpc_agent(addr, 0, 1, nullptr, absl::Seconds(10));
+  auto agent = grpc_agent(GetParam(), addr, 0, 1, nullptr, absl::Seconds(10));
   ServiceOptions o;
   o.num_tasks = 1;
   auto service = *CoordinationService::create(o);
@@ -168,9 +180,9 @@ TEST(Grpc, JoinsQuicklyWhenTheCoordinatorStartsLate) {
   agent.reset();
 }
 
-TEST(Grpc, RegisterErrorsOverTheWire) {
+TEST_P(Grpc, RegisterErrorsOverTheWire) {
   Cluster c(2);
-  auto client = *make_grpc_client({c.addr, {}});
+  auto client = make_client(GetParam(), c.addr);
   auto r = client->register_task(0, 1, 3, absl::Seconds(1));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("says the job has 3 processes but the coordination service was "
@@ -178,11 +190,11 @@ TEST(Grpc, RegisterErrorsOverTheWire) {
   EXPECT_EQ(client->register_task(7, 1, 2, absl::Seconds(1)).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(Grpc, CoordinatorLossIsReportedFast) {
+TEST_P(Grpc, CoordinatorLossIsReportedFast) {
   Cluster c(2);
   FailureLog logs[2];
-  auto a0 = grpc_agent(c.addr, 0, 2, &logs[0]);
-  auto a1 = grpc_agent(c.addr, 1, 2, &logs[1]);
+  auto a0 = grpc_agent(GetParam(), c.addr, 0, 2, &logs[0]);
+  auto a1 = grpc_agent(GetParam(), c.addr, 1, 2, &logs[1]);
   std::thread t([&] { ASSERT_TRUE(a1->connect().ok()); });
   ASSERT_TRUE(a0->connect().ok());
   t.join();
@@ -203,20 +215,22 @@ TEST(GrpcChild, DISABLED_RunAsTask) {
   const char* task = std::getenv("MCX_TEST_CHILD_TASK");
   if (addr == nullptr || task == nullptr) GTEST_SKIP();
   int id = std::atoi(task);
-  auto agent = grpc_agent(addr, id, 2, nullptr);
+  const char* fast = std::getenv("MCX_TEST_CHILD_FAST_PATH");
+  auto agent = grpc_agent(fast != nullptr && std::string(fast) == "1", addr, id, 2, nullptr);
   ASSERT_TRUE(agent->connect().ok());
   absl::SleepFor(absl::Seconds(30));  // killed long before this
 }
 
-TEST(Grpc, KilledProcessIsDetectedWithinASecond) {
+TEST_P(Grpc, KilledProcessIsDetectedWithinASecond) {
   Cluster c(2);
   FailureLog log;
-  auto a0 = grpc_agent(c.addr, 0, 2, &log);
+  auto a0 = grpc_agent(GetParam(), c.addr, 0, 2, &log);
   std::string env_addr = absl::StrCat("MCX_TEST_CHILD_ADDR=", c.addr);
   std::vector<std::string> env_s;
   for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
   env_s.push_back(env_addr);
   env_s.push_back("MCX_TEST_CHILD_TASK=1");
+  env_s.push_back(absl::StrCat("MCX_TEST_CHILD_FAST_PATH=", GetParam() ? 1 : 0));
   std::vector<char*> envp;
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -243,6 +257,9 @@ TEST(Grpc, KilledProcessIsDetectedWithinASecond) {
   EXPECT_EQ(log.seen[0].task, 1);
   EXPECT_THAT(log.seen[0].message, HasSubstr("task 1 failed: connection to task 1 lost"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, Grpc, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "fast_path" : "grpc"; });
 
 }  // namespace
 }  // namespace mcx::distributed
