@@ -70,8 +70,9 @@ class CoordinationClient {
   virtual absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                  absl::Duration timeout) = 0;
   // An insert that does not wait for its acknowledgement where the transport can pipeline (the gRPC client's
-  // fast path); elsewhere kv_insert. Later calls of this client see it applied. Its error (or one of an earlier
-  // pipelined insert) is returned by this call, the next call of this client, or kv_flush, once.
+  // fast path); elsewhere kv_insert. Later key-value, barrier and live-set calls of this client see it applied.
+  // Its error (or one of an earlier pipelined insert) is returned once: by this call, by the client's next
+  // key-value, barrier or live-set call, or by kv_flush.
   virtual absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
                                            absl::Duration timeout) {
     return kv_insert(key, value, allow_overwrite, timeout);

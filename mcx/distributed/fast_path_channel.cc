@@ -28,6 +28,25 @@ int remaining_ms(absl::Time deadline) {
   return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
+// The calls that must see this process's pipelined inserts applied (and report their errors): the store's and
+// the agreements'. Heartbeats, registration, errors, shutdown and status are not held up by them, and never
+// report an insert's error in their place.
+bool ordered_after_pipelined_inserts(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kKvInsert:
+    case Rpc::kKvGet:
+    case Rpc::kKvIncrement:
+    case Rpc::kKvDir:
+    case Rpc::kKvDelete:
+    case Rpc::kBarrier:
+    case Rpc::kCancelBarrier:
+    case Rpc::kLiveTasks:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------- FastPathConnection
@@ -91,8 +110,7 @@ absl::StatusOr<std::unique_ptr<FastPathConnection>> FastPathConnection::open(con
   }
   freeaddrinfo(res);
   if (!c) return fail(absl::StrCat("connect: ", last));
-  int one = 1;
-  setsockopt(c->fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_socket_options(c->fd_);
   absl::StatusOr<std::string> hello = c->exchange(kHelloOp, 0, "", deadline);
   if (hello.status().code() == absl::StatusCode::kDataLoss) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -190,7 +208,9 @@ FastPathChannel::~FastPathChannel() = default;
 absl::Status FastPathChannel::call(Rpc rpc, const google::protobuf::MessageLite& request,
                                    google::protobuf::MessageLite* response, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  if (absl::Status s = flush(timeout); !s.ok()) return s;
+  if (ordered_after_pipelined_inserts(rpc)) {
+    if (absl::Status s = flush(timeout); !s.ok()) return s;
+  }
   std::unique_ptr<FastPathConnection> c;
   {
     MutexLock lock(&mu_);

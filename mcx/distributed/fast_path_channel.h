@@ -13,9 +13,10 @@
 // exactly one thread when its reply arrives: no reader thread hands replies on.
 //
 // Pipelined inserts (insert_pipelined): key-value inserts that do not wait for their acknowledgements, on a
-// connection of their own; flush() waits for them. The channel's unary calls run flush() first, so a process
-// always sees its own inserts; the first error among pipelined inserts is returned by that flush (then by
-// the call that ran it), so none is lost.
+// connection of their own; flush() waits for them. The channel's key-value, barrier and live-set calls run
+// flush() first, so a process always sees its own inserts; the first error among pipelined inserts is returned
+// by that flush (then by the call that ran it), so none is lost. Heartbeats and the other calls do not wait
+// for pipelined inserts.
 //
 // Errors: UNAVAILABLE "[coordination] cannot reach the coordination service at ADDR: ..." for a refused, reset
 // or closed connection; DEADLINE_EXCEEDED when no reply came in time; FAILED_PRECONDITION when the peer does

@@ -187,7 +187,9 @@ struct FastPathServer::Impl {
         uint32_t ev = events[i].events;
         bool ok = true;
         if (ev & EPOLLOUT) ok = c->flush();
-        if (ok && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) ok = read_and_serve(c);
+        if (ok && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+          ok = read_and_serve(c, /*hung_up=*/(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+        }
         if (!ok) close(c);
       }
     }
@@ -205,8 +207,7 @@ struct FastPathServer::Impl {
         }
         return;
       }
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      set_socket_options(fd);
       uint64_t id = next_id++;
       auto c = std::make_shared<Connection>(fd, id, poller);
       epoll_event ev{};
@@ -226,7 +227,7 @@ struct FastPathServer::Impl {
   }
 
   // A new connection's first bytes decide: the fast path's magic keeps it here; anything else (gRPC's HTTP/2
-  // preface) goes to hand_off with the bytes unread. False while fewer than 4 bytes have arrived.
+  // preface) goes to hand_off with the bytes unread. kWait while fewer than 4 bytes have arrived.
   enum class Sniff { kWait, kFastPath, kHandedOff, kBroken };
   Sniff sniff(const std::shared_ptr<Connection>& c) {
     unsigned char magic[4];
@@ -244,10 +245,10 @@ struct FastPathServer::Impl {
   }
 
   // Reads what is there and serves every complete frame. False when the connection ended or broke.
-  bool read_and_serve(const std::shared_ptr<Connection>& c) {
+  bool read_and_serve(const std::shared_ptr<Connection>& c, bool hung_up) {
     if (!c->sniffed) {
       switch (sniff(c)) {
-        case Sniff::kWait: return true;
+        case Sniff::kWait: return !hung_up;  // fewer than 4 bytes from a peer that hung up: never more
         case Sniff::kBroken: return false;
         case Sniff::kHandedOff: return true;  // (no longer ours; the caller's close() finds it closed)
         case Sniff::kFastPath: c->sniffed = true;

@@ -1,5 +1,9 @@
 #include "mcx/distributed/fast_path_wire.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace mcx::distributed {
@@ -55,6 +59,15 @@ std::string address_host(std::string_view address) {
   }
   size_t colon = address.rfind(':');
   return std::string(colon == std::string_view::npos ? address : address.substr(0, colon));
+}
+
+void set_socket_options(int fd) {
+  int one = 1, idle = 10, interval = 5, count = 2;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 std::string encode_u64(uint64_t v) {

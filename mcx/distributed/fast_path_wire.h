@@ -49,6 +49,10 @@ absl::StatusOr<FrameHeader> decode_frame_header(const char* bytes);
 // the gRPC address); "" when it has none.
 std::string address_host(std::string_view address);
 
+// TCP_NODELAY, and TCP keepalive probes (after 10 s idle, every 5 s, 2 unanswered = dead) so that a peer host that
+// vanished without closing its sockets is noticed, as the gRPC edge's keepalive does. Best effort.
+void set_socket_options(int fd);
+
 std::string encode_u64(uint64_t v);
 // InvalidArgument unless `bytes` holds exactly 8 bytes.
 absl::StatusOr<uint64_t> decode_u64(std::string_view bytes);

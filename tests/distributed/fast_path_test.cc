@@ -104,7 +104,10 @@ TEST(FastPath, PipelinedInsertsAreAppliedInOrderAndTheirErrorIsReportedOnce) {
   EXPECT_EQ(c.service->kv_dir("k").size(), 3000u);
   // An insert-once conflict is reported once, naming the key: by the insert itself when its acknowledgement
   // is already there, else by the flush (or the client's next call).
+  ASSERT_TRUE(client->register_task(0, 9, 1, absl::Seconds(2)).ok());
   absl::Status inserted = client->kv_insert_pipelined("k/7", "again", false, absl::Seconds(5));
+  // A heartbeat neither waits for pipelined inserts nor reports their errors.
+  EXPECT_TRUE(client->heartbeat(0, 9, absl::Seconds(2)).ok());
   absl::Status flushed = client->kv_flush(absl::Seconds(5));
   ASSERT_NE(inserted.ok(), flushed.ok()) << inserted << " / " << flushed;
   const absl::Status& conflict = inserted.ok() ? flushed : inserted;

@@ -258,6 +258,27 @@ TEST_P(Grpc, KilledProcessIsDetectedWithinASecond) {
   EXPECT_THAT(log.seen[0].message, HasSubstr("task 1 failed: connection to task 1 lost"));
 }
 
+// A coordinator that serves gRPC only: a gRPC client works, a fast-path client is told at once (not after its
+// init timeout) what is wrong.
+TEST(GrpcOnlyCoordinator, AFastPathClientFailsAtOnceSayingWhy) {
+  ServiceOptions o;
+  o.num_tasks = 1;
+  auto service = *CoordinationService::create(o);
+  GrpcServerOptions so;
+  so.bind_address = "127.0.0.1:0";
+  so.fast_path = false;
+  auto server = *GrpcCoordinationServer::start(service.get(), so);
+  EXPECT_FALSE(server->serves_fast_path());
+  const std::string addr = absl::StrCat("127.0.0.1:", server->port());
+  auto agent = grpc_agent(/*fast_path=*/true, addr, 0, 1, nullptr, absl::Seconds(20));
+  absl::Time start = absl::Now();
+  absl::Status s = agent->connect();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("does not speak mcx's fast path"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_TRUE(make_client(/*fast_path=*/false, addr)->status(absl::Seconds(2)).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Grpc, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "fast_path" : "grpc"; });
 
