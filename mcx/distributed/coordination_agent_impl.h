@@ -36,6 +36,7 @@ struct CoordinationAgent::Impl {
   mutable Mutex mu;
   bool connected ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  CondVar stop_cv;  // signalled (with mu held) when stopping becomes true; the heartbeat thread sleeps on it
   bool shut_down ABSL_GUARDED_BY(mu) = false;
   absl::Status shutdown_result ABSL_GUARDED_BY(mu);
   Incarnation service_incarnation ABSL_GUARDED_BY(mu) = 0;

@@ -301,9 +301,10 @@ struct CoordinationService::Impl {
           last = AgreedLiveSet{result.tasks, result.incarnations, ++live_set_generation};
         }
         result.generation = last.generation;
+        auto shared = std::make_shared<const LiveTasks>(std::move(result));  // one copy per waiter, at its call
         for (auto& [id, w] : ls.waiting) {
           auto f = std::move(w.done);
-          d.add([f = std::move(f), result] { f(result); });
+          d.add([f = std::move(f), shared] { f(*shared); });
         }
         it = live_sets.erase(it);
       } else if (ls.waiting.empty()) {

@@ -60,16 +60,21 @@ class FastPathConnection {
   FastPathConnection& operator=(const FastPathConnection&) = delete;
 
   absl::Status write_frame(uint16_t op, uint64_t id, std::string_view payload, absl::Time deadline);
+  absl::Status write_frame(uint16_t op, uint64_t id, const google::protobuf::MessageLite& message, absl::Time deadline);
   // The next frame; with `block` false, nullopt when no complete frame has arrived yet.
   absl::StatusOr<std::optional<Frame>> read_frame(absl::Time deadline, bool block);
   // One request, its reply's payload (a transport-error frame becomes its status).
   absl::StatusOr<std::string> exchange(uint16_t op, uint64_t id, std::string_view payload, absl::Time deadline);
+  absl::StatusOr<std::string> exchange(uint16_t op, uint64_t id, const google::protobuf::MessageLite& request,
+                                       absl::Time deadline);
   // Ends the connection for both directions: a blocked read returns UNAVAILABLE. Any thread.
   void shutdown();
 
  private:
   FastPathConnection(int fd, std::string address) : fd_(fd), address_(std::move(address)) {}
   bool wait(short events, absl::Time deadline, std::string* error);
+  absl::Status write_encoded(const std::string& frame, absl::Time deadline);
+  absl::StatusOr<std::string> read_reply(uint16_t op, uint64_t id, absl::Time deadline);
   absl::Status unavailable(absl::string_view what) const;
   absl::Status deadline_exceeded() const;
 

@@ -98,7 +98,7 @@ class FastPathCoordinationClient final : public ProtoCoordinationClient {
     req.set_task(task);
     req.set_incarnation(incarnation);
     const uint64_t id = channel_.next_id();
-    if (absl::Status s = (*c)->write_frame(static_cast<uint16_t>(Rpc::kWatch), id, req.SerializeAsString(), deadline);
+    if (absl::Status s = (*c)->write_frame(static_cast<uint16_t>(Rpc::kWatch), id, req, deadline);
         !s.ok()) {
       return as_call("watch", s);
     }

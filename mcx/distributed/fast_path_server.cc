@@ -293,7 +293,7 @@ struct FastPathServer::Impl {
 
   template <typename Response>
   static Reply<Response> reply_to(const std::shared_ptr<Connection>& c, const FrameHeader& h) {
-    return [c, op = h.op, id = h.id](Response r) { c->send(encode_frame(op, 0, id, r.SerializeAsString())); };
+    return [c, op = h.op, id = h.id](Response r) { c->send(encode_frame(op, 0, id, r)); };
   }
 
   template <typename Request, typename Response>

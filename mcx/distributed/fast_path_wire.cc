@@ -34,6 +34,14 @@ std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, std::string_v
   return out;
 }
 
+std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, const google::protobuf::MessageLite& message) {
+  std::string out = encode_frame(op, flags, id, std::string_view());
+  message.AppendToString(&out);  // serialized in place, after the header
+  const uint64_t length = out.size() - kFastPathHeaderBytes;
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  return out;
+}
+
 absl::StatusOr<FrameHeader> decode_frame_header(const char* bytes) {
   if (uint32_t magic = static_cast<uint32_t>(get(bytes, 4)); magic != kFastPathMagic) {
     return absl::DataLossError(absl::StrCat("[coordination] fast path: expected a frame starting with magic 0x",

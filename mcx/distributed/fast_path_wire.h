@@ -21,6 +21,8 @@
 #include <string>
 #include <string_view>
 
+#include <google/protobuf/message_lite.h>
+
 #include "absl/status/statusor.h"
 
 namespace mcx::distributed {
@@ -42,6 +44,9 @@ struct FrameHeader {
 
 // The whole frame (header + payload). Precondition: payload.size() <= kFastPathMaxPayload (callers check).
 std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, std::string_view payload);
+// The same with `message` serialized as the payload (without an intermediate copy). Precondition: the message
+// serializes to at most kFastPathMaxPayload bytes.
+std::string encode_frame(uint16_t op, uint16_t flags, uint64_t id, const google::protobuf::MessageLite& message);
 // Parses kFastPathHeaderBytes bytes. DataLoss for a bad magic or a payload over kFastPathMaxPayload.
 absl::StatusOr<FrameHeader> decode_frame_header(const char* bytes);
 
