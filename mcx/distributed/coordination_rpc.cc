@@ -122,7 +122,11 @@ void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req
                      if (v.ok()) {
                        for (TaskId t : v->tasks) r.add_tasks(t);
                        for (Incarnation i : v->incarnations) r.add_incarnations(i);
-                       for (std::string& p : v->payloads) r.add_payloads(std::move(p));
+                       std::string* blob = r.mutable_payload_blob();
+                       for (const std::string& p : v->payloads) {
+                         blob->append(p);
+                         r.add_payload_sizes(static_cast<uint32_t>(p.size()));
+                       }
                        r.set_generation(v->generation);
                      }
                      reply(std::move(r));

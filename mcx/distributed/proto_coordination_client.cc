@@ -173,12 +173,22 @@ absl::StatusOr<LiveTasks> ProtoCoordinationClient::get_live_tasks(TaskId task, I
   LiveTasks out;
   out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
   out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
-  out.payloads.assign(resp.payloads().begin(), resp.payloads().end());
   out.generation = resp.generation();
-  if (out.payloads.size() != out.tasks.size()) {
+  if (resp.payload_sizes_size() != resp.tasks_size()) {
     return absl::InternalError(absl::StrCat("[get_live_tasks] the coordination service answered with ",
-                                            out.tasks.size(), " tasks but ", out.payloads.size(),
-                                            " payloads (an older coordinator?)"));
+                                            resp.tasks_size(), " tasks but ", resp.payload_sizes_size(),
+                                            " payloads (a coordinator of another mcx version?)"));
+  }
+  absl::string_view blob = resp.payload_blob();
+  out.payloads.reserve(resp.payload_sizes_size());
+  for (uint32_t size : resp.payload_sizes()) {
+    if (size > blob.size()) {
+      return absl::InternalError(absl::StrCat("[get_live_tasks] the coordination service's answer is malformed: ",
+                                              "payload sizes add up to more than the ", resp.payload_blob().size(),
+                                              " payload bytes"));
+    }
+    out.payloads.emplace_back(blob.substr(0, size));
+    blob.remove_prefix(size);
   }
   return out;
 }
