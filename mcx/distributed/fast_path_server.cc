@@ -54,7 +54,7 @@ class Connection {
     MutexLock lock(&mu_);
     if (fd_ < 0) return;
     size_t off = 0;
-    if (out_.empty()) {
+    if (out_.empty() && !corked_) {
       ssize_t n = write_some(frame.data(), frame.size());
       if (n < 0) return;  // broken: the reactor sees the error and closes
       off = static_cast<size_t>(n);
@@ -65,21 +65,26 @@ class Connection {
       return;
     }
     out_.append(frame, off, std::string::npos);
-    watch_writable(true);
+    if (!corked_) watch_writable(true);
+  }
+
+  // Reactor, around serving the frames of one read: replies are queued while corked and written together by
+  // uncork() (thousands of pipelined inserts get their acknowledgements in a few writes, not one each).
+  void cork() {
+    MutexLock lock(&mu_);
+    corked_ = true;
+  }
+  // False when the connection broke.
+  bool uncork() {
+    MutexLock lock(&mu_);
+    corked_ = false;
+    return write_queued();
   }
 
   // Reactor: writes queued bytes. False when the connection broke.
   bool flush() {
     MutexLock lock(&mu_);
-    if (fd_ < 0) return false;
-    while (!out_.empty()) {
-      ssize_t n = write_some(out_.data(), out_.size());
-      if (n < 0) return false;
-      if (n == 0) return true;  // still full; EPOLLOUT stays on
-      out_.erase(0, static_cast<size_t>(n));
-    }
-    watch_writable(false);
-    return true;
+    return write_queued();
   }
 
   // Reactor: runs `f` when the connection closes (true: because the server shuts down). Thread: reactor only
@@ -119,6 +124,21 @@ class Connection {
       return -1;
     }
   }
+  // Writes what the socket takes of out_; watches for room while some is left. False when it broke.
+  bool write_queued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (fd_ < 0) return false;
+    while (!out_.empty()) {
+      ssize_t n = write_some(out_.data(), out_.size());
+      if (n < 0) return false;
+      if (n == 0) {  // full: the reactor writes the rest when there is room
+        watch_writable(true);
+        return true;
+      }
+      out_.erase(0, static_cast<size_t>(n));
+    }
+    watch_writable(false);
+    return true;
+  }
   void watch_writable(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writable_watched_ == on) return;
     writable_watched_ = on;
@@ -134,6 +154,7 @@ class Connection {
   std::shared_ptr<Poller> poller_;
   std::string out_ ABSL_GUARDED_BY(mu_);
   bool writable_watched_ ABSL_GUARDED_BY(mu_) = false;
+  bool corked_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void(bool)>> on_close_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -269,6 +290,7 @@ struct FastPathServer::Impl {
       break;
     }
     size_t pos = 0;
+    c->cork();
     while (c->in.size() - pos >= kFastPathHeaderBytes) {
       absl::StatusOr<FrameHeader> h = decode_frame_header(c->in.data() + pos);
       if (!h.ok()) {
@@ -280,7 +302,7 @@ struct FastPathServer::Impl {
       pos += kFastPathHeaderBytes + h->length;
     }
     c->in.erase(0, pos);
-    return open;
+    return c->uncork() && open;
   }
 
   template <typename Request>
