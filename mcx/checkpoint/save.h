@@ -1,0 +1,33 @@
+// One save, in two halves: prepare (on the caller's thread: checks, plan, host copies of the owned shards)
+// and run (file writes and the commit protocol of docs/checkpoint.md; on the caller's thread for save, on the
+// background writer for save_async). Errors as in checkpoint_manager.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mcx/checkpoint/save_plan.h"
+
+namespace mcx::checkpoint {
+
+struct SaveJob {
+  std::string root;  // absolute
+  int64_t step = 0;
+  int64_t seq = 0;  // the manager's save counter (the same on every process)
+  int max_to_keep = 0;
+  absl::Duration timeout;
+  TreeDef tree;
+  std::string metadata_json;
+  std::vector<PlannedLeaf> plan;
+  std::vector<OwnedShard> owned;
+};
+
+// copy: private host copies (save_async) or shared storage (save).
+absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, const TreeDef& def,
+                                     const std::vector<Array>& leaves, std::string_view metadata_json, bool copy);
+absl::Status run_save(const SaveJob& job);
+
+}  // namespace mcx::checkpoint
