@@ -126,7 +126,7 @@ TEST(Checkpoint, KeepsTheLastNSteps) {
   TempRoot root;
   State st;
   const Tree tree = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
-  CheckpointManager ckpt(root.path(), {.max_to_keep = 2});
+  CheckpointManager ckpt(root.path(), {.max_to_keep = 2, .timeout = std::nullopt});
   for (int64_t step : {10, 20, 30, 40}) ckpt.save(step, tree);
   EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{30, 40}));
   EXPECT_FALSE(fs::exists(root.path() + "/10"));
