@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Peer of bench_checkpoint: writes the same bytes with numpy.save from one process and reads them back with
+numpy.load. Prints one JSON line {"save_mb_s", "load_mb_s", "mb"}; best of --reps. No fsync (numpy.save does
+none), so the files may still be in the page cache when they are read, as mcx's are."""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=256)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    leaves = 4
+    rows = a.mb * (1 << 20) // leaves // 4 // 4096  # f32 [rows, 4096] per leaf
+    arrays = [np.arange(rows * 4096, dtype=np.float32).reshape(rows, 4096) + k for k in range(leaves)]
+    total_mb = sum(x.nbytes for x in arrays) / (1 << 20)
+    os.makedirs(a.dir, exist_ok=True)
+    save, load = [], []
+    for rep in range(a.reps):
+        paths = [os.path.join(a.dir, "r%d_leaf%d.npy" % (rep, k)) for k in range(leaves)]
+        t0 = time.perf_counter()
+        for p, x in zip(paths, arrays):
+            np.save(p, x)
+        save.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        back = [np.load(p) for p in paths]
+        load.append(time.perf_counter() - t0)
+        assert all(b.tobytes() == x.tobytes() for b, x in zip(back, arrays))
+        for p in paths:
+            os.remove(p)
+    print(json.dumps({"save_mb_s": total_mb / min(save), "load_mb_s": total_mb / min(load), "mb": total_mb}))
+
+
+if __name__ == "__main__":
+    main()
