@@ -142,7 +142,9 @@ int main(int argc, char** argv) {
   const json m = run_json(absl::StrCat(MCX_BENCH_MCX_RUN, " -n 2 --cpu-devices 2 --timeout 600 -- ", argv[0],
                                        " --worker --mb ", mb, " --dir ", dir, "/mcx"));
   json p;
-  if (!no_peer) p = run_json(absl::StrCat("python3 ", MCX_BENCH_CHECKPOINT_PEER, " --mb ", mb, " --dir ", dir, "/peer"));
+  if (!no_peer) p = run_json(absl::StrCat(  // the first python3 with numpy (a pyenv python3 may lack Debian's python3-numpy)
+      "for py in python3 /usr/bin/python3; do if $py -c 'import numpy' 2>/dev/null; then exec $py ",
+      MCX_BENCH_CHECKPOINT_PEER, " --mb ", mb, " --dir ", dir, "/peer; fi; done"));
   if (own_dir) fs::remove_all(dir);
   if (m.is_null()) {
     std::fprintf(stderr, "bench_checkpoint: the mcx job printed no result\n");

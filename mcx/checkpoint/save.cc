@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,11 @@ std::string kv_prefix(const SaveJob& job, int64_t seq) {
 // Leader, before anyone writes: removes what earlier saves left uncommitted, refuses a committed step, and
 // makes the temporary directory. Returns its name.
 absl::StatusOr<std::string> make_tmp_dir(const SaveJob& job) {
-  if (::mkdir(job.root.c_str(), 0755) != 0 && errno != EEXIST) return io_error("create the directory", job.root);
+  std::error_code ec;
+  std::filesystem::create_directories(job.root, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("[checkpoint] cannot create the directory '", job.root, "': ", ec.message()));
+  }
   MCX_ASSIGN_OR_RETURN(std::vector<std::string> partial, partial_dirs(job.root));
   for (const std::string& p : partial) MCX_RETURN_IF_ERROR(remove_tree(p));
   MCX_ASSIGN_OR_RETURN(std::vector<int64_t> steps, committed_steps(job.root));
