@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/checkpoint/files.h"
+#include "mcx/checkpoint/parallel.h"
 #include "mcx/checkpoint/restore.h"
 #include "mcx/checkpoint/save.h"
 #include "mcx/core/error.h"
@@ -33,6 +34,10 @@ CheckpointManager::CheckpointManager(std::string root, CheckpointOptions options
     throw InvalidArgument(absl::StrCat("[checkpoint] expected max_to_keep >= 0 (0 keeps every step), found ",
                                        options_.max_to_keep));
   }
+  if (options_.io_threads < 0) {
+    throw InvalidArgument(absl::StrCat("[checkpoint] expected io_threads >= 0 (0: the hardware concurrency), found ",
+                                       options_.io_threads));
+  }
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -55,12 +60,18 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
   job.seq = seq_++;
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
+  job.threads = io_threads(options_.io_threads);
   if (!async) {
     throw_if_error(run_save(job));
     return;
   }
-  writer_ = std::thread([this, job = std::move(job)]() {
+  writer_ = std::thread([this, job = std::move(job), idle = options_.background_idle]() {
     absl::Status s;
+    if (idle) {
+      // Best effort: at the normal priority the save is still correct, only its overlap costs more.
+      absl::Status lowered = make_this_thread_idle_priority();
+      if (!lowered.ok()) log_warn("{}", std::string(lowered.message()));
+    }
     try {
       s = run_save(job);
     } catch (const std::exception& e) {  // e.g. std::bad_alloc: a Status, never an escaping exception
@@ -92,7 +103,7 @@ CheckpointInfo CheckpointManager::info(int64_t step) const {
 
 std::vector<Array> CheckpointManager::restore_leaves(int64_t step, const TreeDef& def,
                                                      std::span<const LeafTarget> targets) const {
-  return value_or_throw(restore_arrays(root_, step, def, targets));
+  return value_or_throw(restore_arrays(root_, step, def, targets, io_threads(options_.io_threads)));
 }
 
 Tree CheckpointManager::restore_tree(int64_t step, const Sharding& sharding) const {

@@ -52,6 +52,14 @@ struct CheckpointOptions {
   int max_to_keep = 0;  // keep the newest N committed steps after each save; 0 keeps every step
   // Deadline of each wait on another process during a save; unset: MCX_DEVICE_TIMEOUT_S.
   std::optional<absl::Duration> timeout;
+  // Threads one save or restore uses for file I/O and SHA-256 on this process (started per call, not the
+  // compute pool); 0: the hardware concurrency, at most 8.
+  int io_threads = 0;
+  // save_async's background writer (and the threads it starts) runs under SCHED_IDLE on Linux: it takes only
+  // CPU time the job leaves idle, so an overlapped write slows the training step as little as possible. The
+  // price: while every core stays busy the write barely advances, and the other processes wait for it up to
+  // `timeout`. false: the writer runs at the caller's priority.
+  bool background_idle = true;
 };
 
 // What restore builds for one leaf: its dtype and global shape must equal the checkpoint's; sharding may be
@@ -135,7 +143,7 @@ class CheckpointManager {
   int64_t seq_ = 0;  // saves started, the same on every process
   std::thread writer_;
   Mutex mu_;
-  absl::Status writer_status_;  // guarded by mu_
+  absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mcx::checkpoint

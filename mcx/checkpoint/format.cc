@@ -130,7 +130,7 @@ std::string manifest_to_json(const Manifest& m) {
       sj["stop"] = s.box.limit;
       sj["file"] = s.file;
       sj["bytes"] = s.bytes;
-      sj["sha256"] = s.sha256;
+      sj["chunk_list_sha256"] = s.chunk_list_sha256;
       sj["chunk_sha256"] = hashes_to_json(s.chunk_sha256);
       sj["process"] = s.process;
       sj["device"] = s.device;
@@ -195,7 +195,7 @@ absl::StatusOr<Manifest> manifest_from_json(std::string_view text, const std::st
       MCX_ASSIGN_OR_RETURN(s.box.limit, field<std::vector<int64_t>>(sj, "stop", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.file, field<std::string>(sj, "file", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.bytes, field<int64_t>(sj, "bytes", where, ctx));
-      MCX_ASSIGN_OR_RETURN(s.sha256, field<std::string>(sj, "sha256", where, ctx));
+      MCX_ASSIGN_OR_RETURN(s.chunk_list_sha256, field<std::string>(sj, "chunk_list_sha256", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.chunk_sha256, field<std::vector<std::string>>(sj, "chunk_sha256", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.process, field<int>(sj, "process", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.device, field<int>(sj, "device", where, ctx));
@@ -245,7 +245,7 @@ std::string fragment_to_json(int process, const std::vector<FragmentEntry>& entr
   j["process"] = process;
   json files = json::array();
   for (const FragmentEntry& e : entries) {
-    files.push_back({{"leaf", e.leaf}, {"shard", e.shard}, {"bytes", e.bytes}, {"sha256", e.sha256},
+    files.push_back({{"leaf", e.leaf}, {"shard", e.shard}, {"bytes", e.bytes}, {"chunk_list_sha256", e.chunk_list_sha256},
                      {"chunk_sha256", e.chunk_sha256}});
   }
   j["files"] = std::move(files);
@@ -263,11 +263,17 @@ absl::StatusOr<std::vector<FragmentEntry>> fragment_from_json(std::string_view t
     MCX_ASSIGN_OR_RETURN(e.leaf, field<int>(f, "leaf", where, ""));
     MCX_ASSIGN_OR_RETURN(e.shard, field<int>(f, "shard", where, ""));
     MCX_ASSIGN_OR_RETURN(e.bytes, field<int64_t>(f, "bytes", where, ""));
-    MCX_ASSIGN_OR_RETURN(e.sha256, field<std::string>(f, "sha256", where, ""));
+    MCX_ASSIGN_OR_RETURN(e.chunk_list_sha256, field<std::string>(f, "chunk_list_sha256", where, ""));
     MCX_ASSIGN_OR_RETURN(e.chunk_sha256, field<std::vector<std::string>>(f, "chunk_sha256", where, ""));
     out.push_back(std::move(e));
   }
   return out;
+}
+
+std::string chunk_list_sha256(std::span<const Sha256Digest> chunks) {
+  Sha256 h;
+  for (const Sha256Digest& d : chunks) h.update(std::span<const uint8_t>(d));
+  return to_hex(h.digest());
 }
 
 std::string commit_to_json(int64_t step, const std::string& manifest_sha256) {

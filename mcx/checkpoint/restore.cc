@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/checkpoint/files.h"
+#include "mcx/checkpoint/parallel.h"
 #include "mcx/checkpoint/shard_io.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
@@ -62,7 +63,7 @@ absl::StatusOr<Manifest> load_manifest(const std::string& root, int64_t step) {
 }
 
 absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64_t step, const TreeDef& def,
-                                                  std::span<const LeafTarget> targets) {
+                                                  std::span<const LeafTarget> targets, int threads) {
   MCX_ASSIGN_OR_RETURN(Manifest m, load_manifest(root, step));
   const std::string dir = root + "/" + step_dir_name(step);
   const std::string manifest_path = dir + "/" + std::string(kManifestFile);
@@ -76,46 +77,61 @@ absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64
     return absl::InvalidArgumentError(absl::StrCat("[checkpoint] expected one target per leaf (", m.leaves.size(),
                                                    "), found ", targets.size()));
   }
-  std::vector<Array> out;
-  out.reserve(targets.size());
+  auto who = [&](const LeafRecord& leaf) {
+    return absl::StrCat("[checkpoint] leaf '", leaf.path, "' ('", manifest_path, "')");
+  };
+  // Per leaf, one host buffer per distinct addressable box; every (box, stored shard) intersection is one read.
+  struct Read {
+    size_t leaf, box, shard;
+    IndexBox region;
+  };
+  std::vector<std::vector<std::pair<IndexBox, Buffer>>> boxes(targets.size());
+  std::vector<Read> reads;
   for (size_t i = 0; i < targets.size(); ++i) {
     const LeafRecord& leaf = m.leaves[i];
     const LeafTarget& t = targets[i];
-    const std::string who = absl::StrCat("[checkpoint] leaf '", leaf.path, "' ('", manifest_path, "')");
     if (t.dtype != leaf.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(who, ": dtype expected ", std::string(dtype_name(t.dtype)), " (target), found ",
-                                                     std::string(dtype_name(leaf.dtype)), " (checkpoint)"));
+      return absl::InvalidArgumentError(absl::StrCat(who(leaf), ": dtype expected ", std::string(dtype_name(t.dtype)),
+                                                     " (target), found ", std::string(dtype_name(leaf.dtype)),
+                                                     " (checkpoint)"));
     }
     if (t.dims != leaf.dims) {
-      return absl::InvalidArgumentError(absl::StrCat(who, ": global shape expected ", dims_string(t.dims),
+      return absl::InvalidArgumentError(absl::StrCat(who(leaf), ": global shape expected ", dims_string(t.dims),
                                                      " (target), found ", dims_string(leaf.dims), " (checkpoint)"));
     }
     MCX_RETURN_IF_ERROR(t.sharding.validate(t.dims, "checkpoint"));
-    // One host buffer per distinct addressable box, assembled from the stored shards it intersects.
-    std::vector<std::pair<IndexBox, Buffer>> boxes;
     for (const auto& [device, box] : t.sharding.addressable_devices_indices_map(t.dims)) {
       bool seen = false;
-      for (const auto& [b, unused] : boxes) seen = seen || b == box;
+      for (const auto& [b, unused] : boxes[i]) seen = seen || b == box;
       if (seen) continue;
-      Buffer buf = Buffer::uninitialized(t.dtype, box.shape());
-      for (const ShardRecord& s : leaf.shards) {
-        const IndexBox region = intersect(box, s.box);
-        if (region.num_elements() == 0) continue;
-        MCX_RETURN_IF_ERROR(read_region(dir, leaf, s, region, buf, box));
+      for (size_t k = 0; k < leaf.shards.size(); ++k) {
+        IndexBox region = intersect(box, leaf.shards[k].box);
+        if (region.num_elements() > 0) reads.push_back({i, boxes[i].size(), k, std::move(region)});
       }
-      boxes.emplace_back(box, std::move(buf));
+      boxes[i].emplace_back(box, Buffer::uninitialized(t.dtype, box.shape()));
     }
+  }
+  // The reads write disjoint regions (the stored boxes of a leaf do not overlap), so they run in parallel.
+  MCX_RETURN_IF_ERROR(parallel_for_status(static_cast<int64_t>(reads.size()), threads, [&](int64_t r) {
+    const Read& rd = reads[static_cast<size_t>(r)];
+    auto& [box, buf] = boxes[rd.leaf][rd.box];
+    return read_region(dir, m.leaves[rd.leaf], m.leaves[rd.leaf].shards[rd.shard], rd.region, buf, box);
+  }));
+  std::vector<Array> out;
+  out.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const LeafTarget& t = targets[i];
     // Each device gets its own copy of a box several of its devices hold (a donated buffer is reused in place).
-    std::vector<int> uses(boxes.size(), 0);
+    std::vector<int> uses(boxes[i].size(), 0);
     try {
       out.push_back(make_array_from_callback(t.dims, t.dtype, t.sharding, [&](const IndexBox& box) -> Buffer {
-        for (size_t k = 0; k < boxes.size(); ++k) {
-          if (boxes[k].first == box) return uses[k]++ == 0 ? boxes[k].second : boxes[k].second.copy();
+        for (size_t k = 0; k < boxes[i].size(); ++k) {
+          if (boxes[i][k].first == box) return uses[k]++ == 0 ? boxes[i][k].second : boxes[i][k].second.copy();
         }
         return Buffer();  // not reached: every addressable box was read above
       }));
     } catch (const Error& e) {
-      return absl::Status(e.code(), absl::StrCat(who, ": ", e.what()));
+      return absl::Status(e.code(), absl::StrCat(who(m.leaves[i]), ": ", e.what()));
     }
   }
   return out;

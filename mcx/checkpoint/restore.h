@@ -1,6 +1,6 @@
 // Reading a committed step: the manifest (checked against the commit marker's SHA-256), and the arrays of a
 // target (any sharding), each process reading only the stored bytes its addressable shards need
-// (shard_io.h). Errors as in checkpoint_manager.h, naming the file and the leaf path.
+// (shard_io.h); the reads of all leaves run on `threads` threads (parallel.h). Errors as in checkpoint_manager.h, naming the file and the leaf path.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,6 @@ namespace mcx::checkpoint {
 absl::StatusOr<Manifest> load_manifest(const std::string& root, int64_t step);
 
 absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64_t step, const TreeDef& def,
-                                                  std::span<const LeafTarget> targets);
+                                                  std::span<const LeafTarget> targets, int threads);
 
 }  // namespace mcx::checkpoint

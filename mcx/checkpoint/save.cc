@@ -60,14 +60,15 @@ absl::StatusOr<std::string> make_tmp_dir(const SaveJob& job) {
   return name;
 }
 
-// Every process: its shard files and its fragment, all fsynced.
+// Every process: its shard files (written, hashed and fsynced on job.threads threads) and its fragment.
 absl::Status write_owned(const SaveJob& job, const std::string& dir, int process) {
-  std::vector<FragmentEntry> entries;
-  for (const OwnedShard& s : job.owned) {
-    MCX_ASSIGN_OR_RETURN(FragmentEntry e, write_shard(dir + "/" + shard_file_name(s.leaf, s.shard), s.data));
-    e.leaf = s.leaf;
-    e.shard = s.shard;
-    entries.push_back(std::move(e));
+  std::vector<ShardFile> files;
+  files.reserve(job.owned.size());
+  for (const OwnedShard& s : job.owned) files.push_back({dir + "/" + shard_file_name(s.leaf, s.shard), &s.data});
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads));
+  for (size_t k = 0; k < entries.size(); ++k) {
+    entries[k].leaf = job.owned[k].leaf;
+    entries[k].shard = job.owned[k].shard;
   }
   MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + fragment_file_name(process), fragment_to_json(process, entries)));
   return fsync_dir(dir);
@@ -109,7 +110,7 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process
       }
       ShardRecord& r = m.leaves[e.leaf].shards[e.shard];
       r.bytes = e.bytes;
-      r.sha256 = std::move(e.sha256);
+      r.chunk_list_sha256 = std::move(e.chunk_list_sha256);
       r.chunk_sha256 = std::move(e.chunk_sha256);
     }
   }

@@ -19,6 +19,7 @@ struct SaveJob {
   int64_t seq = 0;  // the manager's save counter (the same on every process)
   int max_to_keep = 0;
   absl::Duration timeout;
+  int threads = 1;  // for writing and hashing the owned shards (parallel.h)
   TreeDef tree;
   std::string metadata_json;
   std::vector<PlannedLeaf> plan;

@@ -2,15 +2,18 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/checkpoint/files.h"
+#include "mcx/checkpoint/parallel.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
 #include "mcx/core/npy.h"
@@ -19,55 +22,54 @@
 namespace mcx::checkpoint {
 namespace {
 
-// Feeds bytes to the whole-file hash and to one hash per chunk.
-class ChunkedHasher {
- public:
-  void update(const uint8_t* p, size_t n) {
-    whole_.update(std::span<const uint8_t>(p, n));
-    while (n > 0) {
-      const size_t room = static_cast<size_t>(kChunkBytes) - in_chunk_;
-      const size_t take = std::min(room, n);
-      chunk_.update(std::span<const uint8_t>(p, take));
-      in_chunk_ += take;
-      p += take;
-      n -= take;
-      if (in_chunk_ == static_cast<size_t>(kChunkBytes)) flush();
-    }
-  }
-  void finish(FragmentEntry& e) {
-    if (in_chunk_ > 0) flush();
-    e.sha256 = to_hex(whole_.digest());
-    e.chunk_sha256 = std::move(chunks_);
-  }
-
- private:
-  void flush() {
-    chunks_.push_back(to_hex(chunk_.digest()));
-    in_chunk_ = 0;
-  }
-  Sha256 whole_, chunk_;
-  size_t in_chunk_ = 0;
-  std::vector<std::string> chunks_;
-};
-
-absl::Status write_all(int fd, const std::string& path, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return io_error("write", path);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
-}
-
 // Closes the descriptor on every path out.
 struct Fd {
   int fd = -1;
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
   ~Fd() {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// Bytes [offset, offset + size) of a file, held at ptr.
+struct Piece {
+  int64_t offset = 0;
+  const uint8_t* ptr = nullptr;
+  int64_t size = 0;
+};
+
+// SHA-256 of bytes [a, b) of a file, from pieces that together cover that range.
+Sha256Digest hash_range(std::span<const Piece> pieces, int64_t a, int64_t b) {
+  Sha256 h;
+  for (const Piece& p : pieces) {
+    const int64_t lo = std::max(a, p.offset), hi = std::min(b, p.offset + p.size);
+    if (lo < hi) h.update(std::span<const uint8_t>(p.ptr + (lo - p.offset), static_cast<size_t>(hi - lo)));
+  }
+  return h.digest();
+}
+
+int64_t chunk_count(int64_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
+
+// Writes header then data with writev, however many calls the kernel needs.
+absl::Status write_header_and_data(int fd, const std::string& path, const std::string& header, const Buffer& data) {
+  const size_t total = header.size() + data.nbytes();
+  const auto* d = static_cast<const uint8_t*>(data.data());
+  size_t done = 0;
+  while (done < total) {
+    iovec iov[2];
+    int n = 0;
+    if (done < header.size()) iov[n++] = {const_cast<char*>(header.data()) + done, header.size() - done};
+    const size_t data_done = done > header.size() ? done - header.size() : 0;
+    if (data_done < data.nbytes()) iov[n++] = {const_cast<uint8_t*>(d) + data_done, data.nbytes() - data_done};
+    const ssize_t w = ::writev(fd, iov, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return io_error("write", path);
+    done += static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
 
 std::string dims_string(const std::vector<int64_t>& dims) {
   std::string s = "[";
@@ -77,31 +79,70 @@ std::string dims_string(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer) {
-  MCX_ASSIGN_OR_RETURN(std::string header, npy_header(buffer.dtype(), buffer.dims()));
-  Fd f;
-  f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (f.fd < 0) return io_error("create", path);
-  ChunkedHasher hasher;
-  const auto* h = reinterpret_cast<const uint8_t*>(header.data());
-  hasher.update(h, header.size());
-  MCX_RETURN_IF_ERROR(write_all(f.fd, path, h, header.size()));
-  // Hash a slice while it is still in cache, then write it.
-  constexpr size_t kSlice = size_t{4} << 20;
-  const auto* data = static_cast<const uint8_t*>(buffer.data());
-  for (size_t off = 0; off < buffer.nbytes(); off += kSlice) {
-    const size_t n = std::min(kSlice, buffer.nbytes() - off);
-    hasher.update(data + off, n);
-    MCX_RETURN_IF_ERROR(write_all(f.fd, path, data + off, n));
+absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads) {
+  const size_t n = files.size();
+  std::vector<std::string> headers(n);
+  std::vector<int64_t> first_chunk(n + 1, 0);  // chunk digests of file i: [first_chunk[i], first_chunk[i + 1])
+  for (size_t i = 0; i < n; ++i) {
+    MCX_ASSIGN_OR_RETURN(headers[i], npy_header(files[i].data->dtype(), files[i].data->dims()));
+    first_chunk[i + 1] =
+        first_chunk[i] + chunk_count(static_cast<int64_t>(headers[i].size() + files[i].data->nbytes()));
   }
-  if (::fsync(f.fd) != 0) return io_error("fsync", path);
-  const int fd = f.fd;
-  f.fd = -1;
-  if (::close(fd) != 0) return io_error("close", path);
-  FragmentEntry e;
-  e.bytes = static_cast<int64_t>(header.size() + buffer.nbytes());
-  hasher.finish(e);
-  return e;
+  std::vector<Sha256Digest> digests(static_cast<size_t>(first_chunk[n]));
+  std::vector<Fd> fds(n);
+  // Tasks 0..n-1 write file i; the rest hash one chunk each (file found by its first chunk).
+  MCX_RETURN_IF_ERROR(parallel_for_status(
+      static_cast<int64_t>(n) + first_chunk[n], threads, [&](int64_t t) -> absl::Status {
+        if (t < static_cast<int64_t>(n)) {
+          const ShardFile& f = files[static_cast<size_t>(t)];
+          Fd& fd = fds[static_cast<size_t>(t)];
+          fd.fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (fd.fd < 0) return io_error("create", f.path);
+          MCX_RETURN_IF_ERROR(write_header_and_data(fd.fd, f.path, headers[static_cast<size_t>(t)], *f.data));
+#ifdef SYNC_FILE_RANGE_WRITE
+          // Start the writeback now, so the fsync below finds most of the file on its way to the disk. Only a
+          // hint: the fsync is what makes it durable, so a file system without it (EINVAL, ENOSYS) is fine.
+          (void)::sync_file_range(fd.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
+          return absl::OkStatus();
+        }
+        const int64_t c = t - static_cast<int64_t>(n);
+        const size_t i = static_cast<size_t>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) -
+                                             first_chunk.begin() - 1);
+        const std::string& h = headers[i];
+        const Buffer& data = *files[i].data;
+        const Piece pieces[2] = {
+            {0, reinterpret_cast<const uint8_t*>(h.data()), static_cast<int64_t>(h.size())},
+            {static_cast<int64_t>(h.size()), static_cast<const uint8_t*>(data.data()),
+             static_cast<int64_t>(data.nbytes())}};
+        const int64_t a = (c - first_chunk[i]) * kChunkBytes;
+        const int64_t b = std::min<int64_t>(a + kChunkBytes, static_cast<int64_t>(h.size() + data.nbytes()));
+        digests[static_cast<size_t>(c)] = hash_range(pieces, a, b);
+        return absl::OkStatus();
+      }));
+  MCX_RETURN_IF_ERROR(parallel_for_status(static_cast<int64_t>(n), threads, [&](int64_t i) -> absl::Status {
+    Fd& fd = fds[static_cast<size_t>(i)];
+    const std::string& path = files[static_cast<size_t>(i)].path;
+    if (::fsync(fd.fd) != 0) return io_error("fsync", path);
+    const int raw = std::exchange(fd.fd, -1);
+    if (::close(raw) != 0) return io_error("close", path);
+    return absl::OkStatus();
+  }));
+  std::vector<FragmentEntry> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::span<const Sha256Digest> mine(digests.data() + first_chunk[i],
+                                              static_cast<size_t>(first_chunk[i + 1] - first_chunk[i]));
+    out[i].bytes = static_cast<int64_t>(headers[i].size() + files[i].data->nbytes());
+    out[i].chunk_list_sha256 = chunk_list_sha256(mine);
+    for (const Sha256Digest& d : mine) out[i].chunk_sha256.push_back(to_hex(d));
+  }
+  return out;
+}
+
+absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer) {
+  const ShardFile file{path, &buffer};
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(std::span<const ShardFile>(&file, 1), 1));
+  return std::move(entries[0]);
 }
 
 absl::Status read_region(const std::string& dir, const LeafRecord& leaf, const ShardRecord& stored,
@@ -140,44 +181,70 @@ absl::Status read_region(const std::string& dir, const LeafRecord& leaf, const S
     return fail(absl::StrCat("is smaller than its shape ", dims_string(shape), " needs: expected at least ",
                              need_end, " bytes, manifest says ", stored.bytes));
   }
+  const int64_t c0 = need_begin / kChunkBytes, c1 = (need_end + kChunkBytes - 1) / kChunkBytes;
+  const int64_t begin = c0 * kChunkBytes, end = std::min(c1 * kChunkBytes, stored.bytes);
 
-  // Reads chunks [c0, c1) into out (which then starts at byte c0 * kChunkBytes), verifying each.
-  auto read_chunks = [&](int64_t c0, int64_t c1, std::vector<uint8_t>& out) -> absl::Status {
-    const int64_t begin = c0 * kChunkBytes, end = std::min(c1 * kChunkBytes, stored.bytes);
-    out.resize(static_cast<size_t>(end - begin));
-    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, begin, out));
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t a = c * kChunkBytes, b = std::min(a + kChunkBytes, stored.bytes);
-      const std::string found =
-          to_hex(sha256(std::span<const uint8_t>(out.data() + (a - begin), static_cast<size_t>(b - a))));
-      if (found != stored.chunk_sha256[static_cast<size_t>(c)]) {
-        return fail(absl::StrCat("is corrupted: SHA-256 of bytes [", a, ", ", b, ") expected ",
-                                 stored.chunk_sha256[static_cast<size_t>(c)], " (manifest), found ", found));
-      }
+  // Rows contiguous in both the file and dst: read them into dst, the partial chunks around them aside.
+  bool direct = true;
+  for (size_t d = 1; d < shape.size(); ++d) {
+    direct = direct && region.start[d] == stored.box.start[d] && region.limit[d] == stored.box.limit[d] &&
+             region.start[d] == dst_box.start[d] && region.limit[d] == dst_box.limit[d];
+  }
+  std::vector<uint8_t> side;  // direct: [begin, need_begin) then [need_end, end); else [begin, end)
+  std::vector<Piece> pieces;
+  if (direct) {
+    const int64_t head = need_begin - begin, tail = end - need_end;
+    side.resize(static_cast<size_t>(head + tail));
+    uint8_t* into = static_cast<uint8_t*>(dst.mutable_data()) +
+                    (shape.empty() ? 0 : (region.start[0] - dst_box.start[0]) * row_bytes);
+    pieces = {{begin, side.data(), head}, {need_begin, into, need_end - need_begin}, {need_end, side.data() + head, tail}};
+    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, begin, std::span<uint8_t>(side.data(), static_cast<size_t>(head))));
+    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, need_begin, std::span<uint8_t>(into, static_cast<size_t>(need_end - need_begin))));
+    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, need_end, std::span<uint8_t>(side.data() + head, static_cast<size_t>(tail))));
+  } else {
+    side.resize(static_cast<size_t>(end - begin));
+    pieces = {{begin, side.data(), end - begin}};
+    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, begin, side));
+  }
+  // Verifies chunk c against the manifest from pieces covering it.
+  auto verify = [&](int64_t c, std::span<const Piece> from) -> absl::Status {
+    const int64_t a = c * kChunkBytes, b = std::min(a + kChunkBytes, stored.bytes);
+    const std::string found = to_hex(hash_range(from, a, b));
+    if (found != stored.chunk_sha256[static_cast<size_t>(c)]) {
+      return fail(absl::StrCat("is corrupted: SHA-256 of bytes [", a, ", ", b, ") expected ",
+                               stored.chunk_sha256[static_cast<size_t>(c)], " (manifest), found ", found));
     }
     return absl::OkStatus();
   };
+  for (int64_t c = c0; c < c1; ++c) MCX_RETURN_IF_ERROR(verify(c, pieces));
 
-  // The header lies in chunk 0: it must be the one the manifest's dtype and shape give.
-  const int64_t c0 = need_begin / kChunkBytes, c1 = (need_end + kChunkBytes - 1) / kChunkBytes;
-  std::vector<uint8_t> bytes;
-  MCX_RETURN_IF_ERROR(read_chunks(c0, c1, bytes));
+  // The header lies in chunk 0 (in the bytes read above when c0 == 0): it must be the one the manifest's
+  // dtype and shape give.
   std::vector<uint8_t> first;
-  if (c0 > 0) MCX_RETURN_IF_ERROR(read_chunks(0, 1, first));
-  const std::vector<uint8_t>& head = c0 > 0 ? first : bytes;
+  std::span<const uint8_t> head;
+  if (c0 == 0) {
+    head = std::span<const uint8_t>(side.data(), static_cast<size_t>(need_begin));
+  } else {
+    first.resize(static_cast<size_t>(std::min(kChunkBytes, stored.bytes)));
+    MCX_RETURN_IF_ERROR(pread_exact(f.fd, path, 0, first));
+    const Piece chunk0[1] = {{0, first.data(), static_cast<int64_t>(first.size())}};
+    MCX_RETURN_IF_ERROR(verify(0, chunk0));
+    head = first;
+  }
   if (head.size() < header.size() || std::memcmp(head.data(), header.data(), header.size()) != 0) {
     auto layout = parse_npy_layout(head, static_cast<size_t>(stored.bytes), path);
     if (!layout.ok()) return fail(absl::StrCat("has an unreadable .npy header: ", layout.status().message()));
-    return fail(absl::StrCat("holds ", std::string(dtype_name(layout->dtype)), dims_string(layout->dims), "; expected ",
-                             std::string(dtype_name(leaf.dtype)), dims_string(shape), " (manifest)"));
+    return fail(absl::StrCat("holds ", std::string(dtype_name(layout->dtype)), dims_string(layout->dims),
+                             "; expected ", std::string(dtype_name(leaf.dtype)), dims_string(shape), " (manifest)"));
   }
+  if (direct) return absl::OkStatus();
 
   IndexBox slab = stored.box;
   if (!shape.empty()) {
     slab.start[0] = stored.box.start[0] + r0;
     slab.limit[0] = stored.box.start[0] + r1;
   }
-  const uint8_t* src = bytes.data() + (need_begin - c0 * kChunkBytes);
+  const uint8_t* src = side.data() + (need_begin - begin);
   copy_box(src, slab.start, slab.shape(), dst.mutable_data(), dst_box.start, dst_box.shape(), region, esize);
   return absl::OkStatus();
 }

@@ -1,16 +1,28 @@
-// Writing one shard file and reading the part of a stored shard that a target box needs.
+// Writing the shard files of a save and reading the part of a stored shard that a target box needs.
 //
-// write_shard: a .npy file (npy_header + the buffer's bytes), hashed whole and per kChunkBytes chunk while it
-// is written, then fsynced. read_region: reads only the rows of the stored file that the region covers
-// (rounded out to whole chunks, plus chunk 0 for the header), checks the file size against the manifest,
-// each chunk read against its SHA-256 and the .npy header against the manifest's dtype and shape, then
-// copies the region into dst. Errors are DataLoss (NotFound for a missing file) starting
-// "[checkpoint] leaf '<path>': file '<file>' ..." and saying what was expected and what was found.
+// write_shards: each file is a .npy (npy_header + the buffer's bytes) written with writev in large calls
+// (no per-chunk syscalls), its writeback started at once (sync_file_range), then fsynced; meanwhile the
+// SHA-256 of every kChunkBytes chunk (header included) is computed from the source buffer, so the bytes are
+// read once by the hashers and once by the kernel's copy; file writes, chunk hashes and fsyncs are spread
+// over `threads` threads (parallel.h). A file's digest is chunk_list_sha256 (format.h), derived from the
+// chunk digests without another pass.
 //
-// Blocking: file I/O. Thread-safety: no shared state; concurrent calls on distinct dst regions are safe.
+// read_region: reads only the rows of the stored file that the region covers (rounded out to whole chunks,
+// plus chunk 0 for the header), checks the file size against the manifest, each chunk read against its
+// SHA-256 and the .npy header against the manifest's dtype and shape. When the region's rows are contiguous
+// in both the file and dst (the region spans every dimension but the first of both boxes), the rows are
+// read straight into dst (no intermediate copy; only the partial chunks around them go to a side buffer);
+// otherwise through one buffer and copy_box. Errors are DataLoss (NotFound for a missing file) starting
+// "[checkpoint] leaf '<path>': file '<file>' ..." and saying what was expected and what was found; on an
+// error dst's region may hold unverified bytes (callers discard dst).
+//
+// Blocking: file I/O. Thread-safety: no shared state; concurrent read_region calls on disjoint dst regions
+// (of the same or different buffers) are safe.
 #pragma once
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "mcx/checkpoint/format.h"
@@ -18,7 +30,16 @@
 
 namespace mcx::checkpoint {
 
-// Creates path (which must not exist) holding buffer as a .npy file. The entry's leaf and shard are left 0.
+struct ShardFile {
+  std::string path;  // must not exist
+  const Buffer* data = nullptr;
+};
+
+// Creates every file (O_EXCL) and returns its entry (bytes and hashes; leaf and shard left 0), in order.
+// On an error the files already created are left for the caller's cleanup (a save removes its whole
+// temporary directory on the next save).
+absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads);
+// One file on the calling thread.
 absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer);
 
 // Copies the elements of `region` (global indices, inside stored.box and dst_box) from the stored shard of

@@ -18,7 +18,8 @@ def load_step(step_dir):
         raw = f.read()
     assert hashlib.sha256(raw).hexdigest() == commit["manifest_sha256"], "manifest changed after the commit"
     manifest = json.loads(raw)
-    assert manifest["format"] == "mcx.checkpoint" and manifest["version"] == 1
+    assert manifest["format"] == "mcx.checkpoint" and manifest["version"] == 2
+    chunk_bytes = manifest["chunk_bytes"]
     leaves = {}
     for leaf in manifest["leaves"]:
         out = np.zeros(leaf["shape"], dtype=np.dtype(leaf["dtype"]))
@@ -28,7 +29,10 @@ def load_step(step_dir):
             with open(path, "rb") as f:
                 data = f.read()
             assert len(data) == shard["bytes"], path + ": size differs from the manifest"
-            assert hashlib.sha256(data).hexdigest() == shard["sha256"], path + ": SHA-256 differs"
+            chunks = [hashlib.sha256(data[k:k + chunk_bytes]).digest() for k in range(0, len(data), chunk_bytes)]
+            assert [c.hex() for c in chunks] == shard["chunk_sha256"], path + ": a chunk's SHA-256 differs"
+            # The file's digest: SHA-256 over its chunk digests (no second pass over the bytes).
+            assert hashlib.sha256(b"".join(chunks)).hexdigest() == shard["chunk_list_sha256"], path + ": digest"
             box = tuple(slice(a, b) for a, b in zip(shard["start"], shard["stop"]))
             out[box] = np.load(path)
             covered[box] += 1
