@@ -56,13 +56,21 @@ void CheckpointManager::wait() { throw_if_error(join_writer()); }
 void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std::vector<Array>& leaves,
                                     std::string_view metadata_json, bool async) {
   throw_if_error(join_writer());
-  SaveJob job = value_or_throw(prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async));
-  job.seq = seq_++;
+  absl::StatusOr<SaveJob> prepared = prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async);
+  SaveJob job;
+  if (prepared.ok()) {
+    job = *std::move(prepared);
+  } else {
+    job.root = root_;
+    job.step = step;
+  }
+  job.seq = seq_++;  // counted on every process, failed or not, so the next save's KV keys agree
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
   job.threads = io_threads(options_.io_threads);
-  if (!async) {
-    throw_if_error(run_save(job));
+  // A failed preparation still runs the protocol (on this thread), so the other processes fail at once.
+  if (!async || !prepared.ok()) {
+    throw_if_error(run_save(job, prepared.status()));
     return;
   }
   writer_ = std::thread([this, job = std::move(job), idle = options_.background_idle]() {

@@ -167,20 +167,27 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
   return job;
 }
 
-absl::Status run_save(const SaveJob& job) {
+absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
   SaveSync sync(kv_prefix(job, job.seq), job.timeout);
   const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
   absl::StatusOr<std::string> tmp = sync.share_from_leader(
-      "dir", sync.is_leader() ? make_tmp_dir(job) : absl::StatusOr<std::string>(""));
-  if (!tmp.ok()) return tmp.status();
+      "dir", !sync.is_leader() ? absl::StatusOr<std::string>("")
+                               : (prepared.ok() ? make_tmp_dir(job) : absl::StatusOr<std::string>(prepared)));
+  if (!tmp.ok()) return prepared.ok() ? tmp.status() : prepared;
   const std::string expected_prefix = step_dir_name(job.step) + ".tmp-";
-  absl::Status written;
-  if (tmp->rfind(expected_prefix, 0) != 0) {
+  absl::Status written = prepared;
+  if (!written.ok()) {
+    // Failed before writing: publish it below.
+  } else if (tmp->rfind(expected_prefix, 0) != 0) {
     written = absl::FailedPreconditionError(absl::StrCat(who, "process 0 saves into '", *tmp,
                                                          "'; expected a directory for this step: every process "
                                                          "must save the same steps in the same order"));
   } else {
     written = write_owned(job, job.root + "/" + *tmp, sync.process());
+  }
+  if (!prepared.ok()) {
+    (void)sync.all_ok("written", written);  // the others learn of it now; this process fails with its own error
+    return prepared;
   }
   MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
   absl::StatusOr<std::string> committed("");

@@ -29,6 +29,11 @@ struct SaveJob {
 // copy: private host copies (save_async) or shared storage (save).
 absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, const TreeDef& def,
                                      const std::vector<Array>& leaves, std::string_view metadata_json, bool copy);
-absl::Status run_save(const SaveJob& job);
+// Runs the protocol. prepared: prepare_save's outcome on this process; when it failed, job needs only root,
+// step, seq and timeout, and this process still takes part, publishing the failure at its first step (process
+// 0: instead of the directory name; the others: as their "written" outcome), so every process fails the save
+// at once instead of waiting for this one until the timeout. Returns this process's own failure if it had
+// one, else the first failure of any process.
+absl::Status run_save(const SaveJob& job, const absl::Status& prepared = absl::OkStatus());
 
 }  // namespace mcx::checkpoint

@@ -1,7 +1,8 @@
 // Checkpoints through the real launcher: a job of N processes (2 CPU devices each) saves (sync and async) and
 // restores on three layouts; jobs of other process counts restore the same checkpoint onto their own meshes,
 // bit for bit; a process killed with SIGKILL during a save leaves the previous step intact and the partial
-// one ignored, and the next job's save removes it.
+// one ignored, and the next job's save removes it; a save that fails on one process before writing fails on
+// every process at once.
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -109,6 +110,14 @@ TEST(CheckpointKill9, PartialSaveIsIgnoredAndCleanedUp) {
   expect_all_ok(run_job(2, "resume", root), 2,
                 {"latest_is_step1", "partial_step2_present", "restore_step1", "save_step2_again", "partial_cleaned",
                  "restore_step2"});
+}
+
+// A save whose preparation fails on one process (here: its metadata) fails on every process within seconds,
+// naming that process, instead of making the others wait for it until the timeout; later saves still agree.
+TEST(CheckpointFailure, APreparationFailureReachesEveryProcessAtOnce) {
+  TempDir dir;
+  expect_all_ok(run_job(3, "prepfail", dir.file("ckpt")), 3,
+                {"save_fails_everywhere", "save_async_fails_everywhere", "save_after_failures", "restore_step3"});
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 //   crash ROOT     saves step 1; then the last process is killed (SIGKILL) while the others save step 2
 //   resume ROOT    after "crash": step 1 is the latest and intact, the partial step 2 is ignored; saves step 2
 //                  again (which removes the partial directory) and restores it
+//   prepfail ROOT  the last process passes invalid metadata to save(1) and process 0 to save_async(2): every
+//                  process fails each save within 5 s (not the 20 s timeout), naming the process that failed;
+//                  then save(3) commits on all and restores
 #include <signal.h>
 
 #include <chrono>
@@ -178,6 +181,40 @@ int main(int argc, char** argv) {
     });
     std::fflush(stdout);
     std::_Exit(1);
+  } else if (mode == "prepfail") {
+    // Fails on every process, quickly; the error names `culprit`. `async`: save_async then wait().
+    auto fails_fast = [&](int64_t step, int culprit, bool async) -> std::string {
+      const std::string md = pid == culprit ? "[1]" : absl::StrCat(R"({"step":)", step, "}");
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string what;
+      try {
+        if (async) {
+          m.save_async(step, state(0), md);
+          m.wait();
+        } else {
+          m.save(step, state(0), md);
+        }
+        return "the save succeeded";
+      } catch (const mcx::InvalidArgument& e) {
+        what = e.what();
+      } catch (const mcx::Error& e) {
+        return absl::StrCat("expected InvalidArgument, got ", mcx::mptest::one_line(e.what()));
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > 5) return absl::StrCat("failed only after ", s, " s");
+      if (what.find("metadata must be a JSON object") == std::string::npos) return "other error: " + what;
+      if (pid != culprit && what.find(absl::StrCat("(on process ", culprit, ")")) == std::string::npos) {
+        return "the error does not name process " + std::to_string(culprit) + ": " + what;
+      }
+      return "";
+    };
+    check("save_fails_everywhere", [&] { return fails_fast(1, n - 1, false); });
+    check("save_async_fails_everywhere", [&] { return fails_fast(2, 0, true); });
+    check("save_after_failures", [&] {
+      m.save(3, state(0), R"({"step":3})");
+      return m.all_steps() == std::vector<int64_t>{3} ? "" : std::string("wrong steps");
+    });
+    check("restore_step3", [&] { return compare(m.restore(3, state(1))); });
   } else if (mode == "resume") {
     check("latest_is_step1", [&]() -> std::string {
       const auto latest = m.latest_step();
