@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Peer of bench_checkpoint: writes the same bytes with numpy.save from one process and reads them back with
-numpy.load. Prints one JSON line {"save_mb_s", "load_mb_s", "mb"}; best of --reps. No fsync (numpy.save does
-none), so the files may still be in the page cache when they are read, as mcx's are."""
+numpy.load. Prints one JSON line {"save_mb_s", "save_fsync_mb_s", "load_mb_s", "mb"}; best of --reps.
+save_mb_s: numpy.save alone, which neither fsyncs nor hashes (the bytes may still be only in the page cache).
+save_fsync_mb_s: numpy.save to an open file then os.fsync of each file and of the directory, the durability an
+mcx save gives (still no hashing). The files may be in the page cache when they are read, as mcx's are."""
 import argparse
 import json
 import os
@@ -21,8 +23,21 @@ def main():
     arrays = [np.arange(rows * 4096, dtype=np.float32).reshape(rows, 4096) + k for k in range(leaves)]
     total_mb = sum(x.nbytes for x in arrays) / (1 << 20)
     os.makedirs(a.dir, exist_ok=True)
-    save, load = [], []
+    save, save_fsync, load = [], [], []
     for rep in range(a.reps):
+        synced = [os.path.join(a.dir, "r%d_sync%d.npy" % (rep, k)) for k in range(leaves)]
+        t0 = time.perf_counter()
+        for p, x in zip(synced, arrays):
+            with open(p, "wb") as f:
+                np.save(f, x)
+                f.flush()
+                os.fsync(f.fileno())
+        dfd = os.open(a.dir, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+        save_fsync.append(time.perf_counter() - t0)
+        for p in synced:
+            os.remove(p)
         paths = [os.path.join(a.dir, "r%d_leaf%d.npy" % (rep, k)) for k in range(leaves)]
         t0 = time.perf_counter()
         for p, x in zip(paths, arrays):
@@ -34,7 +49,8 @@ def main():
         assert all(b.tobytes() == x.tobytes() for b, x in zip(back, arrays))
         for p in paths:
             os.remove(p)
-    print(json.dumps({"save_mb_s": total_mb / min(save), "load_mb_s": total_mb / min(load), "mb": total_mb}))
+    print(json.dumps({"save_mb_s": total_mb / min(save), "save_fsync_mb_s": total_mb / min(save_fsync),
+                      "load_mb_s": total_mb / min(load), "mb": total_mb}))
 
 
 if __name__ == "__main__":
