@@ -4,9 +4,11 @@
 //                          hash), ratio = mcx / peer
 //   save_durable/<MB>MB/2proc  the same mcx save against peer "numpy.save + os.fsync" (equal durability)
 //   restore/<MB>MB/2proc   mcx_mb_s (each process reads and verifies its half), peer numpy.load
-//   save_async_step_cost   step_ms without checkpoints, step_with_async_ms while a save_async of the whole
+//   save_async_step_cost   (the median of 3 overlapped saves) step_ms without checkpoints, step_with_async_ms while a save_async of the whole
 //                          state overlaps the steps (its wait() included), blocking_ms of the save_async call,
-//                          cost_fraction = step_with_async / step - 1 (target < 0.1); ratio = step / with_async
+//                          cost_fraction = step_with_async / step - 1 (target < 0.1); ratio = step / with_async;
+//                          also overlapped_step_median_ms (the median step while the write runs), wait_ms (the
+//                          final wait(): what of the write the steps left) and median_step_cost_fraction
 // --worker runs one process of the job (process 0 prints the measurements).
 #include <algorithm>
 #include <chrono>
@@ -82,29 +84,51 @@ int worker(int mb, const std::string& dir) {
     a.block_until_ready();
   };
   for (int i = 0; i < 5; ++i) train_step();
-  std::vector<double> steps;
-  for (int i = 0; i < 30; ++i) {
+  auto median_step = [&](int n) {
+    std::vector<double> steps;
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      train_step();
+      steps.push_back(seconds_since(t0));
+    }
+    std::sort(steps.begin(), steps.end());
+    return steps[steps.size() / 2];
+  };
+  // Three overlapped saves, each against the step time measured just before it (the machine's load drifts);
+  // the one with the median cost is reported.
+  std::vector<json> runs;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double step_s = median_step(30);
+    // Enough steps to cover a whole write (twice the measured save time), at least 20.
+    const int k = std::max(20, static_cast<int>(std::ceil(2 * best_save / step_s)));
+    mcx::multihost::sync_global_devices("async" + std::to_string(rep));
     const auto t0 = Clock::now();
-    train_step();
-    steps.push_back(seconds_since(t0));
+    ckpt.save_async(++step, state);
+    const double blocking = seconds_since(t0);
+    std::vector<double> overlapped;
+    for (int i = 0; i < k; ++i) {
+      const auto s0 = Clock::now();
+      train_step();
+      overlapped.push_back(seconds_since(s0));
+    }
+    const auto w0 = Clock::now();
+    ckpt.wait();
+    const double wait_s = seconds_since(w0);
+    const double with_async = seconds_since(t0) / k;
+    std::sort(overlapped.begin(), overlapped.end());
+    runs.push_back(json{{"step_ms", step_s * 1e3}, {"step_with_async_ms", with_async * 1e3},
+                        {"blocking_ms", blocking * 1e3}, {"steps", k},
+                        {"overlapped_step_median_ms", overlapped[overlapped.size() / 2] * 1e3},
+                        {"overlapped_step_p90_ms", overlapped[overlapped.size() * 9 / 10] * 1e3},
+                        {"overlapped_step_max_ms", overlapped.back() * 1e3},
+                        {"wait_ms", wait_s * 1e3}, {"cost", with_async / step_s}});
   }
-  std::sort(steps.begin(), steps.end());
-  const double step_s = steps[steps.size() / 2];
-  // Enough steps to cover a whole write (twice the measured save time), at least 20.
-  const int k = std::max(20, static_cast<int>(std::ceil(2 * best_save / step_s)));
-  mcx::multihost::sync_global_devices("async");
-  const auto t0 = Clock::now();
-  ckpt.save_async(++step, state);
-  const double blocking = seconds_since(t0);
-  for (int i = 0; i < k; ++i) train_step();
-  ckpt.wait();
-  const double with_async = seconds_since(t0) / k;
+  std::sort(runs.begin(), runs.end(), [](const json& x, const json& y) { return x["cost"] < y["cost"]; });
   if (leader) {
-    std::printf("%s\n", json{{"save_mb_s", total_mb / best_save}, {"restore_mb_s", total_mb / best_restore},
-                             {"step_ms", step_s * 1e3}, {"step_with_async_ms", with_async * 1e3},
-                             {"blocking_ms", blocking * 1e3}, {"steps", k}}
-                            .dump()
-                            .c_str());
+    json out = runs[1];
+    out["save_mb_s"] = total_mb / best_save;
+    out["restore_mb_s"] = total_mb / best_restore;
+    std::printf("%s\n", out.dump().c_str());
     std::fflush(stdout);
   }
   mcx::distributed::shutdown();
@@ -170,6 +194,10 @@ int main(int argc, char** argv) {
   const double step = m["step_ms"], with = m["step_with_async_ms"];
   std::printf("%s\n", json{{"name", "save_async_step_cost/" + size}, {"step_ms", step}, {"step_with_async_ms", with},
                            {"blocking_ms", m["blocking_ms"]}, {"steps", m["steps"]}, {"cost_fraction", with / step - 1},
+                           {"overlapped_step_median_ms", m["overlapped_step_median_ms"]},
+                           {"overlapped_step_p90_ms", m["overlapped_step_p90_ms"]},
+                           {"overlapped_step_max_ms", m["overlapped_step_max_ms"]}, {"wait_ms", m["wait_ms"]},
+                           {"median_step_cost_fraction", m["overlapped_step_median_ms"].get<double>() / step - 1},
                            {"peer", "no checkpoint"}, {"ratio", step / with}}.dump().c_str());
   return 0;
 }

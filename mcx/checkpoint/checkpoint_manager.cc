@@ -67,7 +67,7 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
   job.seq = seq_++;  // counted on every process, failed or not, so the next save's KV keys agree
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
-  job.threads = io_threads(options_.io_threads);
+  job.threads = async ? 1 : io_threads(options_.io_threads);  // the background write: one thread (header)
   // A failed preparation still runs the protocol (on this thread), so the other processes fail at once.
   if (!async || !prepared.ok()) {
     throw_if_error(run_save(job, prepared.status()));

@@ -53,7 +53,8 @@ struct CheckpointOptions {
   // Deadline of each wait on another process during a save; unset: MCX_DEVICE_TIMEOUT_S.
   std::optional<absl::Duration> timeout;
   // Threads one save or restore uses for file I/O and SHA-256 on this process (started per call, not the
-  // compute pool); 0: the hardware concurrency, at most 8.
+  // compute pool); 0: the hardware concurrency, at most 8. save_async's background write always uses one
+  // thread (it is meant to take as little from the job as possible, not to finish first).
   int io_threads = 0;
   // save_async's background writer (and the threads it starts) runs under SCHED_IDLE on Linux: it takes only
   // CPU time the job leaves idle, so an overlapped write slows the training step as little as possible. The
