@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -52,21 +53,20 @@ Sha256Digest hash_range(std::span<const Piece> pieces, int64_t a, int64_t b) {
 
 int64_t chunk_count(int64_t bytes) { return (bytes + kChunkBytes - 1) / kChunkBytes; }
 
-// Writes header then data with writev, however many calls the kernel needs.
-absl::Status write_header_and_data(int fd, const std::string& path, const std::string& header, const Buffer& data) {
-  const size_t total = header.size() + data.nbytes();
-  const auto* d = static_cast<const uint8_t*>(data.data());
-  size_t done = 0;
-  while (done < total) {
+// Writes bytes [a, b) of the file made of pieces (header, data) at offset a with pwritev, however many calls
+// the kernel needs.
+absl::Status pwrite_range(int fd, const std::string& path, std::span<const Piece> pieces, int64_t a, int64_t b) {
+  while (a < b) {
     iovec iov[2];
     int n = 0;
-    if (done < header.size()) iov[n++] = {const_cast<char*>(header.data()) + done, header.size() - done};
-    const size_t data_done = done > header.size() ? done - header.size() : 0;
-    if (data_done < data.nbytes()) iov[n++] = {const_cast<uint8_t*>(d) + data_done, data.nbytes() - data_done};
-    const ssize_t w = ::writev(fd, iov, n);
+    for (const Piece& p : pieces) {
+      const int64_t lo = std::max(a, p.offset), hi = std::min(b, p.offset + p.size);
+      if (lo < hi && n < 2) iov[n++] = {const_cast<uint8_t*>(p.ptr) + (lo - p.offset), static_cast<size_t>(hi - lo)};
+    }
+    const ssize_t w = ::pwritev(fd, iov, n, static_cast<off_t>(a));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return io_error("write", path);
-    done += static_cast<size_t>(w);
+    a += w;
   }
   return absl::OkStatus();
 }
@@ -80,46 +80,54 @@ std::string dims_string(const std::vector<int64_t>& dims) {
 }  // namespace
 
 absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads) {
+  // Each file is cut into slabs of kSlabChunks chunks; one task hashes a slab's chunks from the source buffer
+  // and then writes the slab with one pwritev, while its bytes are still in cache (one pass from memory).
+  constexpr int64_t kSlabChunks = 4;
   const size_t n = files.size();
   std::vector<std::string> headers(n);
+  std::vector<int64_t> bytes(n);
   std::vector<int64_t> first_chunk(n + 1, 0);  // chunk digests of file i: [first_chunk[i], first_chunk[i + 1])
+  std::vector<int64_t> first_slab(n + 1, 0);   // slab tasks of file i: [first_slab[i], first_slab[i + 1])
   for (size_t i = 0; i < n; ++i) {
     MCX_ASSIGN_OR_RETURN(headers[i], npy_header(files[i].data->dtype(), files[i].data->dims()));
-    first_chunk[i + 1] =
-        first_chunk[i] + chunk_count(static_cast<int64_t>(headers[i].size() + files[i].data->nbytes()));
+    bytes[i] = static_cast<int64_t>(headers[i].size() + files[i].data->nbytes());
+    const int64_t chunks = chunk_count(bytes[i]);
+    first_chunk[i + 1] = first_chunk[i] + chunks;
+    first_slab[i + 1] = first_slab[i] + (chunks + kSlabChunks - 1) / kSlabChunks;
   }
   std::vector<Sha256Digest> digests(static_cast<size_t>(first_chunk[n]));
   std::vector<Fd> fds(n);
-  // Tasks 0..n-1 write file i; the rest hash one chunk each (file found by its first chunk).
-  MCX_RETURN_IF_ERROR(parallel_for_status(
-      static_cast<int64_t>(n) + first_chunk[n], threads, [&](int64_t t) -> absl::Status {
-        if (t < static_cast<int64_t>(n)) {
-          const ShardFile& f = files[static_cast<size_t>(t)];
-          Fd& fd = fds[static_cast<size_t>(t)];
-          fd.fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-          if (fd.fd < 0) return io_error("create", f.path);
-          MCX_RETURN_IF_ERROR(write_header_and_data(fd.fd, f.path, headers[static_cast<size_t>(t)], *f.data));
+  auto pieces_of = [&](size_t i) {
+    const std::string& h = headers[i];
+    const Buffer& data = *files[i].data;
+    return std::array<Piece, 2>{Piece{0, reinterpret_cast<const uint8_t*>(h.data()), static_cast<int64_t>(h.size())},
+                                Piece{static_cast<int64_t>(h.size()), static_cast<const uint8_t*>(data.data()),
+                                      static_cast<int64_t>(data.nbytes())}};
+  };
+  // Every file is created before any slab task runs (a slab of file i needs its descriptor).
+  for (size_t i = 0; i < n; ++i) {
+    fds[i].fd = ::open(files[i].path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fds[i].fd < 0) return io_error("create", files[i].path);
+  }
+  MCX_RETURN_IF_ERROR(parallel_for_status(first_slab[n], threads, [&](int64_t t) -> absl::Status {
+    const size_t i = static_cast<size_t>(std::upper_bound(first_slab.begin(), first_slab.end(), t) -
+                                         first_slab.begin() - 1);
+    const std::array<Piece, 2> pieces = pieces_of(i);
+    const int64_t c0 = (t - first_slab[i]) * kSlabChunks;
+    const int64_t c1 = std::min(c0 + kSlabChunks, first_chunk[i + 1] - first_chunk[i]);
+    for (int64_t c = c0; c < c1; ++c) {
+      digests[static_cast<size_t>(first_chunk[i] + c)] =
+          hash_range(pieces, c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
+    }
+    const int64_t a = c0 * kChunkBytes, b = std::min(c1 * kChunkBytes, bytes[i]);
+    MCX_RETURN_IF_ERROR(pwrite_range(fds[i].fd, files[i].path, pieces, a, b));
 #ifdef SYNC_FILE_RANGE_WRITE
-          // Start the writeback now, so the fsync below finds most of the file on its way to the disk. Only a
-          // hint: the fsync is what makes it durable, so a file system without it (EINVAL, ENOSYS) is fine.
-          (void)::sync_file_range(fd.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    // Start this slab's writeback now, so the fsync below finds most of the file on its way to the disk. Only
+    // a hint: the fsync is what makes it durable, so a file system without it (EINVAL, ENOSYS) is fine.
+    (void)::sync_file_range(fds[i].fd, a, b - a, SYNC_FILE_RANGE_WRITE);
 #endif
-          return absl::OkStatus();
-        }
-        const int64_t c = t - static_cast<int64_t>(n);
-        const size_t i = static_cast<size_t>(std::upper_bound(first_chunk.begin(), first_chunk.end(), c) -
-                                             first_chunk.begin() - 1);
-        const std::string& h = headers[i];
-        const Buffer& data = *files[i].data;
-        const Piece pieces[2] = {
-            {0, reinterpret_cast<const uint8_t*>(h.data()), static_cast<int64_t>(h.size())},
-            {static_cast<int64_t>(h.size()), static_cast<const uint8_t*>(data.data()),
-             static_cast<int64_t>(data.nbytes())}};
-        const int64_t a = (c - first_chunk[i]) * kChunkBytes;
-        const int64_t b = std::min<int64_t>(a + kChunkBytes, static_cast<int64_t>(h.size() + data.nbytes()));
-        digests[static_cast<size_t>(c)] = hash_range(pieces, a, b);
-        return absl::OkStatus();
-      }));
+    return absl::OkStatus();
+  }));
   MCX_RETURN_IF_ERROR(parallel_for_status(static_cast<int64_t>(n), threads, [&](int64_t i) -> absl::Status {
     Fd& fd = fds[static_cast<size_t>(i)];
     const std::string& path = files[static_cast<size_t>(i)].path;
@@ -132,7 +140,7 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
   for (size_t i = 0; i < n; ++i) {
     const std::span<const Sha256Digest> mine(digests.data() + first_chunk[i],
                                               static_cast<size_t>(first_chunk[i + 1] - first_chunk[i]));
-    out[i].bytes = static_cast<int64_t>(headers[i].size() + files[i].data->nbytes());
+    out[i].bytes = bytes[i];
     out[i].chunk_list_sha256 = chunk_list_sha256(mine);
     for (const Sha256Digest& d : mine) out[i].chunk_sha256.push_back(to_hex(d));
   }

@@ -1,11 +1,11 @@
 // Writing the shard files of a save and reading the part of a stored shard that a target box needs.
 //
-// write_shards: each file is a .npy (npy_header + the buffer's bytes) written with writev in large calls
-// (no per-chunk syscalls), its writeback started at once (sync_file_range), then fsynced; meanwhile the
-// SHA-256 of every kChunkBytes chunk (header included) is computed from the source buffer, so the bytes are
-// read once by the hashers and once by the kernel's copy; file writes, chunk hashes and fsyncs are spread
-// over `threads` threads (parallel.h). A file's digest is chunk_list_sha256 (format.h), derived from the
-// chunk digests without another pass.
+// write_shards: each file is a .npy (npy_header + the buffer's bytes), cut into slabs of 4 chunks; one task
+// computes the SHA-256 of each kChunkBytes chunk of a slab (header included) from the source buffer and then
+// writes the slab with one pwritev while its bytes are still in cache (no per-chunk syscalls, one pass over
+// memory), and starts its writeback (sync_file_range); the slabs of all files are spread over `threads`
+// threads (parallel.h), then every file is fsynced. A file's digest is chunk_list_sha256 (format.h), derived
+// from the chunk digests without another pass.
 //
 // read_region: reads only the rows of the stored file that the region covers (rounded out to whole chunks,
 // plus chunk 0 for the header), checks the file size against the manifest, each chunk read against its
