@@ -56,7 +56,7 @@ void block(const mcx::Tree& t) {
   for (const mcx::Array& a : mcx::tree_leaves(t)) a.block_until_ready();
 }
 
-int worker(int mb, const std::string& dir) {
+int worker(int mb, int reps, const std::string& dir) {
   mcx::distributed::initialize();
   const bool leader = mcx::process_index() == 0;
   mcx::Tree state = make_state(mb);
@@ -65,7 +65,7 @@ int worker(int mb, const std::string& dir) {
   mcx::checkpoint::CheckpointManager ckpt(dir, {.max_to_keep = 1, .timeout = absl::Seconds(120)});
   double best_save = 1e30, best_restore = 1e30;
   int64_t step = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     mcx::multihost::sync_global_devices("save" + std::to_string(rep));
     auto t0 = Clock::now();
     ckpt.save(++step, state);
@@ -153,24 +153,25 @@ json run_json(const std::string& cmd) {
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_checkpoint"};
-  int mb = 256;
+  int mb = 256, reps = 3;
   bool is_worker = false, no_peer = false;
   std::string dir;
   app.add_option("--mb", mb, "size of the pytree in MB");
+  app.add_option("--reps", reps, "saves and restores measured (mcx and peer; the best is reported)")->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "checkpoint directory (default: a fresh one under the temporary directory)");
   app.add_flag("--worker", is_worker, "run one process of the job");
   app.add_flag("--no-peer", no_peer, "skip numpy");
   CLI11_PARSE(app, argc, argv);
-  if (is_worker) return worker(mb, dir);
+  if (is_worker) return worker(mb, reps, dir);
   namespace fs = std::filesystem;
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / ("mcx_bench_ckpt_" + std::to_string(::getpid()))).string();
   const json m = run_json(absl::StrCat(MCX_BENCH_MCX_RUN, " -n 2 --cpu-devices 2 --timeout 600 -- ", argv[0],
-                                       " --worker --mb ", mb, " --dir ", dir, "/mcx"));
+                                       " --worker --mb ", mb, " --reps ", reps, " --dir ", dir, "/mcx"));
   json p;
   if (!no_peer) p = run_json(absl::StrCat(  // the first python3 with numpy (a pyenv python3 may lack Debian's python3-numpy)
       "for py in python3 /usr/bin/python3; do if $py -c 'import numpy' 2>/dev/null; then exec $py ",
-      MCX_BENCH_CHECKPOINT_PEER, " --mb ", mb, " --dir ", dir, "/peer; fi; done"));
+      MCX_BENCH_CHECKPOINT_PEER, " --mb ", mb, " --reps ", reps, " --dir ", dir, "/peer; fi; done"));
   if (own_dir) fs::remove_all(dir);
   if (m.is_null()) {
     std::fprintf(stderr, "bench_checkpoint: the mcx job printed no result\n");
