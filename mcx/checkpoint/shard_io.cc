@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -71,6 +73,70 @@ absl::Status pwrite_range(int fd, const std::string& path, std::span<const Piece
   return absl::OkStatus();
 }
 
+// Direct I/O for the shard files: a slab is copied into an aligned bounce buffer (a memcpy into memory that
+// stays hot), hashed there and written with O_DIRECT (no copy into the page cache, which on some hosts costs
+// several times the hashing); the last slab is padded to kDirectAlign and the file cut to its size after.
+constexpr int64_t kDirectAlign = 4096;
+
+// Aligned slab buffers, reused by the tasks of one write_shards call.
+class BouncePool {
+ public:
+  explicit BouncePool(size_t bytes) : bytes_(bytes) {}
+  BouncePool(const BouncePool&) = delete;
+  BouncePool& operator=(const BouncePool&) = delete;
+  ~BouncePool() {
+    for (uint8_t* p : all_) std::free(p);
+  }
+  // nullptr when out of memory.
+  uint8_t* take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        uint8_t* p = free_.back();
+        free_.pop_back();
+        return p;
+      }
+    }
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(static_cast<size_t>(kDirectAlign), bytes_));
+    if (p == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    all_.push_back(p);
+    return p;
+  }
+  void give(uint8_t* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(p);
+  }
+
+ private:
+  const size_t bytes_;
+  std::mutex mu_;
+  std::vector<uint8_t*> all_;   // guarded by mu_
+  std::vector<uint8_t*> free_;  // guarded by mu_
+};
+
+// Writes buf[0, len) at offset `at` of a file opened with O_DIRECT (at a multiple of kDirectAlign; buf has room
+// for len rounded up to it, padded with zeros). A file system that refuses the direct write (EINVAL) gets the
+// descriptor switched to buffered writes and the exact bytes.
+absl::Status write_direct(int fd, const std::string& path, uint8_t* buf, int64_t len, int64_t at) {
+  const int64_t padded = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  std::memset(buf + len, 0, static_cast<size_t>(padded - len));
+  int64_t done = 0;
+  while (done < padded) {
+    const ssize_t w = ::pwrite(fd, buf + done, static_cast<size_t>(padded - done), static_cast<off_t>(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL) {
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) return io_error("write", path);
+      const Piece rest{at + done, buf + done, std::max<int64_t>(len - done, 0)};
+      return pwrite_range(fd, path, std::span<const Piece>(&rest, 1), rest.offset, rest.offset + rest.size);
+    }
+    if (w <= 0) return io_error("write", path);
+    done += w;
+  }
+  return absl::OkStatus();
+}
+
 std::string dims_string(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) absl::StrAppend(&s, i ? "," : "", dims[i]);
@@ -104,22 +170,44 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
                                 Piece{static_cast<int64_t>(h.size()), static_cast<const uint8_t*>(data.data()),
                                       static_cast<int64_t>(data.nbytes())}};
   };
-  // Every file is created before any slab task runs (a slab of file i needs its descriptor).
+  // Every file is created before any slab task runs (a slab of file i needs its descriptor): with O_DIRECT
+  // where the file system takes it (a refusal: EINVAL at open), else buffered.
+  std::vector<char> direct(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    fds[i].fd = ::open(files[i].path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    fds[i].fd = ::open(files[i].path.c_str(), kFlags | O_DIRECT, 0644);
+    direct[i] = fds[i].fd >= 0;
+    if (fds[i].fd < 0 && errno == EINVAL) fds[i].fd = ::open(files[i].path.c_str(), kFlags, 0644);
     if (fds[i].fd < 0) return io_error("create", files[i].path);
   }
+  BouncePool bounce(static_cast<size_t>(kSlabChunks * kChunkBytes));
   MCX_RETURN_IF_ERROR(parallel_for_status(first_slab[n], threads, [&](int64_t t) -> absl::Status {
     const size_t i = static_cast<size_t>(std::upper_bound(first_slab.begin(), first_slab.end(), t) -
                                          first_slab.begin() - 1);
     const std::array<Piece, 2> pieces = pieces_of(i);
     const int64_t c0 = (t - first_slab[i]) * kSlabChunks;
     const int64_t c1 = std::min(c0 + kSlabChunks, first_chunk[i + 1] - first_chunk[i]);
+    const int64_t a = c0 * kChunkBytes, b = std::min(c1 * kChunkBytes, bytes[i]);
+    if (direct[i]) {
+      uint8_t* buf = bounce.take();
+      if (buf == nullptr) return absl::ResourceExhaustedError("[checkpoint] out of memory for a write buffer");
+      for (const Piece& p : pieces) {
+        const int64_t lo = std::max(a, p.offset), hi = std::min(b, p.offset + p.size);
+        if (lo < hi) std::memcpy(buf + (lo - a), p.ptr + (lo - p.offset), static_cast<size_t>(hi - lo));
+      }
+      const Piece slab{a, buf, b - a};
+      for (int64_t c = c0; c < c1; ++c) {
+        digests[static_cast<size_t>(first_chunk[i] + c)] =
+            hash_range(std::span<const Piece>(&slab, 1), c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
+      }
+      absl::Status s = write_direct(fds[i].fd, files[i].path, buf, b - a, a);
+      bounce.give(buf);
+      return s;
+    }
     for (int64_t c = c0; c < c1; ++c) {
       digests[static_cast<size_t>(first_chunk[i] + c)] =
           hash_range(pieces, c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
     }
-    const int64_t a = c0 * kChunkBytes, b = std::min(c1 * kChunkBytes, bytes[i]);
     MCX_RETURN_IF_ERROR(pwrite_range(fds[i].fd, files[i].path, pieces, a, b));
 #ifdef SYNC_FILE_RANGE_WRITE
     // Start this slab's writeback now, so the fsync below finds most of the file on its way to the disk. Only
@@ -131,6 +219,10 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
   MCX_RETURN_IF_ERROR(parallel_for_status(static_cast<int64_t>(n), threads, [&](int64_t i) -> absl::Status {
     Fd& fd = fds[static_cast<size_t>(i)];
     const std::string& path = files[static_cast<size_t>(i)].path;
+    // A direct write padded the last slab: cut the file to its size before the fsync makes it durable.
+    if (direct[static_cast<size_t>(i)] && ::ftruncate(fd.fd, static_cast<off_t>(bytes[static_cast<size_t>(i)])) != 0) {
+      return io_error("truncate", path);
+    }
     if (::fsync(fd.fd) != 0) return io_error("fsync", path);
     const int raw = std::exchange(fd.fd, -1);
     if (::close(raw) != 0) return io_error("close", path);

@@ -1,11 +1,13 @@
 // Writing the shard files of a save and reading the part of a stored shard that a target box needs.
 //
 // write_shards: each file is a .npy (npy_header + the buffer's bytes), cut into slabs of 4 chunks; one task
-// computes the SHA-256 of each kChunkBytes chunk of a slab (header included) from the source buffer and then
-// writes the slab with one pwritev while its bytes are still in cache (no per-chunk syscalls, one pass over
-// memory), and starts its writeback (sync_file_range); the slabs of all files are spread over `threads`
-// threads (parallel.h), then every file is fsynced. A file's digest is chunk_list_sha256 (format.h), derived
-// from the chunk digests without another pass.
+// handles a slab: the SHA-256 of each kChunkBytes chunk (header included) and one write of the slab while
+// its bytes are in cache (no per-chunk syscalls, one pass over memory). Files are opened with O_DIRECT where
+// the file system takes it: the slab is copied into a reused aligned buffer, hashed there and written without
+// the page-cache copy (the last slab padded, the file cut to size before the fsync); elsewhere the slab is
+// hashed from the source and written buffered, its writeback started at once (sync_file_range). Slabs of all
+// files are spread over `threads` threads (parallel.h), then every file is fsynced. A file's digest is
+// chunk_list_sha256 (format.h), derived from the chunk digests without another pass.
 //
 // read_region: reads only the rows of the stored file that the region covers (rounded out to whole chunks,
 // plus chunk 0 for the header), checks the file size against the manifest, each chunk read against its
