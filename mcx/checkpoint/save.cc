@@ -175,14 +175,12 @@ absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
                                : (prepared.ok() ? make_tmp_dir(job) : absl::StatusOr<std::string>(prepared)));
   if (!tmp.ok()) return prepared.ok() ? tmp.status() : prepared;
   const std::string expected_prefix = step_dir_name(job.step) + ".tmp-";
-  absl::Status written = prepared;
-  if (!written.ok()) {
-    // Failed before writing: publish it below.
-  } else if (tmp->rfind(expected_prefix, 0) != 0) {
+  absl::Status written = prepared;  // a failure before writing is published as this process's outcome
+  if (written.ok() && tmp->rfind(expected_prefix, 0) != 0) {
     written = absl::FailedPreconditionError(absl::StrCat(who, "process 0 saves into '", *tmp,
                                                          "'; expected a directory for this step: every process "
                                                          "must save the same steps in the same order"));
-  } else {
+  } else if (written.ok()) {
     written = write_owned(job, job.root + "/" + *tmp, sync.process());
   }
   if (!prepared.ok()) {
