@@ -4,7 +4,8 @@
 #   bash scripts/sanitize.sh thread     # one of them
 # Build dirs: build-asan, build-tsan (-O1 -g1: fast enough to run, line tables for reports).
 #  - address,undefined: every unit test (halt_on_error, leaks detected).
-#  - thread: the concurrent layers only (core, backend, runtime, trace, distributed, multihost, the exit tests). The ir,
+#  - thread: the concurrent layers only (core, backend, runtime, trace, distributed, multihost, checkpoint (its
+#    save_async writer and parallel hashing/file I/O threads), the exit tests). The ir,
 #    spmd and export layers are single-threaded code (passes, partitioner, codecs): ThreadSanitizer has
 #    nothing to check there, and leaving them out keeps the CI run inside its time budget.
 # .ci/run calls this after the README's test command; docs/testing.md lists what each part takes.
@@ -21,7 +22,7 @@ for mode in "${modes[@]}"; do
     thread)
       dir=build-tsan
       targets=(mcx_core_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
-               mcx_multihost_tests exit_with_queued_work)
+               mcx_multihost_tests mcx_checkpoint_tests exit_with_queued_work)
       # install_find_package (a packaging check) and mcx_export_cli (a command-line check of mcx-export) test
       # no concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
       # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport).

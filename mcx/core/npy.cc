@@ -298,13 +298,13 @@ absl::StatusOr<Buffer> read_npy(const std::string& path) {
   return b;
 }
 
-absl::StatusOr<std::string> serialize_npy(const Buffer& buffer) {
-  MCX_ASSIGN_OR_RETURN(std::string descr, npy_descr(buffer.dtype()));
+absl::StatusOr<std::string> npy_header(DType dtype, std::span<const int64_t> dims) {
+  MCX_ASSIGN_OR_RETURN(std::string descr, npy_descr(dtype));
   std::string shape = "(";
-  for (size_t i = 0; i < buffer.dims().size(); ++i) {
-    absl::StrAppend(&shape, i ? ", " : "", buffer.dims()[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    absl::StrAppend(&shape, i ? ", " : "", dims[i]);
   }
-  if (buffer.dims().size() == 1) shape += ",";
+  if (dims.size() == 1) shape += ",";
   shape += ")";
   std::string dict = absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", shape, ", }");
   // Pad with spaces and a final newline so that data starts at a multiple of 64 bytes (as numpy does).
@@ -319,7 +319,31 @@ absl::StatusOr<std::string> serialize_npy(const Buffer& buffer) {
   out += '\0';
   for (size_t i = 0; i < prefix_len - 8; ++i) out += static_cast<char>((header_len >> (8 * i)) & 0xff);
   out += dict;
+  return out;
+}
+
+absl::StatusOr<std::string> serialize_npy(const Buffer& buffer) {
+  MCX_ASSIGN_OR_RETURN(std::string out, npy_header(buffer.dtype(), buffer.dims()));
   out.append(static_cast<const char*>(buffer.data()), buffer.nbytes());
+  return out;
+}
+
+absl::StatusOr<NpyLayout> parse_npy_layout(std::span<const uint8_t> prefix, size_t file_size, std::string_view where) {
+  MCX_ASSIGN_OR_RETURN(
+      Layout layout,
+      parse_layout(prefix.first(std::min<size_t>(12, prefix.size())), file_size, where,
+                   [&](size_t off, size_t len) -> absl::StatusOr<std::vector<uint8_t>> {
+                     if (off + len > prefix.size()) {
+                       return absl::DataLossError(absl::StrCat("[read_npy] ", std::string(where),
+                                                               ": truncated header: expected ", off + len,
+                                                               " bytes, found ", prefix.size()));
+                     }
+                     return std::vector<uint8_t>(prefix.begin() + off, prefix.begin() + off + len);
+                   }));
+  NpyLayout out;
+  out.dtype = layout.header.dtype;
+  out.dims = layout.header.dims;
+  out.data_offset = layout.data_offset;
   return out;
 }
 

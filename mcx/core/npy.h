@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,5 +33,21 @@ absl::StatusOr<std::string> serialize_npy(const Buffer& buffer);
 
 // The .npy descr string of a dtype ("<f4", "|b1"); InvalidArgument for bfloat16.
 absl::StatusOr<std::string> npy_descr(DType dtype);
+
+// The bytes before the data of a .npy file holding a C-order array of dtype and dims (magic, version,
+// header dict padded so that the data starts at a multiple of 64 bytes), as serialize_npy writes them.
+// InvalidArgument for bfloat16.
+absl::StatusOr<std::string> npy_header(DType dtype, std::span<const int64_t> dims);
+
+// Where the data of a .npy file lies, for readers that read only part of it.
+struct NpyLayout {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  size_t data_offset = 0;  // bytes before the first element
+};
+// Parses the layout from the first bytes of a file of file_size bytes (prefix must hold the whole header:
+// up to 12 + kMaxNpyHeaderBytes bytes, or the whole file when it is shorter) and checks that file_size is
+// exactly the header plus the data. `where` names the file in errors (the same errors as read_npy).
+absl::StatusOr<NpyLayout> parse_npy_layout(std::span<const uint8_t> prefix, size_t file_size, std::string_view where);
 
 }  // namespace mcx

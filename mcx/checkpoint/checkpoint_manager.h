@@ -1,0 +1,150 @@
+// mcx::checkpoint::CheckpointManager: save and restore pytrees of (sharded, multi-process) arrays plus user
+// metadata, atomically, with keep-last-N retention, asynchronous saves and resharding on restore
+// (docs/checkpoint.md: format, guarantees, side-by-side with Orbax and torch.distributed.checkpoint).
+//
+//   mcx::checkpoint::CheckpointManager ckpt("/shared/run1/ckpt", {.max_to_keep = 3});
+//   ckpt.save_async(step, state, R"({"step": 100, "data_offset": 51200})");   // returns after the host copy
+//   ... train ...
+//   ckpt.wait();                                       // or the next save: joins, throws a failed write
+//   if (auto last = ckpt.latest_step()) state = ckpt.restore(*last, state);   // `state` gives the shardings
+//
+// Every process of the job constructs a manager on the same root (a directory all processes see, e.g. a
+// shared file system) and calls save / save_async with the same steps and tree structures in the same order
+// (like collectives); each writes only the shards it owns (a distinct index box is written once, by the
+// lowest device holding it). Process 0 assembles the manifest and commits (docs/checkpoint.md, "Commit
+// protocol"). Restore needs no agreement: each process reads only the bytes its addressable shards need.
+// Without distributed::initialize() everything is local to the one process.
+//
+// Blocking and deadlines: save blocks until the step is committed on every process; the waits on other
+// processes use options.timeout (default MCX_DEVICE_TIMEOUT_S). save_async blocks until the previous save is
+// done and the owned shards are copied to host memory; the rest runs on one background thread, joined by
+// wait(), the next save, or the destructor (never detached).
+//
+// Errors (mcx::Error subclasses, messages "[checkpoint] ...", naming the file and the leaf path and what was
+// expected vs found): InvalidArgument (bad metadata, bfloat16 leaves, a target whose tree structure, dtype or
+// global shape differs from the checkpoint), AlreadyExists (the step is committed already), NotFound (no such
+// committed step; a shard file listed in the manifest is missing), DataLoss (a truncated or corrupted file, a
+// manifest edited after the commit), DeadlineExceeded / Unavailable (another process did not finish in time
+// or failed), Internal / PermissionDenied for I/O failures.
+//
+// Thread-safety: one thread (the one that drives the job) calls the manager's methods; the background writer
+// shares only the outcome slot with it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "mcx/core/mutex.h"
+#include "mcx/runtime/sharding.h"
+#include "mcx/trace/array.h"
+#include "mcx/trace/pytree.h"
+
+namespace mcx::checkpoint {
+
+struct CheckpointOptions {
+  int max_to_keep = 0;  // keep the newest N committed steps after each save; 0 keeps every step
+  // Deadline of each wait on another process during a save; unset: MCX_DEVICE_TIMEOUT_S.
+  std::optional<absl::Duration> timeout;
+  // Threads one save or restore uses for file I/O and SHA-256 on this process (started per call, not the
+  // compute pool); 0: the hardware concurrency, at most 8. save_async's background write always uses one
+  // thread (it is meant to take as little from the job as possible, not to finish first).
+  int io_threads = 0;
+  // save_async's background writer (and the threads it starts) runs under SCHED_IDLE on Linux: it takes only
+  // CPU time the job leaves idle, so an overlapped write slows the training step as little as possible. The
+  // price: while every core stays busy the write barely advances, and the other processes wait for it up to
+  // `timeout`. false: the writer runs at the caller's priority.
+  bool background_idle = true;
+};
+
+// What restore builds for one leaf: its dtype and global shape must equal the checkpoint's; sharding may be
+// any (another mesh, process count or partition spec than the one it was saved with).
+struct LeafTarget {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  Sharding sharding;
+};
+
+struct LeafInfo {
+  std::string path;  // "params/w"
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+};
+
+// A committed step as its manifest describes it.
+struct CheckpointInfo {
+  int64_t step = 0;
+  int process_count = 1;      // of the job that wrote it
+  std::string metadata_json;  // the user metadata (a JSON object)
+  TreeDef tree;
+  std::vector<LeafInfo> leaves;  // in tree_flatten order
+};
+
+class CheckpointManager {
+ public:
+  explicit CheckpointManager(std::string root, CheckpointOptions options = {});
+  // Joins a background write still running; its error, if any, is logged (destructors do not throw).
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  const std::string& root() const { return root_; }
+
+  // Saves `tree` as `step` (>= 0) with metadata (a JSON object); returns once it is committed. Joins a
+  // running save_async first and throws its error if it failed (then this save does not run).
+  template <PyTree T>
+  void save(int64_t step, const T& tree, std::string_view metadata_json = "{}") {
+    auto [leaves, def] = tree_flatten(tree);
+    save_leaves(step, def, leaves, metadata_json, /*async=*/false);
+  }
+  // As save, but returns once the shards this process writes are copied off the devices.
+  template <PyTree T>
+  void save_async(int64_t step, const T& tree, std::string_view metadata_json = "{}") {
+    auto [leaves, def] = tree_flatten(tree);
+    save_leaves(step, def, leaves, metadata_json, /*async=*/true);
+  }
+  // Joins the background write; throws its error (once).
+  void wait();
+
+  // Committed steps (directories with a commit marker), ascending; partial saves are not listed.
+  std::vector<int64_t> all_steps() const;
+  std::optional<int64_t> latest_step() const;
+  CheckpointInfo info(int64_t step) const;
+
+  // Restores `step` with the structure, dtypes, shapes and shardings of `like` (whose values are unused).
+  template <PyTree T>
+  T restore(int64_t step, const T& like) const {
+    auto [leaves, def] = tree_flatten(like);
+    std::vector<LeafTarget> targets;
+    targets.reserve(leaves.size());
+    for (const Array& a : leaves) targets.push_back({a.dtype(), a.dims(), a.sharding()});
+    std::vector<Array> out = restore_leaves(step, def, targets);
+    return tree_unflatten<T>(def, out);
+  }
+  // The abstract form: one target per leaf of def, in flatten order.
+  std::vector<Array> restore_leaves(int64_t step, const TreeDef& def, std::span<const LeafTarget> targets) const;
+  // Restores with the stored structure, every leaf placed with `sharding` (e.g. fully replicated).
+  Tree restore_tree(int64_t step, const Sharding& sharding) const;
+
+  // Non-template core of save / save_async.
+  void save_leaves(int64_t step, const TreeDef& def, const std::vector<Array>& leaves,
+                   std::string_view metadata_json, bool async);
+
+ private:
+  absl::Status join_writer();
+
+  std::string root_;
+  CheckpointOptions options_;
+  int64_t seq_ = 0;  // saves started, the same on every process
+  std::thread writer_;
+  Mutex mu_;
+  absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mcx::checkpoint

@@ -1,0 +1,201 @@
+#include "mcx/checkpoint/save.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/checkpoint/files.h"
+#include "mcx/checkpoint/format.h"
+#include "mcx/checkpoint/save_sync.h"
+#include "mcx/checkpoint/shard_io.h"
+#include "mcx/core/error.h"
+#include "mcx/core/hash.h"
+#include "mcx/core/npy.h"
+
+namespace mcx::checkpoint {
+namespace {
+
+std::string nonce() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(gen()));
+  return buf;
+}
+
+std::string kv_prefix(const SaveJob& job, int64_t seq) {
+  char tag[17];
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(fnv1a64(job.root)));
+  return absl::StrCat("mcx/checkpoint/", tag, "/", seq);
+}
+
+// Leader, before anyone writes: removes what earlier saves left uncommitted, refuses a committed step, and
+// makes the temporary directory. Returns its name.
+absl::StatusOr<std::string> make_tmp_dir(const SaveJob& job) {
+  std::error_code ec;
+  std::filesystem::create_directories(job.root, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("[checkpoint] cannot create the directory '", job.root, "': ", ec.message()));
+  }
+  MCX_ASSIGN_OR_RETURN(std::vector<std::string> partial, partial_dirs(job.root));
+  for (const std::string& p : partial) MCX_RETURN_IF_ERROR(remove_tree(p));
+  MCX_ASSIGN_OR_RETURN(std::vector<int64_t> steps, committed_steps(job.root));
+  for (int64_t s : steps) {
+    if (s == job.step) {
+      return absl::AlreadyExistsError(absl::StrCat("[checkpoint] step ", job.step, " is already committed in '",
+                                                   job.root, "'; expected a new step"));
+    }
+  }
+  const std::string name = absl::StrCat(step_dir_name(job.step), ".tmp-", nonce());
+  const std::string path = job.root + "/" + name;
+  if (::mkdir(path.c_str(), 0755) != 0) return io_error("create the directory", path);
+  MCX_RETURN_IF_ERROR(fsync_dir(job.root));
+  return name;
+}
+
+// Every process: its shard files (written, hashed and fsynced on job.threads threads) and its fragment.
+absl::Status write_owned(const SaveJob& job, const std::string& dir, int process) {
+  std::vector<ShardFile> files;
+  files.reserve(job.owned.size());
+  for (const OwnedShard& s : job.owned) files.push_back({dir + "/" + shard_file_name(s.leaf, s.shard), &s.data});
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads));
+  for (size_t k = 0; k < entries.size(); ++k) {
+    entries[k].leaf = job.owned[k].leaf;
+    entries[k].shard = job.owned[k].shard;
+  }
+  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + fragment_file_name(process), fragment_to_json(process, entries)));
+  return fsync_dir(dir);
+}
+
+// Leader, after every process wrote: the manifest from the fragments, the commit marker, the rename.
+absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process_count) {
+  const std::string dir = job.root + "/" + tmp_name;
+  Manifest m;
+  m.step = job.step;
+  m.process_count = process_count;
+  m.metadata_json = job.metadata_json;
+  m.tree = job.tree;
+  for (size_t i = 0; i < job.plan.size(); ++i) {
+    const PlannedLeaf& p = job.plan[i];
+    LeafRecord l{p.path, p.dtype, p.dims, {}};
+    for (size_t j = 0; j < p.shards.size(); ++j) {
+      ShardRecord r;
+      r.box = p.shards[j].box;
+      r.file = shard_file_name(static_cast<int>(i), static_cast<int>(j));
+      r.process = p.shards[j].owner.process_index;
+      r.device = p.shards[j].owner.global_id;
+      r.bytes = -1;  // filled from the writer's fragment
+      l.shards.push_back(std::move(r));
+    }
+    m.leaves.push_back(std::move(l));
+  }
+  for (int p = 0; p < process_count; ++p) {
+    const std::string path = dir + "/" + fragment_file_name(p);
+    MCX_ASSIGN_OR_RETURN(std::string text, read_file(path));
+    MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, fragment_from_json(text, path));
+    for (FragmentEntry& e : entries) {
+      if (e.leaf < 0 || e.leaf >= static_cast<int>(m.leaves.size()) || e.shard < 0 ||
+          e.shard >= static_cast<int>(m.leaves[e.leaf].shards.size()) ||
+          m.leaves[e.leaf].shards[e.shard].process != p) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "[checkpoint] process ", p, " wrote shard ", e.shard, " of leaf ", e.leaf,
+            ", which process 0's plan does not give it: did the processes save different trees or shardings?"));
+      }
+      ShardRecord& r = m.leaves[e.leaf].shards[e.shard];
+      r.bytes = e.bytes;
+      r.chunk_list_sha256 = std::move(e.chunk_list_sha256);
+      r.chunk_sha256 = std::move(e.chunk_sha256);
+    }
+  }
+  for (const LeafRecord& l : m.leaves) {
+    for (const ShardRecord& r : l.shards) {
+      if (r.bytes < 0) {
+        return absl::FailedPreconditionError(absl::StrCat("[checkpoint] leaf '", l.path, "': process ", r.process,
+                                                          " did not write '", r.file, "'"));
+      }
+    }
+  }
+  const std::string manifest = manifest_to_json(m);
+  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + std::string(kManifestFile), manifest));
+  for (int p = 0; p < process_count; ++p) {
+    const std::string path = dir + "/" + fragment_file_name(p);
+    if (std::remove(path.c_str()) != 0) return io_error("remove", path);
+  }
+  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + std::string(kCommitFile),
+                                         commit_to_json(job.step, to_hex(sha256(manifest)))));
+  MCX_RETURN_IF_ERROR(fsync_dir(dir));
+  const std::string final_dir = job.root + "/" + step_dir_name(job.step);
+  if (std::rename(dir.c_str(), final_dir.c_str()) != 0) return io_error("rename into place", dir);
+  return fsync_dir(job.root);
+}
+
+// Leader, after the commit: keeps the newest max_to_keep steps. A step's commit marker goes first, so a
+// crash mid-delete leaves a partial directory, which the next save removes.
+absl::Status retain(const SaveJob& job) {
+  if (job.max_to_keep <= 0) return absl::OkStatus();
+  MCX_ASSIGN_OR_RETURN(std::vector<int64_t> steps, committed_steps(job.root));
+  for (size_t i = 0; i + job.max_to_keep < steps.size(); ++i) {
+    const std::string dir = job.root + "/" + step_dir_name(steps[i]);
+    const std::string marker = dir + "/" + std::string(kCommitFile);
+    if (std::remove(marker.c_str()) != 0) return io_error("remove", marker);
+    MCX_RETURN_IF_ERROR(fsync_dir(dir));
+    MCX_RETURN_IF_ERROR(remove_tree(dir));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, const TreeDef& def,
+                                     const std::vector<Array>& leaves, std::string_view metadata_json, bool copy) {
+  if (step < 0) return absl::InvalidArgumentError(absl::StrCat("[checkpoint] expected a step >= 0, found ", step));
+  MCX_RETURN_IF_ERROR(validate_metadata(metadata_json));
+  SaveJob job;
+  job.root = root;
+  job.step = step;
+  job.tree = def;
+  job.metadata_json = std::string(metadata_json);
+  MCX_ASSIGN_OR_RETURN(job.plan, plan_save(def, leaves));
+  MCX_ASSIGN_OR_RETURN(job.owned, owned_shards(job.plan, leaves, copy));
+  return job;
+}
+
+absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
+  SaveSync sync(kv_prefix(job, job.seq), job.timeout);
+  const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
+  absl::StatusOr<std::string> tmp = sync.share_from_leader(
+      "dir", !sync.is_leader() ? absl::StatusOr<std::string>("")
+                               : (prepared.ok() ? make_tmp_dir(job) : absl::StatusOr<std::string>(prepared)));
+  if (!tmp.ok()) return prepared.ok() ? tmp.status() : prepared;
+  const std::string expected_prefix = step_dir_name(job.step) + ".tmp-";
+  absl::Status written = prepared;  // a failure before writing is published as this process's outcome
+  if (written.ok() && tmp->rfind(expected_prefix, 0) != 0) {
+    written = absl::FailedPreconditionError(absl::StrCat(who, "process 0 saves into '", *tmp,
+                                                         "'; expected a directory for this step: every process "
+                                                         "must save the same steps in the same order"));
+  } else if (written.ok()) {
+    written = write_owned(job, job.root + "/" + *tmp, sync.process());
+  }
+  if (!prepared.ok()) {
+    (void)sync.all_ok("written", written);  // the others learn of it now; this process fails with its own error
+    return prepared;
+  }
+  MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
+  absl::StatusOr<std::string> committed("");
+  if (sync.is_leader()) {
+    absl::Status s = commit(job, *tmp, sync.process_count());
+    if (s.ok()) s = retain(job);
+    if (s.ok() && job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1));
+    committed = s.ok() ? absl::StatusOr<std::string>("") : s;
+  }
+  return sync.share_from_leader("commit", committed).status();
+}
+
+}  // namespace mcx::checkpoint

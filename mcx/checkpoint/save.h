@@ -1,0 +1,39 @@
+// One save, in two halves: prepare (on the caller's thread: checks, plan, host copies of the owned shards)
+// and run (file writes and the commit protocol of docs/checkpoint.md; on the caller's thread for save, on the
+// background writer for save_async). Errors as in checkpoint_manager.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mcx/checkpoint/save_plan.h"
+
+namespace mcx::checkpoint {
+
+struct SaveJob {
+  std::string root;  // absolute
+  int64_t step = 0;
+  int64_t seq = 0;  // the manager's save counter (the same on every process)
+  int max_to_keep = 0;
+  absl::Duration timeout;
+  int threads = 1;  // for writing and hashing the owned shards (parallel.h)
+  TreeDef tree;
+  std::string metadata_json;
+  std::vector<PlannedLeaf> plan;
+  std::vector<OwnedShard> owned;
+};
+
+// copy: private host copies (save_async) or shared storage (save).
+absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, const TreeDef& def,
+                                     const std::vector<Array>& leaves, std::string_view metadata_json, bool copy);
+// Runs the protocol. prepared: prepare_save's outcome on this process; when it failed, job needs only root,
+// step, seq and timeout, and this process still takes part, publishing the failure at its first step (process
+// 0: instead of the directory name; the others: as their "written" outcome), so every process fails the save
+// at once instead of waiting for this one until the timeout. Returns this process's own failure if it had
+// one, else the first failure of any process.
+absl::Status run_save(const SaveJob& job, const absl::Status& prepared = absl::OkStatus());
+
+}  // namespace mcx::checkpoint

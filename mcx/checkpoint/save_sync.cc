@@ -1,0 +1,86 @@
+#include "mcx/checkpoint/save_sync.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/runtime/device.h"
+
+namespace mcx::checkpoint {
+namespace {
+
+// "ok:<value>" or "error:<code>:<message>".
+std::string encode(const absl::StatusOr<std::string>& v) {
+  if (v.ok()) return absl::StrCat("ok:", *v);
+  return absl::StrCat("error:", static_cast<int>(v.status().code()), ":", v.status().message());
+}
+
+absl::StatusOr<std::string> decode(const std::string& s, int from) {
+  if (s.rfind("ok:", 0) == 0) return s.substr(3);
+  std::vector<std::string> parts = absl::StrSplit(s, absl::MaxSplits(':', 2));
+  int code = static_cast<int>(absl::StatusCode::kInternal);
+  if (parts.size() == 3 && parts[0] == "error" && absl::SimpleAtoi(parts[1], &code)) {
+    return absl::Status(static_cast<absl::StatusCode>(code), absl::StrCat(parts[2], " (on process ", from, ")"));
+  }
+  return absl::InternalError(absl::StrCat("[checkpoint] unreadable outcome from process ", from, ": '", s, "'"));
+}
+
+}  // namespace
+
+SaveSync::SaveSync(std::string prefix, absl::Duration timeout) : prefix_(std::move(prefix)), timeout_(timeout) {
+  if (distributed::is_initialized() && mcx::process_count() > 1) {
+    agent_ = distributed::agent();
+    process_ = mcx::process_index();
+    count_ = mcx::process_count();
+  }
+}
+
+absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
+                                                        const absl::StatusOr<std::string>& value) {
+  if (agent_ == nullptr) return value;
+  const std::string key = absl::StrCat(prefix_, "/", name);
+  if (is_leader()) {
+    absl::Status s = agent_->kv_set(key, encode(value));
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("[checkpoint] cannot publish '", name, "' to the other processes: ",
+                                                 s.message()));
+    }
+    return value;
+  }
+  absl::StatusOr<std::string> got = agent_->kv_get(key, timeout_);
+  if (!got.ok()) {
+    return absl::Status(got.status().code(),
+                        absl::StrCat("[checkpoint] waited ", absl::FormatDuration(timeout_), " for process 0's '",
+                                     name, "': ", got.status().message()));
+  }
+  return decode(*got, 0);
+}
+
+absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine) {
+  if (agent_ == nullptr) return mine;
+  const std::string dir = absl::StrCat(prefix_, "/", name);
+  absl::StatusOr<std::string> mine_or = mine.ok() ? absl::StatusOr<std::string>("") : mine;
+  absl::Status s = agent_->kv_set(absl::StrCat(dir, "/", process_), encode(mine_or));
+  if (!s.ok()) return s;
+  s = agent_->barrier(dir, timeout_);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("[checkpoint] not every process reached '", name, "' within ",
+                                               absl::FormatDuration(timeout_), ": ", s.message()));
+  }
+  for (int p = 0; p < count_; ++p) {
+    absl::StatusOr<std::string> v = agent_->kv_get(absl::StrCat(dir, "/", p), timeout_);
+    if (!v.ok()) return v.status();
+    absl::StatusOr<std::string> outcome = decode(*v, p);
+    if (!outcome.ok()) return outcome.status();
+  }
+  return absl::OkStatus();
+}
+
+void SaveSync::forget(const std::string& prefix) {
+  if (agent_ != nullptr && is_leader()) (void)agent_->kv_delete(prefix);
+}
+
+}  // namespace mcx::checkpoint

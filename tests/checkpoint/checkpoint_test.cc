@@ -1,0 +1,310 @@
+// CheckpointManager in one process with 8 CPU devices (no initialize): round trips of sharded, replicated and
+// partially replicated leaves, every resharding on restore bit for bit, retention, partial saves ignored and
+// cleaned, async saves and their errors, and every corruption named in the error.
+#include "mcx/checkpoint/checkpoint_manager.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/mcx.h"
+#include "tests/support/test_util.h"
+
+namespace mcx::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class TempRoot {
+ public:
+  TempRoot() {
+    path_ = (fs::temp_directory_path() / ("mcx_ckpt_test_" + std::to_string(::getpid()) + "_" +
+                                          std::to_string(counter_++)))
+                .string();
+    fs::remove_all(path_);
+  }
+  ~TempRoot() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+Mesh mesh_of(std::vector<int64_t> sizes, std::vector<std::string> names, int first = 0) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  std::vector<Device> devs(devices().begin() + first, devices().begin() + first + n);
+  return make_mesh(std::move(sizes), std::move(names), std::move(devs));
+}
+
+// The test state: a sharded matrix, a replicated vector, a partially replicated matrix (split on one mesh axis,
+// replicated on the other), an integer scalar and an f64 leaf.
+struct State {
+  Buffer w = test::random_buffer(DType::kFloat32, {16, 12}, 1);
+  Buffer b = test::random_buffer(DType::kFloat32, {12}, 2);
+  Buffer p = test::random_buffer(DType::kInt32, {8, 6}, 3, -1000, 1000);
+  Buffer s = test::scalar_buffer(DType::kInt64, 123456789);
+  Buffer e = test::random_buffer(DType::kFloat64, {6, 4}, 4);
+
+  Tree on(const Mesh& m1, const Mesh& m2) const {
+    return Tree{{"params", Tree{{"w", device_put(w, NamedSharding(m1, P("x", None)))},
+                                {"b", device_put(b, NamedSharding(m1, P()))}}},
+                {"opt", Tree{Tree::List{device_put(p, NamedSharding(m2, P("x", None))),
+                                        device_put(e, NamedSharding(m2, P(None, "y")))}}},
+                {"step", device_put(s, NamedSharding(m1, P()))}};
+  }
+  void expect_equal(const Tree& t) const {
+    EXPECT_TRUE(device_get(t.at("params").at("w")).bitwise_equal(w));
+    EXPECT_TRUE(device_get(t.at("params").at("b")).bitwise_equal(b));
+    EXPECT_TRUE(device_get(t.at("opt").at(0)).bitwise_equal(p));
+    EXPECT_TRUE(device_get(t.at("opt").at(1)).bitwise_equal(e));
+    EXPECT_TRUE(device_get(t.at("step")).bitwise_equal(s));
+  }
+};
+
+size_t count_npy(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& f : fs::directory_iterator(dir)) n += f.path().extension() == ".npy";
+  return n;
+}
+
+TEST(Checkpoint, RoundTripWritesEachDistinctBoxOnce) {
+  TempRoot root;
+  State st;
+  const Mesh m4 = mesh_of({4}, {"x"}), m22 = mesh_of({2, 2}, {"x", "y"});
+  const Tree tree = st.on(m4, m22);
+  CheckpointManager ckpt(root.path());
+  ckpt.save(7, tree, R"({"step": 7, "iterator": {"offset": 512}})");
+  EXPECT_EQ(ckpt.all_steps(), std::vector<int64_t>{7});
+  EXPECT_EQ(ckpt.latest_step(), 7);
+  // w: 4 boxes, b: 1 (replicated), p: 2 (split on x, replicated on y), e: 2, step: 1.
+  EXPECT_EQ(count_npy(root.path() + "/7"), 4u + 1 + 2 + 2 + 1);
+  CheckpointInfo info = ckpt.info(7);
+  EXPECT_THAT(info.metadata_json, HasSubstr("\"offset\":512"));
+  ASSERT_EQ(info.leaves.size(), 5u);
+  EXPECT_EQ(info.leaves[0].path, "opt/0");
+  EXPECT_EQ(info.leaves[2].path, "params/b");
+  st.expect_equal(ckpt.restore(7, tree));
+}
+
+TEST(Checkpoint, RestoreReshardsOntoEveryMesh) {
+  TempRoot root;
+  State st;
+  CheckpointManager ckpt(root.path());
+  ckpt.save(1, st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"})));
+  // Targets: other meshes, other device counts (1, 2, 3 does not divide every leaf, so 2x1 and 1x2 instead),
+  // other specs, devices 4..7 instead of 0..3.
+  const std::vector<std::pair<Mesh, Mesh>> targets = {
+      {mesh_of({2, 2}, {"x", "y"}), mesh_of({4, 1}, {"x", "y"})},
+      {mesh_of({1}, {"x"}), mesh_of({1, 1}, {"x", "y"})},
+      {mesh_of({8}, {"x"}), mesh_of({2, 2}, {"x", "y"}, 4)},
+      {mesh_of({2}, {"x"}, 6), mesh_of({1, 2}, {"x", "y"}, 3)},
+  };
+  for (const auto& [m1, m2] : targets) {
+    SCOPED_TRACE(m1.to_string() + " / " + m2.to_string());
+    const Tree like = st.on(m1, m2);
+    const Tree got = ckpt.restore(1, like);
+    st.expect_equal(got);
+    EXPECT_TRUE(got.at("params").at("w").array().sharding() == like.at("params").at("w").array().sharding());
+  }
+  // Another spec than the saved one: w split on columns over 3 devices, e split on rows.
+  Tree::Dict d;
+  Tree like = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+  like["params"]["w"] = device_put(st.w, NamedSharding(mesh_of({3}, {"x"}), P(None, "x")));
+  like["opt"].list()[1] = device_put(st.e, NamedSharding(mesh_of({3, 2}, {"x", "y"}), P("x", "y")));
+  st.expect_equal(ckpt.restore(1, like));
+  // With the stored structure and one sharding for all leaves.
+  st.expect_equal(ckpt.restore_tree(1, SingleDeviceSharding(devices()[5])));
+}
+
+TEST(Checkpoint, KeepsTheLastNSteps) {
+  TempRoot root;
+  State st;
+  const Tree tree = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+  CheckpointManager ckpt(root.path(), {.max_to_keep = 2, .timeout = std::nullopt});
+  for (int64_t step : {10, 20, 30, 40}) ckpt.save(step, tree);
+  EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{30, 40}));
+  EXPECT_FALSE(fs::exists(root.path() + "/10"));
+  EXPECT_FALSE(fs::exists(root.path() + "/20"));
+}
+
+TEST(Checkpoint, PartialSavesAreIgnoredAndCleanedUp) {
+  TempRoot root;
+  State st;
+  const Tree tree = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+  CheckpointManager ckpt(root.path());
+  ckpt.save(1, tree);
+  // What a crash leaves: a temporary directory with some files, and a step directory whose commit marker a
+  // retention delete removed.
+  fs::create_directories(root.path() + "/2.tmp-deadbeef");
+  std::ofstream(root.path() + "/2.tmp-deadbeef/leaf0.shard0.npy") << "partial";
+  fs::create_directories(root.path() + "/0");
+  EXPECT_EQ(ckpt.all_steps(), std::vector<int64_t>{1});
+  EXPECT_EQ(ckpt.latest_step(), 1);
+  try {
+    ckpt.restore(2, tree);
+    ADD_FAILURE() << "restore of a partial step did not throw";
+  } catch (const NotFound& e) {
+    EXPECT_THAT(e.what(), HasSubstr("step 2 is not a committed checkpoint"));
+    EXPECT_THAT(e.what(), HasSubstr("committed steps: [1]"));
+  }
+  ckpt.save(2, tree);
+  EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(fs::exists(root.path() + "/2.tmp-deadbeef"));
+  EXPECT_FALSE(fs::exists(root.path() + "/0"));
+  st.expect_equal(ckpt.restore(2, tree));
+}
+
+TEST(Checkpoint, SavingACommittedStepIsAnError) {
+  TempRoot root;
+  State st;
+  const Tree tree = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+  CheckpointManager ckpt(root.path());
+  ckpt.save(3, tree);
+  EXPECT_THROW(ckpt.save(3, tree), AlreadyExists);
+  EXPECT_THROW(ckpt.save(4, tree, "[1, 2]"), InvalidArgument);  // metadata must be an object
+}
+
+TEST(Checkpoint, AsyncSaveCommitsAndSurfacesErrors) {
+  TempRoot root;
+  State st;
+  const Mesh m4 = mesh_of({4}, {"x"}), m22 = mesh_of({2, 2}, {"x", "y"});
+  CheckpointManager ckpt(root.path());
+  ckpt.save_async(1, st.on(m4, m22), R"({"step": 1})");
+  ckpt.save_async(2, st.on(m4, m22), R"({"step": 2})");  // joins the first
+  ckpt.wait();
+  EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{1, 2}));
+  st.expect_equal(ckpt.restore(2, st.on(m22, m4.size() == 4 ? mesh_of({4, 1}, {"x", "y"}) : m22)));
+  // A failing background write: the error comes from wait(), once.
+  ckpt.save_async(2, st.on(m4, m22));
+  EXPECT_THROW(ckpt.wait(), AlreadyExists);
+  EXPECT_NO_THROW(ckpt.wait());
+  // ... or from the next save, which then does not run.
+  ckpt.save_async(1, st.on(m4, m22));
+  EXPECT_THROW(ckpt.save(3, st.on(m4, m22)), AlreadyExists);
+  EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{1, 2}));
+  ckpt.save(3, st.on(m4, m22));
+  EXPECT_EQ(ckpt.all_steps(), (std::vector<int64_t>{1, 2, 3}));
+}
+
+TEST(Checkpoint, AsyncSaveOwnsItsCopyOfTheData) {
+  TempRoot root;
+  State st;
+  CheckpointManager ckpt(root.path());
+  {
+    Tree t = st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+    ckpt.save_async(5, t);
+  }  // the arrays are gone while the write runs
+  ckpt.wait();
+  st.expect_equal(ckpt.restore(5, st.on(mesh_of({2}, {"x"}), mesh_of({2, 1}, {"x", "y"}))));
+}
+
+// ---- corruption: every error names the file and the leaf ----------------------------------------------------
+
+class Corruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ckpt_.save(1, tree_);
+    dir_ = root_.path() + "/1";
+  }
+  // The file of shard 0 of leaf 3 ("params/w").
+  std::string w_file() const { return dir_ + "/leaf3.shard0.npy"; }
+  template <typename E>
+  std::string restore_error() {
+    try {
+      ckpt_.restore(1, tree_);
+    } catch (const E& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("wrong exception type: ") + e.what();
+    }
+    return "no error";
+  }
+
+  TempRoot root_;
+  State st_;
+  Tree tree_ = st_.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
+  CheckpointManager ckpt_{root_.path()};
+  std::string dir_;
+};
+
+TEST_F(Corruption, TruncatedShard) {
+  fs::resize_file(w_file(), fs::file_size(w_file()) - 5);
+  const std::string msg = restore_error<DataLoss>();
+  EXPECT_THAT(msg, HasSubstr("[checkpoint] leaf 'params/w'"));
+  EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy"));
+  EXPECT_THAT(msg, HasSubstr("is truncated: expected"));
+}
+
+TEST_F(Corruption, FlippedByte) {
+  {
+    std::fstream f(w_file(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(140);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(140);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  }
+  const std::string msg = restore_error<DataLoss>();
+  EXPECT_THAT(msg, HasSubstr("leaf 'params/w'"));
+  EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy"));
+  EXPECT_THAT(msg, HasSubstr("is corrupted: SHA-256 of bytes [0, "));
+}
+
+TEST_F(Corruption, MissingFile) {
+  fs::remove(w_file());
+  const std::string msg = restore_error<NotFound>();
+  EXPECT_THAT(msg, HasSubstr("leaf 'params/w'"));
+  EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy' is missing"));
+}
+
+TEST_F(Corruption, EditedManifest) {
+  const std::string path = dir_ + "/manifest.json";
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("\"int32\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 7, "\"uint32\"");
+  std::ofstream(path, std::ios::trunc) << text;
+  const std::string msg = restore_error<DataLoss>();
+  EXPECT_THAT(msg, HasSubstr("manifest.json' was modified after the commit: SHA-256 expected"));
+}
+
+TEST_F(Corruption, MismatchedTreeDtypeAndShape) {
+  auto expect_invalid = [&](const Tree& like, const std::vector<std::string>& needles) {
+    try {
+      ckpt_.restore(1, like);
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      for (const std::string& n : needles) EXPECT_THAT(e.what(), HasSubstr(n));
+    }
+  };
+  const Mesh m4 = mesh_of({4}, {"x"});
+  Tree wrong_tree = tree_;
+  wrong_tree["params"]["extra"] = device_put(st_.b, NamedSharding(m4, P()));
+  expect_invalid(wrong_tree, {"tree structure expected", "(target), found", "manifest.json"});
+  Tree wrong_dtype = tree_;
+  wrong_dtype["params"]["w"] = device_put(test::random_buffer(DType::kFloat64, {16, 12}, 1), NamedSharding(m4, P()));
+  expect_invalid(wrong_dtype, {"leaf 'params/w'", "dtype expected float64 (target), found float32 (checkpoint)"});
+  Tree wrong_shape = tree_;
+  wrong_shape["params"]["w"] = device_put(test::random_buffer(DType::kFloat32, {16, 8}, 1), NamedSharding(m4, P()));
+  expect_invalid(wrong_shape, {"leaf 'params/w'", "global shape expected [16,8] (target), found [16,12] (checkpoint)"});
+}
+
+TEST_F(Corruption, MissingCommitMarkerHidesTheStep) {
+  fs::remove(dir_ + "/COMMIT");
+  EXPECT_TRUE(ckpt_.all_steps().empty());
+  EXPECT_THAT(restore_error<NotFound>(), HasSubstr("step 1 is not a committed checkpoint"));
+}
+
+}  // namespace
+}  // namespace mcx::checkpoint

@@ -1,0 +1,246 @@
+// checkpoint_worker: one process of an N-process job (mcx-run -n N --cpu-devices 2 -- checkpoint_worker MODE
+// ROOT) saving and restoring a checkpoint of a state whose values follow from the element index alone, so any
+// process count can check any other's checkpoint bit for bit (checkpoint_mp_test.cc, and
+// tests/checkpoint/numpy_readback.py reads the same values with numpy alone).
+// Prints "CHECK <name> OK|FAIL <details>" lines, then "DONE <failures> failed".
+// Modes:
+//   save ROOT      saves step 1 (save) and step 2 (save_async + wait), then restores both on three layouts
+//   restore ROOT   restores steps 1 and 2 on three layouts of this job's devices
+//   crash ROOT     saves step 1; then the last process is killed (SIGKILL) while the others save step 2
+//   resume ROOT    after "crash": step 1 is the latest and intact, the partial step 2 is ignored; saves step 2
+//                  again (which removes the partial directory) and restores it
+//   prepfail ROOT  the last process passes invalid metadata to save(1) and process 0 to save_async(2): every
+//                  process fails each save within 5 s (not the 20 s timeout), naming the process that failed;
+//                  then save(3) commits on all and restores
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/checkpoint/checkpoint_manager.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/mcx.h"
+#include "mcx/multihost/multihost.h"
+#include "mcx/runtime/box_copy.h"
+#include "tests/distributed/multiprocess/worker_output.h"
+
+namespace {
+
+namespace ckpt = mcx::checkpoint;
+using mcx::Buffer;
+using mcx::DType;
+using mcx::None;
+using mcx::P;
+using mcx::mptest::print_line;
+
+mcx::mptest::Checks g_checks;
+
+// element i of a leaf: w = i/4 - 7 (f32), b = 1.5 i (f32), p = 7 i - 100 (i32), e = i/3 (f64), step = 42 (i64).
+Buffer expected(const std::string& name) {
+  auto fill = [](DType dt, std::vector<int64_t> dims, const std::function<double(int64_t)>& f) {
+    Buffer b = Buffer::uninitialized(dt, dims);
+    for (int64_t i = 0; i < b.num_elements(); ++i) {
+      const double v = f(i);
+      switch (dt) {
+        case DType::kFloat32: b.mutable_data<float>()[i] = static_cast<float>(v); break;
+        case DType::kFloat64: b.mutable_data<double>()[i] = v; break;
+        case DType::kInt32: b.mutable_data<int32_t>()[i] = static_cast<int32_t>(v); break;
+        case DType::kInt64: b.mutable_data<int64_t>()[i] = static_cast<int64_t>(v); break;
+        default: break;
+      }
+    }
+    return b;
+  };
+  if (name == "w") return fill(DType::kFloat32, {48, 24}, [](int64_t i) { return static_cast<double>(i) / 4 - 7; });
+  if (name == "b") return fill(DType::kFloat32, {24}, [](int64_t i) { return 1.5 * static_cast<double>(i); });
+  if (name == "p") return fill(DType::kInt32, {24, 24}, [](int64_t i) { return 7.0 * static_cast<double>(i) - 100; });
+  if (name == "e") return fill(DType::kFloat64, {24, 12}, [](int64_t i) { return static_cast<double>(i) / 3; });
+  return fill(DType::kInt64, {}, [](int64_t) { return 42; });
+}
+
+// Layouts over this job's D = 2N devices: 0 is the one saved (w split on rows over {D}, b and step
+// replicated, p split on x and replicated on y of {D/2, 2} (partially replicated), e split on y);
+// 1 transposes the splits; 2 uses a {2, D/2} mesh.
+mcx::Tree state(int layout) {
+  const int64_t d = mcx::device_count();
+  const mcx::Mesh line = mcx::make_mesh({d}, {"x"});
+  const mcx::Mesh grid = layout == 2 ? mcx::make_mesh({2, d / 2}, {"x", "y"}) : mcx::make_mesh({d / 2, 2}, {"x", "y"});
+  auto put = [](const std::string& name, const mcx::Mesh& m, mcx::PartitionSpec spec) {
+    return mcx::make_array_from_callback(expected(name).dims(), expected(name).dtype(), mcx::NamedSharding(m, spec),
+                                         [&](const mcx::IndexBox& box) {
+                                           const Buffer full = expected(name);
+                                           return mcx::extract_box(full, mcx::full_box(full.dims()), box);
+                                         });
+  };
+  switch (layout) {
+    case 0:
+      return mcx::Tree{{"params", mcx::Tree{{"w", put("w", line, P("x", None))}, {"b", put("b", line, P())}}},
+                       {"opt", mcx::Tree{mcx::Tree::List{put("p", grid, P("x", None)), put("e", grid, P(None, "y"))}}},
+                       {"step", put("step", line, P())}};
+    case 1:
+      return mcx::Tree{{"params", mcx::Tree{{"w", put("w", line, P(None, "x"))}, {"b", put("b", line, P("x"))}}},
+                       {"opt", mcx::Tree{mcx::Tree::List{put("p", grid, P("y", "x")), put("e", grid, P("x", None))}}},
+                       {"step", put("step", grid, P())}};
+    default:
+      return mcx::Tree{{"params", mcx::Tree{{"w", put("w", grid, P("x", "y"))}, {"b", put("b", grid, P("y"))}}},
+                       {"opt", mcx::Tree{mcx::Tree::List{put("p", grid, P("y", "x")), put("e", grid, P("x", "y"))}}},
+                       {"step", put("step", grid, P())}};
+  }
+}
+
+// "" when every addressable shard of every leaf equals the expected values bit for bit.
+std::string compare(const mcx::Tree& t) {
+  const std::vector<std::pair<std::string, mcx::Array>> leaves = {
+      {"w", t.at("params").at("w")}, {"b", t.at("params").at("b")}, {"p", t.at("opt").at(0)},
+      {"e", t.at("opt").at(1)}, {"step", t.at("step")}};
+  for (const auto& [name, a] : leaves) {
+    const Buffer full = expected(name);
+    for (const mcx::ArrayShard& s : a.addressable_shards()) {
+      const Buffer want = mcx::extract_box(full, mcx::full_box(full.dims()), s.index);
+      if (!s.data.to_host().bitwise_equal(want)) {
+        return absl::StrCat("leaf ", name, " box ", s.index.to_string(), " on ", s.device.to_string(), " differs");
+      }
+    }
+  }
+  return "";
+}
+
+void check(const std::string& name, const std::function<std::string()>& body) { g_checks.run(name, body); }
+
+void restore_all(ckpt::CheckpointManager& m, const std::vector<int64_t>& steps) {
+  for (int64_t step : steps) {
+    for (int layout = 0; layout < 3; ++layout) {
+      check(absl::StrCat("restore_step", step, "_layout", layout),
+            [&] { return compare(m.restore(step, state(layout))); });
+    }
+    check(absl::StrCat("metadata_step", step), [&]() -> std::string {
+      const std::string md = m.info(step).metadata_json;
+      const std::string want = absl::StrCat("\"step\":", step);
+      return md.find(want) == std::string::npos ? "metadata " + md + " lacks " + want : "";
+    });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: checkpoint_worker save|restore|crash|resume ROOT\n");
+    return 2;
+  }
+  const std::string mode = argv[1], root = argv[2];
+  try {
+    mcx::distributed::initialize();
+  } catch (const std::exception& e) {
+    print_line(absl::StrCat("CHECK initialize FAIL ", mcx::mptest::one_line(e.what())));
+    return 1;
+  }
+  const int pid = mcx::process_index(), n = mcx::process_count();
+  ckpt::CheckpointManager m(root, {.max_to_keep = 3, .timeout = absl::Seconds(20)});
+  if (mode == "save") {
+    check("save_step1", [&] {
+      m.save(1, state(0), R"({"step":1,"iterator":{"position":1024}})");
+      return std::string();
+    });
+    check("save_async_step2", [&] {
+      m.save_async(2, state(0), R"({"step":2})");
+      m.wait();
+      return std::string();
+    });
+    check("steps", [&] { return m.all_steps() == std::vector<int64_t>{1, 2} ? "" : std::string("wrong steps"); });
+    restore_all(m, {1, 2});
+  } else if (mode == "restore") {
+    restore_all(m, {1, 2});
+  } else if (mode == "crash") {
+    check("save_step1", [&] {
+      m.save(1, state(0), R"({"step":1})");
+      return std::string();
+    });
+    mcx::multihost::sync_global_devices("before_crash", absl::Seconds(20));
+    if (pid == n - 1) {  // the others write their shards meanwhile and wait for this process to finish
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      print_line("KILLING myself during the save of step 2");
+      ::raise(SIGKILL);
+    }
+    // The survivors write their shards into the temporary directory and wait for the victim, until the job
+    // fails (the default failure handler exits) or the wait times out.
+    check("save_step2_fails", [&]() -> std::string {
+      try {
+        m.save(2, state(0), R"({"step":2})");
+      } catch (const mcx::Error& e) {
+        print_line(absl::StrCat("NOTE save of step 2 failed: ", mcx::mptest::one_line(e.what())));
+        return "";
+      }
+      return "save of step 2 succeeded without the killed process";
+    });
+    std::fflush(stdout);
+    std::_Exit(1);
+  } else if (mode == "prepfail") {
+    // Fails on every process, quickly; the error names `culprit`. `async`: save_async then wait().
+    auto fails_fast = [&](int64_t step, int culprit, bool async) -> std::string {
+      const std::string md = pid == culprit ? "[1]" : absl::StrCat(R"({"step":)", step, "}");
+      const auto t0 = std::chrono::steady_clock::now();
+      std::string what;
+      try {
+        if (async) {
+          m.save_async(step, state(0), md);
+          m.wait();
+        } else {
+          m.save(step, state(0), md);
+        }
+        return "the save succeeded";
+      } catch (const mcx::InvalidArgument& e) {
+        what = e.what();
+      } catch (const mcx::Error& e) {
+        return absl::StrCat("expected InvalidArgument, got ", mcx::mptest::one_line(e.what()));
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > 5) return absl::StrCat("failed only after ", s, " s");
+      if (what.find("metadata must be a JSON object") == std::string::npos) return "other error: " + what;
+      if (pid != culprit && what.find(absl::StrCat("(on process ", culprit, ")")) == std::string::npos) {
+        return "the error does not name process " + std::to_string(culprit) + ": " + what;
+      }
+      return "";
+    };
+    check("save_fails_everywhere", [&] { return fails_fast(1, n - 1, false); });
+    check("save_async_fails_everywhere", [&] { return fails_fast(2, 0, true); });
+    check("save_after_failures", [&] {
+      m.save(3, state(0), R"({"step":3})");
+      return m.all_steps() == std::vector<int64_t>{3} ? "" : std::string("wrong steps");
+    });
+    check("restore_step3", [&] { return compare(m.restore(3, state(1))); });
+  } else if (mode == "resume") {
+    check("latest_is_step1", [&]() -> std::string {
+      const auto latest = m.latest_step();
+      return latest == 1 ? "" : absl::StrCat("latest step ", latest ? *latest : -1);
+    });
+    check("partial_step2_present", [&]() -> std::string {
+      for (const auto& e : std::filesystem::directory_iterator(root)) {
+        if (e.path().filename().string().rfind("2.tmp-", 0) == 0) return "";
+      }
+      return "no partial directory of step 2";
+    });
+    mcx::multihost::sync_global_devices("looked", absl::Seconds(20));
+    check("restore_step1", [&] { return compare(m.restore(1, state(1))); });
+    check("save_step2_again", [&] {
+      m.save(2, state(0), R"({"step":2})");
+      return std::string();
+    });
+    check("partial_cleaned", [&]() -> std::string {
+      for (const auto& e : std::filesystem::directory_iterator(root)) {
+        if (e.path().filename().string().find(".tmp-") != std::string::npos) return "left " + e.path().string();
+      }
+      return "";
+    });
+    check("restore_step2", [&] { return compare(m.restore(2, state(2))); });
+  }
+  print_line(absl::StrCat("DONE ", g_checks.failures(), " failed (process ", pid, " of ", n, ")"));
+  mcx::distributed::shutdown();
+  return g_checks.failures() == 0 ? 0 : 1;
+}
