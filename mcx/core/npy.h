@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +26,16 @@ inline constexpr size_t kMaxNpyHeaderBytes = 65536;
 
 absl::StatusOr<Buffer> read_npy(const std::string& path);
 absl::StatusOr<Buffer> parse_npy(std::span<const uint8_t> bytes);
+
+// The layout of a complete .npy file held in memory (e.g. memory-mapped): its dtype, dims and the offset of
+// the data, with every check read_npy makes (magic, version, header, data size). `where` names the file in
+// errors. Lets readers use the data in place instead of copying it.
+struct NpyLayout {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  size_t data_offset = 0;
+};
+absl::StatusOr<NpyLayout> parse_npy_layout(std::span<const uint8_t> bytes, std::string_view where);
 
 absl::Status write_npy(const std::string& path, const Buffer& buffer);
 // The complete file contents.
