@@ -210,9 +210,16 @@ absl::StatusOr<std::optional<Batch>> DataLoader::produce(int64_t step) const {
       MCX_RETURN_IF_ERROR(verify_replicas(options_.name, at.epoch, at.position, rows, holders, h.digest(), absl::Now() + timeout_));
     }
   }
+  batch.host = std::move(host.fields);
+  batch.local_indices = std::move(host.indices);
+  return std::optional<Batch>(std::move(batch));
+}
+
+void DataLoader::place(Batch& batch) const {
+  const std::vector<int64_t> global = sampler_.batch(batch.epoch, batch.position);
   // Placement: every addressable device's box is copied out of the rows this process read.
   for (size_t f = 0; f < fields_.size(); ++f) {
-    const Buffer& local = host.fields[f];
+    const Buffer& local = batch.host[f];
     const std::vector<int64_t> dims = batch_dims(options_.global_batch, out_specs_[f]);
     const size_t row = out_specs_[f].nbytes();
     auto callback = [&](const IndexBox& box) {
@@ -234,7 +241,7 @@ absl::StatusOr<std::optional<Batch>> DataLoader::produce(int64_t step) const {
     try {
       batch.fields.push_back(make_array_from_callback(dims, local.dtype(), fields_[f].sharding, callback));
     } catch (const Error& e) {
-      return absl::InternalError(absl::StrCat("[data] loader '", options_.name, "' field '", fields_[f].name, "': placement: ", e.what()));
+      throw_if_error(absl::InternalError(absl::StrCat("[data] loader '", options_.name, "' field '", fields_[f].name, "': placement: ", e.what())));
     }
   }
   if (options_.remainder == Remainder::kPad) {
@@ -244,8 +251,7 @@ absl::StatusOr<std::optional<Batch>> DataLoader::produce(int64_t step) const {
     const Sharding ms = NamedSharding(s0.mesh(), PartitionSpec({s0.spec().dim(0)}));
     batch.mask = device_put(mask, ms);
   }
-  batch.local_indices = std::move(host.indices);
-  return std::optional<Batch>(std::move(batch));
+  batch.host.clear();
 }
 
 std::optional<Batch> DataLoader::next() {
@@ -268,7 +274,11 @@ std::optional<Batch> DataLoader::next() {
   ++stats_.batches;
   l.unlock();
   workers_cv_.notify_all();
-  return std::move(*slot.batch);
+  // Placement on the consumer's thread: device work is enqueued in the order the training loop issues it
+  // (placing from the workers raced with the step's launches on the device streams).
+  Batch batch = std::move(**slot.batch);
+  place(batch);
+  return batch;
 }
 
 LoaderState DataLoader::state() const {

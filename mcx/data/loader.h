@@ -17,7 +17,8 @@
 // any communication. With Remainder::kPad, batch->mask is f32[global_batch] (1 real row, 0 padding) sharded
 // like dimension 0 of field 0. All fields must split dimension 0 the same way.
 //
-// Prefetch: `workers` threads read, transform and place batches ahead of the consumer, at most `prefetch`
+// Prefetch: `workers` threads read and transform batches ahead of the consumer (next() places them: an
+// asynchronous enqueue of host-to-device copies on the calling thread), at most `prefetch`
 // batches and `max_prefetch_bytes` of host data in flight (at least one batch always proceeds). Batches are
 // returned in order whatever worker made them. stats() says how long next() waited for data.
 //
@@ -79,6 +80,7 @@ struct Batch {
   int64_t real_examples = 0;        // global_batch, or fewer in a padded last batch
   std::vector<int64_t> local_indices;  // the global example index of each row this process read (-1: padding)
   std::vector<RowRange> local_rows;    // the rows of the global batch they fill, in order
+  std::vector<Buffer> host;            // (internal) the rows read, until placed
 };
 
 struct LoaderStats {
@@ -111,6 +113,7 @@ class DataLoader {
   void stop_workers();
   void worker_loop();
   absl::StatusOr<std::optional<Batch>> produce(int64_t step) const;
+  void place(Batch& batch) const;
 
   std::vector<Field> fields_;
   std::vector<ExampleSpec> out_specs_;  // per field, after transforms
