@@ -8,5 +8,8 @@ bash scripts/build.sh
 # The digits data (from Debian's python3-sklearn .deb) lets the demo's smoke test run; without it that test
 # reports itself skipped.
 bash scripts/fetch-digits.sh || echo "test.sh: could not fetch the digits data; train_digits_smoke will be skipped"
+# Fashion-MNIST (from Debian's dataset-fashion-mnist .deb) for the data loader's tests and its example; without
+# it those tests report themselves skipped.
+bash scripts/fetch-fashion-mnist.sh || echo "test.sh: could not fetch Fashion-MNIST; the tests that read it will be skipped"
 ctest --test-dir "${MCX_BUILD_DIR:-build}" -L "${MCX_TEST_LABELS:-unit|multiprocess}" \
   --output-on-failure -j 2 --timeout 600

@@ -257,13 +257,8 @@ absl::StatusOr<Layout> parse_layout(
 }  // namespace
 
 absl::StatusOr<Buffer> parse_npy(std::span<const uint8_t> bytes) {
-  MCX_ASSIGN_OR_RETURN(
-      Layout layout,
-      parse_layout(bytes.first(std::min<size_t>(12, bytes.size())), bytes.size(), "<memory>",
-                   [&](size_t off, size_t len) -> absl::StatusOr<std::vector<uint8_t>> {
-                     return std::vector<uint8_t>(bytes.begin() + off, bytes.begin() + off + len);
-                   }));
-  Buffer b = Buffer::uninitialized(layout.header.dtype, layout.header.dims);
+  MCX_ASSIGN_OR_RETURN(NpyLayout layout, parse_npy_layout(bytes, bytes.size(), "<memory>"));
+  Buffer b = Buffer::uninitialized(layout.dtype, layout.dims);
   if (b.nbytes() > 0) std::memcpy(b.mutable_data(), bytes.data() + layout.data_offset, b.nbytes());
   return b;
 }

@@ -39,7 +39,7 @@ absl::StatusOr<std::string> npy_descr(DType dtype);
 // InvalidArgument for bfloat16.
 absl::StatusOr<std::string> npy_header(DType dtype, std::span<const int64_t> dims);
 
-// Where the data of a .npy file lies, for readers that read only part of it.
+// Where the data of a .npy file lies, for readers that read only part of it or use it in place (memory-mapped).
 struct NpyLayout {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> dims;
@@ -47,7 +47,8 @@ struct NpyLayout {
 };
 // Parses the layout from the first bytes of a file of file_size bytes (prefix must hold the whole header:
 // up to 12 + kMaxNpyHeaderBytes bytes, or the whole file when it is shorter) and checks that file_size is
-// exactly the header plus the data. `where` names the file in errors (the same errors as read_npy).
+// exactly the header plus the data. `where` names the file in errors (the same errors as read_npy). For a whole
+// file in memory: parse_npy_layout(bytes, bytes.size(), where).
 absl::StatusOr<NpyLayout> parse_npy_layout(std::span<const uint8_t> prefix, size_t file_size, std::string_view where);
 
 }  // namespace mcx
