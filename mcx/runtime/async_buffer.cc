@@ -95,9 +95,44 @@ absl::StatusOr<Buffer> AsyncBuffer::take_donated(absl::Time deadline) {
     return absl::DeadlineExceededError("[donate] the donated buffer was not ready by the deadline");
   }
   if (!status_.ok()) return status_;
+  taken_ = true;
+  if (readers_ > 0) return buffer_;  // the leased reads still use it; the last one releases it
   Buffer out = std::move(buffer_);
   buffer_ = Buffer();
   return out;
+}
+
+absl::StatusOr<ReadLease> AsyncBuffer::lease_read() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!donated_.empty()) {
+      return absl::InvalidArgumentError("[Array] the array was deleted: its buffer was " + donated_);
+    }
+    ++readers_;
+  }
+  std::shared_ptr<AsyncBuffer> self = shared_from_this();
+  std::shared_ptr<void> registration(nullptr, [self](void*) { self->end_read(); });
+  return ReadLease(std::move(self), std::move(registration));
+}
+
+void AsyncBuffer::end_read() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--readers_ == 0 && taken_) buffer_ = Buffer();
+}
+
+absl::StatusOr<Buffer> ReadLease::await(absl::Time deadline) const {
+  if (!buffer_) return absl::InternalError("[await] an empty read lease");
+  AsyncBuffer& b = *buffer_;
+  std::unique_lock<std::mutex> lock(b.mu_);
+  auto done = [&] { return b.done_; };
+  if (deadline == absl::InfiniteFuture()) {
+    b.cv_.wait(lock, done);
+  } else if (!b.cv_.wait_until(lock, absl::ToChronoTime(deadline), done)) {
+    return absl::DeadlineExceededError(
+        "[await] the buffer was not ready by the deadline (its producer is still running or was never run)");
+  }
+  if (!b.status_.ok()) return b.status_;
+  return b.buffer_;
 }
 
 bool AsyncBuffer::is_donated() const {

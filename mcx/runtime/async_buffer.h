@@ -21,7 +21,28 @@
 
 namespace mcx {
 
-class AsyncBuffer {
+class AsyncBuffer;
+
+// A read of an AsyncBuffer registered when the work that reads it was enqueued (a copy to another device, a
+// send, a computation's non-donated input). It sees the data even if the array is donated after it was
+// enqueued: a donation orders after every read enqueued before it (JAX's usage events), instead of failing a
+// copy that the caller issued first. Copies share the registration; the read ends with the last copy.
+class ReadLease {
+ public:
+  ReadLease() = default;  // empty: await() is Internal
+
+  // Blocks until ready or deadline: the buffer, the producer's error, or DeadlineExceeded.
+  absl::StatusOr<Buffer> await(absl::Time deadline) const;
+
+ private:
+  friend class AsyncBuffer;
+  ReadLease(std::shared_ptr<AsyncBuffer> buffer, std::shared_ptr<void> registration)
+      : buffer_(std::move(buffer)), registration_(std::move(registration)) {}
+  std::shared_ptr<AsyncBuffer> buffer_;
+  std::shared_ptr<void> registration_;  // the last copy's destruction ends the read
+};
+
+class AsyncBuffer : public std::enable_shared_from_this<AsyncBuffer> {
  public:
   static std::shared_ptr<AsyncBuffer> ready(Buffer buffer);
   static std::shared_ptr<AsyncBuffer> pending();
@@ -39,8 +60,12 @@ class AsyncBuffer {
   // ("donated to jit of 'step' argument 0"), and the memory is released once the computation drops it.
   // mark_donated on an already donated buffer is InvalidArgument naming the first donation.
   absl::Status mark_donated(std::string reason);
+  // take_donated leaves the data to the reads leased before the donation (the memory goes with the last).
   absl::StatusOr<Buffer> take_donated(absl::Time deadline);
   bool is_donated() const;
+  // Registers a read for work being enqueued now (see ReadLease). InvalidArgument ("the array was deleted")
+  // when the buffer is donated already.
+  absl::StatusOr<ReadLease> lease_read();
 
   // Runs fn once ready, with a buffer or an error (immediately, on this thread, if already ready; else on
   // the completing thread). fn must not throw (an exception is caught and logged).
@@ -55,6 +80,10 @@ class AsyncBuffer {
   Buffer buffer_;
   absl::Status status_;
   std::string donated_;  // non-empty once donated: the reason
+  int readers_ = 0;      // leased reads not yet ended
+  bool taken_ = false;   // take_donated ran: buffer_ stays only for the leased reads
+  void end_read();
+  friend class ReadLease;
   std::vector<std::function<void()>> callbacks_;
 };
 

@@ -170,8 +170,10 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
         continue;
       }
       auto dst = AsyncBuffer::pending();
-      stream_for(m.to).enqueue([src, dst] {
-        absl::StatusOr<Buffer> b = src->await(default_device_deadline());
+      absl::StatusOr<ReadLease> read = src->lease_read();
+      if (!read.ok()) return fail(std::string(read.status().message()));
+      stream_for(m.to).enqueue([read = *std::move(read), dst] {
+        absl::StatusOr<Buffer> b = read.await(default_device_deadline());
         if (b.ok()) {
           dst->set(b->copy());
         } else {
@@ -184,8 +186,10 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
     const Planned p = plan(m.from, m.to);
     const LaunchTag tag{absl::StrCat(std::string(api), " ", m.box.to_string()), shape_fingerprint(value.aval, m.box), p.sequence};
     if (sends) {
-      stream_for(m.from).enqueue([src, p, m, tag, api = std::string(api)] {
-        absl::StatusOr<Buffer> b = src->await(default_device_deadline());
+      absl::StatusOr<ReadLease> read = src->lease_read();
+      if (!read.ok()) return fail(std::string(read.status().message()));
+      stream_for(m.from).enqueue([read = *std::move(read), p, m, tag, api = std::string(api)] {
+        absl::StatusOr<Buffer> b = read.await(default_device_deadline());
         absl::Status st = b.status();
         if (st.ok()) {
           st = run_transfer(*p.channel, p.sequence, m.from, m.to, /*sending=*/true, const_cast<void*>(b->data()),

@@ -89,6 +89,7 @@ const Shard* shard_on(const ArrayValue& value, const Device& device) {
 struct DeviceTask {
   std::shared_ptr<const cpu::CpuExecutable> exe;
   std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+  std::vector<ReadLease> reads;  // per input: the read registered at enqueue (empty for a donated input)
   std::vector<bool> donated;
   std::vector<std::shared_ptr<AsyncBuffer>> outputs;
   Device device;
@@ -108,7 +109,16 @@ struct DeviceTask {
       return absl::InvalidArgumentError(
           absl::StrCat("[", what, "] argument ", i, " was already donated: the array is deleted"));
     }
+    ReadLease read;  // a non-donated input is read even if a later launch donates it
+    if (!donate) {
+      absl::StatusOr<ReadLease> lease = shard->data->lease_read();
+      if (!lease.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("[", what, "] argument ", i, ": ", lease.status().message()));
+      }
+      read = *std::move(lease);
+    }
     inputs.push_back(shard->data);
+    reads.push_back(std::move(read));
     donated.push_back(donate);
     return absl::OkStatus();
   }
@@ -131,7 +141,7 @@ struct DeviceTask {
     std::vector<Buffer> buffers;
     buffers.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : inputs[i]->await(deadline);
+      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await(deadline);
       if (!b.ok()) return fail(b.status());
       buffers.push_back(*std::move(b));
     }
@@ -262,7 +272,7 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
     if (!device.is_addressable()) continue;
-    DeviceTask task{exe_, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device, std::nullopt};
+    DeviceTask task{exe_, {}, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device, std::nullopt};
     for (size_t i = 0; i < args.size(); ++i) {
       MCX_RETURN_IF_ERROR(task.add_input(shard_on(args[i], device), i < donate.size() && donate[i], i));
     }
@@ -283,7 +293,7 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate) {
-  DeviceTask task{std::move(exe), {}, {}, {}, device, std::string(what), {}, 0, 0, std::nullopt};
+  DeviceTask task{std::move(exe), {}, {}, {}, {}, device, std::string(what), {}, 0, 0, std::nullopt};
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].shards.size() != 1) {
       return absl::InternalError(absl::StrCat("[", task.what, "] launch_on_device needs single-shard arguments"));

@@ -62,7 +62,7 @@ std::vector<Shard> shards_from_host(const Buffer& host, const IndexBox& host_box
 
 // One piece of a target shard: `region` copied out of a source buffer that holds `source_box`.
 struct Piece {
-  std::shared_ptr<AsyncBuffer> source;
+  ReadLease source;  // registered when the copy is planned: a later donation of the source waits for it
   IndexBox source_box;
   IndexBox region;
   Device source_device;
@@ -171,7 +171,9 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
         break;
       }
       if (!(s->device == device)) moves_between_devices = true;
-      t.pieces.push_back(Piece{s->data, src_box, region, s->device});
+      absl::StatusOr<ReadLease> read = s->data->lease_read();
+      if (!read.ok()) return absl::Status(read.status().code(), cat("[", api, "] ", read.status().message()));
+      t.pieces.push_back(Piece{*std::move(read), src_box, region, s->device});
     }
     targets.push_back(std::move(t));
   }
@@ -189,7 +191,7 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
       try {
         Buffer result = Buffer::uninitialized(dtype, box.shape());
         for (const Piece& p : pieces) {
-          absl::StatusOr<Buffer> src = p.source->await(default_device_deadline());
+          absl::StatusOr<Buffer> src = p.source.await(default_device_deadline());
           if (!src.ok()) {
             dst->set_error(src.status());
             return;

@@ -1,6 +1,7 @@
 // Sharded arrays through the user API: device_put/device_get, jit on a mesh (partitioned programs against
 // the one-device result), with_sharding_constraint, eager ops on sharded arrays, donation, asynchronous
 // dispatch and its errors. The test executable runs with MCX_CPU_DEVICE_COUNT=8.
+#include <future>
 #include <random>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "mcx/mcx.h"
 #include "mcx/runtime/async_buffer.h"
 #include "mcx/runtime/program_runner.h"
+#include "mcx/runtime/stream.h"
 #include "tests/support/test_util.h"
 #include "tests/trace/trace_test_util.h"
 
@@ -192,6 +194,31 @@ TEST(Donation, DonatedArgumentReadsAsDeleted) {
   expect_allclose(g(a, b), doubles(want.to_host()));
   for (const ArrayShard& s : a.addressable_shards()) EXPECT_THAT(error_of([&] { s.data.to_host(); }), HasSubstr("deleted"));
   EXPECT_THAT(error_of([&] { g(a, b); }), HasSubstr("already donated"));
+}
+
+// A copy enqueued before a donation still reads the data: the donation orders after it. (Replicating an array
+// shares its buffer on its own device and copies it to the others; donating the original while a copy waited
+// on a busy stream failed that copy with "the array was deleted", and a step that used the replica then left
+// its peers waiting in a collective until the deadline.)
+TEST(Donation, ACopyEnqueuedBeforeTheDonationStillReadsTheData) {
+  auto inc = jit([](const Array& x) { return x + 1.0f; }, {.name = "inc", .donate_argnums = {0}});
+  Buffer host = random_buffer({6}, 21);
+  Array x = device_put(Array(host), devices()[0]);
+  x.block_until_ready();
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  stream_for(devices()[1]).enqueue([open] { open.wait(); });  // holds cpu:1's copy back
+  Mesh mesh = make_mesh({2}, {"d"}, {devices()[0], devices()[1]});
+  Array replica = device_put(x, NamedSharding(mesh, P()));  // cpu:0 shares x's buffer; cpu:1 copies it, later
+  Array y = inc(x);  // donates x while the copy to cpu:1 is still queued
+  gate.set_value();
+  // (The replica's cpu:0 shard is x's own buffer, which the donation deleted with x.)
+  const std::vector<ArrayShard> shards = replica.addressable_shards();
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_EQ(shards[1].device, devices()[1]);
+  expect_allclose(shards[1].data, doubles(host));
+  y.block_until_ready();
+  EXPECT_THAT(error_of([&] { x.to_host(); }), HasSubstr("deleted"));
 }
 
 TEST(AsyncDispatch, OpsReturnBeforeInputsAreReadyAndErrorsSurfaceAtTheWait) {
