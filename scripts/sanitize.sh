@@ -22,7 +22,7 @@ for mode in "${modes[@]}"; do
     thread)
       dir=build-tsan
       targets=(mcx_core_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
-               mcx_multihost_tests mcx_checkpoint_tests exit_with_queued_work)
+               mcx_multihost_tests mcx_checkpoint_tests mcx_data_tests exit_with_queued_work)
       # install_find_package (a packaging check) and mcx_export_cli (a command-line check of mcx-export) test
       # no concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
       # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport).
