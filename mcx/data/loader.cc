@@ -16,7 +16,7 @@
 namespace mcx::data {
 namespace {
 
-const Flag<int64_t> kWorkers("MCX_DATA_WORKERS", 2, "worker threads per data loader (reading, transforms, placement)",
+const Flag<int64_t> kWorkers("MCX_DATA_WORKERS", 2, "worker threads per data loader (reading, transforms)",
                              int_in_range(1, 64));
 const Flag<int64_t> kPrefetch("MCX_DATA_PREFETCH", 2, "batches a data loader prepares ahead of the consumer",
                               int_in_range(1, 1024));
