@@ -47,6 +47,7 @@
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
+#include "examples/train_digits/start_devices.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
@@ -114,15 +115,7 @@ struct Config : digits::TrainFlags {
 int run(const Config& cfg) {
   if (digits::skip_missing_data(cfg, kTool)) return 77;
   // Before anything touches a device: the device count is fixed at first use, and initialize() must come first.
-  const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
-  if (distributed) {
-    mcx::distributed::InitializeOptions init;
-    if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = cfg.devices;
-    mcx::distributed::initialize(init);
-  } else {
-    mcx::set_cpu_device_count(cfg.devices);
-  }
-  if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  const bool distributed = digits::start_devices(cfg.devices, cfg.threads);
   const int global_devices = mcx::device_count();
   if (cfg.batch % global_devices != 0) {
     throw mcx::InvalidArgument("[" + std::string(kTool) + "] --batch must be a multiple of the device count: batch " +

@@ -21,6 +21,7 @@
 #include "CLI/CLI.hpp"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
+#include "examples/train_digits/start_devices.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/data/idx_source.h"
 #include "mcx/data/loader.h"
@@ -77,15 +78,7 @@ int run(const Config& cfg) {
                 cfg.data.c_str());
     return cfg.skip_if_missing ? 77 : 2;
   }
-  const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
-  if (distributed) {
-    mcx::distributed::InitializeOptions init;
-    if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = cfg.devices;
-    mcx::distributed::initialize(init);
-  } else {
-    mcx::set_cpu_device_count(cfg.devices);
-  }
-  if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  const bool distributed = digits::start_devices(cfg.devices, cfg.threads);
   const int global_devices = mcx::device_count();
   const mcx::Mesh mesh = mcx::make_mesh({global_devices}, {"data"});
   const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());

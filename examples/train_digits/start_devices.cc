@@ -1,0 +1,25 @@
+#include "examples/train_digits/start_devices.h"
+
+#include <cstdlib>
+
+#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/distributed/cluster.h"
+#include "mcx/distributed/distributed.h"
+#include "mcx/mcx.h"
+
+namespace digits {
+
+bool start_devices(int devices, int threads) {
+  const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
+  if (distributed) {
+    mcx::distributed::InitializeOptions init;
+    if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = devices;
+    mcx::distributed::initialize(init);
+  } else {
+    mcx::set_cpu_device_count(devices);
+  }
+  if (threads > 0) mcx::cpu::set_num_threads(threads);
+  return distributed;
+}
+
+}  // namespace digits
