@@ -23,13 +23,16 @@ for mode in "${modes[@]}"; do
       dir=build-tsan
       targets=(mcx_core_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
                mcx_multihost_tests mcx_checkpoint_tests mcx_data_tests exit_with_queued_work)
-      # install_find_package (a packaging check) and mcx_export_cli (a command-line check of mcx-export) test
-      # no concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
-      # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport).
-      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|Grpc[A-Za-z]*\.|^MtlsTest\.|^DistributedTest\.'
+      # install_find_package (a packaging check), mcx_export_cli (a command-line check of mcx-export) and
+      # idx_numpy_check (the IDX reader against numpy; its idx_dump is not among the targets) test no
+      # concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
+      # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport and
+      # the fast path).
+      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|^idx_numpy_check$|Grpc[A-Za-z]*\.|^MtlsTest\.|^DistributedTest\.'
       echo "sanitize.sh: thread: building ${targets[*]} (ir, spmd and export tests are single-threaded;" \
-           "install_find_package and mcx_export_cli check packaging and a command line; the Grpc*, MtlsTest and" \
-           "DistributedTest tests go through gRPC, whose synchronisation TSan cannot see)"
+           "install_find_package, mcx_export_cli and idx_numpy_check check packaging, a command line and a file" \
+           "reader against numpy; the Grpc*, MtlsTest and DistributedTest tests go through gRPC, whose" \
+           "synchronisation TSan cannot see)"
       ;;
     *) echo "sanitize.sh: unknown mode '$mode' (expected address,undefined or thread)" >&2; exit 2 ;;
   esac
