@@ -359,7 +359,7 @@ struct FastPathServer::Impl {
 
   void serve(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
     if (h.op == kHelloOp) {
-      c->send(encode_frame(h.op, 0, h.id, encode_u64(service->service_incarnation())));
+      c->send(encode_frame(h.op, 0, h.id, std::string_view()));
       return;
     }
     switch (static_cast<Rpc>(h.op)) {

@@ -78,18 +78,4 @@ void set_socket_options(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
-std::string encode_u64(uint64_t v) {
-  std::string out;
-  put(out, v, 8);
-  return out;
-}
-
-absl::StatusOr<uint64_t> decode_u64(std::string_view bytes) {
-  if (bytes.size() != 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[coordination] fast path: expected an 8-byte value, found ", bytes.size(), " bytes"));
-  }
-  return get(bytes.data(), 8);
-}
-
 }  // namespace mcx::distributed

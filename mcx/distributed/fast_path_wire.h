@@ -9,9 +9,8 @@
 // one frame per job state, all with its id, until the connection closes. With kFlagTransportError the payload
 // is a StatusProto: the server could not run the request (unknown op, malformed payload, a watch refused); the
 // connection stays usable. A bad magic or an over-long payload is a broken stream: the receiver closes the
-// connection. A connection starts with a hello (op kHelloOp, payload the service incarnation the client
-// registered with as u64, 0 before it registered); the server answers with its own incarnation, so a client
-// notices a coordinator that replaced the one it knows on the same port.
+// connection. A connection starts with a hello (op kHelloOp, empty payload, answered with an empty frame): a
+// peer that answers it speaks the fast path (gRPC answers with HTTP/2 bytes, which fail the magic check).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -58,8 +57,5 @@ std::string address_host(std::string_view address);
 // vanished without closing its sockets is noticed, as the gRPC edge's keepalive does. Best effort.
 void set_socket_options(int fd);
 
-std::string encode_u64(uint64_t v);
-// InvalidArgument unless `bytes` holds exactly 8 bytes.
-absl::StatusOr<uint64_t> decode_u64(std::string_view bytes);
 
 }  // namespace mcx::distributed
