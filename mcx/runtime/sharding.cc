@@ -31,6 +31,7 @@ Sharding::Sharding(Mesh mesh, PartitionSpec spec, bool single_device)
     : mesh_(std::move(mesh)), spec_(std::move(spec)), single_device_(single_device) {}
 
 std::vector<std::pair<Device, IndexBox>> Sharding::devices_indices_map(std::span<const int64_t> dims) const {
+  throw_if_error(validate(dims, "Sharding::devices_indices_map"));
   std::vector<std::pair<Device, IndexBox>> out;
   const auto& devs = mesh_.devices();
   out.reserve(devs.size());
@@ -42,6 +43,7 @@ std::vector<std::pair<Device, IndexBox>> Sharding::devices_indices_map(std::span
 
 std::vector<std::pair<Device, IndexBox>> Sharding::addressable_devices_indices_map(
     std::span<const int64_t> dims) const {
+  throw_if_error(validate(dims, "Sharding::addressable_devices_indices_map"));
   std::vector<std::pair<Device, IndexBox>> out;
   const auto& devs = mesh_.devices();
   for (size_t p = 0; p < devs.size(); ++p) {
@@ -52,6 +54,7 @@ std::vector<std::pair<Device, IndexBox>> Sharding::addressable_devices_indices_m
 }
 
 std::vector<int64_t> Sharding::shard_shape(std::span<const int64_t> dims) const {
+  throw_if_error(validate(dims, "Sharding::shard_shape"));
   return mcx::shard_shape(spec_, mesh_.axes(), dims);
 }
 

@@ -32,7 +32,9 @@ class Sharding {
   int num_devices() const { return static_cast<int>(mesh_.size()); }
   const std::vector<Device>& device_set() const { return mesh_.devices(); }  // mesh order
 
-  // Index domains for a value of `dims` (the spec must fit: validate(dims) is OK).
+  // Index domains for a value of `dims`. Throws InvalidArgument (validate's error, naming the query) when the
+  // spec does not fit a value of dims: a dimension the spec splits into a number of shards that does not
+  // divide it, a rank below the spec's, or axes the mesh lacks (jax.sharding's queries raise the same).
   std::vector<std::pair<Device, IndexBox>> devices_indices_map(std::span<const int64_t> dims) const;
   std::vector<std::pair<Device, IndexBox>> addressable_devices_indices_map(std::span<const int64_t> dims) const;
   std::vector<int64_t> shard_shape(std::span<const int64_t> dims) const;

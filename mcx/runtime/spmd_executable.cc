@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
@@ -123,8 +124,26 @@ struct DeviceTask {
     return absl::OkStatus();
   }
 
-  // Marks the donated inputs, once every task of the launch has been checked.
+  // Marks the donated inputs, once every task of the launch has been checked. A donated buffer that is also
+  // another input of the same call is refused first (as PjRt does): the call would read memory it gave away.
   absl::Status commit_donations() {
+    if (std::find(donated.begin(), donated.end(), true) != donated.end()) {
+      absl::flat_hash_map<const AsyncBuffer*, size_t> first_use;  // buffer -> the first input that uses it
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        auto [it, inserted] = first_use.emplace(inputs[j].get(), j);
+        const size_t i = it->second;
+        if (inserted || !(donated[i] || donated[j])) continue;
+        if (donated[i] && donated[j]) {
+          return absl::InvalidArgumentError(absl::StrCat("[", what, "] arguments ", i, " and ", j,
+                                                         " donate the same buffer twice (on ", device.to_string(),
+                                                         "); expected each donated buffer once"));
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "[", what, "] argument ", donated[i] ? i : j, " is donated but its buffer is also passed as argument ",
+            donated[i] ? j : i, " of the same call (on ", device.to_string(),
+            "); a donated buffer cannot also be read by the call: pass a copy, or do not donate it"));
+      }
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (donated[i]) MCX_RETURN_IF_ERROR(inputs[i]->mark_donated(absl::StrCat("donated to ", what, " argument ", i)));
     }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_join.h"
+#include "mcx/core/error.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx {
@@ -124,9 +125,10 @@ IndexBox intersect(const IndexBox& a, const IndexBox& b) {
 
 absl::Status validate_spec(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims,
                            std::string_view api, bool allow_unconstrained) {
-  const std::string where = cat("partition spec ", spec.to_string(), " on mesh ", mesh.to_string());
+  // A lambda, not a string: validate_spec runs on every placement and call, and its message is rarely needed.
+  const auto where = [&] { return cat("partition spec ", spec.to_string(), " on mesh ", mesh.to_string()); };
   if (spec.size() > static_cast<int>(dims.size())) {
-    return absl::InvalidArgumentError(cat("[", api, "] ", where, " has ", spec.size(),
+    return absl::InvalidArgumentError(cat("[", api, "] ", where(), " has ", spec.size(),
                                                    " entries but the value has rank ", dims.size(),
                                                    " (shape ", dims_string(dims), ")"));
   }
@@ -136,25 +138,25 @@ absl::Status validate_spec(const PartitionSpec& spec, const MeshAxes& mesh, std:
     if (ds.unconstrained) {
       if (!allow_unconstrained) {
         return absl::InvalidArgumentError(cat(
-            "[", api, "] ", where, ": dimension ", d,
+            "[", api, "] ", where(), ": dimension ", d,
             " is Unconstrained, which is only allowed inside jit (with_sharding_constraint, out_shardings); "
             "expected mesh axis names or None"));
       }
       if (!ds.axes.empty()) {
-        return absl::InvalidArgumentError(cat("[", api, "] ", where, ": dimension ", d,
+        return absl::InvalidArgumentError(cat("[", api, "] ", where(), ": dimension ", d,
                                                        " is Unconstrained but also names mesh axes"));
       }
       continue;
     }
     for (const auto& a : ds.axes) {
       if (mesh.index_of(a) < 0) {
-        return absl::InvalidArgumentError(cat("[", api, "] ", where, ": dimension ", d,
+        return absl::InvalidArgumentError(cat("[", api, "] ", where(), ": dimension ", d,
                                                        " names mesh axis ", quoted(a),
                                                        ", which the mesh does not have"));
       }
       auto [it, inserted] = first_use.emplace(a, d);
       if (!inserted) {
-        return absl::InvalidArgumentError(cat("[", api, "] ", where, ": mesh axis ", quoted(a),
+        return absl::InvalidArgumentError(cat("[", api, "] ", where(), ": mesh axis ", quoted(a),
                                                        " is used twice (dimensions ", it->second, " and ", d,
                                                        "); each mesh axis may shard at most one dimension once"));
       }
@@ -162,7 +164,7 @@ absl::Status validate_spec(const PartitionSpec& spec, const MeshAxes& mesh, std:
     int64_t k = num_shards(spec, mesh, d);
     if (k > 0 && dims[d] % k != 0) {
       return absl::InvalidArgumentError(cat(
-          "[", api, "] ", where, ": dimension ", d, " of shape ", dims_string(dims), " has size ", dims[d],
+          "[", api, "] ", where(), ": dimension ", d, " of shape ", dims_string(dims), " has size ", dims[d],
           ", which is not divisible by ", k, ", the number of shards over mesh ", axes_with_sizes(ds, mesh),
           " (uneven sharding is not supported)"));
     }
@@ -195,7 +197,31 @@ int64_t num_shards(const PartitionSpec& spec, const MeshAxes& mesh, int d) {
   return k;
 }
 
+namespace {
+
+// Throws validate_spec's InvalidArgument when spec does not fit a value of dims; when it fits (every internal
+// caller has validated already) this costs a few integer operations and builds no string.
+void check_fits(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims, std::string_view api) {
+  bool fits = spec.size() <= static_cast<int>(dims.size());
+  for (int d = 0; fits && d < spec.size(); ++d) {
+    int64_t k = 1;
+    for (const auto& a : spec.dims()[d].axes) {
+      const int i = mesh.index_of(a);
+      if (i < 0) {
+        fits = false;
+        break;
+      }
+      k *= mesh.sizes[i];
+    }
+    fits = fits && dims[d] % k == 0;
+  }
+  if (!fits) throw_if_error(validate_spec(spec, mesh, dims, api, /*allow_unconstrained=*/true));
+}
+
+}  // namespace
+
 std::vector<int64_t> shard_shape(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims) {
+  check_fits(spec, mesh, dims, "shard_shape");
   std::vector<int64_t> s(dims.begin(), dims.end());
   for (size_t d = 0; d < s.size(); ++d) s[d] /= num_shards(spec, mesh, static_cast<int>(d));
   return s;
@@ -203,6 +229,7 @@ std::vector<int64_t> shard_shape(const PartitionSpec& spec, const MeshAxes& mesh
 
 IndexBox index_box(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims,
                    int64_t position) {
+  check_fits(spec, mesh, dims, "index_box");
   std::vector<int64_t> coords = mesh_coords(mesh, position);
   IndexBox box = full_box(dims);
   for (size_t d = 0; d < dims.size(); ++d) {

@@ -119,9 +119,10 @@ int64_t mesh_position(const MeshAxes& mesh, std::span<const int64_t> coords);
 
 // Number of devices dimension d is split over (1 when replicated).
 int64_t num_shards(const PartitionSpec& spec, const MeshAxes& mesh, int d);
-// Shard dims for a valid spec: dims[d] / num_shards(d).
+// Shard dims: dims[d] / num_shards(d). Throws InvalidArgument (validate_spec's error) when spec does not fit
+// dims (a split that does not divide a dimension, a rank below the spec's, an axis the mesh lacks).
 std::vector<int64_t> shard_shape(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims);
-// The box the device at `position` holds for a valid spec.
+// The box the device at `position` holds; throws as shard_shape when spec does not fit dims.
 IndexBox index_box(const PartitionSpec& spec, const MeshAxes& mesh, std::span<const int64_t> dims,
                    int64_t position);
 // True when no mesh axis of size > 1 is named (every device holds the whole value).

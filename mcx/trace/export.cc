@@ -168,6 +168,59 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
 
 // ---- Exported --------------------------------------------------------------------------------------
 
+// Where a sharded artifact runs: a mesh with the recorded axes and the recorded shardings on it (nullopt:
+// unspecified, placed replicated).
+struct ShardedLayout {
+  Mesh mesh;
+  std::vector<std::optional<Sharding>> in, out;
+};
+
+namespace {
+
+// The mesh axes of the artifact's specified shardings; all must agree. None specified: one axis "devices"
+// over nr_devices.
+MeshAxes recorded_axes(const Artifact& a) {
+  std::optional<MeshAxes> axes;
+  for (const auto* list : {&a.in_shardings, &a.out_shardings}) {
+    for (const exporting::ShardingSpec& s : *list) {
+      if (s.unspecified) continue;
+      MeshAxes m{s.mesh_axis_names, s.mesh_axis_sizes};
+      if (!axes) {
+        axes = m;
+      } else if (!(*axes == m)) {
+        throw InvalidArgument(cat("[Exported.call] '", a.fun_name, "': the recorded shardings use two meshes, ",
+                                  axes->to_string(), " and ", m.to_string(), "; expected one"));
+      }
+    }
+  }
+  if (axes) return *axes;
+  return MeshAxes{{"devices"}, {static_cast<int64_t>(a.nr_devices)}};
+}
+
+std::vector<std::optional<Sharding>> shardings_on(const Mesh& mesh, const std::vector<exporting::ShardingSpec>& specs) {
+  std::vector<std::optional<Sharding>> out;
+  out.reserve(specs.size());
+  for (const exporting::ShardingSpec& s : specs) {
+    if (s.unspecified) {
+      out.emplace_back();
+      continue;
+    }
+    std::vector<DimSpec> dims;
+    for (const auto& names : s.spec) dims.push_back(DimSpec{names, false});
+    out.emplace_back(NamedSharding(mesh, PartitionSpec(std::move(dims))));
+  }
+  return out;
+}
+
+std::shared_ptr<const ShardedLayout> layout_on(const Artifact& a, Mesh mesh) {
+  auto layout = std::make_shared<ShardedLayout>(ShardedLayout{mesh, {}, {}});
+  layout->in = shardings_on(mesh, a.in_shardings);
+  layout->out = shardings_on(mesh, a.out_shardings);
+  return layout;
+}
+
+}  // namespace
+
 struct Exported::State {
   Artifact artifact;
   std::vector<TreeDef> in_arg_defs;  // the input tree's children, for the per-call structure check
@@ -182,6 +235,8 @@ struct Exported::State {
   int64_t hits = 0;
   int64_t misses = 0;
   std::shared_ptr<State> vjp;  // created on the first vjp()
+  // Sharded artifacts (nr_devices > 1): the layout on the first nr_devices devices, made on the first call.
+  std::shared_ptr<const ShardedLayout> default_layout;
 };
 
 Exported::Exported(Artifact artifact) : Exported(std::move(artifact), /*validated=*/false) {}
@@ -244,6 +299,34 @@ Tree Exported::unflatten_outputs(const std::vector<Array>& outs) const {
   return build(build, artifact().out_tree);
 }
 
+std::shared_ptr<const ShardedLayout> Exported::sharded_layout(const std::vector<Array>& leaves) const {
+  const Artifact& a = state_->artifact;
+  if (device_count() < static_cast<int>(a.nr_devices)) {
+    throw InvalidArgument(cat("[Exported.call] Function '", a.fun_name, "' was exported for ", a.nr_devices,
+                              " devices and is called in a context with ", device_count(),
+                              " devices, which is not allowed."));
+  }
+  const MeshAxes axes = recorded_axes(a);
+  // An argument committed to a mesh with the recorded axes chooses the devices (e.g. across processes).
+  for (const Array& x : leaves) {
+    if (!x.valid() || !x.committed() || x.sharding().is_single_device()) continue;
+    const Mesh& m = x.sharding().mesh();
+    if (m.axes() == axes) {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->default_layout && state_->default_layout->mesh == m) return state_->default_layout;
+      return layout_on(a, m);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->default_layout) return state_->default_layout;
+  }
+  auto layout = layout_on(a, make_mesh(axes.sizes, axes.names));
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->default_layout) state_->default_layout = layout;
+  return state_->default_layout;
+}
+
 std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
   const Artifact& a = state_->artifact;
   const std::string api = "Exported.call";
@@ -252,11 +335,8 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
     throw InvalidArgument(cat("[", api, "] Function '", a.fun_name, "' was exported for platforms '",
                               join(a.platforms, ", "), "' but it is used on 'cpu'."));
   }
-  if (a.nr_devices != 1) {
-    throw InvalidArgument(cat("[", api, "] Function '", a.fun_name, "' was exported for ", a.nr_devices,
-                              " devices and is called in a context with 1 devices, which is not allowed ",
-                              "(sharded execution of exported functions needs the sharding runtime)."));
-  }
+  std::shared_ptr<const ShardedLayout> layout;
+  if (a.nr_devices != 1) layout = sharded_layout(leaves);
   // The cache key: per leaf its dtype, rank and dims, as raw bytes (cheap; no formatting).
   bool all_static = true;
   std::string key;
@@ -320,7 +400,16 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
   std::vector<ArrayValue> args;
   args.reserve(leaves.size());
   for (const Array& x : leaves) args.push_back(x.value());
-  std::vector<ArrayValue> outs = value_or_throw(run_program(entry->program, args, entry->run));
+  std::vector<ArrayValue> outs;
+  if (layout) {
+    RunOptions run = entry->run;
+    run.mesh = layout->mesh;
+    run.in_shardings = layout->in;
+    run.out_shardings = layout->out;
+    outs = value_or_throw(run_program(entry->program, args, run));
+  } else {
+    outs = value_or_throw(run_program(entry->program, args, entry->run));
+  }
   std::vector<Array> result;
   result.reserve(outs.size());
   for (ArrayValue& v : outs) result.emplace_back(std::move(v));

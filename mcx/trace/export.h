@@ -20,8 +20,11 @@
 // cached per concrete signature, so one artifact serves many sizes. Inside an active trace (jit, grad,
 // another export) the specialised program is inlined into the trace instead (symbolic caller shapes are
 // solved symbolically). The platform must be among the artifact's platforms (unless the "platform"
-// safety check is disabled) and the artifact must have been exported for 1 device (sharded execution
-// comes with the sharding runtime).
+// safety check is disabled). An artifact exported for N > 1 devices runs on a mesh with the recorded axes
+// (those of its specified shardings; none specified: one axis "devices" of size N) with the recorded in and
+// out shardings (unspecified ones replicated): over the devices of the first argument committed to a mesh
+// with those axes (so a job spanning processes chooses its mesh), else over the first N devices; fewer than
+// N devices is an error.
 //
 // Errors are thrown as mcx::Error subclasses (InvalidArgument) with messages starting "[export]",
 // "[Exported.call]", "[Exported.vjp]" or "[deserialize]". Thread-safety: an Exported may be called from
@@ -62,6 +65,8 @@ struct ExportedCacheStats {
   int64_t hits = 0;
   int64_t misses = 0;
 };
+
+struct ShardedLayout;  // export.cc
 
 class Exported {
  public:
@@ -114,6 +119,8 @@ class Exported {
   explicit Exported(std::shared_ptr<State> state) : state_(std::move(state)) {}
   Exported(exporting::Artifact artifact, bool validated);
   void check_in_tree(const std::vector<TreeDef>& defs) const;
+  // nr_devices > 1: the mesh and shardings this call runs with (see the header comment).
+  std::shared_ptr<const ShardedLayout> sharded_layout(const std::vector<Array>& leaves) const;
   Tree unflatten_outputs(const std::vector<Array>& outs) const;
   std::shared_ptr<State> state_;
 };

@@ -249,13 +249,48 @@ TEST(ExportErrors, PlatformAndDeviceCount) {
               HasSubstr("Function 'mlp' was exported for platforms 'tpu' but it is used on 'cpu'."));
   Exported any = export_mlp({.platforms = {"tpu"}, .disabled_safety_checks = {"platform"}});
   expect_same_values(any.call(p, x)[0], mlp(p, x));
-  Exported two = export_mlp({.nr_devices = 2});
-  EXPECT_THAT(error_of([&] { two.call(p, x); }),
-              HasSubstr("Function 'mlp' was exported for 2 devices and is called in a context with 1 devices"));
+  Exported eight = export_mlp({.nr_devices = 8});
+  EXPECT_THAT(error_of([&] { eight.call(p, x); }),
+              HasSubstr("Function 'mlp' was exported for 8 devices and is called in a context with 4 devices"));
   EXPECT_THAT(error_of([&] { export_mlp({.disabled_safety_checks = {"custom_call"}}); }),
               HasSubstr("unknown safety check 'custom_call'"));
   Exported no_vjp = export_mlp({.with_vjp = false});
   EXPECT_THAT(error_of([&] { no_vjp.vjp(); }), HasSubstr("[Exported.vjp] 'mlp' was exported without a VJP"));
+}
+
+// An artifact exported with shardings for N devices runs on a mesh of N devices with the recorded shardings
+// (it used to be refused with "needs the sharding runtime").
+TEST(ExportSharded, RunsWithTheRecordedShardingsOnNDevices) {
+  const exporting::ShardingSpec rows{false, {"data"}, {4}, {{"data"}}};
+  ExportOptions o;
+  o.in_shardings = {exporting::ShardingSpec{}, exporting::ShardingSpec{}, exporting::ShardingSpec{}, rows};
+  o.out_shardings = {rows};
+  o.nr_devices = 4;
+  const Exported e = Exported::deserialize(export_mlp(o).serialize());
+  const Tree p = mlp_params(1);
+  for (int64_t b : {4, 12}) {
+    const Array x = random_array({b, 6}, 200 + b);
+    const Array out = e.call(p, x).at(0);
+    EXPECT_EQ(out.sharding(), NamedSharding(make_mesh({4}, {"data"}), P("data")));
+    ASSERT_EQ(out.addressable_shards().size(), 4u);
+    EXPECT_EQ(out.addressable_shards()[1].index.to_string(), "[" + std::to_string(b / 4) + ":" + std::to_string(b / 2) + ", 0:3]");
+    expect_same_values(out, mlp(p, x), 1e-5, 1e-6, "b = " + std::to_string(b));
+  }
+  // Arguments committed to a mesh with the recorded axes choose the devices.
+  const Mesh last = make_mesh({4}, {"data"}, {devices()[3], devices()[2], devices()[1], devices()[0]});
+  const Array x = device_put(random_array({8, 6}, 300), NamedSharding(last, P("data")));
+  const Array out = e.call(p, x).at(0);
+  EXPECT_EQ(out.sharding(), NamedSharding(last, P("data")));
+  expect_same_values(out, mlp(p, x), 1e-5, 1e-6, "reversed devices");
+  // A batch the recorded sharding does not divide is the placement's clear error.
+  EXPECT_THAT(error_of([&] { e.call(p, random_array({6, 6}, 1)); }),
+              AllOf(HasSubstr("size 6"), HasSubstr("divisible by 4")));
+  // Unspecified shardings on a 2-device artifact: replicated over the first two devices.
+  const Exported two = export_mlp({.nr_devices = 2});
+  const Array y = two.call(p, random_array({3, 6}, 2)).at(0);
+  EXPECT_EQ(y.sharding().num_devices(), 2);
+  EXPECT_TRUE(y.is_fully_replicated());
+  expect_same_values(y, mlp(p, random_array({3, 6}, 2)), 1e-5, 1e-6, "two devices");
 }
 
 TEST(ExportErrors, ShardingsMustMatchTheDeviceCount) {

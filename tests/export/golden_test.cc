@@ -73,6 +73,33 @@ TEST(Golden, WriteCurrentVersion) {
   write(kDir / (v + "all_ops.txt"), ir::print_program(all));
 }
 
+// The same model exported for 4 devices, the batch split over "data" (v1_sharded_mlp.mcx, added to format
+// version 1 with sharded execution of artifacts; written once, like the others).
+Exported export_sharded_golden_mlp() {
+  const exporting::ShardingSpec rows{false, {"data"}, {4}, {{"data"}}};
+  return export_fn(golden_mlp, {.name = "golden_sharded_mlp", .constraints = {"b >= 1"}, .in_shardings = {rows},
+                                .out_shardings = {rows}, .nr_devices = 4, .creation_time_unix_ms = 0})(
+      AbstractValue{DType::kFloat32, symbolic_shape("b, 6")});
+}
+
+TEST(Golden, WriteShardedMlp) {
+  if (!writing()) GTEST_SKIP() << "set MCX_WRITE_GOLDEN=1 to write v1_sharded_mlp.mcx";
+  if (fs::exists(kDir / "v1_sharded_mlp.mcx")) GTEST_SKIP() << "v1_sharded_mlp.mcx exists; not overwritten";
+  ASSERT_EQ(exporting::kFormatVersion, 1u);
+  write(kDir / "v1_sharded_mlp.mcx", export_sharded_golden_mlp().serialize());
+}
+
+TEST(Golden, V1ShardedMlpRunsOnFourDevices) {
+  Exported e = Exported::deserialize(read(kDir / "v1_sharded_mlp.mcx"));
+  EXPECT_EQ(e.artifact().nr_devices, 4u);
+  EXPECT_EQ(e.artifact().in_shardings.at(0).to_string(), "{data: 4} P('data')");
+  Array x(value_or_throw(read_npy((kDir / "v1_mlp_x.npy").string())));
+  Buffer y = value_or_throw(read_npy((kDir / "v1_mlp_y.npy").string()));
+  Array out = e.call(x)[0];
+  EXPECT_EQ(out.sharding().num_devices(), 4);
+  expect_allclose(out, y.to_doubles(), 1e-5, 1e-6);
+}
+
 TEST(Golden, EveryFormatVersionFileIsRead) {
   int files = 0;
   for (const auto& entry : fs::directory_iterator(kDir)) {

@@ -25,6 +25,14 @@ y = np.load('$work/out9/out_0.npy')
 assert y.shape == (9, 3) and y.dtype == np.float32, (y.shape, y.dtype)
 assert np.allclose(y.sum(axis=1), 1, atol=1e-5), y.sum(axis=1)  # softmax rows
 "
+# A sharded artifact (4 devices, batch over "data") runs on 4 CPU devices and computes the same values.
+"$tool" run "$golden/v1_sharded_mlp.mcx" --in "$golden/v1_mlp_x.npy" --out-dir "$work/sharded" > "$work/sharded.txt"
+grep -qF "NamedSharding(mesh={data: 4}, spec=P('data',))" "$work/sharded.txt" || { cat "$work/sharded.txt"; exit 1; }
+/usr/bin/python3 -c "
+import numpy as np
+got, want = np.load('$work/sharded/out_0.npy'), np.load('$golden/v1_mlp_y.npy')
+assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6), np.abs(got - want).max()
+"
 # Errors: a wrong input shape and a corrupt file exit 1 with a message.
 if "$tool" run "$golden/v1_mlp.mcx" --in "$golden/v1_mlp_y.npy" --out-dir "$work/bad" 2> "$work/err.txt"; then
   echo "a wrong input shape was accepted"; exit 1

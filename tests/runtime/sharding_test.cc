@@ -1,6 +1,8 @@
 // Mesh construction and Sharding index domains (the test executable runs with 8 virtual CPU devices).
 #include "mcx/runtime/sharding.h"
 
+#include <functional>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -119,6 +121,30 @@ TEST(ShardingTest, NamedShardingErrors) {
   EXPECT_THAT(st.message(), AllOf(HasSubstr("[device_put]"), HasSubstr("size 12"), HasSubstr("divisible by 8")));
   st = s.validate(std::vector<int64_t>{8}, "device_put");
   EXPECT_THAT(st.message(), HasSubstr("rank 1"));
+}
+
+// The index-map queries check their precondition (the spec fits the shape) instead of returning boxes that
+// leave rows to no device: P("y") over 4 devices on 6 rows used to give shard shape [1, 8] (rows 4-5 lost).
+TEST(ShardingTest, QueriesOnAShapeTheShardingDoesNotDivideRaise) {
+  const Sharding s = NamedSharding(make_mesh({2, 4}, {"x", "y"}), P("y"));
+  const std::vector<int64_t> bad = {6, 8};
+  for (const auto& [name, query] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"Sharding::shard_shape", [&] { s.shard_shape(bad); }},
+           {"Sharding::devices_indices_map", [&] { s.devices_indices_map(bad); }},
+           {"Sharding::addressable_devices_indices_map", [&] { s.addressable_devices_indices_map(bad); }},
+           {"shard_shape", [&] { shard_shape(s.spec(), s.mesh().axes(), bad); }},
+           {"index_box", [&] { index_box(s.spec(), s.mesh().axes(), bad, 0); }}}) {
+    EXPECT_THAT(invalid_argument_message(query),
+                AllOf(HasSubstr("[" + name + "]"), HasSubstr("size 6"), HasSubstr("divisible by 4")))
+        << name;
+  }
+  // A rank below the spec's is the same kind of error.
+  const Sharding two_d = NamedSharding(make_mesh({2, 4}, {"x", "y"}), P("x", "y"));
+  EXPECT_THAT(invalid_argument_message([&] { two_d.shard_shape(std::vector<int64_t>{8}); }),
+              AllOf(HasSubstr("[Sharding::shard_shape]"), HasSubstr("rank 1")));
+  // Shapes that fit are unchanged.
+  EXPECT_EQ(s.shard_shape(std::vector<int64_t>{8, 8}), (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ(s.devices_indices_map(std::vector<int64_t>{8, 8}).size(), 8u);
 }
 
 TEST(ShardingTest, Equivalence) {

@@ -18,6 +18,8 @@ namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::AllOf;
+using ::testing::Not;
 using testing_util::error_of;
 using testing_util::expect_allclose;
 
@@ -194,6 +196,33 @@ TEST(Donation, DonatedArgumentReadsAsDeleted) {
   expect_allclose(g(a, b), doubles(want.to_host()));
   for (const ArrayShard& s : a.addressable_shards()) EXPECT_THAT(error_of([&] { s.data.to_host(); }), HasSubstr("deleted"));
   EXPECT_THAT(error_of([&] { g(a, b); }), HasSubstr("already donated"));
+}
+
+// One buffer both donated and read by the same call is refused at the call (it used to return normally and
+// leave the result unreadable: "the array was deleted"); nothing is donated, so the argument stays usable.
+TEST(Donation, TheSameBufferDonatedAndReadByOneCallIsRefused) {
+  auto f = jit([](const Array& x, const Array& y) { return x + y; }, {.name = "upd", .donate_argnums = {0}});
+  Array p = device_put(Array(random_buffer({4}, 18)), devices()[0]);
+  const Buffer host = p.to_host();
+  std::string e = error_of([&] { f(p, p).block_until_ready(); });
+  EXPECT_THAT(e, AllOf(HasSubstr("[jit of 'upd']"), HasSubstr("argument 0 is donated but its buffer is also passed as argument 1"),
+                       HasSubstr("cannot also be read")));
+  expect_allclose(p, doubles(host));  // not deleted
+  // Donating it twice has its own message (not "already deleted").
+  auto g = jit([](const Array& x, const Array& y) { return x * y; }, {.name = "upd2", .donate_argnums = {0, 1}});
+  e = error_of([&] { g(p, p).block_until_ready(); });
+  EXPECT_THAT(e, AllOf(HasSubstr("arguments 0 and 1 donate the same buffer twice"), Not(HasSubstr("deleted"))));
+  expect_allclose(p, doubles(host));
+  // The same for a sharded call (every device's shard is the same buffer twice).
+  Mesh mesh = make_mesh({4}, {"d"});
+  Array a = device_put(random_buffer({8}, 42), NamedSharding(mesh, P("d")));
+  auto h = jit([](const Array& x, const Array& y) { return x - y; }, {.name = "upd4", .donate_argnums = {1}});
+  EXPECT_THAT(error_of([&] { h(a, a).block_until_ready(); }),
+              HasSubstr("argument 1 is donated but its buffer is also passed as argument 0"));
+  for (const ArrayShard& s : a.addressable_shards()) EXPECT_NO_THROW(s.data.to_host());
+  // Distinct buffers with equal values are fine.
+  Array q = device_put(Array(host), devices()[0]);
+  expect_allclose(f(q, p), doubles((Array(host) + Array(host)).to_host()));
 }
 
 // A copy enqueued before a donation still reads the data: the donation orders after it. (Replicating an array

@@ -6,12 +6,14 @@
 //       SHA-256, the program fingerprint and whether a VJP is included.
 //   mcx-export run FILE --in a.npy [--in b.npy ...] --out-dir DIR
 //       calls the artifact on the .npy inputs (one per flat input, in signature order) and writes one
-//       .npy per flat output, DIR/out_0.npy, DIR/out_1.npy, ...; prints each output's type.
+//       .npy per flat output, DIR/out_0.npy, DIR/out_1.npy, ...; prints each output's type. An artifact
+//       exported for N > 1 devices runs sharded on N CPU devices (MCX_CPU_DEVICE_COUNT, when set, decides).
 //
 // Exit codes: 0 ok, 1 the artifact or a call failed (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +22,7 @@
 #include "mcx/core/hash.h"
 #include "mcx/core/npy.h"
 #include "mcx/export/artifact.h"
+#include "mcx/runtime/device.h"
 #include "mcx/trace/export.h"
 
 namespace {
@@ -43,6 +46,12 @@ int inspect(const std::string& file) {
 
 int run(const std::string& file, const std::vector<std::string>& inputs, const std::string& out_dir) {
   mcx::Exported e = mcx::Exported::deserialize(read_file(file));
+  // A sharded artifact needs its device count: unless MCX_CPU_DEVICE_COUNT says otherwise, this process
+  // gets nr_devices CPU devices (before anything creates the devices).
+  const uint32_t nr_devices = e.artifact().nr_devices;
+  if (nr_devices > 1 && std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) {
+    mcx::set_cpu_device_count(static_cast<int>(nr_devices));
+  }
   std::vector<mcx::Array> args;
   for (const std::string& path : inputs) args.emplace_back(mcx::value_or_throw(mcx::read_npy(path)));
   std::vector<mcx::Array> outs = e.call_flat(args);
@@ -50,7 +59,9 @@ int run(const std::string& file, const std::vector<std::string>& inputs, const s
   for (size_t i = 0; i < outs.size(); ++i) {
     std::string path = (std::filesystem::path(out_dir) / ("out_" + std::to_string(i) + ".npy")).string();
     mcx::throw_if_error(mcx::write_npy(path, outs[i].to_host()));
-    std::cout << path << ": " << outs[i].aval().to_string() << "\n";
+    std::cout << path << ": " << outs[i].aval().to_string();
+    if (nr_devices > 1) std::cout << " " << outs[i].sharding().to_string();
+    std::cout << "\n";
   }
   return 0;
 }

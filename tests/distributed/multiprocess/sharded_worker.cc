@@ -318,7 +318,8 @@ int run_checks(Checker& check, int pid) {
   if (!rows) {
     for (const char* n :
          {"c_process_local_data", "d_jit_elementwise", "e_device_get_partial", "g_thread_guard",
-          "f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "h_after_collectives"}) {
+          "f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_exported_call_across_processes",
+          "h_after_collectives"}) {
       check.skip(n, "no sharding from b_mesh_and_sharding");
     }
     return check.failures();
@@ -466,6 +467,17 @@ int run_checks(Checker& check, int pid) {
                                   {mcx::P("data")}, {mcx::P()}, "psum_total");
       return expect_total("shard_map with psum over 'data'", total(*x));
     });
+    // An artifact exported for 4 devices (rows over "data"), after a serialized round trip, runs on the job's
+    // mesh spanning both processes (its sum needs the data plane).
+    check.run("f_exported_call_across_processes", kQuick, [&] {
+      const mcx::exporting::ShardingSpec by_rows{false, {"data"}, {kDevices}, {{"data"}}};
+      mcx::ExportOptions options{.name = "total", .in_shardings = {by_rows}, .nr_devices = kDevices};
+      const mcx::Exported exported = mcx::Exported::deserialize(
+          mcx::export_fn([](const mcx::Array& v) { return mcx::sum(v); }, options)(
+              mcx::AbstractValue{mcx::DType::kFloat32, mcx::concrete_shape({kRows, kCols})})
+              .serialize());
+      return expect_total("the exported sum over the sharded rows", exported.call(*x).at(0));
+    });
     // Local work after the collectives.
     check.run("h_after_collectives", kQuick, [&] {
       mcx::Array r = affine(*x);
@@ -474,7 +486,8 @@ int run_checks(Checker& check, int pid) {
     });
   } else {
     for (const char* n :
-         {"f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "h_after_collectives"}) {
+         {"f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_exported_call_across_processes",
+          "h_after_collectives"}) {
       check.skip(n, "no array from c_process_local_data");
     }
   }
