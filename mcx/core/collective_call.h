@@ -44,7 +44,7 @@ struct CollectiveCall {
       case CollectiveKind::kAllReduce:
       case CollectiveKind::kReduceScatter:
         return absl::StrCat(name, "(count=", count, ", ", std::string(dtype_short_name(dtype)), ", ",
-                            reduce_op_name(op), ")");
+                            std::string(reduce_op_name(op)), ")");
       case CollectiveKind::kAllGather:
       case CollectiveKind::kAllToAll: return absl::StrCat(name, "(bytes=", count, ")");
       case CollectiveKind::kPermute:

@@ -2,7 +2,7 @@
 
 namespace mcx {
 
-const char* reduce_op_name(ReduceOp op) {
+std::string_view reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return "sum";
     case ReduceOp::kMax: return "max";

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,7 +33,7 @@
 namespace mcx {
 
 enum class ReduceOp : uint8_t { kSum, kMax, kMin, kProd };
-const char* reduce_op_name(ReduceOp op);  // "sum", "max", "min", "prod"
+std::string_view reduce_op_name(ReduceOp op);  // "sum", "max", "min", "prod"
 
 // The computation that the collectives which follow belong to. The runtime tags each launch over a mesh that
 // spans processes, so that processes running different computations (or the same ones in another order)

@@ -18,7 +18,7 @@ namespace {
 
 const Flag<int64_t> kWorkers("MCX_DATA_WORKERS", 2, "worker threads per data loader (reading, transforms)",
                              int_in_range(1, 64));
-const Flag<int64_t> kPrefetch("MCX_DATA_PREFETCH", 2, "batches a data loader prepares ahead of the consumer",
+const Flag<int64_t> kPrefetch("MCX_DATA_PREFETCH", 8, "batches a data loader prepares ahead of the consumer",
                               int_in_range(1, 1024));
 const Flag<int64_t> kPrefetchMb("MCX_DATA_PREFETCH_MB", 256,
                                 "host memory bound (MiB) of the batches a data loader holds ahead (at least one batch)",

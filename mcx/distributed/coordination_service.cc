@@ -42,7 +42,7 @@ void ManualClock::advance(absl::Duration d) {
   now_ += d;
 }
 
-const char* task_state_name(TaskState s) {
+std::string_view task_state_name(TaskState s) {
   switch (s) {
     case TaskState::kDisconnected: return "DISCONNECTED";
     case TaskState::kConnected: return "CONNECTED";

@@ -81,7 +81,7 @@ class ManualClock final : public Clock {
 };
 
 enum class TaskState { kDisconnected, kConnected, kError, kShutdown };
-const char* task_state_name(TaskState s);  // "DISCONNECTED", "CONNECTED", "ERROR", "SHUTDOWN"
+std::string_view task_state_name(TaskState s);  // "DISCONNECTED", "CONNECTED", "ERROR", "SHUTDOWN"
 
 // One task as the job sees it (an element of JobState).
 struct TaskInfo {

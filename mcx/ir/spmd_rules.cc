@@ -208,7 +208,7 @@ absl::StatusOr<AbstractValue> spmd_infer_type(OpKind kind, std::span<const Abstr
       MCX_ASSIGN_OR_RETURN(ReduceOp r, get_reduce_op(op, attrs));
       MCX_RETURN_IF_ERROR(get_replica_groups(op, attrs).status());
       if (is_bool(x.dtype) && r != ReduceOp::kMax && r != ReduceOp::kMin)
-        return err(op, "operand must be numeric for reduce ", reduce_op_name(r), ", found ", x.to_string(),
+        return err(op, "operand must be numeric for reduce ", std::string(reduce_op_name(r)), ", found ", x.to_string(),
                    " (bool takes max or min)");
       return x;
     }

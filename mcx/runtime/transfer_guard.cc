@@ -74,7 +74,7 @@ absl::StatusOr<TransferGuardLevel> env_level(TransferDirection direction) {
 
 }  // namespace
 
-const char* transfer_guard_level_name(TransferGuardLevel level) {
+std::string_view transfer_guard_level_name(TransferGuardLevel level) {
   switch (level) {
     case TransferGuardLevel::kAllow: return "allow";
     case TransferGuardLevel::kLog: return "log";
@@ -85,7 +85,7 @@ const char* transfer_guard_level_name(TransferGuardLevel level) {
   return "unknown";
 }
 
-const char* transfer_direction_name(TransferDirection direction) {
+std::string_view transfer_direction_name(TransferDirection direction) {
   switch (direction) {
     case TransferDirection::kHostToDevice: return "host-to-device";
     case TransferDirection::kDeviceToDevice: return "device-to-device";
@@ -155,10 +155,10 @@ void check_transfer(TransferDirection direction, const AbstractValue& aval, bool
     case TransferGuardLevel::kDisallowExplicit: disallow = true; break;
   }
   if (!log && !disallow) return;
-  const std::string transfer = absl::StrCat(is_explicit ? "explicit " : "implicit ", transfer_direction_name(direction),
+  const std::string transfer = absl::StrCat(is_explicit ? "explicit " : "implicit ", std::string(transfer_direction_name(direction)),
                                             " transfer of ", aval.to_string(), " (", std::string(what), ")");
   const std::string setting =
-      absl::StrCat("the ", transfer_direction_name(direction), " transfer guard is '", transfer_guard_level_name(level), "'");
+      absl::StrCat("the ", std::string(transfer_direction_name(direction)), " transfer guard is '", std::string(transfer_guard_level_name(level)), "'");
   if (disallow) throw TransferGuardError(absl::StrCat("[transfer_guard] disallowed ", transfer, "; ", setting));
   log_warn("[transfer_guard] {}; {}", transfer, setting);
 }

@@ -276,6 +276,10 @@ ExportedCacheStats Exported::cache_stats() const {
 
 void Exported::check_in_tree(const std::vector<TreeDef>& defs) const {
   if (defs == state_->in_arg_defs && artifact().in_tree.kind == TreeSpec::Kind::kTuple) return;
+  if (defs.size() != state_->in_arg_defs.size()) {
+    throw InvalidArgument(cat("[Exported.call] '", fun_name(), "': expected ", state_->in_arg_defs.size(),
+                              " arguments, found ", defs.size()));
+  }
   TreeSpec got;
   got.kind = TreeSpec::Kind::kTuple;
   for (const TreeDef& d : defs) got.children.push_back(detail::to_tree_spec(d));

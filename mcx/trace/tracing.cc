@@ -2,7 +2,9 @@
 
 #include <typeinfo>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
 #include "mcx/trace/trace_state.h"
 
 namespace mcx {
@@ -17,7 +19,16 @@ TracedFunction trace_flat(const std::string& what, const std::string& program_na
   for (size_t i = 0; i < in_avals.size(); ++i) {
     tracers.push_back(trace.context().new_param(in_avals[i], i < in_weak.size() && in_weak[i]));
   }
-  std::vector<Array> outs = body(tracers);
+  std::vector<Array> outs;
+  try {
+    outs = body(tracers);
+  } catch (const InvalidArgument& e) {
+    // Shape and type errors name the traced function (the innermost trace only, as ConcretizationError does).
+    // Subclasses (ConcretizationError, TransferGuardError) keep their type and say where already.
+    const std::string message = e.what();
+    if (typeid(e) != typeid(InvalidArgument) || absl::StrContains(message, " (traced in ")) throw;
+    throw InvalidArgument(absl::StrCat(message, " (traced in ", what, ")"));
+  }
   return trace.context().finish(outs, program_name);
 }
 

@@ -34,7 +34,9 @@ struct TracedFunction {
 // Traces body on fresh tracers of the given types in a new trace pushed on this thread's trace stack.
 // `what` describes the trace in error messages, e.g. "jit of 'loss'". body's outputs may be tracers of this
 // trace, concrete arrays (they become constants) or enclosing tracers (lifted). Exceptions thrown by body
-// propagate after the trace is popped; tracers that escape it are detected when used later.
+// propagate after the trace is popped; tracers that escape it are detected when used later. An
+// InvalidArgument from body (a shape or type error) gets " (traced in <what>)" appended, by the innermost
+// trace only: "[matmul] ... (traced in jit of 'mm')".
 TracedFunction trace_flat(const std::string& what, const std::string& program_name,
                           const std::vector<AbstractValue>& in_avals, const std::vector<bool>& in_weak,
                           const SymbolicScope& scope,

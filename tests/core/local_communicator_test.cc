@@ -330,8 +330,8 @@ TEST(LocalCommunicator, DescriptionAndReduceOpNames) {
   EXPECT_EQ(g.member(1).description(), "local group {cpu:0,cpu:1}");
   EXPECT_EQ(g.member(1).rank(), 1);
   EXPECT_EQ(g.size(), 2);
-  EXPECT_STREQ(reduce_op_name(ReduceOp::kProd), "prod");
-  EXPECT_STREQ(reduce_op_name(ReduceOp::kMin), "min");
+  EXPECT_EQ(reduce_op_name(ReduceOp::kProd), "prod");
+  EXPECT_EQ(reduce_op_name(ReduceOp::kMin), "min");
 }
 
 }  // namespace

@@ -309,6 +309,8 @@ TEST(ExportErrors, ShardingsMustMatchTheDeviceCount) {
 TEST(ExportErrors, FlatCallsWithWrongCountOrEmptyArrays) {
   Exported e = export_mlp();
   Tree p = mlp_params(1);
+  // The pytree call counts the arguments first, as call_flat counts leaves.
+  EXPECT_THAT(error_of([&] { e.call(p); }), HasSubstr("[Exported.call] 'mlp': expected 2 arguments, found 1"));
   EXPECT_THAT(error_of([&] { e.call_flat({p.at("b1"), p.at("w1"), p.at("w2")}); }),
               HasSubstr("[Exported.call] 'mlp': expected 4 arguments, found 3"));
   EXPECT_THAT(error_of([&] { e.call_flat({p.at("b1"), p.at("w1"), p.at("w2"), Array()}); }),

@@ -9,6 +9,7 @@ namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::error_of;
 using testing_util::expect_allclose;
 
@@ -94,6 +95,22 @@ TEST(JitTest, ConcretizationErrorInIf) {
   EXPECT_THAT(error_of([&] { g(Array(1.0f)); }), HasSubstr("[bool] abstract tracer value"));
   // Eagerly the same code works.
   EXPECT_EQ(((Array(1.0f) > 0) ? Array(1.0f) : Array(2.0f)).item<float>(), 1.0f);
+}
+
+TEST(JitTest, ShapeErrorsNameTheTracedFunction) {
+  auto mm = jit([](const Array& a, const Array& b) { return matmul(a, b); }, {.name = "mm"});
+  const std::string msg = error_of([&] { mm(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); });
+  EXPECT_THAT(msg, HasSubstr("(traced in jit of 'mm')"));
+  EXPECT_THAT(msg, HasSubstr("3"));
+  // Nested traces: the innermost names itself, once (a jit called inside a trace is inlined into it).
+  auto outer = jit([&](const Array& a, const Array& b) { return grad([&](const Array& x) { return sum(mm(x, b)); })(a); },
+                   {.name = "outer"});
+  const std::string nested = error_of([&] { outer(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); });
+  EXPECT_THAT(nested, HasSubstr("(traced in grad of "));
+  EXPECT_THAT(nested, Not(HasSubstr("(traced in jit of 'outer')")));
+  // Eager errors stay as they were.
+  EXPECT_THAT(error_of([&] { matmul(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); }),
+              Not(HasSubstr("traced in")));
 }
 
 TEST(JitTest, LeakedTracerIsReported) {

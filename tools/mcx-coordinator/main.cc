@@ -47,7 +47,7 @@ class ChangeLogger {
       const mcx::distributed::TaskInfo* old = t.id < static_cast<int>(last_.tasks.size()) ? &last_.tasks[t.id] : nullptr;
       if (old != nullptr && old->state == t.state && old->incarnation == t.incarnation) continue;
       if (old == nullptr && t.state == TaskState::kDisconnected) continue;
-      std::string line = absl::StrCat("[mcx-coordinator] task ", t.id, " ", task_state_name(t.state),
+      std::string line = absl::StrCat("[mcx-coordinator] task ", t.id, " ", std::string(task_state_name(t.state)),
                                       " (incarnation ", absl::Hex(t.incarnation), ")");
       if (t.state == TaskState::kConnected && rejoined_(t.id)) absl::StrAppend(&line, " rejoined");
       if (!t.error.ok()) absl::StrAppend(&line, ": ", t.error.ToString());

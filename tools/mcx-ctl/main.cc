@@ -54,7 +54,7 @@ json service_json(const md::ServiceStatus& s) {
   json tasks = json::array();
   for (const auto& t : s.tasks) {
     json j{{"id", t.info.id},
-           {"state", md::task_state_name(t.info.state)},
+           {"state", std::string(md::task_state_name(t.info.state))},
            {"incarnation", hex(t.info.incarnation)},
            {"watching", t.watching},
            {"rejoined", t.rejoined},
@@ -115,7 +115,7 @@ void print_status(const md::ServiceStatus& s, const std::string& target) {
                                "WATCHED", "ERROR");
   for (const auto& t : s.tasks) {
     std::string age = t.last_heartbeat_age ? absl::StrFormat("%.2fs ago", seconds(*t.last_heartbeat_age)) : "-";
-    std::cout << absl::StrFormat("%-5d %-13s %-16s %-10s %-8s %s\n", t.info.id, md::task_state_name(t.info.state),
+    std::cout << absl::StrFormat("%-5d %-13s %-16s %-10s %-8s %s\n", t.info.id, std::string(md::task_state_name(t.info.state)),
                                  t.info.incarnation ? hex(t.info.incarnation) : "-", age,
                                  t.watching ? "yes" : "no", t.info.error.ok() ? "" : t.info.error.ToString());
   }
