@@ -287,7 +287,9 @@ TEST(CompilationCache, ConcurrentWriterProcessesAndAKillLeaveOnlyWholeEntries) {
     }
   }
   auto cache = open_cache(dir.path());
-  for (const EntryInfo& e : *cache->verify()) EXPECT_TRUE(e.status.ok()) << e.key_hex << ": " << e.status;
+  const std::vector<EntryInfo> entries = *cache->verify();
+  EXPECT_EQ(entries.size(), 8u);
+  for (const EntryInfo& e : entries) EXPECT_TRUE(e.status.ok()) << e.key_hex << ": " << e.status;
   for (int k = 0; k < 8; ++k) EXPECT_EQ(*cache->get(key_for("k" + std::to_string(k))), payload_of(k)) << k;
 }
 
