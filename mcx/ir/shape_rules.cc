@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
+#include "mcx/ir/window_rules.h"
 #include "mcx/core/error.h"
 
 namespace mcx::ir {
@@ -116,6 +117,11 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kCollectivePermute: return {"source_target_pairs"};
     case OpKind::kAxisIndex: return {"axis", "mesh_shape"};
     case OpKind::kShardingConstraint: return {"mesh_shape", "sharding"};
+    case OpKind::kConvGeneralDilated:
+      return {"feature_group_count", "lhs_dilation", "lhs_spec", "out_spec", "padding_high",
+              "padding_low", "rhs_dilation", "rhs_spec", "window_strides"};
+    case OpKind::kReduceWindow:
+      return {"padding_high", "padding_low", "reduce", "window_dimensions", "window_strides"};
     default: return {};
   }
 }
@@ -591,6 +597,8 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kCollectivePermute:
     case OpKind::kAxisIndex:
     case OpKind::kShardingConstraint: return spmd_infer_type(kind, operands, attrs, scope);
+    case OpKind::kConvGeneralDilated:
+    case OpKind::kReduceWindow: return window_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

@@ -13,6 +13,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/op.h"
+#include "tests/support/reference_window.h"
 #include "tests/support/spmd_reference.h"
 
 namespace mcx::test {
@@ -560,6 +561,12 @@ absl::StatusOr<RVal> eval_threefry(const Instr& in, const RVal& key, const RVal&
   return out;
 }
 
+RefArray to_ref(const RVal& v) {
+  RefArray r{v.dims, std::vector<double>(static_cast<size_t>(v.size()))};
+  for (int64_t k = 0; k < v.size(); ++k) r.values[k] = v.d(k);
+  return r;
+}
+
 absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>& ops) {
   MCX_ASSIGN_OR_RETURN(std::vector<int64_t> out_dims, to_concrete(in.type.shape));
   RVal out = make(in.type.dtype, out_dims);
@@ -778,6 +785,18 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
     case OpKind::kThreefry2x32:
       MCX_RETURN_IF_ERROR(need(2));
       return eval_threefry(in, *ops[0], *ops[1], std::move(out));
+    case OpKind::kConvGeneralDilated: {
+      MCX_RETURN_IF_ERROR(need(2));
+      MCX_ASSIGN_OR_RETURN(RefArray y, reference_conv(in.attrs, to_ref(*ops[0]), to_ref(*ops[1]), out_dims));
+      for (int64_t k = 0; k < out.size(); ++k) set_d(out, k, y.values[k]);
+      return out;
+    }
+    case OpKind::kReduceWindow: {
+      MCX_RETURN_IF_ERROR(need(1));
+      MCX_ASSIGN_OR_RETURN(RefArray y, reference_reduce_window(in.attrs, to_ref(*ops[0]), out_dims));
+      for (int64_t k = 0; k < out.size(); ++k) set_d(out, k, y.values[k]);
+      return out;
+    }
     default:
       return err(in, "not supported by the reference evaluator");
   }
