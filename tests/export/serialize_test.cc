@@ -29,8 +29,10 @@ TEST(Serialize, EveryOpRoundTrips) {
   ir::Program p = all_ops_program();
   auto kinds = kinds_used(p);
   for (ir::OpKind k : kinds_used(ir::testing_programs::spmd_ops_program())) kinds.insert(k);
+  for (ir::OpKind k : kinds_used(ir::testing_programs::window_ops_program())) kinds.insert(k);
   ASSERT_EQ(kinds.size(), static_cast<size_t>(ir::kNumOpKinds))
-      << "all_ops_program and spmd_ops_program (SpmdOpsRoundTrip) must use every op";
+      << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip) and window_ops_program (WindowOpsRoundTrip) "
+         "must use every op";
   Artifact a = make_artifact(p, "all_ops", 1234);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
@@ -60,12 +62,12 @@ TEST(Serialize, SpmdOpsRoundTrip) {
   Artifact b = value_or_throw(deserialize(bytes));
   EXPECT_TRUE(ir::structurally_equal(a.program, b.program)) << ir::print_program(b.program);
   EXPECT_EQ(ir::fingerprint_hex(a.program), ir::fingerprint_hex(b.program));
-  EXPECT_EQ(b.opset_version, 2u);
+  EXPECT_EQ(b.opset_version, static_cast<uint32_t>(ir::kOpsetVersion));  // make_artifact: this build's opset
   EXPECT_EQ(value_or_throw(serialize(b)), bytes);
   // An artifact that declares opset 1 cannot hold SPMD ops.
   a.opset_version = 1;
   EXPECT_THAT(serialize(a).status().message(),
-              HasSubstr("the program uses ops of opset 2 (SPMD ops) but the artifact declares opset 1"));
+              HasSubstr("the program uses ops of opset 2 (all_reduce) but the artifact declares opset 1"));
   auto* root = fb::GetMutableSizePrefixedExported(bytes.data());
   ASSERT_TRUE(root->mutate_opset_version(1));
   EXPECT_THAT(deserialize(bytes).status().message(), HasSubstr("declares opset 1"));
@@ -73,6 +75,30 @@ TEST(Serialize, SpmdOpsRoundTrip) {
   Artifact old = make_artifact(all_ops_program(), "all_ops", 0);
   old.opset_version = 1;
   EXPECT_TRUE(deserialize(value_or_throw(serialize(old))).ok());
+}
+
+// Opset 3: conv_general_dilated and reduce_window with their attributes (symbolic and negative paddings)
+// round-trip; an artifact declaring an older opset cannot hold them, and programs without them keep
+// declaring the opset they need.
+TEST(Serialize, WindowOpsRoundTrip) {
+  ir::Program p = ir::testing_programs::window_ops_program();
+  EXPECT_EQ(ir::required_opset(p), 3);
+  Artifact a = make_artifact(p, "window_ops", 7);
+  std::string bytes = value_or_throw(serialize(a));
+  Artifact b = value_or_throw(deserialize(bytes));
+  EXPECT_TRUE(ir::structurally_equal(a.program, b.program)) << ir::print_program(b.program);
+  EXPECT_EQ(ir::print_program(a.program), ir::print_program(b.program));
+  EXPECT_EQ(ir::fingerprint_hex(a.program), ir::fingerprint_hex(b.program));
+  EXPECT_EQ(b.opset_version, static_cast<uint32_t>(ir::kOpsetVersion));
+  EXPECT_EQ(value_or_throw(serialize(b)), bytes);
+  a.opset_version = 2;
+  EXPECT_THAT(serialize(a).status().message(),
+              HasSubstr("the program uses ops of opset 3 (conv_general_dilated) but the artifact declares opset 2"));
+  auto* root = fb::GetMutableSizePrefixedExported(bytes.data());
+  ASSERT_TRUE(root->mutate_opset_version(2));
+  EXPECT_THAT(deserialize(bytes).status().message(), HasSubstr("declares opset 2"));
+  EXPECT_EQ(ir::required_opset(all_ops_program()), 1);
+  EXPECT_EQ(ir::required_opset(ir::testing_programs::spmd_ops_program()), 2);
 }
 
 TEST(Serialize, ConstantsOfEveryDtypeKeepTheirBits) {
