@@ -27,15 +27,10 @@ struct Rule {
 
   template <typename... A>
   absl::Status err(const A&... a) const {
-    return absl::InvalidArgumentError(cat("[", name, "] ", a...));
+    return internal::op_error(name, a...);
   }
   // Re-prefixes a status from Attrs or SymbolicScope with this op's name.
-  absl::Status wrap(const absl::Status& s) const {
-    std::string full(s.message());
-    std::string_view m = full;
-    if (m.rfind("[attrs] ", 0) == 0) m.remove_prefix(8);
-    return absl::Status(s.code(), cat("[", name, "] ", m));
-  }
+  absl::Status wrap(const absl::Status& s) const { return internal::with_op_prefix(name, s); }
   const AbstractValue& op(int i) const { return ops[i]; }
   std::string t(int i) const { return ops[i].to_string(); }
 

@@ -23,10 +23,20 @@ std::vector<int64_t> swap_first_two(std::vector<int64_t> spec) {
   return spec;
 }
 
-std::vector<DimExpr> dims_at(const Shape& s, const std::vector<int64_t>& spec) {
-  std::vector<DimExpr> out;
-  for (size_t i = 2; i < spec.size(); ++i) out.push_back(s[spec[i]]);
-  return out;
+// Per spatial dim of a convolution, the sizes JAX's transpose paddings are made of: the lhs after lhs
+// dilation, the window after rhs dilation, and the result dilated by the window strides.
+struct Dilated {
+  DimExpr lhs, window, out;
+};
+
+std::vector<Dilated> dilated_dims(const ConvConfig& c, const Shape& lhs, const Shape& rhs, const Shape& out) {
+  std::vector<Dilated> d;
+  for (int i = 0; i < c.spatial_rank(); ++i) {
+    d.push_back({dilate_dim(lhs[c.lhs_spec[2 + i]], c.lhs_dilation[i]),
+                 dilate_dim(rhs[c.rhs_spec[2 + i]], c.rhs_dilation[i]),
+                 dilate_dim(out[c.out_spec[2 + i]], c.window_strides[i])});
+  }
+  return d;
 }
 
 // v reshaped to like's shape when the two differ only in the spelling of their DimExprs.
@@ -64,7 +74,6 @@ ValueId conv(ProgramBuilder& b, ValueId lhs, ValueId rhs, const ConvConfig& c) {
 
 // Cotangent of lhs: the cotangent convolved with the spatially reversed rhs, features swapped.
 ValueId conv_lhs_grad(ProgramBuilder& b, const ConvConfig& c, ValueId lhs, ValueId rhs, ValueId ct) {
-  const int n = c.spatial_rank();
   const Shape ls = b.type(lhs).shape, cs = b.type(ct).shape;
   for (const DimExpr& d : ls)
     if (d.constant_value() == 0) return b.full_like(lhs, 0.0);  // nothing to differentiate
@@ -79,14 +88,11 @@ ValueId conv_lhs_grad(ProgramBuilder& b, const ConvConfig& c, ValueId lhs, Value
   t.lhs_dilation = c.window_strides;
   t.rhs_dilation = c.rhs_dilation;
   t.feature_group_count = g;
-  const std::vector<DimExpr> in = dims_at(ls, c.lhs_spec), k = dims_at(rs, c.rhs_spec), out = dims_at(cs, c.out_spec);
-  for (int i = 0; i < n; ++i) {
-    const DimExpr lhs_d = dilate_dim(in[i], c.lhs_dilation[i]);
-    const DimExpr rhs_d = dilate_dim(k[i], c.rhs_dilation[i]);
-    const DimExpr out_d = dilate_dim(out[i], c.window_strides[i]);
-    const DimExpr before = rhs_d - c.padding_low[i] - DimExpr(1);
+  const std::vector<Dilated> d = dilated_dims(c, ls, rs, cs);
+  for (int i = 0; i < c.spatial_rank(); ++i) {
+    const DimExpr before = d[i].window - c.padding_low[i] - DimExpr(1);
     t.padding_low.push_back(before);
-    t.padding_high.push_back(lhs_d + rhs_d - DimExpr(1) - out_d - before);
+    t.padding_high.push_back(d[i].lhs + d[i].window - DimExpr(1) - d[i].out - before);
   }
   std::vector<int64_t> spatial(c.rhs_spec.begin() + 2, c.rhs_spec.end());
   ValueId reversed = spatial.empty() ? rhs : b.emit_or_throw(OpKind::kReverse, {rhs}, {{"dimensions", spatial}});
@@ -95,7 +101,6 @@ ValueId conv_lhs_grad(ProgramBuilder& b, const ConvConfig& c, ValueId lhs, Value
 
 // Cotangent of rhs: lhs convolved with the cotangent, batch and feature roles swapped on both.
 ValueId conv_rhs_grad(ProgramBuilder& b, const ConvConfig& c, ValueId lhs, ValueId rhs, ValueId ct) {
-  const int n = c.spatial_rank();
   const Shape ls = b.type(lhs).shape, rs = b.type(rhs).shape, cs = b.type(ct).shape;
   const int64_t g = c.feature_group_count;
   // Feature group j of lhs pairs with output-feature group j: moving the group factor into lhs's batch
@@ -110,13 +115,10 @@ ValueId conv_rhs_grad(ProgramBuilder& b, const ConvConfig& c, ValueId lhs, Value
   t.lhs_dilation = c.lhs_dilation;
   t.rhs_dilation = c.window_strides;
   t.feature_group_count = g;
-  const std::vector<DimExpr> in = dims_at(ls, c.lhs_spec), k = dims_at(rs, c.rhs_spec), out = dims_at(cs, c.out_spec);
-  for (int i = 0; i < n; ++i) {
-    const DimExpr lhs_d = dilate_dim(in[i], c.lhs_dilation[i]);
-    const DimExpr rhs_d = dilate_dim(k[i], c.rhs_dilation[i]);
-    const DimExpr out_d = dilate_dim(out[i], c.window_strides[i]);
+  const std::vector<Dilated> d = dilated_dims(c, ls, rs, cs);
+  for (int i = 0; i < c.spatial_rank(); ++i) {
     t.padding_low.push_back(c.padding_low[i]);
-    t.padding_high.push_back(out_d - lhs_d + rhs_d - c.padding_low[i] - DimExpr(1));
+    t.padding_high.push_back(d[i].out - d[i].lhs + d[i].window - c.padding_low[i] - DimExpr(1));
   }
   return fit(b, conv(b, lhs, ct, t), rhs);
 }

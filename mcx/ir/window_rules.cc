@@ -17,34 +17,24 @@ constexpr std::string_view kWindow = "reduce_window";
 
 std::string ints_str(std::span<const int64_t> v) { return cat("[", join(v, ","), "]"); }
 
-template <typename... A>
-absl::Status err(std::string_view op, const A&... a) {
-  return absl::InvalidArgumentError(cat("[", op, "] ", a...));
-}
+using internal::op_error;
 
-// Re-prefixes an Attrs error ("[attrs] ...") with the op's name.
-absl::Status wrap(std::string_view op, const absl::Status& s) {
-  std::string full(s.message());
-  std::string_view m = full;
-  if (m.rfind("[attrs] ", 0) == 0) m.remove_prefix(8);
-  return absl::Status(s.code(), cat("[", op, "] ", m));
-}
-
+// An attribute getter's result, its error prefixed with the op's name.
 template <typename T>
 absl::StatusOr<T> attr(std::string_view op, absl::StatusOr<T> v) {
-  if (!v.ok()) return wrap(op, v.status());
+  if (!v.ok()) return internal::with_op_prefix(op, v.status());
   return *std::move(v);
 }
 
 absl::Status check_count(std::string_view op, std::string_view name, size_t found, int expected) {
   if (static_cast<int>(found) != expected)
-    return err(op, "expected ", expected, " entries in '", name, "', found ", found);
+    return op_error(op, "expected ", expected, " entries in '", name, "', found ", found);
   return absl::OkStatus();
 }
 
 absl::Status check_positive(std::string_view op, std::string_view name, const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i)
-    if (v[i] < 1) return err(op, "expected '", name, "' entries >= 1, found ", ints_str(v));
+    if (v[i] < 1) return op_error(op, "expected '", name, "' entries >= 1, found ", ints_str(v));
   return absl::OkStatus();
 }
 
@@ -57,7 +47,7 @@ absl::Status check_permutation(std::string_view op, std::string_view name, const
     ok = d >= 0 && d < rank && !seen[d];
     if (ok) seen[d] = true;
   }
-  if (!ok) return err(op, "expected '", name, "' to be a permutation of the ", rank, " operand dims, found ", ints_str(v));
+  if (!ok) return op_error(op, "expected '", name, "' to be a permutation of the ", rank, " operand dims, found ", ints_str(v));
   return absl::OkStatus();
 }
 
@@ -75,7 +65,7 @@ absl::StatusOr<DimExpr> window_count(std::string_view op, const SymbolicScope& s
                                      const DimExpr& window, int64_t stride, const std::string& where) {
   MCX_ASSIGN_OR_RETURN(bool fits, decided_ge(op, scope, padded, window, cat(where, ": padded size >= window")));
   if (!fits)
-    return err(op, where, ": expected the padded size to be at least the window ", window.to_string(), ", found ",
+    return op_error(op, where, ": expected the padded size to be at least the window ", window.to_string(), ", found ",
                padded.to_string());
   DimExpr span = padded - window;
   return (stride == 1 ? span : floordiv(span, DimExpr(stride))) + DimExpr(1);
@@ -90,10 +80,10 @@ absl::StatusOr<AbstractValue> conv_type(std::span<const AbstractValue> ops, cons
   const AbstractValue& l = ops[0];
   const AbstractValue& r = ops[1];
   if (l.dtype != r.dtype)
-    return err(kConv, "expected operands of one dtype, found lhs ", l.to_string(), " and rhs ", r.to_string());
-  if (!is_floating(l.dtype)) return err(kConv, "expected floating operands, found ", l.to_string());
+    return op_error(kConv, "expected operands of one dtype, found lhs ", l.to_string(), " and rhs ", r.to_string());
+  if (!is_floating(l.dtype)) return op_error(kConv, "expected floating operands, found ", l.to_string());
   if (l.rank() != r.rank() || l.rank() < 2)
-    return err(kConv, "expected lhs and rhs of one rank >= 2 (batch, feature and spatial dims), found lhs ",
+    return op_error(kConv, "expected lhs and rhs of one rank >= 2 (batch, feature and spatial dims), found lhs ",
                l.to_string(), " and rhs ", r.to_string());
   MCX_ASSIGN_OR_RETURN(ConvConfig c, get_conv_config(attrs, l.rank()));
   const int64_t g = c.feature_group_count;
@@ -101,14 +91,14 @@ absl::StatusOr<AbstractValue> conv_type(std::span<const AbstractValue> ops, cons
   const DimExpr& in_features = r.shape[c.rhs_spec[1]];
   const DimExpr& out_features = r.shape[c.rhs_spec[0]];
   if (!known_equal(scope, features, in_features * DimExpr(g)))
-    return err(kConv, "expected lhs ", l.to_string(), " feature dim ", c.lhs_spec[1], " to be rhs ", r.to_string(),
+    return op_error(kConv, "expected lhs ", l.to_string(), " feature dim ", c.lhs_spec[1], " to be rhs ", r.to_string(),
                " input-feature dim ", c.rhs_spec[1], " (", in_features.to_string(), ") times feature_group_count ", g,
                ", found ", features.to_string());
   const bool divides = out_features.constant_value()
                            ? *out_features.constant_value() % g == 0
                            : known_equal(scope, floordiv(out_features, DimExpr(g)) * DimExpr(g), out_features);
   if (!divides)
-    return err(kConv, "expected rhs ", r.to_string(), " output-feature dim ", c.rhs_spec[0],
+    return op_error(kConv, "expected rhs ", r.to_string(), " output-feature dim ", c.rhs_spec[0],
                " to be divisible by feature_group_count ", g, ", found ", out_features.to_string());
   Shape out(l.rank());
   out[c.out_spec[0]] = l.shape[c.lhs_spec[0]];
@@ -117,11 +107,11 @@ absl::StatusOr<AbstractValue> conv_type(std::span<const AbstractValue> ops, cons
     const DimExpr& n = l.shape[c.lhs_spec[2 + i]];
     const DimExpr& k = r.shape[c.rhs_spec[2 + i]];
     if (k.constant_value() == 0)
-      return err(kConv, "expected a non-empty window, found rhs ", r.to_string(), " spatial dim ", c.rhs_spec[2 + i],
+      return op_error(kConv, "expected a non-empty window, found rhs ", r.to_string(), " spatial dim ", c.rhs_spec[2 + i],
                  " of size 0");
     if (c.lhs_dilation[i] > 1 && !n.is_constant()) {
       MCX_ASSIGN_OR_RETURN(bool pos, decided_ge(kConv, scope, n, 1, cat("lhs dilation of spatial dim ", i)));
-      if (!pos) return err(kConv, "expected lhs spatial dim ", i, " >= 1 under lhs_dilation, found ", n.to_string());
+      if (!pos) return op_error(kConv, "expected lhs spatial dim ", i, " >= 1 under lhs_dilation, found ", n.to_string());
     }
     const DimExpr padded = dilate_dim(n, c.lhs_dilation[i]) + c.padding_low[i] + c.padding_high[i];
     MCX_ASSIGN_OR_RETURN(out[c.out_spec[2 + i]],
@@ -134,13 +124,13 @@ absl::StatusOr<AbstractValue> conv_type(std::span<const AbstractValue> ops, cons
 absl::StatusOr<AbstractValue> reduce_window_type(const AbstractValue& x, const Attrs& attrs,
                                                  const SymbolicScope& scope) {
   MCX_ASSIGN_OR_RETURN(ReduceWindowConfig c, get_reduce_window_config(attrs, x.rank()));
-  if (is_bool(x.dtype)) return err(kWindow, "expected a numeric operand, found ", x.to_string());
+  if (is_bool(x.dtype)) return op_error(kWindow, "expected a numeric operand, found ", x.to_string());
   Shape out(x.rank());
   for (int i = 0; i < x.rank(); ++i) {
     for (const DimExpr* p : {&c.padding_low[i], &c.padding_high[i]}) {
       if (p->is_constant()) continue;
       MCX_ASSIGN_OR_RETURN(bool nonneg, decided_ge(kWindow, scope, *p, 0, cat("padding of dim ", i, " >= 0")));
-      if (!nonneg) return err(kWindow, "expected paddings >= 0, found ", p->to_string(), " at dim ", i);
+      if (!nonneg) return op_error(kWindow, "expected paddings >= 0, found ", p->to_string(), " at dim ", i);
     }
     const DimExpr padded = x.shape[i] + c.padding_low[i] + c.padding_high[i];
     MCX_ASSIGN_OR_RETURN(out[i], window_count(kWindow, scope, padded, DimExpr(c.window_dimensions[i]),
@@ -175,7 +165,7 @@ absl::StatusOr<ConvConfig> get_conv_config(const Attrs& attrs, int rank) {
   MCX_RETURN_IF_ERROR(check_positive(kConv, "lhs_dilation", c.lhs_dilation));
   MCX_RETURN_IF_ERROR(check_positive(kConv, "rhs_dilation", c.rhs_dilation));
   if (c.feature_group_count < 1)
-    return err(kConv, "expected feature_group_count >= 1, found ", c.feature_group_count);
+    return op_error(kConv, "expected feature_group_count >= 1, found ", c.feature_group_count);
   return c;
 }
 
@@ -198,7 +188,7 @@ absl::StatusOr<ReduceWindowConfig> get_reduce_window_config(const Attrs& attrs, 
   MCX_ASSIGN_OR_RETURN(c.window_strides, attr(kWindow, attrs.get_ints("window_strides")));
   MCX_ASSIGN_OR_RETURN(c.padding_low, attr(kWindow, attrs.get_dims("padding_low")));
   MCX_ASSIGN_OR_RETURN(c.padding_high, attr(kWindow, attrs.get_dims("padding_high")));
-  if (reduce < 0 || reduce > 2) return err(kWindow, "expected 'reduce' 0 (sum), 1 (max) or 2 (min), found ", reduce);
+  if (reduce < 0 || reduce > 2) return op_error(kWindow, "expected 'reduce' 0 (sum), 1 (max) or 2 (min), found ", reduce);
   c.reduce = static_cast<ReduceOp>(reduce);
   MCX_RETURN_IF_ERROR(check_count(kWindow, "window_dimensions", c.window_dimensions.size(), rank));
   MCX_RETURN_IF_ERROR(check_count(kWindow, "window_strides", c.window_strides.size(), rank));
@@ -209,7 +199,7 @@ absl::StatusOr<ReduceWindowConfig> get_reduce_window_config(const Attrs& attrs, 
   for (const Shape* s : {&c.padding_low, &c.padding_high})
     for (const DimExpr& p : *s)
       if (auto v = p.constant_value(); v && *v < 0)
-        return err(kWindow, "expected paddings >= 0, found ", shape_to_string(*s));
+        return op_error(kWindow, "expected paddings >= 0, found ", shape_to_string(*s));
   return c;
 }
 

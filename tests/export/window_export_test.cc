@@ -1,7 +1,6 @@
 // A CNN predictor (convolutions, max and average pooling) exported with a symbolic batch: the artifact
 // declares opset 3, survives serialisation, and serves two batch sizes with eager's values; its exported
 // VJP matches grad. A program without the new ops keeps declaring the opset it needs.
-#include <random>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,17 +14,8 @@ namespace mcx {
 namespace {
 
 using testing_util::expect_allclose;
+using testing_util::random_array;
 using testing_util::expect_same_values;
-
-Array random_array(std::vector<int64_t> dims, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return array(v, dims);
-}
 
 // x [b, 8, 8, 1] -> conv 3x3 SAME (4), relu, 2x2 max pool -> conv 3x3 VALID (6), relu -> 2x2 SAME average
 // pool -> dense: logits [b, 3].

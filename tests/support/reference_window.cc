@@ -7,32 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/window_rules.h"
+#include "tests/support/row_major.h"
 
 namespace mcx::test {
 namespace {
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size(), 0);
-  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
-    if (dims[k] > 0) {
-      idx[k] = flat % dims[k];
-      flat /= dims[k];
-    }
-  }
-  return idx;
-}
-
-int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t k = 0; k < dims.size(); ++k) flat = flat * dims[k] + idx[k];
-  return flat;
-}
 
 absl::Status mismatch(std::string_view op, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("[reference_evaluate] ", std::string(op), ": ", what));
@@ -54,14 +32,14 @@ absl::StatusOr<RefArray> reference_conv(const ir::Attrs& attrs, const RefArray& 
   if (lhs.dims[c.lhs_spec[1]] != group_in * groups) return mismatch("conv_general_dilated", "feature counts differ");
   std::vector<int64_t> window;
   for (int d = 0; d < n; ++d) window.push_back(rhs.dims[c.rhs_spec[2 + d]]);
-  RefArray out{out_dims, std::vector<double>(static_cast<size_t>(count(out_dims)), 0.0)};
+  RefArray out{out_dims, std::vector<double>(static_cast<size_t>(element_count(out_dims)), 0.0)};
   std::vector<int64_t> li(rank), ri(rank);
-  for (int64_t k = 0; k < count(out_dims); ++k) {
+  for (int64_t k = 0; k < element_count(out_dims); ++k) {
     const std::vector<int64_t> o = unravel(k, out_dims);
     const int64_t b = o[c.out_spec[0]], f = o[c.out_spec[1]], g = f / group_out;
     double acc = 0;
     for (int64_t ci = 0; ci < group_in; ++ci) {
-      for (int64_t w = 0; w < count(window); ++w) {
+      for (int64_t w = 0; w < element_count(window); ++w) {
         const std::vector<int64_t> wi = unravel(w, window);
         bool inside = true;
         for (int d = 0; d < n && inside; ++d) {
@@ -92,11 +70,11 @@ absl::StatusOr<RefArray> reference_reduce_window(const ir::Attrs& attrs, const R
   if (static_cast<int>(out_dims.size()) != rank) return mismatch("reduce_window", "operand and result ranks differ");
   const double inf = std::numeric_limits<double>::infinity();
   const double identity = c.reduce == ReduceOp::kSum ? 0.0 : (c.reduce == ReduceOp::kMax ? -inf : inf);
-  RefArray out{out_dims, std::vector<double>(static_cast<size_t>(count(out_dims)), identity)};
-  for (int64_t k = 0; k < count(out_dims); ++k) {
+  RefArray out{out_dims, std::vector<double>(static_cast<size_t>(element_count(out_dims)), identity)};
+  for (int64_t k = 0; k < element_count(out_dims); ++k) {
     const std::vector<int64_t> o = unravel(k, out_dims);
     double acc = identity;
-    for (int64_t w = 0; w < count(c.window_dimensions); ++w) {
+    for (int64_t w = 0; w < element_count(c.window_dimensions); ++w) {
       const std::vector<int64_t> wi = unravel(w, c.window_dimensions);
       std::vector<int64_t> xi(rank);
       bool inside = true;

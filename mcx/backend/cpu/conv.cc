@@ -56,14 +56,15 @@ struct Problem {
   }
 };
 
-Problem make_problem(const View& lhs, const View& rhs, const ConvGeometry& g, const std::vector<int64_t>& out_dims) {
+Problem make_problem(const View& lhs, const View& rhs, const ConvGeometry& geometry, const std::vector<int64_t>& out_dims) {
+  const ir::ConvConfig& g = geometry.config;
   Problem pr;
   pr.n = lhs.rank() - 2;
   pr.batch = lhs.dims[g.lhs_spec[0]];
   pr.out_features = rhs.dims[g.rhs_spec[0]];
-  pr.groups = g.groups;
+  pr.groups = g.feature_group_count;
   pr.group_in = rhs.dims[g.rhs_spec[1]];
-  pr.group_out = pr.out_features / g.groups;
+  pr.group_out = pr.out_features / g.feature_group_count;
   pr.lhs_batch = lhs.strides[g.lhs_spec[0]];
   pr.lhs_feature = lhs.strides[g.lhs_spec[1]];
   pr.rhs_out = rhs.strides[g.rhs_spec[0]];
@@ -77,7 +78,7 @@ Problem make_problem(const View& lhs, const View& rhs, const ConvGeometry& g, co
     std::vector<int64_t> t(static_cast<size_t>(o * k), kHole);
     for (int64_t oi = 0; oi < o; ++oi) {
       for (int64_t ki = 0; ki < k; ++ki) {
-        int64_t pos = oi * g.strides[d] + ki * g.rhs_dilation[d] - g.padding_low[d];
+        int64_t pos = oi * g.window_strides[d] + ki * g.rhs_dilation[d] - geometry.padding_low[d];
         if (pos < 0 || pos % g.lhs_dilation[d] != 0) continue;
         pos /= g.lhs_dilation[d];
         if (pos < in) t[oi * k + ki] = pos * stride;
@@ -100,6 +101,42 @@ void copy_strided(const T* src, int64_t stride, int64_t n, T* dst) {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
   }
 }
+
+// Gathers runs of n elements (source stride `stride`) into consecutive destinations, merging unit-stride
+// runs that continue each other in both source and destination into one copy: in a channels-last im2col
+// the window positions along the last spatial dim read one contiguous stretch of the input.
+template <typename T>
+class RunGather {
+ public:
+  RunGather(int64_t n, int64_t stride) : n_(n), stride_(stride) {}
+  ~RunGather() { flush(); }
+  // dst[0, n) = src[0, n * stride), or zeros for a null src.
+  void add(const T* src, T* dst) {
+    if (src == nullptr) {
+      flush();
+      std::fill(dst, dst + n_, T(0));
+    } else if (stride_ != 1) {
+      copy_strided(src, stride_, n_, dst);
+    } else if (len_ > 0 && src == src_ + len_ && dst == dst_ + len_) {
+      len_ += n_;
+    } else {
+      flush();
+      src_ = src;
+      dst_ = dst;
+      len_ = n_;
+    }
+  }
+  void flush() {
+    if (len_ > 0) std::memcpy(dst_, src_, static_cast<size_t>(len_) * sizeof(T));
+    len_ = 0;
+  }
+
+ private:
+  const int64_t n_, stride_;
+  const T* src_ = nullptr;
+  T* dst_ = nullptr;
+  int64_t len_ = 0;
+};
 
 // Copies rhs rows (i, w) for i in [i0, i1) of group g into dst as [rows, group_out] row-major.
 template <typename T>
@@ -132,15 +169,11 @@ void conv_by_image(const Problem& pr, const T* L, const T* R, T* Y) {
   // Rows [p0, p1) of the im2col matrix of batch element b and group g, into col.
   auto gather = [&](int64_t b, int64_t g, int64_t p0, int64_t p1, T* col) {
     const T* base = L + b * pr.lhs_batch + g * pr.group_in * pr.lhs_feature;
+    RunGather<T> runs(pr.group_in, pr.lhs_feature);
     for (int64_t p = p0; p < p1; ++p) {
       for (int64_t w = 0; w < pr.window; ++w) {
-        T* dst = col + ((p - p0) * pr.window + w) * pr.group_in;
         const int64_t off = pr.offset(p, w);
-        if (off == kHole) {
-          std::fill(dst, dst + pr.group_in, T(0));
-        } else {
-          copy_strided(base + off, pr.lhs_feature, pr.group_in, dst);
-        }
+        runs.add(off == kHole ? nullptr : base + off, col + ((p - p0) * pr.window + w) * pr.group_in);
       }
     }
   };
@@ -212,20 +245,18 @@ void conv_by_feature(const Problem& pr, const T* L, const T* R, T* Y) {
       for (int64_t ic = i0; ic < i1; ic += chunk) {
         const int64_t ie = std::min(i1, ic + chunk);
         // col[(i, w), (p, b)] = L[b, feature of i, window w of position p].
+        RunGather<T> runs(pr.batch, pr.lhs_batch);
         for (int64_t i = ic; i < ie; ++i) {
           const T* base = L + (g * pr.group_in + i) * pr.lhs_feature;
           for (int64_t w = 0; w < pr.window; ++w) {
             T* row = col.mutable_data<T>() + ((i - ic) * pr.window + w) * M;
             for (int64_t p = 0; p < pr.positions; ++p) {
               const int64_t off = pr.offset(p, w);
-              if (off == kHole) {
-                std::fill(row + p * pr.batch, row + (p + 1) * pr.batch, T(0));
-              } else {
-                copy_strided(base + off, pr.lhs_batch, pr.batch, row + p * pr.batch);
-              }
+              runs.add(off == kHole ? nullptr : base + off, row + p * pr.batch);
             }
           }
         }
+        runs.flush();
         const T* b = R + g * pr.group_out * pr.rhs_out + ic * pr.rhs_in;
         int64_t ldb = row_stride;
         if (!in_place) {
@@ -263,17 +294,10 @@ Buffer to_float(const View& x) {
 }  // namespace
 
 absl::StatusOr<ConvGeometry> conv_geometry(const ir::Attrs& attrs, int rank) {
-  MCX_ASSIGN_OR_RETURN(ir::ConvConfig c, ir::get_conv_config(attrs, rank));
   ConvGeometry g;
-  g.lhs_spec = c.lhs_spec;
-  g.rhs_spec = c.rhs_spec;
-  g.out_spec = c.out_spec;
-  g.strides = c.window_strides;
-  g.lhs_dilation = c.lhs_dilation;
-  g.rhs_dilation = c.rhs_dilation;
-  g.groups = c.feature_group_count;
-  MCX_ASSIGN_OR_RETURN(g.padding_low, to_concrete(c.padding_low));
-  MCX_ASSIGN_OR_RETURN(g.padding_high, to_concrete(c.padding_high));
+  MCX_ASSIGN_OR_RETURN(g.config, ir::get_conv_config(attrs, rank));
+  MCX_ASSIGN_OR_RETURN(g.padding_low, to_concrete(g.config.padding_low));
+  MCX_ASSIGN_OR_RETURN(g.padding_high, to_concrete(g.config.padding_high));
   return g;
 }
 
@@ -310,13 +334,13 @@ Buffer conv_general_dilated(const View& lhs, const View& rhs, const ConvGeometry
   yv.dims = out_dims;
   yv.strides.assign(out_dims.size(), 0);
   int64_t stride = pr.out_features;
-  if (!by_feature) yv.strides[geometry.out_spec[0]] = pr.positions * pr.out_features;
-  yv.strides[geometry.out_spec[1]] = 1;
+  if (!by_feature) yv.strides[geometry.config.out_spec[0]] = pr.positions * pr.out_features;
+  yv.strides[geometry.config.out_spec[1]] = 1;
   for (int d = pr.n - 1; d >= 0; --d) {
-    yv.strides[geometry.out_spec[2 + d]] = stride * (by_feature ? pr.batch : 1);
+    yv.strides[geometry.config.out_spec[2 + d]] = stride * (by_feature ? pr.batch : 1);
     stride *= pr.out[d];
   }
-  if (by_feature) yv.strides[geometry.out_spec[0]] = pr.out_features;
+  if (by_feature) yv.strides[geometry.config.out_spec[0]] = pr.out_features;
   Buffer arranged = yv.is_contiguous() ? y.reshaped(out_dims) : materialize(yv);
   if (ct == dt) return arranged;
   Buffer out = Buffer::uninitialized(dt, out_dims);

@@ -25,14 +25,14 @@
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/buffer.h"
 #include "mcx/ir/attrs.h"
+#include "mcx/ir/window_rules.h"
 
 namespace mcx::cpu {
 
-// The op's attributes with concrete paddings (window_rules.h ConvConfig).
+// The op's attributes (window_rules.h), with the paddings as integers.
 struct ConvGeometry {
-  std::vector<int64_t> lhs_spec, rhs_spec, out_spec;
-  std::vector<int64_t> strides, lhs_dilation, rhs_dilation, padding_low, padding_high;
-  int64_t groups = 1;
+  ir::ConvConfig config;
+  std::vector<int64_t> padding_low, padding_high;
 };
 
 // Decodes the attributes of a conv_general_dilated over operands of rank `rank`; InvalidArgument for

@@ -47,11 +47,13 @@ void window_kernel(const View& x, const WindowGeometry& g, const std::vector<int
   using A = compute_t<S>;
   const int outer_rank = x.rank() - 1;
   const std::vector<int64_t> outer_out(out_dims.begin(), out_dims.end() - 1);
-  const std::vector<int64_t> outer_win(g.window.begin(), g.window.end() - 1);
+  const std::vector<int64_t>& window = g.config.window_dimensions;
+  const std::vector<int64_t>& strides = g.config.window_strides;
+  const std::vector<int64_t> outer_win(window.begin(), window.end() - 1);
   const std::vector<int64_t> win_index = multi_indices(outer_win);
   const int64_t positions = product(outer_win), rows = product(outer_out);
   const int64_t inner = out_dims.back(), x_inner = x.dims.back(), x_stride = x.strides.back();
-  const int64_t k_win = g.window.back(), k_stride = g.strides.back(), k_low = g.padding_low.back();
+  const int64_t k_win = window.back(), k_stride = strides.back(), k_low = g.padding_low.back();
   // No window along the last dimension: output element j combines operand element j of each row.
   const bool direct = k_win == 1 && k_stride == 1 && k_low == 0 && g.padding_high.back() == 0;
   const S* base = reinterpret_cast<const S*>(x.data);
@@ -69,7 +71,7 @@ void window_kernel(const View& x, const WindowGeometry& g, const std::vector<int
         int64_t off = 0;
         bool inside = true;
         for (int d = 0; d < outer_rank && inside; ++d) {
-          const int64_t pos = at[d] * g.strides[d] + win_index[w * outer_rank + d] - g.padding_low[d];
+          const int64_t pos = at[d] * strides[d] + win_index[w * outer_rank + d] - g.padding_low[d];
           inside = pos >= 0 && pos < x.dims[d];
           off += pos * x.strides[d];
         }
@@ -98,7 +100,7 @@ void window_kernel(const View& x, const WindowGeometry& g, const std::vector<int
 
 template <typename S>
 void dispatch_reduce(const View& x, const WindowGeometry& g, const std::vector<int64_t>& out_dims, S* out) {
-  switch (g.reduce) {
+  switch (g.config.reduce) {
     case ReduceOp::kSum: return window_kernel<S, ReduceOp::kSum>(x, g, out_dims, out);
     case ReduceOp::kMax: return window_kernel<S, ReduceOp::kMax>(x, g, out_dims, out);
     case ReduceOp::kMin: return window_kernel<S, ReduceOp::kMin>(x, g, out_dims, out);
@@ -109,13 +111,10 @@ void dispatch_reduce(const View& x, const WindowGeometry& g, const std::vector<i
 }  // namespace
 
 absl::StatusOr<WindowGeometry> window_geometry(const ir::Attrs& attrs, int rank) {
-  MCX_ASSIGN_OR_RETURN(ir::ReduceWindowConfig c, ir::get_reduce_window_config(attrs, rank));
   WindowGeometry g;
-  g.reduce = c.reduce;
-  g.window = c.window_dimensions;
-  g.strides = c.window_strides;
-  MCX_ASSIGN_OR_RETURN(g.padding_low, to_concrete(c.padding_low));
-  MCX_ASSIGN_OR_RETURN(g.padding_high, to_concrete(c.padding_high));
+  MCX_ASSIGN_OR_RETURN(g.config, ir::get_reduce_window_config(attrs, rank));
+  MCX_ASSIGN_OR_RETURN(g.padding_low, to_concrete(g.config.padding_low));
+  MCX_ASSIGN_OR_RETURN(g.padding_high, to_concrete(g.config.padding_high));
   return g;
 }
 

@@ -14,15 +14,15 @@
 #include "absl/status/statusor.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/buffer.h"
-#include "mcx/core/communicator.h"
 #include "mcx/ir/attrs.h"
+#include "mcx/ir/window_rules.h"
 
 namespace mcx::cpu {
 
-// The op's attributes with concrete paddings (window_rules.h ReduceWindowConfig).
+// The op's attributes (window_rules.h), with the paddings as integers.
 struct WindowGeometry {
-  ReduceOp reduce = ReduceOp::kSum;
-  std::vector<int64_t> window, strides, padding_low, padding_high;
+  ir::ReduceWindowConfig config;
+  std::vector<int64_t> padding_low, padding_high;
 };
 
 // InvalidArgument for malformed attributes or symbolic paddings (specialise the program first).
