@@ -15,8 +15,8 @@
 namespace mcx::cpu {
 namespace {
 
-// Elements of one temporary matrix (an im2col panel or a packed rhs block) per worker: 4 MiB of float.
-constexpr int64_t kPanelElements = int64_t{1} << 20;
+// Elements of one temporary matrix (an im2col panel) per worker: 512 KiB of float, about one L2 cache.
+constexpr int64_t kPanelElements = int64_t{1} << 17;
 // The most partial results of the by-feature formulation: a constant, so the summation order (and the
 // result) does not depend on the thread count.
 constexpr int64_t kMaxFeatureSlices = 8;
@@ -97,6 +97,8 @@ template <typename T>
 void copy_strided(const T* src, int64_t stride, int64_t n, T* dst) {
   if (stride == 1) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+  } else if (stride == 0) {  // a broadcast operand, e.g. the cotangent of a sum
+    std::fill(dst, dst + n, *src);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
   }
