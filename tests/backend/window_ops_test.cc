@@ -1,7 +1,7 @@
 // conv_general_dilated and reduce_window kernels against the reference evaluator: every configuration of
 // tests/support/window_cases.h over the floating dtypes (and the integer dtypes for reduce_window), both
-// GEMM formulations of the convolution, strided (transposed, reversed) operand views, panels larger than
-// one GEMM, and results independent of the thread count.
+// GEMM formulations of the convolution and its Winograd form, strided (transposed, reversed) operand
+// views, panels larger than one GEMM, and results independent of the thread count.
 #include <cmath>
 
 #include "mcx/backend/cpu/view.h"
@@ -32,20 +32,38 @@ TEST(ConvKernel, MatchesReferenceForEveryCaseAndFloatDtype) {
   }
 }
 
+TEST(ConvKernel, WinogradMatchesReference) {
+  uint64_t seed = 100;
+  for (const test::ConvCase& c : test::winograd_conv_cases()) {
+    for (DType t : float_dtypes()) {
+      SCOPED_TRACE(c.name + " " + std::string(dtype_short_name(t)));
+      ir::Program p = test::single_op_program(OpKind::kConvGeneralDilated, {av(t, c.lhs), av(t, c.rhs)}, c.attrs());
+      expect_matches_reference(p, {test::random_buffer(t, c.lhs, seed), test::random_buffer(t, c.rhs, seed + 1)},
+                               conv_rtol(t), conv_rtol(t));
+      seed += 2;
+    }
+  }
+}
+
 // Operands that are views: a transposed lhs (non-unit feature stride) and a reversed rhs (negative
-// strides), as the input gradient of a convolution produces.
+// strides), as the input gradient of a convolution produces; by im2col (3 channels) and by Winograd (16).
 TEST(ConvKernel, ReadsTransposedAndReversedViews) {
-  for (DType t : {DType::kFloat32, DType::kFloat64}) {
-    ir::ProgramBuilder b("views");
-    ir::ValueId x = b.add_parameter(av(t, {2, 3, 6, 5}));   // NCHW, transposed to NHWC below
-    ir::ValueId w = b.add_parameter(av(t, {3, 2, 3, 4}));   // HWIO
-    ir::ValueId xt = b.transpose(x, {0, 2, 3, 1});
-    ir::ValueId wr = b.emit_or_throw(OpKind::kReverse, {w}, {{"dimensions", Ints{0, 1}}});
-    test::ConvCase c{"views", {}, {}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2}, {1, 2}, {1, 1}, {1, 1}, {1, 0}, {1, 1}};
-    ir::ValueId y = b.emit_or_throw(OpKind::kConvGeneralDilated, {xt, wr}, c.attrs());
-    ir::Program p = std::move(b).build({y});
-    expect_matches_reference(p, {test::random_buffer(t, {2, 3, 6, 5}, 7), test::random_buffer(t, {3, 2, 3, 4}, 8)},
-                             conv_rtol(t), conv_rtol(t));
+  for (int64_t channels : {3, 16}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      SCOPED_TRACE(std::to_string(channels) + " channels, " + std::string(dtype_short_name(t)));
+      const Ints xd{2, channels, 6, 5}, wd{3, 3, channels, 16};
+      ir::ProgramBuilder b("views");
+      ir::ValueId x = b.add_parameter(av(t, xd));  // NCHW, transposed to NHWC below
+      ir::ValueId w = b.add_parameter(av(t, wd));  // HWIO
+      ir::ValueId xt = b.transpose(x, {0, 2, 3, 1});
+      ir::ValueId wr = b.emit_or_throw(OpKind::kReverse, {w}, {{"dimensions", Ints{0, 1}}});
+      test::ConvCase c{"views", {}, {}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 0},
+                       {1, 1}};
+      ir::ValueId y = b.emit_or_throw(OpKind::kConvGeneralDilated, {xt, wr}, c.attrs());
+      ir::Program p = std::move(b).build({y});
+      expect_matches_reference(p, {test::random_buffer(t, xd, 7), test::random_buffer(t, wd, 8)}, conv_rtol(t),
+                               conv_rtol(t));
+    }
   }
 }
 
@@ -62,8 +80,11 @@ TEST(ConvKernel, SeveralPanelsPerImage) {
 // Both formulations split work at shape-determined boundaries: 1, 2 and 3 threads agree bitwise.
 TEST(ConvKernel, ResultsDoNotDependOnTheThreadCount) {
   ThreadCountGuard guard;
-  for (const std::string name : {"nhwc_same", "grouped", "window_larger_than_output", "weight_grad_grouped"}) {
-    for (const test::ConvCase& c : test::conv_cases()) {
+  std::vector<test::ConvCase> cases = test::conv_cases();
+  for (const test::ConvCase& c : test::winograd_conv_cases()) cases.push_back(c);
+  for (const std::string name : {"nhwc_same", "grouped", "window_larger_than_output", "weight_grad_grouped",
+                                 "winograd_same_odd_height"}) {
+    for (const test::ConvCase& c : cases) {
       if (c.name != name) continue;
       ir::Program p = test::single_op_program(OpKind::kConvGeneralDilated,
                                               {av(DType::kFloat32, c.lhs), av(DType::kFloat32, c.rhs)}, c.attrs());

@@ -61,6 +61,22 @@ inline std::vector<ConvCase> conv_cases() {
   };
 }
 
+// Convolutions the CPU backend runs by Winograd F(2x2, 3x3) (3x3, stride 1, >= 16 channels in and out):
+// partial tiles at odd edges, asymmetric padding, channels-first layouts. Too large for the finite-
+// difference tests; the backend tests compare them with the reference.
+inline std::vector<ConvCase> winograd_conv_cases() {
+  using V = std::vector<int64_t>;
+  const V nhwc{0, 3, 1, 2}, hwio{3, 2, 0, 1}, nchw{0, 1, 2, 3};
+  return {
+      {"winograd_same_odd_height", {2, 7, 6, 16}, {3, 3, 16, 16}, nhwc, hwio, nhwc, {1, 1}, {1, 1}, {1, 1}, {1, 1},
+       {1, 1}},
+      {"winograd_valid_nchw_odd_width", {1, 16, 6, 9}, {17, 16, 3, 3}, nchw, nchw, nchw, {1, 1}, {1, 1}, {1, 1},
+       {0, 0}, {0, 0}},
+      {"winograd_asymmetric_padding", {3, 5, 5, 16}, {3, 3, 16, 20}, nhwc, hwio, nhwc, {1, 1}, {1, 1}, {1, 1},
+       {2, 0}, {0, 1}},
+  };
+}
+
 struct WindowCase {
   std::string name;
   std::vector<int64_t> dims, window, strides, low, high;

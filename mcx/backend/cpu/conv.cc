@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "mcx/backend/cpu/blas.h"
+#include "mcx/backend/cpu/conv_winograd.h"
 #include "mcx/backend/cpu/elementwise.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
@@ -285,6 +286,37 @@ void conv_by_feature(const Problem& pr, const T* L, const T* R, T* Y) {
   });
 }
 
+// The Winograd form of the convolution when it applies (2-D 3x3 windows, stride 1, no dilation, one group)
+// and pays off (conv_winograd.h).
+std::optional<Winograd3x3> winograd_form(const View& lhs, const ConvGeometry& geometry, const Problem& pr) {
+  const ir::ConvConfig& c = geometry.config;
+  const std::vector<int64_t> ones{1, 1};
+  if (pr.n != 2 || pr.win != std::vector<int64_t>{3, 3} || c.window_strides != ones || c.lhs_dilation != ones ||
+      c.rhs_dilation != ones || c.feature_group_count != 1) {
+    return std::nullopt;
+  }
+  Winograd3x3 w;
+  w.batch = pr.batch;
+  w.channels = pr.group_in;
+  w.out_channels = pr.out_features;
+  w.in_h = lhs.dims[c.lhs_spec[2]];
+  w.in_w = lhs.dims[c.lhs_spec[3]];
+  w.out_h = pr.out[0];
+  w.out_w = pr.out[1];
+  w.pad_top = geometry.padding_low[0];
+  w.pad_left = geometry.padding_low[1];
+  w.lhs_batch = pr.lhs_batch;
+  w.lhs_channel = pr.lhs_feature;
+  w.lhs_h = lhs.strides[c.lhs_spec[2]];
+  w.lhs_w = lhs.strides[c.lhs_spec[3]];
+  w.rhs_out = pr.rhs_out;
+  w.rhs_in = pr.rhs_in;
+  w.rhs_h = pr.rhs_spatial[0];
+  w.rhs_w = pr.rhs_spatial[1];
+  if (!winograd_pays_off(w)) return std::nullopt;
+  return w;
+}
+
 // x as a contiguous float Buffer of the same dims.
 Buffer to_float(const View& x) {
   Buffer m = materialize(x);
@@ -319,17 +351,27 @@ Buffer conv_general_dilated(const View& lhs, const View& rhs, const ConvGeometry
   }
   const Problem pr = make_problem(lv, rv, geometry, out_dims);
   const bool by_feature = pr.positions < pr.window;
+  const std::optional<Winograd3x3> winograd = by_feature ? std::nullopt : winograd_form(lv, geometry, pr);
   Buffer y = Buffer::uninitialized(ct, {total});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* l = reinterpret_cast<const T*>(lv.data);
+    const T* r = reinterpret_cast<const T*>(rv.data);
+    if (winograd) {
+      conv_winograd_3x3(*winograd, l, r, y.mutable_data<T>());
+    } else if (by_feature) {
+      conv_by_feature(pr, l, r, y.mutable_data<T>());
+    } else {
+      conv_by_image(pr, l, r, y.mutable_data<T>());
+    }
+  };
   if (ct == DType::kFloat32) {
-    auto run = by_feature ? &conv_by_feature<float> : &conv_by_image<float>;
-    run(pr, reinterpret_cast<const float*>(lv.data), reinterpret_cast<const float*>(rv.data), y.mutable_data<float>());
+    run(float{});
   } else {
-    auto run = by_feature ? &conv_by_feature<double> : &conv_by_image<double>;
-    run(pr, reinterpret_cast<const double*>(lv.data), reinterpret_cast<const double*>(rv.data),
-        y.mutable_data<double>());
+    run(double{});
   }
-  // y holds [batch, positions, features] (by image) or [positions, batch, features] (by feature): view it
-  // in the result's dimension order.
+  // y holds [batch, positions, features] (by image, and Winograd) or [positions, batch, features] (by
+  // feature): view it in the result's dimension order.
   View yv;
   yv.data = static_cast<std::byte*>(y.mutable_data());
   yv.dtype = ct;

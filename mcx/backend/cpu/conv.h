@@ -15,7 +15,8 @@
 //    position, batch element) and each contracted feature adds [window, rows]^T x [window, output
 //    features]. Fixed, shape-determined slices of the features run in parallel into partial results that
 //    are summed in order.
-// Results do not depend on the thread count.
+// 2-D 3x3 stride-1 convolutions with 16 or more channels in and out take Winograd F(2x2, 3x3) instead of
+// the by-image GEMMs (conv_winograd.h). Results do not depend on the thread count.
 #pragma once
 
 #include <cstdint>
