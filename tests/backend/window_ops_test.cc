@@ -19,9 +19,9 @@ AbstractValue av(DType t, const Ints& dims) { return {t, concrete_shape(dims)}; 
 
 double conv_rtol(DType t) { return t == DType::kFloat32 ? 2e-5 : -1; }
 
-TEST(ConvKernel, MatchesReferenceForEveryCaseAndFloatDtype) {
-  uint64_t seed = 1;
-  for (const test::ConvCase& c : test::conv_cases()) {
+// Every case in every floating dtype against the reference, with random operands from seed on.
+void expect_cases_match_reference(const std::vector<test::ConvCase>& cases, uint64_t seed) {
+  for (const test::ConvCase& c : cases) {
     for (DType t : float_dtypes()) {
       SCOPED_TRACE(c.name + " " + std::string(dtype_short_name(t)));
       ir::Program p = test::single_op_program(OpKind::kConvGeneralDilated, {av(t, c.lhs), av(t, c.rhs)}, c.attrs());
@@ -32,18 +32,9 @@ TEST(ConvKernel, MatchesReferenceForEveryCaseAndFloatDtype) {
   }
 }
 
-TEST(ConvKernel, WinogradMatchesReference) {
-  uint64_t seed = 100;
-  for (const test::ConvCase& c : test::winograd_conv_cases()) {
-    for (DType t : float_dtypes()) {
-      SCOPED_TRACE(c.name + " " + std::string(dtype_short_name(t)));
-      ir::Program p = test::single_op_program(OpKind::kConvGeneralDilated, {av(t, c.lhs), av(t, c.rhs)}, c.attrs());
-      expect_matches_reference(p, {test::random_buffer(t, c.lhs, seed), test::random_buffer(t, c.rhs, seed + 1)},
-                               conv_rtol(t), conv_rtol(t));
-      seed += 2;
-    }
-  }
-}
+TEST(ConvKernel, MatchesReferenceForEveryCaseAndFloatDtype) { expect_cases_match_reference(test::conv_cases(), 1); }
+
+TEST(ConvKernel, WinogradMatchesReference) { expect_cases_match_reference(test::winograd_conv_cases(), 100); }
 
 // Operands that are views: a transposed lhs (non-unit feature stride) and a reversed rhs (negative
 // strides), as the input gradient of a convolution produces; by im2col (3 channels) and by Winograd (16).
