@@ -109,7 +109,7 @@ TEST(ReduceWindowKernel, MatchesReferenceForEveryCaseReductionAndDtype) {
     for (DType t : all_dtypes()) {
       if (t == DType::kBool) continue;
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
-        SCOPED_TRACE(c.name + " " + std::string(dtype_short_name(t)) + " " + reduce_op_name(op));
+        SCOPED_TRACE(c.name + " " + std::string(dtype_short_name(t)) + " " + std::string(reduce_op_name(op)));
         ir::Program p = test::single_op_program(OpKind::kReduceWindow, {av(t, c.dims)}, test::window_attrs(c, op));
         // Integer sums stay within int8 (the reference saturates where the kernel wraps).
         const double hi = is_integer(t) ? 5 : 20, lo = is_unsigned_integer(t) ? 0 : -hi;
