@@ -6,9 +6,11 @@
 // U = G g G^T per kernel (once per call), then for each of the 16 transformed positions one GEMM
 // [tiles, C] x [C, O] (OpenBLAS), and Y = A^T M A back to 2x2 outputs: 16 multiplications per 4 outputs
 // instead of 36, at the cost of two cheap transforms (vectorised over channels). Padding is read as
-// zeros; outputs past an odd edge are computed and dropped. Images (and blocks of tiles) run in parallel
-// on the thread pool with single-threaded GEMMs; results do not depend on the thread count. The result
-// differs from the direct sum by rounding only (the transforms add and halve).
+// zeros; outputs past an odd edge are computed and dropped. Blocks of tiles (numbered across the batch)
+// run in parallel on the thread pool with single-threaded GEMMs, or one after the other with OpenBLAS
+// threading each GEMM when there are fewer blocks than threads; results do not depend on the thread count.
+// For finite values the result differs from the direct sum by rounding only (the transforms add, subtract
+// and halve); an infinite input may give NaN where the direct sum gives an infinity.
 #pragma once
 
 #include <cstdint>

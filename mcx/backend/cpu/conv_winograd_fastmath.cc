@@ -3,7 +3,6 @@
 #include "mcx/backend/cpu/conv_winograd.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "mcx/backend/cpu/blas.h"
 #include "mcx/backend/cpu/multiversion.h"
@@ -134,9 +133,8 @@ void conv_winograd_3x3(const Winograd3x3& p, const T* L, const T* R, T* Y) {
   const int64_t block = std::clamp<int64_t>(kBlockElements / (16 * (C + O)), 1, tiles);
   const int64_t blocks = (tiles + block - 1) / block;
   const Buffer u = kernel_transform(p, R);
-  std::optional<ScopedBlasOnCaller> on_caller;
-  if (intra_op_threads() > 1) on_caller.emplace();
-  parallel_for(blocks, 1, [&](int64_t u0, int64_t u1) {
+  // Blocks [u0, u1): gather and transform the input tiles, 16 GEMMs, transform back.
+  auto run_blocks = [&](int64_t u0, int64_t u1) {
     Buffer v_buf = Buffer::uninitialized(dtype_v<T>, {16 * block * C});
     Buffer m_buf = Buffer::uninitialized(dtype_v<T>, {16 * block * O});
     Buffer d_buf = Buffer::uninitialized(dtype_v<T>, {16 * C});  // one input tile
@@ -181,7 +179,14 @@ void conv_winograd_3x3(const Winograd3x3& p, const T* L, const T* R, T* Y) {
         output_transform(m + (t - t0) * O, n * O, y, O);
       }
     }
-  });
+  };
+  const int threads = intra_op_threads();
+  if (threads > 1 && blocks >= threads) {  // one single-threaded GEMM per worker
+    ScopedBlasOnCaller on_caller;
+    parallel_for(blocks, 1, run_blocks);
+  } else {  // too few blocks to share: OpenBLAS threads each GEMM
+    run_blocks(0, blocks);
+  }
 }
 
 template void conv_winograd_3x3<float>(const Winograd3x3&, const float*, const float*, float*);
