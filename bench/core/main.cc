@@ -9,6 +9,9 @@
 //   gemm         f32[1024,1024] @ f32[1024,1024]
 //   softmax      softmax over the last axis of f32[4096,1024]
 //   mlp_step     784-512-512-10 ReLU MLP, batch 256, softmax cross-entropy, gradients + SGD update
+//   conv2d       3x3 convolution, 32 -> 64 channels, SAME padding, on f32[64,28,28,32] (mcx: NHWC/HWIO;
+//                PyTorch: its NCHW default, and channels_last as peer "torch_channels_last")
+//   conv2d_grad  the same convolution forward and backward: sum(conv(x, w)) and its gradients for x and w
 //
 //   bench_core [--threads 2] [--repeats 30] [--warmup 5] [--cases gemm,softmax] [--no-python]
 #include <cblas.h>
@@ -42,7 +45,8 @@ using mcx::Array;
 using mcx::Tree;
 using mcx::bench::Timing;
 
-const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh", "gemm", "softmax", "mlp_step"};
+const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh", "gemm",       "softmax",
+                                            "mlp_step",    "conv2d",     "conv2d_grad"};
 
 Array normal(uint32_t seed, std::vector<int64_t> dims, double scale = 1.0) {
   Array a = mcx::random::normal(mcx::random::fold_in(mcx::random::key(2026), seed), dims);
@@ -112,6 +116,22 @@ std::function<void()> mcx_case(const std::string& name) {
       wait(l);
       wait(p);
       *state = std::move(p);
+    };
+  }
+  if (name == "conv2d" || name == "conv2d_grad") {
+    Array x = normal(30, {64, 28, 28, 32}), w = normal(31, {3, 3, 32, 64}, 1.0 / 17);
+    if (name == "conv2d") {
+      auto f = mcx::jit([](const Array& x, const Array& w) { return mcx::conv(x, w); }, {.name = "conv2d"});
+      return [=] { wait(f(x, w)); };
+    }
+    // value_and_grad: the forward convolution is computed too (grad alone would not need its value).
+    auto loss = [](const Array& x, const Array& w) { return mcx::sum(mcx::conv(x, w)); };
+    auto f = mcx::jit(mcx::value_and_grad(loss, mcx::argnums<0, 1>), {.name = "conv2d_grad"});
+    return [=] {
+      auto [l, g] = f(x, w);
+      wait(l);
+      wait(std::get<0>(g));
+      wait(std::get<1>(g));
     };
   }
   throw mcx::InvalidArgument("[bench_core] unknown case '" + name + "'");

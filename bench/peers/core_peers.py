@@ -13,6 +13,9 @@ Cases (shapes must match bench/core/main.cc):
   gemm         f32[1024,1024] @ f32[1024,1024]
   softmax      softmax over the last axis of f32[4096,1024]
   mlp_step     784-512-512-10 ReLU MLP, batch 256, softmax cross-entropy, gradients + SGD update
+  conv2d       3x3 convolution 32 -> 64 channels, padding 1, batch 64 of 28x28 (torch: NCHW; peer
+               torch_channels_last: the same in channels_last memory format)
+  conv2d_grad  the same convolution forward and backward (gradients of the summed output for x and w)
 """
 import argparse
 import json
@@ -26,8 +29,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--cases", default="elementwise,dense_tanh,gemm,softmax,mlp_step")
-    p.add_argument("--peers", default="numpy,torch")
+    p.add_argument("--cases", default="elementwise,dense_tanh,gemm,softmax,mlp_step,conv2d,conv2d_grad")
+    p.add_argument("--peers", default="numpy,torch,torch_channels_last")
     return p.parse_args()
 
 
@@ -181,12 +184,42 @@ def torch_cases(rng):
         opt.step()
         return loss
     cases["mlp_step"] = step
+    cases.update(torch_conv_cases(rng, torch.contiguous_format))
     return cases
+
+
+def torch_conv_cases(rng, memory_format):
+    """conv2d and conv2d_grad on x [64, 32, 28, 28], w [64, 32, 3, 3] in the given memory format."""
+    import torch
+    torch.set_num_threads(ARGS.threads)
+    x = torch.from_numpy(rng.standard_normal((64, 32, 28, 28)).astype(np.float32))
+    w = torch.from_numpy((rng.standard_normal((64, 32, 3, 3)) / 17).astype(np.float32))
+    x = x.contiguous(memory_format=memory_format)
+    w = w.contiguous(memory_format=memory_format)
+    conv = torch.nn.functional.conv2d
+
+    def forward():
+        with torch.no_grad():
+            return conv(x, w, padding=1)
+    xg = x.clone().requires_grad_(True)
+    wg = w.clone().requires_grad_(True)
+
+    def forward_backward():
+        xg.grad = None
+        wg.grad = None
+        conv(xg, wg, padding=1).sum().backward()
+        return xg.grad, wg.grad
+    return {"conv2d": forward, "conv2d_grad": forward_backward}
+
+
+def torch_channels_last_cases(rng):
+    import torch
+    return torch_conv_cases(rng, torch.channels_last)
 
 
 def main():
     wanted = [c for c in ARGS.cases.split(",") if c]
-    builders = {"numpy": numpy_cases, "torch": torch_cases}
+    builders = {"numpy": numpy_cases, "torch": torch_cases, "torch_channels_last": torch_channels_last_cases}
     peers = [p for p in ARGS.peers.split(",") if p]
     if len(peers) > 1:
         # One process per peer: numpy's OpenBLAS threads and torch's OpenMP threads would otherwise

@@ -122,7 +122,13 @@ absl::Status validate_impl(const Artifact& a, bool verify_program) {
   }
   const ir::Program& p = a.program;
   if (const int need = ir::required_opset(p); need > static_cast<int>(a.opset_version)) {
-    return fail("the program uses ops of opset ", need, " (SPMD ops) but the artifact declares opset ",
+    std::string_view newest;
+    for (const ir::Instr& in : p.instrs)
+      if (ir::op_info(in.kind).opset == need) {
+        newest = ir::op_name(in.kind);
+        break;
+      }
+    return fail("the program uses ops of opset ", need, " (", newest, ") but the artifact declares opset ",
                 a.opset_version);
   }
   if (a.in_avals.size() != static_cast<size_t>(p.num_params())) {

@@ -67,15 +67,15 @@ class Encoder {
 }  // namespace
 
 int required_opset(const Program& p) {
-  for (const Instr& ins : p.instrs)
-    if (static_cast<int>(ins.kind) >= static_cast<int>(OpKind::kAllReduce)) return 2;
-  return 1;
+  int need = 1;
+  for (const Instr& ins : p.instrs) need = std::max(need, op_info(ins.kind).opset);
+  return need;
 }
 
 std::array<uint8_t, 32> fingerprint(const Program& p) {
   Encoder e;
   e.str(kFormatTag);
-  // The opset the program needs, not the build's: a program without SPMD ops encodes 1, so adding
+  // The opset the program needs, not the build's: a program of opset-1 ops encodes 1, so adding
   // ops to the opset leaves the fingerprints of existing programs (and persistent caches) unchanged.
   e.u64(required_opset(p));
   std::vector<std::string> constraints;

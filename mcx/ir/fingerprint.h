@@ -23,7 +23,9 @@
 
 namespace mcx::ir {
 
-// The smallest opset (op.h kOpsetVersion history) holding every op of program: 1, or 2 with SPMD ops.
+// The smallest opset (op.h kOpsetVersion history) holding every op of program: the largest
+// op_info(kind).opset of its instructions (1 for a program of opset-1 ops only, 2 with SPMD ops, 3 with
+// conv_general_dilated or reduce_window).
 int required_opset(const Program& program);
 
 std::array<uint8_t, 32> fingerprint(const Program& program);

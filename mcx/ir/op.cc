@@ -71,13 +71,15 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kTake, "take", C::kOther, 2, true},
     {OpKind::kScatterAdd, "scatter_add", C::kOther, 3, true},
     {OpKind::kThreefry2x32, "threefry2x32", C::kOther, 2, false},
-    {OpKind::kAllReduce, "all_reduce", C::kOther, 1, true},
-    {OpKind::kAllGather, "all_gather", C::kOther, 1, true},
-    {OpKind::kReduceScatter, "reduce_scatter", C::kOther, 1, true},
-    {OpKind::kAllToAll, "all_to_all", C::kOther, 1, true},
-    {OpKind::kCollectivePermute, "collective_permute", C::kOther, 1, true},
-    {OpKind::kAxisIndex, "axis_index", C::kNullary, 0, false},
-    {OpKind::kShardingConstraint, "sharding_constraint", C::kOther, 1, true},
+    {OpKind::kAllReduce, "all_reduce", C::kOther, 1, true, 2},
+    {OpKind::kAllGather, "all_gather", C::kOther, 1, true, 2},
+    {OpKind::kReduceScatter, "reduce_scatter", C::kOther, 1, true, 2},
+    {OpKind::kAllToAll, "all_to_all", C::kOther, 1, true, 2},
+    {OpKind::kCollectivePermute, "collective_permute", C::kOther, 1, true, 2},
+    {OpKind::kAxisIndex, "axis_index", C::kNullary, 0, false, 2},
+    {OpKind::kShardingConstraint, "sharding_constraint", C::kOther, 1, true, 2},
+    {OpKind::kConvGeneralDilated, "conv_general_dilated", C::kOther, 2, true, 3},
+    {OpKind::kReduceWindow, "reduce_window", C::kOther, 1, true, 3},
 }};
 
 constexpr bool table_in_enum_order() {

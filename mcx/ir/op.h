@@ -87,6 +87,35 @@
 // all_to_all -> all_to_all with split/concat swapped; collective_permute -> the inverse permutation;
 // sharding_constraint -> identity. axis_index is not differentiable.
 //
+// Convolution and windowed reductions (opset 3; window_rules.h decodes and checks their attributes).
+// conv_general_dilated lhs, rhs (same floating      lhs_spec, rhs_spec, out_spec: ints;    lhs dtype
+//                      dtype, equal rank N + 2)        window_strides, lhs_dilation,
+//                                                      rhs_dilation: ints (N each, >= 1);
+//                                                      padding_low, padding_high: dims (N each, may
+//                                                      be negative); feature_group_count: int (>= 1)
+//   JAX's lax.conv_general_dilated with batch_group_count 1. The specs are JAX's ConvDimensionNumbers:
+//   lhs_spec = (batch dim, feature dim, spatial dims...), rhs_spec = (output-feature dim, input-feature
+//   dim, spatial dims...), out_spec = (batch dim, feature dim, spatial dims...); each a permutation of
+//   0..N+1. Spatial dim i of the result: lhs dim lhs_spec[2+i] dilated by lhs_dilation[i]
+//   ((n - 1) * d + 1, 0 when n == 0), padded by padding_low[i] / padding_high[i], then windows of the
+//   rhs dim rhs_spec[2+i] dilated by rhs_dilation[i] at stride window_strides[i]:
+//   (padded - dilated_window) // stride + 1; the padded size must be at least the dilated window.
+//   With G = feature_group_count, the lhs features C and rhs output features O split into G groups;
+//   rhs input features must be C / G and output-feature group g sees lhs feature group g.
+// reduce_window        x                               reduce: int (0 sum, 1 max, 2 min),      x.dtype
+//                                                      window_dimensions, window_strides: ints
+//                                                      (rank entries, >= 1), padding_low,
+//                                                      padding_high: dims (rank entries, >= 0)
+//   Each result element reduces one window of x padded with the reduction's identity (0, lowest,
+//   highest); result dim i = (x dim + low + high - window) // stride + 1 (the padded size must be at
+//   least the window). max/min propagate NaN; sum needs a numeric dtype; max/min any but bool.
+// VJP rules: conv_general_dilated -> the transposed convolutions (JAX's rules: lhs gets the convolution of
+// the cotangent with the spatially reversed, feature-swapped rhs; rhs gets the convolution of lhs with
+// the cotangent; feature groups move between the feature and batch dims by reshapes). reduce_window
+// sum -> the cotangent padded (interior stride - 1) and summed over windows; max/min -> select and
+// scatter: each window's cotangent goes to the first element (in row-major window order) equal to its
+// result.
+//
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
 // comparisons, select's branches, reduce_max/min, argmax/argmin, reverse and the shape ops take any dtype;
@@ -100,8 +129,9 @@
 
 namespace mcx::ir {
 
-// 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint.
-inline constexpr int kOpsetVersion = 2;
+// 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
+// reduce_window.
+inline constexpr int kOpsetVersion = 3;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -183,8 +213,11 @@ enum class OpKind : uint16_t {
   kCollectivePermute,
   kAxisIndex,
   kShardingConstraint,
+  // convolution and windowed reductions (opset 3)
+  kConvGeneralDilated,
+  kReduceWindow,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kShardingConstraint) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kReduceWindow) + 1;
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;
@@ -198,6 +231,7 @@ struct OpInfo {
   OpClass op_class;
   int arity;              // number of operands, -1 for variadic
   bool differentiable;    // has a VJP rule (non-differentiable ops get zero cotangents)
+  int opset = 1;          // the opset (kOpsetVersion history above) that introduced the op
 };
 
 const OpInfo& op_info(OpKind kind);

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
+#include "mcx/ir/window_rules.h"
 #include "mcx/core/error.h"
 
 namespace mcx::ir {
@@ -26,15 +27,10 @@ struct Rule {
 
   template <typename... A>
   absl::Status err(const A&... a) const {
-    return absl::InvalidArgumentError(cat("[", name, "] ", a...));
+    return internal::op_error(name, a...);
   }
   // Re-prefixes a status from Attrs or SymbolicScope with this op's name.
-  absl::Status wrap(const absl::Status& s) const {
-    std::string full(s.message());
-    std::string_view m = full;
-    if (m.rfind("[attrs] ", 0) == 0) m.remove_prefix(8);
-    return absl::Status(s.code(), cat("[", name, "] ", m));
-  }
+  absl::Status wrap(const absl::Status& s) const { return internal::with_op_prefix(name, s); }
   const AbstractValue& op(int i) const { return ops[i]; }
   std::string t(int i) const { return ops[i].to_string(); }
 
@@ -116,6 +112,11 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kCollectivePermute: return {"source_target_pairs"};
     case OpKind::kAxisIndex: return {"axis", "mesh_shape"};
     case OpKind::kShardingConstraint: return {"mesh_shape", "sharding"};
+    case OpKind::kConvGeneralDilated:
+      return {"feature_group_count", "lhs_dilation", "lhs_spec", "out_spec", "padding_high",
+              "padding_low", "rhs_dilation", "rhs_spec", "window_strides"};
+    case OpKind::kReduceWindow:
+      return {"padding_high", "padding_low", "reduce", "window_dimensions", "window_strides"};
     default: return {};
   }
 }
@@ -591,6 +592,8 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kCollectivePermute:
     case OpKind::kAxisIndex:
     case OpKind::kShardingConstraint: return spmd_infer_type(kind, operands, attrs, scope);
+    case OpKind::kConvGeneralDilated:
+    case OpKind::kReduceWindow: return window_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

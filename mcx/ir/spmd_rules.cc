@@ -17,16 +17,9 @@ std::string ints_str(std::span<const int64_t> v) { return cat("[", join(v, ","),
 
 template <typename... A>
 absl::Status err(std::string_view op, const A&... a) {
-  return absl::InvalidArgumentError(cat("[", op, "] ", a...));
+  return internal::op_error(op, a...);
 }
-
-// Re-prefixes an Attrs error ("[attrs] ...") with the op's name.
-absl::Status wrap(std::string_view op, const absl::Status& s) {
-  std::string full(s.message());
-  std::string_view m = full;
-  if (m.rfind("[attrs] ", 0) == 0) m.remove_prefix(8);
-  return absl::Status(s.code(), cat("[", op, "] ", m));
-}
+absl::Status wrap(std::string_view op, const absl::Status& s) { return internal::with_op_prefix(op, s); }
 
 absl::StatusOr<int64_t> get_int(std::string_view op, const Attrs& a, std::string_view n) {
   auto v = a.get_int(n);

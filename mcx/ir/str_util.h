@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+
 namespace mcx::ir::internal {
 
 template <typename... A>
@@ -26,6 +28,19 @@ std::string join(const Range& r, std::string_view sep) {
     first = false;
   }
   return os.str();
+}
+
+// InvalidArgument "[op] <a...>": the error of an op's shape rule or attribute check.
+template <typename... A>
+absl::Status op_error(std::string_view op, const A&... a) {
+  return absl::InvalidArgumentError(cat("[", op, "] ", a...));
+}
+
+// s (same code) with an Attrs getter's "[attrs] " prefix replaced by "[op] ".
+inline absl::Status with_op_prefix(std::string_view op, const absl::Status& s) {
+  std::string m(s.message());  // Debian's absl::string_view is not std::string_view
+  if (m.rfind("[attrs] ", 0) == 0) m.erase(0, 8);
+  return absl::Status(s.code(), cat("[", op, "] ", m));
 }
 
 }  // namespace mcx::ir::internal

@@ -484,6 +484,10 @@ std::vector<ValueId> emit_vjp_rule(ProgramBuilder& b, const Instr& in, std::span
       if (need[2]) out[2] = b.emit_or_throw(OpKind::kTake, {ct, ops[1]});
       return out;
     }
+    case OpKind::kConvGeneralDilated: return conv_vjp_rule(b, in, ops[0], ops[1], ct, need);
+    case OpKind::kReduceWindow:
+      if (!need[0]) return {kNone};
+      return {reduce_window_vjp_rule(b, in, ops[0], z, ct)};
     case OpKind::kAllReduce:
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:

@@ -23,9 +23,16 @@ namespace mcx::ir::internal {
 // (zero, not needed, or not differentiable). Non-differentiable ops return all -1.
 //
 // Ties of reduce_max/reduce_min and max/min split the cotangent evenly among the tied elements, as JAX
-// does. Throws mcx::Error if an emitted op is rejected (a bug in a rule, or an inconclusive symbolic
-// comparison); autodiff.cc converts that to a Status.
+// does; reduce_window max/min give each window's cotangent to its first maximal (minimal) element, as
+// XLA's select-and-scatter does. Throws mcx::Error if an emitted op is rejected (a bug in a rule, or an
+// inconclusive symbolic comparison); autodiff.cc converts that to a Status.
 std::vector<ValueId> emit_vjp_rule(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    ValueId result, ValueId ct, const std::vector<bool>& needed);
+
+// The rules of the windowed ops (vjp_window_rules.cc; op.h describes them), called by emit_vjp_rule with
+// the same arguments: conv_general_dilated's two contributions, and reduce_window's one.
+std::vector<ValueId> conv_vjp_rule(ProgramBuilder& b, const Instr& instr, ValueId lhs, ValueId rhs, ValueId ct,
+                                   const std::vector<bool>& needed);
+ValueId reduce_window_vjp_rule(ProgramBuilder& b, const Instr& instr, ValueId x, ValueId result, ValueId ct);
 
 }  // namespace mcx::ir::internal

@@ -15,6 +15,10 @@
 //    dims keep their axes; contracting dims sharded alike give partial sums + all_reduce(sum); a
 //    contracting dim sharded on one side only slices the other side locally (no communication) and
 //    all-reduces; axes used twice in the result fall back to gathering the rhs;
+//  - conv_general_dilated: the lhs batch dim and the rhs output-feature dim stay sharded (no
+//    communication: a batch-sharded convolution runs locally); without feature groups, lhs features and
+//    rhs input features sharded alike give partial sums + all_reduce(sum); spatial dims are gathered;
+//  - reduce_window: dims without a window (size 1, stride 1, no padding) keep their sharding;
 //  - everything else (slice, pad, concatenate, reverse, cumsum, dynamic_slice, take, scatter_add,
 //    argmax, iota, constant, threefry, ...): dimensions the op leaves untouched keep their sharding
 //    where the op's rule allows; otherwise the operands are gathered to replicated (correct, slower).

@@ -5,6 +5,7 @@
 
 #include "mcx/core/error.h"
 #include "mcx/ir/str_util.h"
+#include "mcx/ir/window_rules.h"
 
 namespace mcx::spmd::internal {
 namespace {
@@ -45,6 +46,13 @@ struct Ctx {
   // Operand `k` fully replicated (notes any sharded dimension).
   Layout gather_all(int k, std::string_view why) {
     return keep_only(k, [](int) { return false; }, why);
+  }
+  // Notes each dimension of operand `k` that loses its axes from `cur` to `want` (a partner's axes
+  // replacing them is a reshard, not a gather).
+  void note_gathered(int k, const Layout& cur, const Layout& want, std::string_view why) {
+    for (size_t d = 0; d < cur.size(); ++d)
+      if (!cur[d].empty() && want[d].empty())
+        plan.fallbacks.push_back(cat("operand ", k, " dim ", d, " ", axes_str(cur[d]), " gathered: ", why));
   }
 };
 
@@ -161,15 +169,8 @@ absl::Status dot_general(Ctx& c) {
   for (size_t i = 0; i < lc.size(); ++i) pair(lc[i], rc[i]);
   for (int64_t d = 0; d < static_cast<int64_t>(R.size()); ++d)
     if (is_free(d, rb, rc) && claim(used, R[d])) rhs[d] = R[d];
-  // Notes for dimensions that lost axes (a partner's axes replacing them is a reshard, not a gather).
-  auto note = [&](int k, const Layout& cur, const Layout& want) {
-    for (size_t d = 0; d < cur.size(); ++d)
-      if (!cur[d].empty() && want[d].empty())
-        c.plan.fallbacks.push_back(cat("operand ", k, " dim ", d, " ", c.axes_str(cur[d]),
-                                       " gathered: its axes are used by another dimension of the dot"));
-  };
-  note(0, L, lhs);
-  note(1, R, rhs);
+  c.note_gathered(0, L, lhs, "its axes are used by another dimension of the dot");
+  c.note_gathered(1, R, rhs, "its axes are used by another dimension of the dot");
   c.plan.operands = {lhs, rhs};
   for (int64_t d : lb) c.plan.result.push_back(lhs[d]);
   for (int64_t d = 0; d < static_cast<int64_t>(L.size()); ++d)
@@ -178,6 +179,52 @@ absl::Status dot_general(Ctx& c) {
     if (is_free(d, rb, rc)) c.plan.result.push_back(rhs[d]);
   for (int64_t d : lc) c.plan.reduce_axes.insert(c.plan.reduce_axes.end(), lhs[d].begin(), lhs[d].end());
   c.plan.reduce_op = 0;
+  return absl::OkStatus();
+}
+
+// conv_general_dilated: the lhs batch dim and the rhs output-feature dim split the result without
+// communication; with one feature group, lhs features and rhs input features split alike give partial
+// sums (all_reduce), as a dot's contracting pair. Spatial dims (windows would need halos) and the
+// feature dims of grouped convolutions are gathered.
+absl::Status conv(Ctx& c) {
+  MCX_ASSIGN_OR_RETURN(ir::ConvConfig cfg, ir::get_conv_config(c.instr.attrs, static_cast<int>(c.in[0].size())));
+  const Layout& L = c.in[0];
+  const Layout& R = c.in[1];
+  Layout lhs = replicated(static_cast<int>(L.size())), rhs = replicated(static_cast<int>(R.size()));
+  std::vector<bool> used(c.mesh.rank(), false);
+  const int64_t batch = cfg.lhs_spec[0], feature = cfg.lhs_spec[1], out_feature = cfg.rhs_spec[0],
+                in_feature = cfg.rhs_spec[1];
+  if (claim(used, L[batch])) lhs[batch] = L[batch];
+  if (cfg.feature_group_count == 1) {
+    if (claim(used, R[out_feature])) rhs[out_feature] = R[out_feature];
+    if (!L[feature].empty() && claim(used, L[feature])) {
+      lhs[feature] = rhs[in_feature] = L[feature];
+    } else if (!R[in_feature].empty() && claim(used, R[in_feature])) {
+      lhs[feature] = rhs[in_feature] = R[in_feature];
+    }
+  }
+  c.note_gathered(0, L, lhs, "conv_general_dilated splits only batch and (ungrouped) feature dims");
+  c.note_gathered(1, R, rhs, "conv_general_dilated splits only (ungrouped) feature dims");
+  c.plan.operands = {lhs, rhs};
+  c.plan.result = replicated(static_cast<int>(L.size()));
+  c.plan.result[cfg.out_spec[0]] = lhs[batch];
+  c.plan.result[cfg.out_spec[1]] = rhs[out_feature];
+  c.plan.reduce_axes = lhs[feature];
+  c.plan.reduce_op = 0;
+  return absl::OkStatus();
+}
+
+// reduce_window keeps the splits of the dims it does not slide along (window and stride 1, no padding).
+absl::Status reduce_window(Ctx& c) {
+  MCX_ASSIGN_OR_RETURN(ir::ReduceWindowConfig cfg,
+                       ir::get_reduce_window_config(c.instr.attrs, static_cast<int>(c.in[0].size())));
+  auto untouched = [&](int d) {
+    return cfg.window_dimensions[d] == 1 && cfg.window_strides[d] == 1 && cfg.padding_low[d] == DimExpr(0) &&
+           cfg.padding_high[d] == DimExpr(0);
+  };
+  Layout op = c.keep_only(0, untouched, "reduce_window slides its window along it");
+  c.plan.operands = {op};
+  c.plan.result = op;
   return absl::OkStatus();
 }
 
@@ -372,6 +419,12 @@ absl::StatusOr<OpPlan> plan_instr(const ir::Program& global, int index, std::spa
       break;
     case OpKind::kThreefry2x32:
       threefry(c);
+      break;
+    case OpKind::kConvGeneralDilated:
+      MCX_RETURN_IF_ERROR(conv(c));
+      break;
+    case OpKind::kReduceWindow:
+      MCX_RETURN_IF_ERROR(reduce_window(c));
       break;
     default:
       gather_everything(c, cat(ir::op_name(instr.kind), " has no partitioning rule"));

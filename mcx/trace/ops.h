@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "mcx/core/communicator.h"
 #include "mcx/core/dtype.h"
 #include "mcx/core/shape.h"
 #include "mcx/trace/array.h"
@@ -161,6 +164,71 @@ Array dot_general(const Array& lhs, const Array& rhs, const DotDims& dims);
 // numpy.matmul: 1-d operands are promoted to matrices and the added dim removed; leading dims broadcast
 // as batch dims. "[matmul] contracting dimensions differ: lhs f32[4,3] dim 1 is 3, rhs f32[5,2] dim 0 is 5".
 Array matmul(const Array& a, const Array& b);
+
+// ---- convolution and pooling ------------------------------------------------------------------------
+// Padding of the spatial dims of a convolution or a pooling window: explicit (low, high) pairs, or a
+// rule resolved from the shapes as JAX's padtype_to_pads does.
+class Padding {
+ public:
+  // No padding: windows that would stick out at the end are dropped.
+  static Padding valid();
+  // Output size ceil(input / stride); the total padding max(0, (out - 1) * stride + window - input) is
+  // split evenly, the odd element at the end (same) or at the start (same_lower).
+  static Padding same();
+  static Padding same_lower();
+  // Explicit (low, high) per spatial dimension; may be symbolic, and negative for convolutions.
+  Padding(std::initializer_list<std::pair<DimExpr, DimExpr>> pairs);  // NOLINT: conv(x, w, {}, {{1, 1}, {1, 1}})
+  Padding(std::vector<std::pair<DimExpr, DimExpr>> pairs);             // NOLINT
+
+  // The (low, high) pairs for inputs of `in` elements per dimension, windows of `window` elements
+  // (dilated) and strides; explicit pairs of another count are InvalidArgument "[api] ...".
+  std::vector<std::pair<DimExpr, DimExpr>> resolve(const Shape& in, const Shape& window,
+                                                    const std::vector<int64_t>& strides, const char* api) const;
+
+ private:
+  enum class Kind { kExplicit, kValid, kSame, kSameLower };
+  explicit Padding(Kind kind) : kind_(kind) {}
+  Kind kind_ = Kind::kExplicit;
+  std::vector<std::pair<DimExpr, DimExpr>> pairs_;
+};
+
+// Which operand dims of a convolution are batch, feature and spatial, as JAX's dimension-number strings,
+// e.g. {"NCHW", "OIHW", "NCHW"}: lhs and out name the batch 'N' and feature 'C' dims, rhs the output-
+// feature 'O' and input-feature 'I' dims; every other letter is a spatial dim, matched by letter across
+// the three strings and ordered as in rhs. Empty strings (the default) mean channels last for any rank:
+// NHWC / HWIO / NHWC in 2-D.
+struct ConvDimensionNumbers {
+  std::string lhs, rhs, out;
+};
+
+// lax.conv_general_dilated (batch_group_count 1). window_strides, lhs_dilation and rhs_dilation have one
+// entry per spatial dim (empty: all 1). feature_group_count splits the lhs features and the rhs output
+// features into groups; the rhs input-feature dim is lhs features / groups (depthwise: groups = lhs
+// features). Operands are promoted to a common dtype, integer ones to f32. Errors are InvalidArgument
+// "[conv_general_dilated] expected ..., found ...".
+Array conv_general_dilated(const Array& lhs, const Array& rhs, std::vector<int64_t> window_strides,
+                           const Padding& padding, std::vector<int64_t> lhs_dilation = {},
+                           std::vector<int64_t> rhs_dilation = {},
+                           const ConvDimensionNumbers& dimension_numbers = {}, int64_t feature_group_count = 1);
+// Channels-last convolution: x [N, spatial..., C], w [spatial..., C / groups, O] -> [N, spatial'..., O]
+// (NHWC and HWIO in 2-D); strides and dilation (of the window) per spatial dim, empty: 1.
+Array conv(const Array& x, const Array& w, std::vector<int64_t> strides = {}, const Padding& padding = Padding::same(),
+           std::vector<int64_t> dilation = {}, int64_t feature_group_count = 1);
+
+// lax.reduce_window with sum, max or min (ReduceOp::kProd is InvalidArgument): one window size and stride
+// (empty: 1) per dim of x; the padding of every dim holds the reduction's identity (0, -inf, +inf).
+// Gradients: sum spreads each window's cotangent over it; max/min give it to the window's first extreme
+// element.
+Array reduce_window(const Array& x, ReduceOp op, std::vector<int64_t> window_dimensions,
+                    std::vector<int64_t> window_strides = {}, const Padding& padding = Padding::valid());
+// Pooling over the spatial dims of channels-last x [N, spatial..., C], as flax.linen.max_pool/avg_pool:
+// window_shape and strides per spatial dim (strides default to 1, as in flax: pass the window for
+// non-overlapping pooling), padding of the spatial dims.
+Array max_pool(const Array& x, std::vector<int64_t> window_shape, std::vector<int64_t> strides = {},
+               const Padding& padding = Padding::valid());
+// The window mean; with count_include_pad false, padding elements are left out of each window's count.
+Array avg_pool(const Array& x, std::vector<int64_t> window_shape, std::vector<int64_t> strides = {},
+               const Padding& padding = Padding::valid(), bool count_include_pad = true);
 
 // ---- indexing ---------------------------------------------------------------------------------------
 // Rows of x along axis at integer indices: result shape x.shape[:axis] + indices.shape + x.shape[axis+1:].

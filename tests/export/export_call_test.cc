@@ -17,17 +17,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_util::error_of;
 using testing_util::expect_allclose;
+using testing_util::random_array;
 using testing_util::expect_same_values;
-
-Array random_array(std::vector<int64_t> dims, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(rng);
-  return array(v, dims);
-}
 
 Tree mlp_params(uint64_t seed) {
   return Tree{{"w1", Tree(random_array({6, 5}, seed))}, {"b1", Tree(random_array({5}, seed + 1))},

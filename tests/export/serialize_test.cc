@@ -29,8 +29,10 @@ TEST(Serialize, EveryOpRoundTrips) {
   ir::Program p = all_ops_program();
   auto kinds = kinds_used(p);
   for (ir::OpKind k : kinds_used(ir::testing_programs::spmd_ops_program())) kinds.insert(k);
+  for (ir::OpKind k : kinds_used(ir::testing_programs::window_ops_program())) kinds.insert(k);
   ASSERT_EQ(kinds.size(), static_cast<size_t>(ir::kNumOpKinds))
-      << "all_ops_program and spmd_ops_program (SpmdOpsRoundTrip) must use every op";
+      << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip) and window_ops_program (WindowOpsRoundTrip) "
+         "must use every op";
   Artifact a = make_artifact(p, "all_ops", 1234);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
@@ -51,28 +53,43 @@ TEST(Serialize, EveryOpRoundTrips) {
   EXPECT_EQ(value_or_throw(serialize(b)), bytes);
 }
 
-// Opset 2: the SPMD ops, their integer-list attributes and the symbolic shapes they divide.
-TEST(Serialize, SpmdOpsRoundTrip) {
-  ir::Program p = ir::testing_programs::spmd_ops_program();
-  EXPECT_EQ(ir::required_opset(p), 2);
-  Artifact a = make_artifact(p, "spmd_ops", 5);
+// Round-trips p (program, fingerprint, bytes again); an artifact declaring the opset below p's cannot hold
+// it, naming its newest op, on writing and on reading.
+void expect_opset_round_trip(const ir::Program& p, int opset, const std::string& newest_op) {
+  EXPECT_EQ(ir::required_opset(p), opset);
+  Artifact a = make_artifact(p, p.name, 5);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
   EXPECT_TRUE(ir::structurally_equal(a.program, b.program)) << ir::print_program(b.program);
+  EXPECT_EQ(ir::print_program(a.program), ir::print_program(b.program));
   EXPECT_EQ(ir::fingerprint_hex(a.program), ir::fingerprint_hex(b.program));
-  EXPECT_EQ(b.opset_version, 2u);
+  EXPECT_EQ(b.opset_version, static_cast<uint32_t>(ir::kOpsetVersion));  // make_artifact: this build's opset
   EXPECT_EQ(value_or_throw(serialize(b)), bytes);
-  // An artifact that declares opset 1 cannot hold SPMD ops.
-  a.opset_version = 1;
+  const std::string older = std::to_string(opset - 1);
+  a.opset_version = static_cast<uint32_t>(opset - 1);
   EXPECT_THAT(serialize(a).status().message(),
-              HasSubstr("the program uses ops of opset 2 (SPMD ops) but the artifact declares opset 1"));
+              HasSubstr("the program uses ops of opset " + std::to_string(opset) + " (" + newest_op +
+                        ") but the artifact declares opset " + older));
   auto* root = fb::GetMutableSizePrefixedExported(bytes.data());
-  ASSERT_TRUE(root->mutate_opset_version(1));
-  EXPECT_THAT(deserialize(bytes).status().message(), HasSubstr("declares opset 1"));
+  ASSERT_TRUE(root->mutate_opset_version(static_cast<uint32_t>(opset - 1)));
+  EXPECT_THAT(deserialize(bytes).status().message(), HasSubstr("declares opset " + older));
+}
+
+// Opset 2: the SPMD ops, their integer-list attributes and the symbolic shapes they divide.
+TEST(Serialize, SpmdOpsRoundTrip) {
+  expect_opset_round_trip(ir::testing_programs::spmd_ops_program(), 2, "all_reduce");
   // Opset-1 programs are still accepted under opset 1 (what an older writer produced).
   Artifact old = make_artifact(all_ops_program(), "all_ops", 0);
   old.opset_version = 1;
   EXPECT_TRUE(deserialize(value_or_throw(serialize(old))).ok());
+}
+
+// Opset 3: conv_general_dilated and reduce_window with their attributes (symbolic and negative paddings);
+// programs without them keep needing the opset they did.
+TEST(Serialize, WindowOpsRoundTrip) {
+  expect_opset_round_trip(ir::testing_programs::window_ops_program(), 3, "conv_general_dilated");
+  EXPECT_EQ(ir::required_opset(all_ops_program()), 1);
+  EXPECT_EQ(ir::required_opset(ir::testing_programs::spmd_ops_program()), 2);
 }
 
 TEST(Serialize, ConstantsOfEveryDtypeKeepTheirBits) {

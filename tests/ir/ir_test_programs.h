@@ -98,6 +98,35 @@ inline Program spmd_ops_program() {
   return std::move(b).build(out);
 }
 
+// One program that uses every windowed op (opset 3) with a symbolic batch: a grouped, strided, dilated
+// NHWC convolution, an NCHW one, and max / sum / min windows.
+inline Program window_ops_program() {
+  using Ints = std::vector<int64_t>;
+  ProgramBuilder b("window_ops", value_or_throw(SymbolicScope::create({"b >= 1"})));
+  ValueId x = b.add_parameter(type_of("f32[b,9,8,4]"));
+  ValueId w = b.add_parameter(type_of("f32[3,2,2,6]"));
+  ValueId xc = b.add_parameter(type_of("f64[b,3,7]"));
+  ValueId wc = b.add_parameter(type_of("f64[5,3,2]"));
+  std::vector<ValueId> out;
+  out.push_back(b.emit_or_throw(OpKind::kConvGeneralDilated, {x, w},
+                                {{"lhs_spec", Ints{0, 3, 1, 2}}, {"rhs_spec", Ints{3, 2, 0, 1}},
+                                 {"out_spec", Ints{0, 3, 1, 2}}, {"window_strides", Ints{2, 1}},
+                                 {"lhs_dilation", Ints{1, 2}}, {"rhs_dilation", Ints{2, 1}},
+                                 {"padding_low", symbolic_shape("1, 0")}, {"padding_high", symbolic_shape("2, -1")},
+                                 {"feature_group_count", int64_t{2}}}));
+  out.push_back(b.emit_or_throw(OpKind::kConvGeneralDilated, {xc, wc},
+                                {{"lhs_spec", Ints{0, 1, 2}}, {"rhs_spec", Ints{0, 1, 2}}, {"out_spec", Ints{0, 1, 2}},
+                                 {"window_strides", Ints{1}}, {"lhs_dilation", Ints{1}}, {"rhs_dilation", Ints{1}},
+                                 {"padding_low", symbolic_shape("0")}, {"padding_high", symbolic_shape("0")},
+                                 {"feature_group_count", int64_t{1}}}));
+  for (int64_t reduce : {0, 1, 2})
+    out.push_back(b.emit_or_throw(OpKind::kReduceWindow, {x},
+                                  {{"reduce", reduce}, {"window_dimensions", Ints{1, 3, 2, 1}},
+                                   {"window_strides", Ints{1, 2, 2, 1}}, {"padding_low", symbolic_shape("0, 1, 0, 0")},
+                                   {"padding_high", symbolic_shape("0, 1, 1, 0")}}));
+  return std::move(b).build(out);
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

@@ -26,36 +26,6 @@ Buffer rnd(V dims, uint64_t seed, double lo = -1.0, double hi = 1.0) {
 }
 Buffer idx(int32_t v) { return Buffer::scalar<int32_t>(v); }
 
-// Checks vjp_program(f, wrt) at args against central differences for random cotangents.
-void check_vjp(const Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
-               double rtol = 1e-6, double atol = 1e-8) {
-  ASSERT_TRUE(ir::verify(f).ok()) << ir::verify(f);
-  absl::StatusOr<Program> vjp = ir::vjp_program(f, wrt);
-  ASSERT_TRUE(vjp.ok()) << vjp.status();
-  ASSERT_TRUE(ir::verify(*vjp).ok()) << ir::verify(*vjp);
-  const size_t nres = f.results.size();
-  ASSERT_EQ(vjp->results.size(), nres + wrt.size());
-  std::vector<Buffer> cts;
-  for (size_t j = 0; j < nres; ++j) {
-    AbstractValue t = f.type(f.results[j]);
-    V dims = *to_concrete(t.shape);
-    cts.push_back(is_floating(t.dtype) ? random_buffer(t.dtype, dims, seed * 31 + j, -1, 1) : Buffer::zeros(t.dtype, dims));
-  }
-  std::vector<Buffer> vargs = args;
-  vargs.insert(vargs.end(), cts.begin(), cts.end());
-  auto out = reference_evaluate(*vjp, vargs);
-  ASSERT_TRUE(out.ok()) << out.status();
-  auto primal = reference_evaluate(f, args);
-  ASSERT_TRUE(primal.ok()) << primal.status();
-  for (size_t j = 0; j < nres; ++j) EXPECT_TRUE((*out)[j].bitwise_equal((*primal)[j])) << "primal result " << j;
-  auto fd = numerical_vjp(f, args, cts, wrt);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  for (size_t i = 0; i < wrt.size(); ++i) {
-    EXPECT_EQ((*out)[nres + i].abstract_value(), f.params[wrt[i]]) << "gradient type of parameter " << wrt[i];
-    EXPECT_TRUE(buffers_near((*out)[nres + i], (*fd)[i], rtol, atol)) << "gradient of parameter " << wrt[i];
-  }
-}
-
 // ---- unary -------------------------------------------------------------------------------------------
 
 struct UnaryCase {

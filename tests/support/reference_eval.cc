@@ -13,6 +13,8 @@
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/op.h"
+#include "tests/support/reference_window.h"
+#include "tests/support/row_major.h"
 #include "tests/support/spmd_reference.h"
 
 namespace mcx::test {
@@ -34,12 +36,6 @@ struct RVal {
   int64_t size() const { return fl() ? static_cast<int64_t>(f.size()) : static_cast<int64_t>(i.size()); }
   double d(int64_t k) const { return fl() ? f[k] : static_cast<double>(i[k]); }
 };
-
-int64_t product(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 double round_to(DType t, double v) {
   switch (t) {
@@ -68,7 +64,7 @@ RVal make(DType t, std::vector<int64_t> dims) {
   RVal r;
   r.dtype = t;
   r.dims = std::move(dims);
-  int64_t n = product(r.dims);
+  int64_t n = element_count(r.dims);
   if (r.fl()) r.f.assign(n, 0.0); else r.i.assign(n, 0);
   return r;
 }
@@ -104,19 +100,6 @@ void copy_elem(RVal& dst, int64_t dk, const RVal& src, int64_t sk) {
   if (dst.fl()) dst.f[dk] = src.f[sk]; else dst.i[dk] = src.i[sk];
 }
 
-// Row-major index helpers.
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size(), 0);
-  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
-    if (dims[k] > 0) { idx[k] = flat % dims[k]; flat /= dims[k]; }
-  }
-  return idx;
-}
-int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t k = 0; k < dims.size(); ++k) flat = flat * dims[k] + idx[k];
-  return flat;
-}
 
 // Builds out (already sized) by mapping each output multi-index to a source flat index, or -1 for fill.
 void gather_into(RVal& out, const RVal& src, const std::function<int64_t(const std::vector<int64_t>&)>& map,
@@ -512,7 +495,7 @@ absl::StatusOr<RVal> eval_dot(const Instr& in, const RVal& l, const RVal& r, RVa
     if (l.dims[lc[a]] != r.dims[rc[a]]) return err(in, "contracting dims differ");
     cdims.push_back(l.dims[lc[a]]);
   }
-  const int64_t nc = product(cdims);
+  const int64_t nc = element_count(cdims);
   // Flat offsets of every contracting multi-index in lhs and rhs, computed once (the rest of the index
   // is fixed per output element): with all other coordinates zero, ravel() gives exactly that offset.
   std::vector<int64_t> loff(nc), roff(nc);
@@ -558,6 +541,12 @@ absl::StatusOr<RVal> eval_threefry(const Instr& in, const RVal& key, const RVal&
     out.i[k + 1] = y1;
   }
   return out;
+}
+
+RefArray to_ref(const RVal& v) {
+  RefArray r{v.dims, std::vector<double>(static_cast<size_t>(v.size()))};
+  for (int64_t k = 0; k < v.size(); ++k) r.values[k] = v.d(k);
+  return r;
 }
 
 absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>& ops) {
@@ -747,7 +736,7 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
       MCX_RETURN_IF_ERROR(need(2));
       const RVal &x = *ops[0], &idx = *ops[1];
       if (x.dims.empty() || x.dims[0] == 0) return err(in, "operand needs a non-empty leading axis");
-      const int64_t row = product(std::vector<int64_t>(x.dims.begin() + 1, x.dims.end()));
+      const int64_t row = element_count(std::vector<int64_t>(x.dims.begin() + 1, x.dims.end()));
       for (int64_t j = 0; j < idx.size(); ++j) {
         int64_t src_row = clampi(idx.i[j], 0, x.dims[0] - 1);
         for (int64_t e = 0; e < row; ++e) copy_elem(out, j * row + e, x, src_row * row + e);
@@ -758,7 +747,7 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
       MCX_RETURN_IF_ERROR(need(3));
       const RVal &x = *ops[0], &idx = *ops[1], &upd = *ops[2];
       if (x.dims.empty() || x.dims[0] == 0) return err(in, "operand needs a non-empty leading axis");
-      const int64_t row = product(std::vector<int64_t>(x.dims.begin() + 1, x.dims.end()));
+      const int64_t row = element_count(std::vector<int64_t>(x.dims.begin() + 1, x.dims.end()));
       if (upd.size() != idx.size() * row) return err(in, "updates size is not indices size times row size");
       std::vector<double> accf(x.fl() ? x.f : std::vector<double>{});
       std::vector<int64_t> acci(x.fl() ? std::vector<int64_t>{} : x.i);
@@ -778,6 +767,18 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
     case OpKind::kThreefry2x32:
       MCX_RETURN_IF_ERROR(need(2));
       return eval_threefry(in, *ops[0], *ops[1], std::move(out));
+    case OpKind::kConvGeneralDilated: {
+      MCX_RETURN_IF_ERROR(need(2));
+      MCX_ASSIGN_OR_RETURN(RefArray y, reference_conv(in.attrs, to_ref(*ops[0]), to_ref(*ops[1]), out_dims));
+      for (int64_t k = 0; k < out.size(); ++k) set_d(out, k, y.values[k]);
+      return out;
+    }
+    case OpKind::kReduceWindow: {
+      MCX_RETURN_IF_ERROR(need(1));
+      MCX_ASSIGN_OR_RETURN(RefArray y, reference_reduce_window(in.attrs, to_ref(*ops[0]), out_dims));
+      for (int64_t k = 0; k < out.size(); ++k) set_d(out, k, y.values[k]);
+      return out;
+    }
     default:
       return err(in, "not supported by the reference evaluator");
   }

@@ -18,6 +18,8 @@
 //  - pad supports negative low/high (cropping) and interior padding.
 //  - cumsum is inclusive (reverse = 1 scans from the end).
 //  - threefry2x32 is the Threefry-2x32 block function with 20 rounds and JAX/Random123's key schedule.
+//  - conv_general_dilated and reduce_window: reference_window.h (products summed in double, rounded once;
+//    padding holds the reduction's identity).
 //  - SPMD ops (op.h) with single-partition semantics (partition 0 of 1): replica groups must be the one
 //    group {0} (a group larger than 1 is InvalidArgument), so all_reduce / all_gather / reduce_scatter /
 //    all_to_all return x; axis_index is 0; collective_permute returns x for the pair (0, 0) and zeros

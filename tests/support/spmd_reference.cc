@@ -13,6 +13,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/spmd_rules.h"
 #include "tests/support/reference_eval.h"
+#include "tests/support/row_major.h"
 
 namespace mcx::test {
 namespace {
@@ -23,22 +24,6 @@ using ir::OpKind;
 absl::Status err(const Instr& in, const std::string& msg) {
   return absl::InvalidArgumentError(
       absl::StrCat("[spmd_reference] ", std::string(ir::op_name(in.kind)), ": ", msg));
-}
-
-std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size(), 0);
-  for (int k = static_cast<int>(dims.size()) - 1; k >= 0; --k) {
-    if (dims[k] > 0) {
-      idx[k] = flat % dims[k];
-      flat /= dims[k];
-    }
-  }
-  return idx;
-}
-int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t k = 0; k < dims.size(); ++k) flat = flat * dims[k] + idx[k];
-  return flat;
 }
 
 void copy_element(Buffer& dst, int64_t dk, const Buffer& src, int64_t sk) {

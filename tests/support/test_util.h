@@ -45,4 +45,11 @@ absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::spa
                                                   std::span<const Buffer> cotangents, const std::vector<int>& wrt,
                                                   double eps = 1e-6);
 
+// Checks ir::vjp_program(f, wrt) at args (float64 wrt parameters) against numerical_vjp for random
+// cotangents from seed: the program and its VJP verify, the VJP's primal results equal f's bitwise, and
+// each gradient has its parameter's type and is within rtol/atol of the central differences (gtest
+// failures, reported at the caller's test).
+void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
+               double rtol = 1e-6, double atol = 1e-8);
+
 }  // namespace mcx::test

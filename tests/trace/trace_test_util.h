@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,17 @@
 #include "tests/support/reference_eval.h"
 
 namespace mcx::testing_util {
+
+// f32 values uniform in [-1, 1) from a seeded std::mt19937_64 (independent of mcx's PRNG).
+inline Array random_array(std::vector<int64_t> dims, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  return array(v, dims);
+}
 
 inline void expect_allclose(const Array& a, const std::vector<double>& expected, double rtol = 1e-5,
                             double atol = 1e-6, const std::string& what = "") {

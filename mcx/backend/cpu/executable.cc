@@ -16,8 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/collectives.h"
+#include "mcx/backend/cpu/conv.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
+#include "mcx/backend/cpu/reduce_window.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
@@ -62,6 +64,8 @@ struct CpuExecutable::Plan {
     std::vector<int64_t> a, b, c, d;
     int64_t i0 = 0, i1 = 0;
     DType dtype = DType::kFloat32;
+    std::shared_ptr<const ConvGeometry> conv;      // conv_general_dilated
+    std::shared_ptr<const WindowGeometry> window;  // reduce_window
     std::vector<ValueId> release;  // values dropped after this step
   };
 
@@ -161,6 +165,16 @@ absl::Status parse_attrs(const ir::Instr& in, Plan::Step& st) {
       MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("reverse"));
       break;
     }
+    case OpKind::kConvGeneralDilated: {
+      MCX_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(at, in.type.rank()));
+      st.conv = std::make_shared<const ConvGeometry>(std::move(g));
+      break;
+    }
+    case OpKind::kReduceWindow: {
+      MCX_ASSIGN_OR_RETURN(WindowGeometry g, window_geometry(at, in.type.rank()));
+      st.window = std::make_shared<const WindowGeometry>(std::move(g));
+      break;
+    }
     default:
       break;
   }
@@ -251,6 +265,8 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
     case OpKind::kTake: return take(opv(0), opv(1));
     case OpKind::kScatterAdd: return scatter_add(opv(0), opv(1), opv(2));
     case OpKind::kThreefry2x32: return threefry2x32(opv(0), opv(1));
+    case OpKind::kConvGeneralDilated: return conv_general_dilated(opv(0), opv(1), *st.conv, out_dims);
+    case OpKind::kReduceWindow: return reduce_window(opv(0), *st.window, out_dims);
     default:
       throw std::logic_error(absl::StrCat("[cpu] no kernel for op ", std::string(ir::op_name(in.kind))));
   }

@@ -1,12 +1,11 @@
 // Non-element-wise kernels other than the reductions (reduce_fastmath.cc).
 #include "mcx/backend/cpu/kernels.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
+#include "mcx/backend/cpu/blas.h"
 #include "mcx/backend/cpu/elementwise.h"
 #include "mcx/backend/cpu/thread_pool.h"
 
@@ -124,22 +123,6 @@ int64_t read_index(const View& v) {
   });
 }
 
-namespace {
-
-// C[M, N] = op(A) op(B) in row-major storage through OpenBLAS (which threads itself; thread_pool.h).
-template <typename T>
-void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-               T* C) {
-  const auto ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ca, cb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
-  } else {
-    cblas_dgemm(CblasRowMajor, ca, cb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, N);
-  }
-}
-
-}  // namespace
-
 Buffer dot_general(const View& lhs, const View& rhs, const std::vector<int64_t>& lb, const std::vector<int64_t>& rb,
                    const std::vector<int64_t>& lc, const std::vector<int64_t>& rc) {
   const std::vector<int64_t> lf = free_dims(lhs.rank(), lb, lc), rf = free_dims(rhs.rank(), rb, rc);
@@ -171,10 +154,10 @@ Buffer dot_general(const View& lhs, const View& rhs, const std::vector<int64_t>&
     ++bi;
     if (as == DType::kFloat32) {
       blas_gemm(a.trans, b.trans, M, N, K, reinterpret_cast<const float*>(pa), a.ld,
-                    reinterpret_cast<const float*>(pb), b.ld, reinterpret_cast<float*>(pc));
+                reinterpret_cast<const float*>(pb), b.ld, 0.0f, reinterpret_cast<float*>(pc), N);
     } else if (as == DType::kFloat64) {
       blas_gemm(a.trans, b.trans, M, N, K, reinterpret_cast<const double*>(pa), a.ld,
-                    reinterpret_cast<const double*>(pb), b.ld, reinterpret_cast<double*>(pc));
+                reinterpret_cast<const double*>(pb), b.ld, 0.0, reinterpret_cast<double*>(pc), N);
     } else {
       dispatch_dtype(as, [&](auto t) {
         using T = decltype(t);

@@ -241,6 +241,9 @@ ScopedIntraOpThreads::~ScopedIntraOpThreads() {
   t_intra_op_budget = previous_;
 }
 
+ScopedBlasOnCaller::ScopedBlasOnCaller() { pool().enter_limited(); }
+ScopedBlasOnCaller::~ScopedBlasOnCaller() { pool().leave_limited(); }
+
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   pool().run(n, grain, fn);
 }

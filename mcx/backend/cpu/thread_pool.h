@@ -29,6 +29,18 @@ class ScopedIntraOpThreads {
   bool limited_ = false;
 };
 
+// While alive, OpenBLAS runs every call single-threaded on its caller (process-wide, by the same mechanism
+// as a reduced ScopedIntraOpThreads), without limiting parallel_for: for kernels that call BLAS from
+// inside parallel_for chunks, one single-threaded GEMM per worker instead of GEMMs queueing on
+// OpenBLAS's thread server. Other threads' GEMMs meanwhile run single-threaded too.
+class ScopedBlasOnCaller {
+ public:
+  ScopedBlasOnCaller();
+  ~ScopedBlasOnCaller();
+  ScopedBlasOnCaller(const ScopedBlasOnCaller&) = delete;
+  ScopedBlasOnCaller& operator=(const ScopedBlasOnCaller&) = delete;
+};
+
 // Calls fn(begin, end) over disjoint chunks covering [0, n); blocks until all are done. Exceptions thrown
 // by fn are rethrown on the calling thread.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);

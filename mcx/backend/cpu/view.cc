@@ -13,6 +13,21 @@ int64_t product(const std::vector<int64_t>& dims) {
   return p;
 }
 
+std::vector<int64_t> multi_indices(const std::vector<int64_t>& dims) {
+  const int64_t total = product(dims);
+  const size_t n = dims.size();
+  std::vector<int64_t> out(static_cast<size_t>(total) * n);
+  std::vector<int64_t> idx(n, 0);
+  for (int64_t k = 0; k < total; ++k) {
+    std::copy(idx.begin(), idx.end(), out.begin() + k * n);
+    for (int d = static_cast<int>(n) - 1; d >= 0; --d) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size());
   int64_t acc = 1;

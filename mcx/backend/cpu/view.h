@@ -26,6 +26,8 @@ struct View {
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
 int64_t product(const std::vector<int64_t>& dims);
+// The row-major multi-index of every linear index of dims, flattened: dims.size() entries per index.
+std::vector<int64_t> multi_indices(const std::vector<int64_t>& dims);
 
 // A contiguous view of all of b.
 View view_of(const Buffer& b);

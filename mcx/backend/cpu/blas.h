@@ -1,0 +1,26 @@
+// The GEMM entry point of the CPU kernels: row-major C[M, N] = op(A) op(B) + beta * C through OpenBLAS
+// cblas (which threads itself; thread_pool.h says how many threads it uses). Internal to the CPU backend.
+#pragma once
+
+#include <cblas.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace mcx::cpu {
+
+// op(A) is A[M, K] (lda >= K) or, with ta, the transpose of A[K, M] (lda >= M); likewise op(B) is [K, N].
+// C has leading dimension ldc >= N; beta == 0 overwrites C without reading it.
+template <typename T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+               T beta, T* C, int64_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cblas takes float or double");
+  const auto ca = ta ? CblasTrans : CblasNoTrans, cb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ca, cb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ca, cb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+}  // namespace mcx::cpu
