@@ -189,10 +189,10 @@ absl::StatusOr<std::string> CompilationCache::get(const CacheKey& key) {
   const std::string path = path_of(hex);
   absl::StatusOr<std::string> bytes = read_file(path);
   if (bytes.ok()) {
-    absl::StatusOr<std::string> payload = decode_entry(*bytes, key.digest(), hex + std::string(kSuffix));
+    EntryHeader header;
+    absl::StatusOr<std::string> payload = decode_entry(*bytes, key.digest(), hex + std::string(kSuffix), &header);
     if (payload.ok()) {
-      absl::Duration saved;
-      if (absl::StatusOr<EntryHeader> h = decode_entry_header(*bytes, hex); h.ok()) saved = h->compile_time;
+      const absl::Duration saved = header.compile_time;
       if (!*options_.read_only) {
         const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};  // last use = modification time
         ::utimensat(AT_FDCWD, path.c_str(), times, 0);

@@ -138,7 +138,7 @@ absl::StatusOr<EntryHeader> decode_entry_header(std::string_view bytes, const st
 }
 
 absl::StatusOr<std::string> decode_entry(std::string_view bytes, const Sha256Digest& expected_key,
-                                         const std::string& what) {
+                                         const std::string& what, EntryHeader* header) {
   auto bad = [&](const std::string& why) { return absl::DataLossError(absl::StrCat("[cache] ", what, ": ", why)); };
   absl::StatusOr<EntryHeader> h = decode_entry_header(bytes, what, bytes.size());
   if (!h.ok()) return h.status();
@@ -151,6 +151,7 @@ absl::StatusOr<std::string> decode_entry(std::string_view bytes, const Sha256Dig
   std::string payload(h->payload_size, '\0');
   const size_t n = ZSTD_decompress(payload.data(), payload.size(), stored.data(), stored.size());
   if (ZSTD_isError(n) || n != h->payload_size) return bad("payload does not decompress");
+  if (header != nullptr) *header = *std::move(h);
   return payload;
 }
 

@@ -50,8 +50,9 @@ absl::StatusOr<EntryHeader> decode_entry_header(std::string_view bytes, const st
                                                 std::optional<uint64_t> file_size = std::nullopt);
 
 // Verifies the whole entry (header, that its key is `expected_key`, the stored bytes' checksum, the
-// decompressed size) and returns the payload. DataLoss naming the problem.
+// decompressed size) and returns the payload; `header`, when given, receives the parsed header. DataLoss
+// naming the problem.
 absl::StatusOr<std::string> decode_entry(std::string_view bytes, const Sha256Digest& expected_key,
-                                         const std::string& what);
+                                         const std::string& what, EntryHeader* header = nullptr);
 
 }  // namespace mcx::cache
