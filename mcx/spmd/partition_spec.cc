@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/str_util.h"
@@ -132,7 +133,9 @@ absl::Status validate_spec(const PartitionSpec& spec, const MeshAxes& mesh, std:
                                                    " entries but the value has rank ", dims.size(),
                                                    " (shape ", dims_string(dims), ")"));
   }
-  std::map<std::string, int> first_use;
+  // The dimension that first named each mesh axis (-1: none yet); inline storage, so a valid spec (the
+  // common case, on every placement and call) allocates nothing.
+  absl::InlinedVector<int, 8> first_use(mesh.sizes.size(), -1);
   for (int d = 0; d < spec.size(); ++d) {
     const DimSpec& ds = spec.dims()[d];
     if (ds.unconstrained) {
@@ -149,17 +152,18 @@ absl::Status validate_spec(const PartitionSpec& spec, const MeshAxes& mesh, std:
       continue;
     }
     for (const auto& a : ds.axes) {
-      if (mesh.index_of(a) < 0) {
+      const int axis = mesh.index_of(a);
+      if (axis < 0) {
         return absl::InvalidArgumentError(cat("[", api, "] ", where(), ": dimension ", d,
                                                        " names mesh axis ", quoted(a),
                                                        ", which the mesh does not have"));
       }
-      auto [it, inserted] = first_use.emplace(a, d);
-      if (!inserted) {
+      if (first_use[axis] >= 0) {
         return absl::InvalidArgumentError(cat("[", api, "] ", where(), ": mesh axis ", quoted(a),
-                                                       " is used twice (dimensions ", it->second, " and ", d,
+                                                       " is used twice (dimensions ", first_use[axis], " and ", d,
                                                        "); each mesh axis may shard at most one dimension once"));
       }
+      first_use[axis] = d;
     }
     int64_t k = num_shards(spec, mesh, d);
     if (k > 0 && dims[d] % k != 0) {
