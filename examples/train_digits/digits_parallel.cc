@@ -5,7 +5,8 @@
 
 namespace digits {
 
-StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, const std::string& name) {
+StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, const std::string& name, LossFn loss_fn) {
+  if (!loss_fn) loss_fn = loss;
   using mcx::Array;
   using mcx::Tree;
   const mcx::Sharding replicated = mcx::NamedSharding(mesh, mcx::P());
@@ -16,8 +17,8 @@ StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, con
   options.out_shardings = {replicated};
   if (donate) options.donate_argnums = {0, 1, 2};
   auto step = mcx::jit(
-      [lr](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(loss)(p, x, y);
+      [lr, loss_fn](const Tree& p, const Tree& m, const Tree& v, const Array& t, const Array& x, const Array& y) {
+        auto [l, g] = mcx::value_and_grad(loss_fn)(p, x, y);
         auto [p1, m1, v1] = adam_update(p, g, m, v, t, lr);
         return StepResult{p1, m1, v1, l};
       },

@@ -1,7 +1,7 @@
-// The data-parallel training step shared by the multi-device digits programs (data_parallel_digits,
-// fault_tolerant_training, bench_mlp_step): the MLP's loss and gradients on a batch split over a mesh's "data"
-// axis, then Adam on the replicated parameters; jit derives the per-device program and its all-reduces from
-// the shardings.
+// The data-parallel training step shared by the multi-device programs (data_parallel_digits,
+// fault_tolerant_training, train_fashion_mnist, bench_mlp_step): a model's loss and gradients on a batch split
+// over a mesh's "data" axis, then Adam on the replicated parameters; jit derives the per-device program and its
+// all-reduces from the shardings.
 #pragma once
 
 #include <functional>
@@ -19,9 +19,13 @@ using StepResult = std::tuple<mcx::Tree, mcx::Tree, mcx::Tree, mcx::Array>;
 using StepFn = std::function<StepResult(const mcx::Tree&, const mcx::Tree&, const mcx::Tree&, const mcx::Array&,
                                         const mcx::Array&, const mcx::Array&)>;
 
+// loss(params, x, y): the scalar the step differentiates (the digits MLP's by default).
+using LossFn = std::function<mcx::Array(const mcx::Tree&, const mcx::Array&, const mcx::Array&)>;
+
 // The jitted step on `mesh` (a 1-d mesh with axis "data"): parameters, moments and t replicated, x and y split
 // by rows. donate: the old parameters and moments are dead after the step (a program that may retry a step
 // after a failure keeps them: donate = false).
-StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, const std::string& name = "dp_step");
+StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, const std::string& name = "dp_step",
+                              LossFn loss_fn = nullptr);
 
 }  // namespace digits

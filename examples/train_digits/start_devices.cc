@@ -9,11 +9,12 @@
 
 namespace digits {
 
-bool start_devices(int devices, int threads) {
+bool start_devices(int devices, int threads, bool recoverable) {
   const bool distributed = mcx::distributed::launched_as_job(mcx::distributed::process_env());
   if (distributed) {
     mcx::distributed::InitializeOptions init;
     if (std::getenv("MCX_CPU_DEVICE_COUNT") == nullptr) init.cpu_device_count = devices;
+    if (recoverable) init.recoverable = true;
     mcx::distributed::initialize(init);
   } else {
     mcx::set_cpu_device_count(devices);

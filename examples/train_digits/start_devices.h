@@ -7,7 +7,9 @@ namespace digits {
 // Sets up this process's devices, before anything touches one (the device count is fixed at first use, and
 // initialize() must come first): launched as a job (mcx-run, mpirun, srun), joins it with `devices` CPU devices
 // unless the launcher set MCX_CPU_DEVICE_COUNT; else uses `devices` CPU devices here. Then the CPU kernel
-// threads (threads > 0; 0 keeps the default). Returns whether the process joined a job. Throws mcx::Error.
-bool start_devices(int devices, int threads);
+// threads (threads > 0; 0 keeps the default). recoverable: the job survives a process failure (the service mode
+// when this process hosts the coordination service; under mcx-run, its --recoverable decides). Returns whether
+// the process joined a job. Throws mcx::Error.
+bool start_devices(int devices, int threads, bool recoverable = false);
 
 }  // namespace digits

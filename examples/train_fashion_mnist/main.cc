@@ -1,48 +1,74 @@
-// Fashion-MNIST with the mcx/data loader: a data-parallel MLP (784-512-512-10, Adam) over the CPU devices of
-// one or several processes. The loader reads the gzipped IDX files (scripts/fetch-fashion-mnist.sh), shuffles
-// with one seed (the same global batches on any number of processes), normalises the pixels in its worker
-// threads and places each process's rows straight onto its devices as a global array split over "data".
+// Fashion-MNIST with the mcx/data loader: an MLP (784-512-512-10) or a CNN (--model cnn: two 3x3 convolutions
+// with max pooling, dense 128), trained data-parallel with Adam over the CPU devices of one or several
+// processes. The loader reads the gzipped IDX files (scripts/fetch-fashion-mnist.sh), shuffles with one seed (the
+// same global batches on any number of processes), normalises the pixels in its worker threads and places each
+// process's rows straight onto its devices as a global array split over "data".
 //
-//   train_fashion_mnist --devices 1                       # data/fashion-mnist, 10 epochs, 1 process x 1 device
-//   mcx-run -n 2 --cpu-devices 2 -- train_fashion_mnist   # 2 processes x 2 devices, mesh {data: 4}
-//   train_fashion_mnist --steps 30 --min-accuracy 0.6     # a smoke run
+//   train_fashion_mnist --devices 1                              # 10 epochs of the MLP, 1 process x 1 device
+//   mcx-run -n 2 --cpu-devices 2 --recoverable -- train_fashion_mnist --model cnn --epochs 5 \
+//       --checkpoint-dir ckpt --kill-process 1 --at-step 300 --export model.mcx
+//   train_fashion_mnist --steps 30 --min-accuracy 0.6            # a smoke run
 //
-// Prints the layout, per-epoch progress (loss, examples/s, time the step waited for data) and the final
-// "test acc" on the 10,000 held-out images. Exits 0 when test acc >= --min-accuracy (default 0.88), 1 when
-// not, 2 on errors, 77 with --skip-if-missing when the data is absent.
+// Every step is one mcx::with_live_devices scope: it completes on every live process or raises on every one.
+// When a process dies (an outside kill -9, or --kill-process P --at-step S) the survivors of a recoverable job
+// (mcx-run --recoverable) retry the step on a mesh over the devices still live: they hold the same state, so
+// nothing moves between them; the loader is rebuilt on the new mesh at the position of the steps taken, so no
+// example of the epoch is lost or read twice (the global batch stays the same and must split over the live
+// devices). --checkpoint-dir saves the parameters, the Adam moments and the loader's position at every epoch's end
+// (asynchronously, overlapping the next epoch; after a failure only the survivors take part) and at a preemption
+// sync point (a SIGTERM to any process; mcx-run forwards its own); --resume continues from the newest one.
+// --export writes the trained classifier as an artifact with a symbolic batch (classifier_export.h), which
+// examples/serve_model and `mcx-export run` serve.
+//
+// Prints the layout, per-epoch progress (loss, held-out accuracy, examples/s, time the step waited for data) and
+// a summary. Exits 0 when the final held-out accuracy >= --min-accuracy, 1 when not, 2 on errors, 77 with
+// --skip-if-missing when the data is absent.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "examples/fault_tolerant_training/train_state.h"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
 #include "examples/train_digits/start_devices.h"
-#include "mcx/backend/cpu/thread_pool.h"
-#include "mcx/data/idx_source.h"
+#include "examples/train_fashion_mnist/classifier_export.h"
+#include "examples/train_fashion_mnist/cnn_model.h"
+#include "examples/train_fashion_mnist/fashion_data.h"
+#include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
-#include "mcx/distributed/cluster.h"
+#include "mcx/data/idx_source.h"
+#include "mcx/data/loader_state.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "mcx/multihost/live_devices.h"
 #include "mcx/multihost/multihost.h"
+#include "mcx/multihost/preemption.h"
 
 namespace {
 
+using fault_tolerant::TrainState;
 using mcx::Array;
-using mcx::None;
 using mcx::P;
 using mcx::Tree;
 namespace data = mcx::data;
 
 constexpr const char* kTool = "train_fashion_mnist";
-constexpr float kMean = 0.2860f, kStd = 0.3530f;  // of the training pixels in [0, 1]
+constexpr absl::Duration kScopeTimeout = absl::Seconds(120);
 
 struct Config {
   std::string data = "data/fashion-mnist";
+  std::string model = "mlp";  // mlp | cnn
   int epochs = 10;
   int64_t steps = 0;  // > 0: stop after this many steps (smoke runs)
   int batch = 128;
@@ -52,105 +78,288 @@ struct Config {
   int threads = 0;
   double min_accuracy = 0.88;
   bool skip_if_missing = false;
+  std::string checkpoint_dir;  // empty: no checkpoints
+  bool resume = false;
+  int kill_process = -1;  // failure injection: this process kills itself (SIGKILL) ...
+  int64_t at_step = -1;   // ... when it starts this (1-based) step (only its first incarnation)
+  std::string export_path;
 };
 
-// Images as f32[batch, 784] (normalised in the loader's workers), labels as i32[batch].
-std::vector<data::Field> fields(const std::string& dir, const std::string& prefix, const mcx::Mesh& mesh) {
-  data::SourcePtr images = data::open_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz");
-  data::SourcePtr labels = data::open_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz");
-  auto flatten_u8_to_i32 = data::map_example(
-      "u8_to_i32", [](const data::ExampleSpec& s) -> absl::StatusOr<data::ExampleSpec> { return data::ExampleSpec{mcx::DType::kInt32, s.dims}; },
-      [](const data::ExampleSpec&, std::span<const std::byte> in, std::span<std::byte> out, uint64_t) {
-        reinterpret_cast<int32_t*>(out.data())[0] = static_cast<int32_t>(in[0]);
-      });
-  auto flatten = data::map_example(
-      "flatten", [](const data::ExampleSpec& s) -> absl::StatusOr<data::ExampleSpec> { return data::ExampleSpec{s.dtype, {s.num_elements()}}; },
-      [](const data::ExampleSpec&, std::span<const std::byte> in, std::span<std::byte> out, uint64_t) {
-        std::memcpy(out.data(), in.data(), out.size());
-      });
-  return {{"image", images, mcx::NamedSharding(mesh, P("data", None)), {data::normalize(kMean, kStd), flatten}},
-          {"label", labels, mcx::NamedSharding(mesh, P("data")), {flatten_u8_to_i32}}};
+// The model being trained: its parameters, loss and prediction.
+struct Model {
+  std::string description;
+  Tree params;
+  digits::LossFn loss;
+  fashion::PredictFn predict;
+};
+
+Model make_model(const std::string& name, uint64_t seed) {
+  if (name == "cnn") {
+    return {"CNN " + fashion::cnn_description(), fashion::cnn_init_params(mcx::random::key(seed)), fashion::cnn_loss,
+            fashion::cnn_predict};
+  }
+  const std::vector<int64_t> sizes = {784, 512, 512, digits::kNumClasses};
+  return {"MLP 784-512-512-10", digits::init_params(mcx::random::key(seed), sizes), digits::loss, digits::predict};
+}
+
+// Where the job computes now: the agreed live devices, a mesh over them, the step compiled for it and the
+// loader placing batches onto it.
+struct Placement {
+  mcx::LiveDevices live;
+  mcx::Mesh mesh;
+  digits::StepFn step;
+  std::unique_ptr<data::DataLoader> train;
+};
+
+Tree as_tree(const TrainState& s) {
+  Tree t;
+  t["params"] = s.params;
+  t["m"] = s.m;
+  t["v"] = s.v;
+  return t;
+}
+
+// The iterator state of the training loader after `steps` steps: the order is the same on any number of
+// processes, so the position follows from the step count alone.
+data::LoaderState loader_state_at(int64_t steps, int64_t per_epoch, const Config& cfg, int64_t examples) {
+  return data::LoaderState{cfg.seed, steps / per_epoch, (steps % per_epoch) * cfg.batch, examples};
+}
+
+// Held-out accuracy over the mesh: the 10,000 test images in batches of (at most) 1000 split over "data".
+std::pair<double, int64_t> evaluate(const Config& cfg, const Model& model, const mcx::Mesh& mesh, const Tree& params) {
+  const int64_t n = mesh.size();
+  data::DataLoader test(fashion::fashion_fields(cfg.data, "t10k", mesh),
+                        {.global_batch = 1000 - 1000 % n, .shuffle = false, .num_epochs = 1, .name = "test"});
+  mcx::JitOptions options;
+  options.name = "count_correct";
+  auto correct = mcx::jit([&model](const Tree& p, const Array& x, const Array& y) {
+    return mcx::sum(mcx::astype(mcx::equal(model.predict(p, x), y), mcx::DType::kFloat32));
+  }, options);
+  double right = 0;
+  int64_t total = 0;
+  while (auto batch = test.next()) {
+    right += correct(params, batch->fields[0], batch->fields[1]).item<double>();
+    total += batch->real_examples;
+  }
+  return {right / static_cast<double>(total), total};
 }
 
 int run(const Config& cfg) {
-  if (!std::filesystem::exists(cfg.data + "/train-images-idx3-ubyte.gz")) {
-    std::printf("%s: %s/train-images-idx3-ubyte.gz not found (bash scripts/fetch-fashion-mnist.sh fetches it)\n", kTool,
-                cfg.data.c_str());
+  if (!std::filesystem::exists(fashion::images_file(cfg.data, "train"))) {
+    std::printf("%s: %s not found (bash scripts/fetch-fashion-mnist.sh fetches it)\n", kTool,
+                fashion::images_file(cfg.data, "train").c_str());
     return cfg.skip_if_missing ? 77 : 2;
   }
-  const bool distributed = digits::start_devices(cfg.devices, cfg.threads);
-  const int global_devices = mcx::device_count();
-  const mcx::Mesh mesh = mcx::make_mesh({global_devices}, {"data"});
-  const mcx::Sharding replicated = mcx::NamedSharding(mesh, P());
+  const bool distributed = digits::start_devices(cfg.devices, cfg.threads, /*recoverable=*/true);
+  const char* restart_count = std::getenv("MCX_RESTART_COUNT");
+  if (restart_count != nullptr && std::string(restart_count) != "0") {
+    throw mcx::FailedPrecondition("[train_fashion_mnist] this job carries on on the survivors of a failure; it does not "
+                                  "take a restarted process back (run mcx-run with --recoverable, not --max-restarts)");
+  }
+  const Model model = make_model(cfg.model, cfg.seed);
+  const int64_t examples = data::open_idx(fashion::labels_file(cfg.data, "train"))->size();
+  const int64_t per_epoch = examples / cfg.batch;
+  const int64_t total_steps = cfg.steps > 0 ? std::min<int64_t>(cfg.steps, per_epoch * cfg.epochs) : per_epoch * cfg.epochs;
 
-  data::DataLoader train(fields(cfg.data, "train", mesh),
-                         {.global_batch = cfg.batch, .seed = cfg.seed, .num_epochs = cfg.epochs, .name = "train"});
-  const int64_t per_epoch = train.sampler().batches_per_epoch();
-  std::printf("%s: %d process%s x %d devices per process, mesh %s (process %d)\n", kTool, mcx::process_count(),
-              mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(), mesh.to_string().c_str(), mcx::process_index());
-  std::printf("%s: %lld train examples, MLP 784-512-512-10, Adam lr %g, global batch %d, %lld steps per epoch; this "
-              "process reads %lld rows of each batch\n",
-              kTool, static_cast<long long>(train.sampler().num_examples()), cfg.lr, cfg.batch,
-              static_cast<long long>(per_epoch), static_cast<long long>(train.plan().local_rows));
+  TrainState state;
+  state.params = model.params;
+  const digits::AdamState moments = digits::adam_init(state.params);
+  state.m = moments.m;
+  state.v = moments.v;
+  std::unique_ptr<mcx::checkpoint::CheckpointManager> ckpt;
+  if (!cfg.checkpoint_dir.empty()) {
+    ckpt = std::make_unique<mcx::checkpoint::CheckpointManager>(cfg.checkpoint_dir,
+                                                                 mcx::checkpoint::CheckpointOptions{.max_to_keep = 2, .timeout = kScopeTimeout});
+  }
+  // FNV-1a over the (epoch, position) of every committed step's batch, carried in the checkpoints: equal for two
+  // runs that trained on the same batches in the same order, whatever failed or resumed in between (the tests
+  // compare it).
+  uint64_t order_digest = 1469598103934665603ull;
+  auto mix = [](uint64_t h, int64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<uint64_t>(v) >> (8 * i)) & 0xff)) * 1099511628211ull;
+    return h;
+  };
+  auto metadata_at = [&](int64_t steps) {
+    return absl::StrFormat(R"({"loader": "%s", "order_digest": "%016x"})",
+                           loader_state_at(steps, per_epoch, cfg, examples).to_string(), order_digest);
+  };
+  const mcx::Mesh all = mcx::make_mesh({mcx::device_count()}, {"data"});
+  if (cfg.resume && ckpt != nullptr) {
+    if (std::optional<int64_t> step = ckpt->latest_step()) {
+      const Tree like = fault_tolerant::onto(as_tree(state), all);
+      const Tree restored = ckpt->restore(*step, like);
+      state = TrainState{restored.at("params"), restored.at("m"), restored.at("v"), *step};
+      const std::string metadata = ckpt->info(*step).metadata_json;
+      const std::string expected = loader_state_at(*step, per_epoch, cfg, examples).to_string();
+      const nlohmann::json meta = nlohmann::json::parse(metadata, nullptr, /*allow_exceptions=*/false);
+      if (!meta.is_object() || meta.value("loader", "") != expected || !meta.contains("order_digest") ||
+          !meta["order_digest"].is_string()) {
+        throw mcx::InvalidArgument("[train_fashion_mnist] checkpoint step " + std::to_string(*step) + " in " +
+                                   cfg.checkpoint_dir + ": expected the loader state '" + expected +
+                                   "' and an order digest, found " + metadata + " (saved with another --batch or --seed?)");
+      }
+      order_digest = std::stoull(meta["order_digest"].get<std::string>(), nullptr, 16);
+      std::printf("%s: resuming from %s step %lld (epoch %lld, loader %s)\n", kTool, cfg.checkpoint_dir.c_str(),
+                  static_cast<long long>(*step), static_cast<long long>(*step / per_epoch + 1), expected.c_str());
+    } else {
+      std::printf("%s: --resume: no checkpoint in %s; starting from step 0\n", kTool, cfg.checkpoint_dir.c_str());
+    }
+  }
+  std::printf("%s: %d process%s x %d devices per process (process %d), %lld train examples, %s, Adam lr %g, "
+              "global batch %d, %lld steps per epoch, %lld steps\n",
+              kTool, mcx::process_count(), mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(),
+              mcx::process_index(), static_cast<long long>(examples), model.description.c_str(), cfg.lr, cfg.batch,
+              static_cast<long long>(per_epoch), static_cast<long long>(total_steps));
   std::fflush(stdout);
 
-  const std::vector<int64_t> sizes = {784, 512, 512, digits::kNumClasses};
-  auto replicate = [&](const Array& a) { return mcx::device_put(a, replicated); };
-  Tree params = mcx::tree_map(replicate, digits::init_params(mcx::random::key(cfg.seed), sizes));
-  const digits::AdamState moments = digits::adam_init(params);
-  Tree m = mcx::tree_map(replicate, moments.m), v = mcx::tree_map(replicate, moments.v);
-  digits::StepFn step = digits::jit_data_parallel_step(mesh, cfg.lr, /*donate=*/true);
-
-  int64_t step_count = 0;
-  int64_t epoch = 0;
-  auto t_epoch = std::chrono::steady_clock::now();
-  absl::Duration waited_before;
-  std::vector<Array> losses;
-  auto report = [&](bool final_partial) {
-    double loss_sum = 0;
-    for (const Array& l : losses) loss_sum += l.item<double>();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_epoch).count();
-    const double waited = absl::ToDoubleSeconds(train.stats().wait - waited_before);
-    std::printf("%s epoch %lld%s  loss %.4f  %.0f examples/s  waited for data %.3f s (%.1f%%)  %.2f s\n", kTool,
-                static_cast<long long>(epoch + 1), final_partial ? " (partial)" : "",
-                loss_sum / std::max<size_t>(losses.size(), 1), losses.size() * cfg.batch / secs, waited,
-                100.0 * waited / secs, secs);
-    std::fflush(stdout);
-    losses.clear();
-    waited_before = train.stats().wait;
-    t_epoch = std::chrono::steady_clock::now();
-  };
-  while (auto batch = train.next()) {
-    if (batch->epoch != epoch) {
-      report(false);
-      epoch = batch->epoch;
+  std::optional<Placement> where;
+  bool placed_once = false;
+  // Rebuilds the placement when the live set changed: the committed state (identical on every survivor) moves
+  // onto the new mesh without communication, and the loader restarts at the position of the steps taken.
+  auto place = [&](const mcx::LiveDevices& live) {
+    if (where && where->live.generation == live.generation) return;
+    const int n = static_cast<int>(live.devices.size());
+    if (cfg.batch % n != 0) {
+      throw mcx::InvalidArgument("[train_fashion_mnist] expected a --batch that splits over the " + std::to_string(n) +
+                                 " live devices, found " + std::to_string(cfg.batch));
     }
-    ++step_count;
-    Array loss;
-    std::tie(params, m, v, loss) = step(params, m, v, mcx::array(static_cast<float>(step_count)), batch->fields[0], batch->fields[1]);
-    losses.push_back(loss);
-    if (cfg.steps > 0 && step_count >= cfg.steps) break;
-  }
-  if (!losses.empty()) report(cfg.steps > 0);
+    Placement p{live, mcx::make_mesh({n}, {"data"}, live.devices), nullptr, nullptr};
+    p.step = digits::jit_data_parallel_step(p.mesh, cfg.lr, /*donate=*/false, "fashion_step", model.loss);
+    p.train = std::make_unique<data::DataLoader>(
+        fashion::fashion_fields(cfg.data, "train", p.mesh),
+        data::LoaderOptions{.global_batch = cfg.batch, .seed = cfg.seed, .num_epochs = cfg.epochs, .name = "train"});
+    p.train->restore(loader_state_at(state.steps, per_epoch, cfg, examples));
+    state.params = fault_tolerant::onto(state.params, p.mesh);
+    state.m = fault_tolerant::onto(state.m, p.mesh);
+    state.v = fault_tolerant::onto(state.v, p.mesh);
+    if (ckpt != nullptr && placed_once) ckpt->set_processes(live.processes);
+    if (placed_once) {
+      std::printf("%s: live processes {%s} (generation %llu): %d devices; the loader resumes at step %lld (%s)\n",
+                  kTool, absl::StrJoin(live.processes, ",").c_str(), static_cast<unsigned long long>(live.generation), n,
+                  static_cast<long long>(state.steps + 1), p.train->state().to_string().c_str());
+      std::fflush(stdout);
+    }
+    where = std::move(p);
+    placed_once = true;
+  };
+  // Runs body(placement) as one with_live_devices scope, retried on the survivors after a process failure.
+  int64_t failures = 0;
+  std::vector<int> lost;
+  auto in_scope = [&](const auto& body) {
+    for (;;) {
+      try {
+        return mcx::with_live_devices(
+            mcx::devices(),
+            [&](const mcx::LiveDevices& live) {
+              place(live);
+              return body(*where);
+            },
+            kScopeTimeout);
+      } catch (const mcx::ProcessFailure& e) {
+        ++failures;
+        lost.push_back(e.process());
+        std::printf("%s: process %d is gone (%s); retrying step %lld on the live processes\n", kTool, e.process(),
+                    e.what(), static_cast<long long>(state.steps + 1));
+        std::fflush(stdout);
+        where.reset();
+      }
+    }
+  };
 
-  // Held-out accuracy: the test set through a loader too (no shuffle, batches of 1000 over the mesh).
-  data::DataLoader test(fields(cfg.data, "t10k", mesh),
-                        {.global_batch = 1000, .shuffle = false, .num_epochs = 1, .name = "test"});
-  mcx::JitOptions predict_options;
-  predict_options.name = "correct";
-  auto correct = mcx::jit([](const Tree& p, const Array& x, const Array& y) {
-    return mcx::sum(mcx::astype(mcx::equal(digits::predict(p, x), y), mcx::DType::kFloat32));
-  }, predict_options);
-  double right = 0, total = 0;
-  while (auto batch = test.next()) {
-    right += correct(params, batch->fields[0], batch->fields[1]).item<double>();
-    total += static_cast<double>(batch->real_examples);
+  struct StepOutcome {
+    TrainState state;
+    double loss = 0;
+    double data_wait = 0;
+    int64_t epoch = 0, position = 0;  // where the step's batch starts in the global order
+  };
+  double loss_sum = 0, data_wait = 0, acc = 0, last_epoch_secs = 0;
+  int64_t tested = 0, epoch_steps = 0;
+  auto t_epoch = std::chrono::steady_clock::now();
+  auto seconds_since = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto test_now = [&] {
+    std::tie(acc, tested) = in_scope([&](const Placement& p) { return evaluate(cfg, model, p.mesh, state.params); });
+  };
+  while (state.steps < total_steps) {
+    if (mcx::process_index() == cfg.kill_process && state.steps + 1 == cfg.at_step) {
+      std::printf("%s: process %d kills itself at step %lld (--kill-process)\n", kTool, mcx::process_index(),
+                  static_cast<long long>(cfg.at_step));
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+    StepOutcome next = in_scope([&](const Placement& p) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::optional<data::Batch> batch = p.train->next();
+      const double waited = seconds_since(t0);
+      if (!batch) throw mcx::Internal("[train_fashion_mnist] the loader ended before step " + std::to_string(state.steps + 1));
+      const Array t = mcx::device_put(mcx::array(static_cast<float>(state.steps + 1)), mcx::NamedSharding(p.mesh, P()));
+      auto [params, m, v, loss] = p.step(state.params, state.m, state.v, t, batch->fields[0], batch->fields[1]);
+      const double l = loss.item<double>();  // waits for the step inside the scope
+      return StepOutcome{TrainState{params, m, v, state.steps + 1}, l, waited, batch->epoch, batch->position};
+    });
+    state = std::move(next.state);  // the scope completed on every live process: commit
+    order_digest = mix(mix(order_digest, next.epoch), next.position);
+    loss_sum += next.loss;
+    data_wait += next.data_wait;
+    ++epoch_steps;
+    const bool epoch_end = state.steps % per_epoch == 0;
+    if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
+      if (ckpt != nullptr) {
+        ckpt->save(state.steps, as_tree(state),
+                   metadata_at(state.steps));
+      }
+      std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
+                  ckpt != nullptr ? (", checkpoint saved in " + cfg.checkpoint_dir).c_str() : " (no --checkpoint-dir)");
+      std::fflush(stdout);
+      if (distributed) std::_Exit(0);
+      return 0;
+    }
+    if (!epoch_end && state.steps < total_steps) continue;
+    const double secs = seconds_since(t_epoch);
+    test_now();
+    last_epoch_secs = secs;
+    std::printf("%s epoch %lld%s  loss %.4f  test acc %.4f  %.0f examples/s  waited for data %.2f s (%.1f%%)  "
+                "%.1f s  %zu devices\n",
+                kTool, static_cast<long long>((state.steps - 1) / per_epoch + 1), epoch_end ? "" : " (partial)",
+                loss_sum / static_cast<double>(epoch_steps), acc, static_cast<double>(epoch_steps * cfg.batch) / secs,
+                data_wait, 100.0 * data_wait / secs, secs, where->live.devices.size());
+    std::fflush(stdout);
+    if (ckpt != nullptr) {  // each epoch's end, and where the run stops
+      try {
+        ckpt->save_async(state.steps, as_tree(state),
+                         metadata_at(state.steps));
+      } catch (const mcx::Error& e) {  // e.g. the previous save failed when a process died during it
+        std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
+      }
+    }
+    loss_sum = data_wait = 0;
+    epoch_steps = 0;
+    t_epoch = std::chrono::steady_clock::now();
   }
-  const double acc = right / total;
-  std::printf("%s: %lld steps; test acc %.4f on %.0f held-out images\n", kTool, static_cast<long long>(step_count), acc, total);
-  if (distributed) mcx::multihost::assert_equal(params, "parameter replicas across processes");
+  if (tested == 0) test_now();  // resumed at the end: nothing trained, still report the accuracy
+  if (ckpt != nullptr) {
+    try {
+      ckpt->wait();
+    } catch (const mcx::Error& e) {
+      std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
+    }
+  }
+  size_t artifact_bytes = 0;
+  if (!cfg.export_path.empty() && mcx::process_index() == where->live.processes.front()) {
+    artifact_bytes = fashion::export_classifier(state.params, model.predict, cfg.export_path);
+    std::printf("%s: exported the classifier (u8[b,28,28] -> i32[b]) to %s, %zu bytes\n", kTool,
+                cfg.export_path.c_str(), artifact_bytes);
+  }
+  std::printf("%s: summary: test acc %.4f on %lld held-out images; %lld steps; last epoch %.1f s; %lld process "
+              "failure%s survived%s%s; batch order digest %016llx; parameters digest %016llx\n",
+              kTool, acc, static_cast<long long>(tested), static_cast<long long>(state.steps), last_epoch_secs,
+              static_cast<long long>(failures), failures == 1 ? "" : "s",
+              lost.empty() ? "" : " (lost {", lost.empty() ? "" : (absl::StrJoin(lost, ",") + "})").c_str(),
+              static_cast<unsigned long long>(order_digest),
+              static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
   const int status = digits::finish(kTool, acc, cfg.min_accuracy, true);
-  if (distributed) mcx::distributed::shutdown();
+  std::fflush(stdout);
+  // Leave without the shutdown of a full job: a process that died never reaches it.
+  if (distributed) std::_Exit(status);
   return status;
 }
 
@@ -158,22 +367,31 @@ int run(const Config& cfg) {
 
 int main(int argc, char** argv) {
   Config cfg;
-  CLI::App app{"Trains an MLP on Fashion-MNIST, data parallel, fed by the mcx/data loader."};
+  CLI::App app{"Trains an MLP or a CNN on Fashion-MNIST, data parallel, fed by the mcx/data loader."};
   app.add_option("--data", cfg.data, "directory of the four gzipped IDX files");
+  app.add_option("--model", cfg.model, "mlp (784-512-512-10) or cnn (two 3x3 convolutions, max pooling, dense 128)")
+      ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", cfg.epochs, "epochs")->check(CLI::PositiveNumber);
-  app.add_option("--steps", cfg.steps, "stop after this many steps (0: run every epoch)");
-  app.add_option("--batch", cfg.batch, "global batch size (a multiple of the device count)")->check(CLI::PositiveNumber);
+  app.add_option("--steps", cfg.steps, "stop after this many steps in all (0: run every epoch)");
+  app.add_option("--batch", cfg.batch, "global batch size (a multiple of the live device count)")->check(CLI::PositiveNumber);
   app.add_option("--lr", cfg.lr, "Adam learning rate");
   app.add_option("--seed", cfg.seed, "seed of the initial model and of the loader's order");
   app.add_option("--devices", cfg.devices, "virtual CPU devices per process (mcx-run's --cpu-devices wins)");
   app.add_option("--threads", cfg.threads, "CPU kernel threads (0: default)");
-  app.add_option("--min-accuracy", cfg.min_accuracy, "exit 1 below this test accuracy");
+  app.add_option("--min-accuracy", cfg.min_accuracy, "exit 1 below this held-out accuracy");
   app.add_flag("--skip-if-missing", cfg.skip_if_missing, "exit 77 (skipped) when the data is absent");
+  app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
+                 "save a checkpoint (state + loader position) at each epoch's end and on preemption");
+  app.add_flag("--resume", cfg.resume, "continue from the newest checkpoint in --checkpoint-dir, when there is one");
+  app.add_option("--kill-process", cfg.kill_process, "failure injection: this process kills itself (SIGKILL) ...");
+  app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step");
+  app.add_option("--export", cfg.export_path, "write the trained classifier as an mcx artifact (symbolic batch)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kTool, e.what());
+    std::fflush(stderr);
     return 2;
   }
 }

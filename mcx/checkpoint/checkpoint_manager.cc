@@ -1,16 +1,20 @@
 #include "mcx/checkpoint/checkpoint_manager.h"
 
+#include <algorithm>
 #include <exception>
+#include <functional>
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mcx/checkpoint/files.h"
 #include "mcx/checkpoint/parallel.h"
 #include "mcx/checkpoint/restore.h"
 #include "mcx/checkpoint/save.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
 
 namespace mcx::checkpoint {
@@ -24,6 +28,22 @@ std::string absolute_root(const std::string& root) {
   std::string s = p.lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
+}
+
+// Every shard's writer (the lowest device holding it) must belong to a participant of the save.
+absl::Status check_writers(const std::vector<PlannedLeaf>& plan, const std::vector<int>& processes) {
+  if (processes.empty()) return absl::OkStatus();
+  for (const PlannedLeaf& leaf : plan) {
+    for (const PlannedShard& shard : leaf.shards) {
+      if (!std::binary_search(processes.begin(), processes.end(), shard.owner.process_index)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "[checkpoint] leaf '", leaf.path, "': expected every shard on a process taking part in the save (",
+            absl::StrJoin(processes, ","), "), found the box ", shard.box.to_string(), " only on ",
+            shard.owner.to_string(), " of process ", shard.owner.process_index));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -53,24 +73,48 @@ absl::Status CheckpointManager::join_writer() {
 
 void CheckpointManager::wait() { throw_if_error(join_writer()); }
 
+void CheckpointManager::set_processes(std::vector<int> processes) {
+  const int me = process_index(), count = process_count();
+  std::string listed;
+  for (size_t i = 0; i < processes.size(); ++i) {
+    absl::StrAppend(&listed, i == 0 ? "" : ",", processes[i]);
+  }
+  const bool ascending = std::adjacent_find(processes.begin(), processes.end(), std::greater_equal<int>()) ==
+                         processes.end();
+  const bool in_range = processes.empty() || (processes.front() >= 0 && processes.back() < count);
+  if (!ascending || !in_range) {
+    throw InvalidArgument(absl::StrCat("[checkpoint] set_processes: expected ascending distinct process indices in [0, ",
+                                       count, "), found {", listed, "}"));
+  }
+  if (!processes.empty() && !std::binary_search(processes.begin(), processes.end(), me)) {
+    throw InvalidArgument(absl::StrCat("[checkpoint] set_processes: expected a list naming this process (", me,
+                                       "), found {", listed, "}"));
+  }
+  throw_if_error(join_writer());
+  processes_ = std::move(processes);
+}
+
 void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std::vector<Array>& leaves,
                                     std::string_view metadata_json, bool async) {
   throw_if_error(join_writer());
   absl::StatusOr<SaveJob> prepared = prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async);
   SaveJob job;
-  if (prepared.ok()) {
+  absl::Status ready = prepared.status();
+  if (ready.ok()) {
     job = *std::move(prepared);
+    ready = check_writers(job.plan, processes_);
   } else {
     job.root = root_;
     job.step = step;
   }
-  job.seq = seq_++;  // counted on every process, failed or not, so the next save's KV keys agree
+  job.seq = seq_++;  // counted on every participant, failed or not, so the next save's KV keys agree
+  job.processes = processes_;
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
   job.threads = async ? 1 : io_threads(options_.io_threads);  // the background write: one thread (header)
   // A failed preparation still runs the protocol (on this thread), so the other processes fail at once.
-  if (!async || !prepared.ok()) {
-    throw_if_error(run_save(job, prepared.status()));
+  if (!async || !ready.ok()) {
+    throw_if_error(run_save(job, ready));
     return;
   }
   writer_ = std::thread([this, job = std::move(job), idle = options_.background_idle]() {

@@ -11,8 +11,8 @@
 // Every process of the job constructs a manager on the same root (a directory all processes see, e.g. a
 // shared file system) and calls save / save_async with the same steps and tree structures in the same order
 // (like collectives); each writes only the shards it owns (a distinct index box is written once, by the
-// lowest device holding it). Process 0 assembles the manifest and commits (docs/checkpoint.md, "Commit
-// protocol"). Restore needs no agreement: each process reads only the bytes its addressable shards need.
+// lowest device holding it). Process 0 (the lowest participant, see set_processes) assembles the manifest and
+// commits (docs/checkpoint.md, "Commit protocol"). Restore needs no agreement: each process reads only the bytes its addressable shards need.
 // Without distributed::initialize() everything is local to the one process.
 //
 // Blocking and deadlines: save blocks until the step is committed on every process; the waits on other
@@ -112,6 +112,14 @@ class CheckpointManager {
   // Joins the background write; throws its error (once).
   void wait();
 
+  // The processes that take part in the following saves: ascending, this process among them; empty (the
+  // default) means every process of the job. After a process failure the survivors of a recoverable job
+  // (mcx::with_live_devices) call it with the live processes, in the same order of saves, and keep saving
+  // trees that live on their devices only (a shard whose writer is another process is InvalidArgument). The
+  // lowest listed process commits. Joins a running save_async first. InvalidArgument for a list that is not
+  // ascending, names a process outside the job, or leaves this process out.
+  void set_processes(std::vector<int> processes);
+
   // Committed steps (directories with a commit marker), ascending; partial saves are not listed.
   std::vector<int64_t> all_steps() const;
   std::optional<int64_t> latest_step() const;
@@ -141,7 +149,8 @@ class CheckpointManager {
 
   std::string root_;
   CheckpointOptions options_;
-  int64_t seq_ = 0;  // saves started, the same on every process
+  int64_t seq_ = 0;  // saves started, the same on every participant
+  std::vector<int> processes_;  // set_processes; empty: every process
   std::thread writer_;
   Mutex mu_;
   absl::Status writer_status_ ABSL_GUARDED_BY(mu_);

@@ -74,12 +74,12 @@ absl::Status write_owned(const SaveJob& job, const std::string& dir, int process
   return fsync_dir(dir);
 }
 
-// Leader, after every process wrote: the manifest from the fragments, the commit marker, the rename.
-absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process_count) {
+// Leader, after every participant wrote: the manifest from their fragments, the commit marker, the rename.
+absl::Status commit(const SaveJob& job, const std::string& tmp_name, const std::vector<int>& writers) {
   const std::string dir = job.root + "/" + tmp_name;
   Manifest m;
   m.step = job.step;
-  m.process_count = process_count;
+  m.process_count = process_count();
   m.metadata_json = job.metadata_json;
   m.tree = job.tree;
   for (size_t i = 0; i < job.plan.size(); ++i) {
@@ -96,7 +96,7 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process
     }
     m.leaves.push_back(std::move(l));
   }
-  for (int p = 0; p < process_count; ++p) {
+  for (int p : writers) {
     const std::string path = dir + "/" + fragment_file_name(p);
     MCX_ASSIGN_OR_RETURN(std::string text, read_file(path));
     MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, fragment_from_json(text, path));
@@ -106,7 +106,7 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process
           m.leaves[e.leaf].shards[e.shard].process != p) {
         return absl::FailedPreconditionError(absl::StrCat(
             "[checkpoint] process ", p, " wrote shard ", e.shard, " of leaf ", e.leaf,
-            ", which process 0's plan does not give it: did the processes save different trees or shardings?"));
+            ", which the leader's plan does not give it: did the processes save different trees or shardings?"));
       }
       ShardRecord& r = m.leaves[e.leaf].shards[e.shard];
       r.bytes = e.bytes;
@@ -124,7 +124,7 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, int process
   }
   const std::string manifest = manifest_to_json(m);
   MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + std::string(kManifestFile), manifest));
-  for (int p = 0; p < process_count; ++p) {
+  for (int p : writers) {
     const std::string path = dir + "/" + fragment_file_name(p);
     if (std::remove(path.c_str()) != 0) return io_error("remove", path);
   }
@@ -168,7 +168,7 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
 }
 
 absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
-  SaveSync sync(kv_prefix(job, job.seq), job.timeout);
+  SaveSync sync(kv_prefix(job, job.seq), job.timeout, job.processes);
   const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
   absl::StatusOr<std::string> tmp = sync.share_from_leader(
       "dir", !sync.is_leader() ? absl::StatusOr<std::string>("")
@@ -177,7 +177,7 @@ absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
   const std::string expected_prefix = step_dir_name(job.step) + ".tmp-";
   absl::Status written = prepared;  // a failure before writing is published as this process's outcome
   if (written.ok() && tmp->rfind(expected_prefix, 0) != 0) {
-    written = absl::FailedPreconditionError(absl::StrCat(who, "process 0 saves into '", *tmp,
+    written = absl::FailedPreconditionError(absl::StrCat(who, "process ", sync.leader(), " saves into '", *tmp,
                                                          "'; expected a directory for this step: every process "
                                                          "must save the same steps in the same order"));
   } else if (written.ok()) {
@@ -190,7 +190,7 @@ absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
   MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
   absl::StatusOr<std::string> committed("");
   if (sync.is_leader()) {
-    absl::Status s = commit(job, *tmp, sync.process_count());
+    absl::Status s = commit(job, *tmp, sync.participants());
     if (s.ok()) s = retain(job);
     if (s.ok() && job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1));
     committed = s.ok() ? absl::StatusOr<std::string>("") : s;

@@ -16,7 +16,8 @@ namespace mcx::checkpoint {
 struct SaveJob {
   std::string root;  // absolute
   int64_t step = 0;
-  int64_t seq = 0;  // the manager's save counter (the same on every process)
+  int64_t seq = 0;  // the manager's save counter (the same on every participant)
+  std::vector<int> processes;  // the participants (CheckpointManager::set_processes); empty: every process
   int max_to_keep = 0;
   absl::Duration timeout;
   int threads = 1;  // for writing and hashing the owned shards (parallel.h)

@@ -30,11 +30,17 @@ absl::StatusOr<std::string> decode(const std::string& s, int from) {
 
 }  // namespace
 
-SaveSync::SaveSync(std::string prefix, absl::Duration timeout) : prefix_(std::move(prefix)), timeout_(timeout) {
+SaveSync::SaveSync(std::string prefix, absl::Duration timeout, const std::vector<int>& processes)
+    : prefix_(std::move(prefix)), timeout_(timeout) {
   if (distributed::is_initialized() && mcx::process_count() > 1) {
-    agent_ = distributed::agent();
     process_ = mcx::process_index();
-    count_ = mcx::process_count();
+    if (processes.empty()) {
+      participants_.clear();
+      for (int p = 0; p < mcx::process_count(); ++p) participants_.push_back(p);
+    } else {
+      participants_ = processes;
+    }
+    if (participants_.size() > 1) agent_ = distributed::agent();
   }
 }
 
@@ -53,10 +59,10 @@ absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
   absl::StatusOr<std::string> got = agent_->kv_get(key, timeout_);
   if (!got.ok()) {
     return absl::Status(got.status().code(),
-                        absl::StrCat("[checkpoint] waited ", absl::FormatDuration(timeout_), " for process 0's '",
-                                     name, "': ", got.status().message()));
+                        absl::StrCat("[checkpoint] waited ", absl::FormatDuration(timeout_), " for process ",
+                                     leader(), "'s '", name, "': ", got.status().message()));
   }
-  return decode(*got, 0);
+  return decode(*got, leader());
 }
 
 absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine) {
@@ -65,12 +71,12 @@ absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine)
   absl::StatusOr<std::string> mine_or = mine.ok() ? absl::StatusOr<std::string>("") : mine;
   absl::Status s = agent_->kv_set(absl::StrCat(dir, "/", process_), encode(mine_or));
   if (!s.ok()) return s;
-  s = agent_->barrier(dir, timeout_);
+  s = agent_->barrier(dir, timeout_, std::vector<distributed::TaskId>(participants_.begin(), participants_.end()));
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("[checkpoint] not every process reached '", name, "' within ",
                                                absl::FormatDuration(timeout_), ": ", s.message()));
   }
-  for (int p = 0; p < count_; ++p) {
+  for (int p : participants_) {
     absl::StatusOr<std::string> v = agent_->kv_get(absl::StrCat(dir, "/", p), timeout_);
     if (!v.ok()) return v.status();
     absl::StatusOr<std::string> outcome = decode(*v, p);

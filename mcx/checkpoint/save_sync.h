@@ -2,10 +2,13 @@
 // protocol"). In a process that did not call distributed::initialize(), or in a one-process job, every step is
 // local and nothing blocks.
 //
-//   share_from_leader: process 0 publishes a value or its error under <prefix>/<name>; the others wait for it
+// The participants are the listed processes (every process of the job when the list is empty); the leader is
+// the lowest of them.
+//
+//   share_from_leader: the leader publishes a value or its error under <prefix>/<name>; the others wait for it
 //                      (kv_get with the timeout).
-//   all_ok:            every process publishes its outcome, then a barrier (with the timeout); the result is the
-//                      first failure of any process ("process 2: ..."), identical on every process.
+//   all_ok:            every participant publishes its outcome, then a barrier over the participants (with the
+//                      timeout); the result is the first failure of any ("process 2: ..."), identical on each.
 //
 // Errors: the leader's or another process's error (its code kept, message prefixed with the process), or
 // DeadlineExceeded / the barrier's error when a process does not arrive in time.
@@ -14,6 +17,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -26,12 +30,14 @@ namespace mcx::checkpoint {
 
 class SaveSync {
  public:
-  // prefix: a KV directory unique to this save on every process (e.g. "mcx/checkpoint/<root tag>/<seq>").
-  SaveSync(std::string prefix, absl::Duration timeout);
+  // prefix: a KV directory unique to this save on every participant (e.g. "mcx/checkpoint/<root tag>/<seq>").
+  // processes: the participants, ascending, this process among them (checked by the manager); empty: all.
+  SaveSync(std::string prefix, absl::Duration timeout, const std::vector<int>& processes = {});
 
-  bool is_leader() const { return process_ == 0; }
+  bool is_leader() const { return process_ == participants_.front(); }
+  int leader() const { return participants_.front(); }
   int process() const { return process_; }
-  int process_count() const { return count_; }
+  const std::vector<int>& participants() const { return participants_; }
 
   absl::StatusOr<std::string> share_from_leader(const std::string& name, const absl::StatusOr<std::string>& value);
   absl::Status all_ok(const std::string& name, const absl::Status& mine);
@@ -43,7 +49,7 @@ class SaveSync {
   absl::Duration timeout_;
   distributed::CoordinationAgent* agent_ = nullptr;  // null: one process
   int process_ = 0;
-  int count_ = 1;
+  std::vector<int> participants_ = {0};
 };
 
 }  // namespace mcx::checkpoint
