@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# check_job.sh MODE ...: end-to-end checks of train_fashion_mnist --model cnn (short runs of 40 steps).
+#   check_job.sh resume TRAIN SERVE_MODEL MCX_EXPORT DATA_DIR
+#     A run stopped after 20 steps (checkpoint) and resumed to 40 ends on the same batch order and the same
+#     parameters, bit for bit, as a run of 40 steps never interrupted; its exported artifact classifies the
+#     held-out set in serve_model with the accuracy the job printed, and `mcx-export run` serves it on .npy
+#     batches of two sizes with the same classes for the same images.
+#   check_job.sh kill MCX_RUN TRAIN DATA_DIR
+#     2 processes x 2 devices under `mcx-run --recoverable`; process 1 kills itself (SIGKILL) at step 15. Process 0
+#     carries on over its own 2 devices, reads exactly the batches an uninterrupted run reads (same batch order
+#     digest), commits the final checkpoint alone, and exports the classifier.
+# Exits 77 (skipped) when DATA_DIR has no Fashion-MNIST (scripts/fetch-fashion-mnist.sh).
+set -uo pipefail
+mode=$1
+shift
+fail() { echo "check_job.sh: FAILED: $*" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+field() { sed -n "s/.*$1 \([0-9a-f.]*\).*/\1/p" "$2" | tail -1; }  # the value after a label in the summary
+
+case "$mode" in
+  resume)
+    train=$1 serve=$2 mcx_export=$3 data=$4
+    [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+    common=(--model cnn --data "$data" --devices 2 --threads 2 --min-accuracy 0.6)
+    "$train" "${common[@]}" --steps 40 --export "$tmp/straight.mcx" > "$tmp/straight.log" 2>&1 || { cat "$tmp/straight.log"; fail "the uninterrupted run"; }
+    "$train" "${common[@]}" --steps 20 --checkpoint-dir "$tmp/ckpt" > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; fail "the first half"; }
+    [ -f "$tmp/ckpt/20/COMMIT" ] || fail "no committed checkpoint of step 20"
+    "$train" "${common[@]}" --steps 40 --checkpoint-dir "$tmp/ckpt" --resume --export "$tmp/model.mcx" > "$tmp/resumed.log" 2>&1 || { cat "$tmp/resumed.log"; fail "the resumed run"; }
+    cat "$tmp/resumed.log"
+    grep -q "resuming from .* step 20 " "$tmp/resumed.log" || fail "the second run did not resume from step 20"
+    for what in "batch order digest" "parameters digest" "test acc"; do
+      a=$(field "$what" "$tmp/straight.log") b=$(field "$what" "$tmp/resumed.log")
+      [ -n "$a" ] && [ "$a" = "$b" ] || fail "$what: uninterrupted '$a', stopped and resumed '$b'"
+    done
+    acc=$(field "test acc" "$tmp/resumed.log")
+    "$serve" --artifact "$tmp/model.mcx" --images "$data/t10k-images-idx3-ubyte.gz" \
+      --labels "$data/t10k-labels-idx1-ubyte.gz" --batch 768 > "$tmp/serve.log" 2>&1 || { cat "$tmp/serve.log"; fail "serve_model"; }
+    cat "$tmp/serve.log"
+    served=$(field "accuracy" "$tmp/serve.log")
+    [ "$served" = "$acc" ] || fail "serve_model's accuracy $served is not the job's $acc"
+    /usr/bin/python3 - "$data/t10k-images-idx3-ubyte.gz" "$tmp" <<'PY' || fail "writing the .npy batches"
+import gzip, sys, numpy as np
+raw = gzip.open(sys.argv[1]).read()
+images = np.frombuffer(raw, dtype=np.uint8, offset=16).reshape(-1, 28, 28)
+np.save(sys.argv[2] + "/few.npy", images[:7])
+np.save(sys.argv[2] + "/many.npy", images[:1000])
+PY
+    for n in few many; do
+      "$mcx_export" run "$tmp/model.mcx" --in "$tmp/$n.npy" --out-dir "$tmp/$n" > /dev/null || fail "mcx-export run on $n.npy"
+    done
+    /usr/bin/python3 - "$tmp" <<'PY' || fail "mcx-export run's outputs"
+import sys, numpy as np
+few, many = np.load(sys.argv[1] + "/few/out_0.npy"), np.load(sys.argv[1] + "/many/out_0.npy")
+assert few.shape == (7,) and many.shape == (1000,), (few.shape, many.shape)
+assert ((many >= 0) & (many <= 9)).all() and (few == many[:7]).all(), (few, many[:7])
+print("check_job.sh: mcx-export run classified batches of 7 and 1000 images consistently")
+PY
+    echo "check_job.sh: OK: resumed run equals the uninterrupted one; served accuracy $served" ;;
+  kill)
+    mcx_run=$1 train=$2 data=$3
+    [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+    common=(--model cnn --data "$data" --steps 40 --min-accuracy 0.6)
+    "$train" "${common[@]}" --devices 2 --threads 2 > "$tmp/straight.log" 2>&1 || { cat "$tmp/straight.log"; fail "the uninterrupted run"; }
+    "$mcx_run" -n 2 --cpu-devices 2 --recoverable --timeout 150 -- "$train" "${common[@]}" --threads 1 \
+      --checkpoint-dir "$tmp/ckpt" --kill-process 1 --at-step 15 --export "$tmp/model.mcx" > "$tmp/job.log" 2>&1
+    rc=$?
+    cat "$tmp/job.log"
+    [ $rc -eq 0 ] || fail "mcx-run exited $rc"
+    grep -q "^\[p1\] .*process 1 kills itself at step 15" "$tmp/job.log" || fail "process 1 did not kill itself"
+    grep -q "^\[p0\] .*process 1 is gone .*retrying step 15" "$tmp/job.log" || fail "process 0 did not retry step 15"
+    grep -q "^\[p0\] .*live processes {0} .*the loader resumes at step 15 " "$tmp/job.log" || fail "no loader restart on {0}"
+    grep -q "^\[p0\] .*1 process failure survived (lost {1})" "$tmp/job.log" || fail "process 0's summary"
+    a=$(field "batch order digest" "$tmp/straight.log") b=$(grep "^\[p0\]" "$tmp/job.log" | sed -n "s/.*batch order digest \([0-9a-f]*\).*/\1/p")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "batch order: uninterrupted '$a', with the failure '$b' (an example lost or read twice)"
+    [ -f "$tmp/ckpt/40/COMMIT" ] || fail "the survivor did not commit the checkpoint of step 40"
+    [ -s "$tmp/model.mcx" ] || fail "no artifact"
+    echo "check_job.sh: OK: the survivor carried on over the same batches ($b) and checkpointed alone" ;;
+  *) echo "check_job.sh: unknown mode '$mode' (resume|kill)" >&2; exit 2 ;;
+esac
