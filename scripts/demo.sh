@@ -1,17 +1,48 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, fetches the digits data and trains the digits MLP (the demo): once on one
-# device, then data-parallel over a ("data",) mesh of 4 virtual CPU devices, then the same mesh spread over 2
-# processes (2 devices each) launched by mcx-run, with the gradient all-reduce crossing processes.
+# The demo (the README's first command): installs the dependencies, builds mcx, fetches Fashion-MNIST, then runs
+# the main job end to end on this host:
+#   1. a CNN trained data-parallel over 2 processes x 2 CPU devices (mcx-run), each process loading only its
+#      rows of every global batch; process 1 is killed (SIGKILL) mid-epoch and process 0 carries on over its own
+#      devices from the same batch, checkpointing (parameters, Adam moments, loader position) every epoch;
+#   2. a second run of the same command resumes from the newest checkpoint with both processes back, trains the
+#      last epoch and exports the classifier with a symbolic batch;
+#   3. examples/serve_model, a C++ program with no model code, classifies the test set from the artifact alone.
+# It ends on a summary. After the build the runs take about 3-4 minutes on 2 cores. Flags after the script's
+# name go to both training runs (e.g. --threads 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-bash scripts/fetch-digits.sh
-"${MCX_BUILD_DIR:-build}"/examples/train_digits/train_digits --data data/digits.csv.gz "$@"
+bash scripts/fetch-fashion-mnist.sh
+build=${MCX_BUILD_DIR:-build}
+run=runs/demo
+rm -rf "$run"
+mkdir -p "$run"
+epochs=4
+train=("$build/examples/train_fashion_mnist/train_fashion_mnist" --model cnn --epochs "$epochs" --threads 1
+       --checkpoint-dir "$run/checkpoints" --min-accuracy 0)
+
+echo "== 1. CNN over 2 processes x 2 devices; process 1 is killed at step 600 (epoch 2), process 0 carries on =="
+"$build"/bin/mcx-run -n 2 --cpu-devices 2 --recoverable -- "${train[@]}" --steps $((468 * (epochs - 1))) \
+  --kill-process 1 --at-step 600 "$@" 2>&1 | grep --line-buffered -v '^\[coord\]' | tee "$run/first.log"
 echo
-echo "== the same model, data-parallel over 4 CPU devices =="
-"${MCX_BUILD_DIR:-build}"/examples/data_parallel_digits/data_parallel_digits --data data/digits.csv.gz --devices 4
+echo "== 2. the same job again: resumes from the newest checkpoint, trains the last epoch, exports the model =="
+"$build"/bin/mcx-run -n 2 --cpu-devices 2 --recoverable -- "${train[@]}" --resume --export "$run/model.mcx" "$@" \
+  2>&1 | grep --line-buffered -v '^\[coord\]' | tee "$run/second.log"
 echo
-echo "== the same model, data-parallel over 2 processes x 2 CPU devices (mcx-run) =="
-"${MCX_BUILD_DIR:-build}"/bin/mcx-run -n 2 --cpu-devices 2 -- \
-  "${MCX_BUILD_DIR:-build}"/examples/data_parallel_digits/data_parallel_digits --data data/digits.csv.gz
+echo "== 3. serve_model: the test set classified from the artifact alone =="
+"$build"/examples/serve_model/serve_model --artifact "$run/model.mcx" \
+  --images data/fashion-mnist/t10k-images-idx3-ubyte.gz --labels data/fashion-mnist/t10k-labels-idx1-ubyte.gz \
+  | tee "$run/serve.log"
+
+value() { sed -n "s/.*$1 \([0-9.]*\).*/\1/p" "$2" | tail -1; }
+echo
+echo "== summary =="
+echo "held-out accuracy after $epochs epochs:  $(value 'test acc' "$run/second.log") (job)," \
+     "$(value accuracy "$run/serve.log") (served from the artifact)"
+echo "epoch time:                        $(grep '^\[p0\] train_fashion_mnist epoch' "$run/first.log" | head -1 |
+                                             sed -n 's/.*  \([0-9.]* s\)  [0-9]* devices.*/\1/p') (first epoch, 4 devices)"
+grep -q "process failure survived (lost {1})" "$run/first.log" &&
+  echo "failure survived:                  process 1 killed at step 600; process 0 carried on from step 600"
+echo "checkpoints:                       $(ls "$run/checkpoints" | tr '\n' ' ')(in $run/checkpoints)"
+echo "artifact:                          $run/model.mcx, $(stat -c %s "$run/model.mcx") bytes"

@@ -24,8 +24,9 @@ using LossFn = std::function<mcx::Array(const mcx::Tree&, const mcx::Array&, con
 
 // The jitted step on `mesh` (a 1-d mesh with axis "data"): parameters, moments and t replicated, x and y split
 // by rows. donate: the old parameters and moments are dead after the step (a program that may retry a step
-// after a failure keeps them: donate = false).
+// after a failure keeps them: donate = false). decay_steps > 0: the learning rate follows a cosine from lr at
+// step 1 down to 0 after step decay_steps (lr * (1 + cos(pi * min((t - 1) / decay_steps, 1))) / 2); 0: constant.
 StepFn jit_data_parallel_step(const mcx::Mesh& mesh, double lr, bool donate, const std::string& name = "dp_step",
-                              LossFn loss_fn = nullptr);
+                              LossFn loss_fn = nullptr, int64_t decay_steps = 0);
 
 }  // namespace digits

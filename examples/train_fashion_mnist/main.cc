@@ -83,6 +83,8 @@ struct Config {
   int kill_process = -1;  // failure injection: this process kills itself (SIGKILL) ...
   int64_t at_step = -1;   // ... when it starts this (1-based) step (only its first incarnation)
   std::string export_path;
+  std::string schedule = "cosine";  // cosine (to 0 over --epochs) | constant
+  int measure_allreduce = 0;  // > 0: time this many all-reduces of a gradient-sized tree at the end
 };
 
 // The model being trained: its parameters, loss and prediction.
@@ -205,10 +207,11 @@ int run(const Config& cfg) {
       std::printf("%s: --resume: no checkpoint in %s; starting from step 0\n", kTool, cfg.checkpoint_dir.c_str());
     }
   }
-  std::printf("%s: %d process%s x %d devices per process (process %d), %lld train examples, %s, Adam lr %g, "
+  std::printf("%s: %d process%s x %d devices per process (process %d), %lld train examples, %s, Adam lr %g (%s), "
               "global batch %d, %lld steps per epoch, %lld steps\n",
               kTool, mcx::process_count(), mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(),
-              mcx::process_index(), static_cast<long long>(examples), model.description.c_str(), cfg.lr, cfg.batch,
+              mcx::process_index(), static_cast<long long>(examples), model.description.c_str(), cfg.lr,
+              cfg.schedule.c_str(), cfg.batch,
               static_cast<long long>(per_epoch), static_cast<long long>(total_steps));
   std::fflush(stdout);
 
@@ -224,7 +227,8 @@ int run(const Config& cfg) {
                                  " live devices, found " + std::to_string(cfg.batch));
     }
     Placement p{live, mcx::make_mesh({n}, {"data"}, live.devices), nullptr, nullptr};
-    p.step = digits::jit_data_parallel_step(p.mesh, cfg.lr, /*donate=*/false, "fashion_step", model.loss);
+    p.step = digits::jit_data_parallel_step(p.mesh, cfg.lr, /*donate=*/false, "fashion_step", model.loss,
+                                            cfg.schedule == "cosine" ? per_epoch * cfg.epochs : 0);
     p.train = std::make_unique<data::DataLoader>(
         fashion::fashion_fields(cfg.data, "train", p.mesh),
         data::LoaderOptions{.global_batch = cfg.batch, .seed = cfg.seed, .num_epochs = cfg.epochs, .name = "train"});
@@ -269,10 +273,12 @@ int run(const Config& cfg) {
   struct StepOutcome {
     TrainState state;
     double loss = 0;
-    double data_wait = 0;
-    int64_t epoch = 0, position = 0;  // where the step's batch starts in the global order
+    double data_wait = 0, program = 0;  // seconds waiting for the batch; running the step program
+    int64_t epoch = 0, position = 0;    // where the step's batch starts in the global order
   };
-  double loss_sum = 0, data_wait = 0, acc = 0, last_epoch_secs = 0;
+  // Per epoch: the step's time split into waiting for data, the step program (compute and its all-reduces) and
+  // the rest of the scope (the live-set agreement on exit, placing t).
+  double loss_sum = 0, data_wait = 0, program = 0, scope = 0, acc = 0, last_epoch_secs = 0;
   int64_t tested = 0, epoch_steps = 0;
   auto t_epoch = std::chrono::steady_clock::now();
   auto seconds_since = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -286,16 +292,21 @@ int run(const Config& cfg) {
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
+    const auto t_scope = std::chrono::steady_clock::now();
     StepOutcome next = in_scope([&](const Placement& p) {
       const auto t0 = std::chrono::steady_clock::now();
       std::optional<data::Batch> batch = p.train->next();
       const double waited = seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
       if (!batch) throw mcx::Internal("[train_fashion_mnist] the loader ended before step " + std::to_string(state.steps + 1));
       const Array t = mcx::device_put(mcx::array(static_cast<float>(state.steps + 1)), mcx::NamedSharding(p.mesh, P()));
       auto [params, m, v, loss] = p.step(state.params, state.m, state.v, t, batch->fields[0], batch->fields[1]);
       const double l = loss.item<double>();  // waits for the step inside the scope
-      return StepOutcome{TrainState{params, m, v, state.steps + 1}, l, waited, batch->epoch, batch->position};
+      return StepOutcome{TrainState{params, m, v, state.steps + 1}, l, waited, seconds_since(t1), batch->epoch,
+                         batch->position};
     });
+    scope += seconds_since(t_scope);
+    program += next.program;
     state = std::move(next.state);  // the scope completed on every live process: commit
     order_digest = mix(mix(order_digest, next.epoch), next.position);
     loss_sum += next.loss;
@@ -304,8 +315,7 @@ int run(const Config& cfg) {
     const bool epoch_end = state.steps % per_epoch == 0;
     if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
       if (ckpt != nullptr) {
-        ckpt->save(state.steps, as_tree(state),
-                   metadata_at(state.steps));
+        ckpt->save(state.steps, as_tree(state), metadata_at(state.steps));
       }
       std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
                   ckpt != nullptr ? (", checkpoint saved in " + cfg.checkpoint_dir).c_str() : " (no --checkpoint-dir)");
@@ -317,21 +327,22 @@ int run(const Config& cfg) {
     const double secs = seconds_since(t_epoch);
     test_now();
     last_epoch_secs = secs;
+    const double ms = 1000.0 / static_cast<double>(epoch_steps);
     std::printf("%s epoch %lld%s  loss %.4f  test acc %.4f  %.0f examples/s  waited for data %.2f s (%.1f%%)  "
-                "%.1f s  %zu devices\n",
+                "%.1f s  %zu devices  step %.1f ms = data %.2f + program %.1f + agreement %.2f\n",
                 kTool, static_cast<long long>((state.steps - 1) / per_epoch + 1), epoch_end ? "" : " (partial)",
                 loss_sum / static_cast<double>(epoch_steps), acc, static_cast<double>(epoch_steps * cfg.batch) / secs,
-                data_wait, 100.0 * data_wait / secs, secs, where->live.devices.size());
+                data_wait, 100.0 * data_wait / secs, secs, where->live.devices.size(), scope * ms, data_wait * ms,
+                program * ms, (scope - data_wait - program) * ms);
     std::fflush(stdout);
     if (ckpt != nullptr) {  // each epoch's end, and where the run stops
       try {
-        ckpt->save_async(state.steps, as_tree(state),
-                         metadata_at(state.steps));
+        ckpt->save_async(state.steps, as_tree(state), metadata_at(state.steps));
       } catch (const mcx::Error& e) {  // e.g. the previous save failed when a process died during it
         std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
       }
     }
-    loss_sum = data_wait = 0;
+    loss_sum = data_wait = program = scope = 0;
     epoch_steps = 0;
     t_epoch = std::chrono::steady_clock::now();
   }
@@ -342,6 +353,22 @@ int run(const Config& cfg) {
     } catch (const mcx::Error& e) {
       std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
     }
+  }
+  if (cfg.measure_allreduce > 0) {
+    // The step's collectives alone: each parameter leaf summed over the mesh, as the gradient all-reduce does.
+    const double secs = in_scope([&](const Placement& p) {
+      auto psum_leaf = mcx::shard_map([](const Array& leaf) { return mcx::psum(leaf, "data"); }, p.mesh, {P()}, {P()},
+                                      "allreduce_probe");
+      auto once = [&] {
+        for (const Array& leaf : mcx::tree_leaves(state.params)) (void)psum_leaf(leaf).item<double>();
+      };
+      once();  // compile
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < cfg.measure_allreduce; ++i) once();
+      return seconds_since(t0) / cfg.measure_allreduce;
+    });
+    std::printf("%s: all-reduce of the %zu gradient leaves over %zu devices: %.2f ms per step\n", kTool,
+                mcx::tree_leaves(state.params).size(), where->live.devices.size(), secs * 1000.0);
   }
   size_t artifact_bytes = 0;
   if (!cfg.export_path.empty() && mcx::process_index() == where->live.processes.front()) {
@@ -375,6 +402,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", cfg.steps, "stop after this many steps in all (0: run every epoch)");
   app.add_option("--batch", cfg.batch, "global batch size (a multiple of the live device count)")->check(CLI::PositiveNumber);
   app.add_option("--lr", cfg.lr, "Adam learning rate");
+  app.add_option("--schedule", cfg.schedule, "learning rate: cosine (from --lr down to 0 over --epochs) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--seed", cfg.seed, "seed of the initial model and of the loader's order");
   app.add_option("--devices", cfg.devices, "virtual CPU devices per process (mcx-run's --cpu-devices wins)");
   app.add_option("--threads", cfg.threads, "CPU kernel threads (0: default)");
@@ -385,6 +414,8 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", cfg.resume, "continue from the newest checkpoint in --checkpoint-dir, when there is one");
   app.add_option("--kill-process", cfg.kill_process, "failure injection: this process kills itself (SIGKILL) ...");
   app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step");
+  app.add_option("--measure-allreduce", cfg.measure_allreduce,
+                 "at the end, time this many all-reduces of the gradient leaves (the step's collectives alone)");
   app.add_option("--export", cfg.export_path, "write the trained classifier as an mcx artifact (symbolic batch)");
   CLI11_PARSE(app, argc, argv);
   try {

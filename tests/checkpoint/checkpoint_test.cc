@@ -170,6 +170,28 @@ TEST(Checkpoint, SavingACommittedStepIsAnError) {
   EXPECT_THROW(ckpt.save(4, tree, "[1, 2]"), InvalidArgument);  // metadata must be an object
 }
 
+// set_processes checks its list against the job (one process here: only {} and {0} are valid) and a save with
+// the one participant still commits.
+TEST(Checkpoint, SetProcessesChecksTheList) {
+  TempRoot root;
+  State st;
+  CheckpointManager ckpt(root.path());
+  try {
+    ckpt.set_processes({1});
+    ADD_FAILURE() << "set_processes({1}) in a one-process job did not throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expected ascending distinct process indices in [0, 1), found {1}"));
+  }
+  EXPECT_THROW(ckpt.set_processes({0, 0}), InvalidArgument);
+  EXPECT_THROW(ckpt.set_processes({-1}), InvalidArgument);
+  ckpt.set_processes({0});
+  ckpt.save(1, st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"})));
+  EXPECT_EQ(ckpt.all_steps(), std::vector<int64_t>{1});
+  ckpt.set_processes({});
+  ckpt.save(2, st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"})));
+  st.expect_equal(ckpt.restore(2, st.on(mesh_of({2}, {"x"}), mesh_of({1, 2}, {"x", "y"}))));
+}
+
 TEST(Checkpoint, AsyncSaveCommitsAndSurfacesErrors) {
   TempRoot root;
   State st;
