@@ -8,13 +8,18 @@
 # Prints one JSON line per case: {name, mcx_epoch_s, peer, peer_epoch_s, ratio = peer time / mcx time (= mcx/peer
 # throughput), mcx_test_acc, peer_test_acc}, and train_step_split/2proc: {step_ms, data_ms, program_ms,
 # agreement_ms, allreduce_ms, compute_ms}.
+# `--built DIR` uses the programs already built in DIR (no install, no build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
-bash scripts/install-deps.sh >&2
-bash scripts/fetch-fashion-mnist.sh >&2
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-cmake --build "$build_dir" --target mcx-run mcx-coordinator train_fashion_mnist -j "${MCX_JOBS:-2}" >&2
+if [ "${1:-}" = --built ]; then
+  build_dir=$2
+else
+  build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
+  bash scripts/install-deps.sh >&2
+  bash scripts/fetch-fashion-mnist.sh >&2
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  cmake --build "$build_dir" --target mcx-run mcx-coordinator train_fashion_mnist -j "${MCX_JOBS:-2}" >&2
+fi
 train="$build_dir/examples/train_fashion_mnist/train_fashion_mnist"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

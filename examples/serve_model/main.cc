@@ -2,8 +2,8 @@
 // an artifact needs (the trace and export layers, no model code, no distributed runtime): the program, the
 // weights and the pixel normalisation all come from the artifact that train_fashion_mnist --export wrote.
 //
-//   serve_model --artifact model.mcx --images data/fashion-mnist/t10k-images-idx3-ubyte.gz \
-//               --labels data/fashion-mnist/t10k-labels-idx1-ubyte.gz [--batch 500]
+//   serve_model --artifact model.mcx --images data/fashion-mnist/t10k-images-idx3-ubyte.gz
+//               --labels data/fashion-mnist/t10k-labels-idx1-ubyte.gz [--batch 500]     (one command line)
 //
 // The images are read from an IDX file (gzipped or raw, u8[n, 28, 28]) and fed in batches of --batch (the last one
 // smaller: the artifact's batch dimension is symbolic). Prints the artifact's signature, then "accuracy A on N

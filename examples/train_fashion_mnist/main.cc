@@ -5,8 +5,8 @@
 // process's rows straight onto its devices as a global array split over "data".
 //
 //   train_fashion_mnist --devices 1                              # 10 epochs of the MLP, 1 process x 1 device
-//   mcx-run -n 2 --cpu-devices 2 --recoverable -- train_fashion_mnist --model cnn --epochs 5 \
-//       --checkpoint-dir ckpt --kill-process 1 --at-step 300 --export model.mcx
+//   mcx-run -n 2 --cpu-devices 2 --recoverable -- train_fashion_mnist --model cnn --epochs 5
+//       --checkpoint-dir ckpt --kill-process 1 --at-step 300 --export model.mcx       (one command line)
 //   train_fashion_mnist --steps 30 --min-accuracy 0.6            # a smoke run
 //
 // Every step is one mcx::with_live_devices scope: it completes on every live process or raises on every one.
@@ -360,7 +360,7 @@ int run(const Config& cfg) {
       auto psum_leaf = mcx::shard_map([](const Array& leaf) { return mcx::psum(leaf, "data"); }, p.mesh, {P()}, {P()},
                                       "allreduce_probe");
       auto once = [&] {
-        for (const Array& leaf : mcx::tree_leaves(state.params)) (void)psum_leaf(leaf).item<double>();
+        for (const Array& leaf : mcx::tree_leaves(state.params)) psum_leaf(leaf).block_until_ready();
       };
       once();  // compile
       const auto t0 = std::chrono::steady_clock::now();

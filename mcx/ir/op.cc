@@ -80,6 +80,8 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kShardingConstraint, "sharding_constraint", C::kOther, 1, true, 2},
     {OpKind::kConvGeneralDilated, "conv_general_dilated", C::kOther, 2, true, 3},
     {OpKind::kReduceWindow, "reduce_window", C::kOther, 1, true, 3},
+    {OpKind::kErf, "erf", C::kUnary, 1, true, 4},
+    {OpKind::kArgsort, "argsort", C::kOther, 1, false, 4},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -13,6 +13,7 @@
 // iota                 -                               dtype, shape: dims, dimension: int      dtype[shape]
 // <unary>              x                               -                                       like x
 //   neg abs sign exp log log1p expm1 tanh logistic sqrt rsqrt floor ceil round sin cos not stop_gradient
+//   erf (opset 4: the error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x)
 //   (round: half away from zero; not: logical for bool, bitwise for integers; floor/ceil/round and the
 //    transcendental ops need a floating dtype; abs/neg/sign any numeric)
 // is_finite            x (floating)                    -                                       bool like x
@@ -43,6 +44,9 @@
 //                                                      rhs_contracting: ints
 //   result dims: batch dims (in lhs_batch order), then lhs free dims, then rhs free dims; same dtypes.
 // cumsum               x                               dimension: int, reverse: int (0/1)      like x
+// argsort              x (any non-bool dtype)          dimension: int, descending: int (0/1)   i32 like x
+//   (opset 4: the positions that sort x along `dimension`, stable: equal elements keep their order; NaN
+//    sorts above +inf, so last ascending and first descending; -0 and +0 are equal)
 // take                 x[N, ...], indices (int)[k...]  -                                       [k..., ...]
 //   (rows of x along axis 0; out-of-range indices are clamped as in XLA gather)
 // scatter_add          x[N, ...], indices[k...], updates[k..., ...]   -                        like x
@@ -130,8 +134,8 @@
 namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
-// reduce_window.
-inline constexpr int kOpsetVersion = 3;
+// reduce_window. 4: erf, argsort.
+inline constexpr int kOpsetVersion = 4;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -216,8 +220,11 @@ enum class OpKind : uint16_t {
   // convolution and windowed reductions (opset 3)
   kConvGeneralDilated,
   kReduceWindow,
+  // special functions and sorting (opset 4)
+  kErf,
+  kArgsort,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kReduceWindow) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kArgsort) + 1;
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;

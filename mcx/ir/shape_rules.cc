@@ -105,6 +105,7 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kArgMin: return {"dimension", "index_dtype"};
     case OpKind::kDotGeneral: return {"lhs_batch", "lhs_contracting", "rhs_batch", "rhs_contracting"};
     case OpKind::kCumsum: return {"dimension", "reverse"};
+    case OpKind::kArgsort: return {"dimension", "descending"};
     case OpKind::kAllReduce: return {"group_size", "reduce", "replica_groups"};
     case OpKind::kAllGather: return {"dimension", "group_size", "replica_groups"};
     case OpKind::kReduceScatter: return {"dimension", "group_size", "reduce", "replica_groups"};
@@ -151,6 +152,7 @@ DReq dtype_req(OpKind k) {
     case OpKind::kRound:
     case OpKind::kSin:
     case OpKind::kCos:
+    case OpKind::kErf:
     case OpKind::kIsFinite: return DReq::kFloating;
     case OpKind::kNot:
     case OpKind::kAnd:
@@ -510,6 +512,16 @@ absl::StatusOr<AbstractValue> rule_cumsum(const Rule& r) {
   return x;
 }
 
+absl::StatusOr<AbstractValue> rule_argsort(const Rule& r) {
+  MCX_ASSIGN_OR_RETURN(int64_t dim, r.get_int("dimension"));
+  MCX_ASSIGN_OR_RETURN(int64_t desc, r.get_int("descending"));
+  const AbstractValue& x = r.op(0);
+  if (is_bool(x.dtype)) return r.err("operand must be numeric, found ", x.to_string());
+  MCX_RETURN_IF_ERROR(r.check_axis(dim, x.rank(), "dimension"));
+  if (desc != 0 && desc != 1) return r.err("attribute 'descending' is ", desc, ", expected 0 or 1");
+  return AbstractValue{DType::kInt32, x.shape};
+}
+
 absl::StatusOr<AbstractValue> rule_take(const Rule& r) {
   const AbstractValue& x = r.op(0);
   const AbstractValue& idx = r.op(1);
@@ -582,6 +594,7 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kArgMin: return rule_arg(r);
     case OpKind::kDotGeneral: return rule_dot_general(r);
     case OpKind::kCumsum: return rule_cumsum(r);
+    case OpKind::kArgsort: return rule_argsort(r);
     case OpKind::kTake: return rule_take(r);
     case OpKind::kScatterAdd: return rule_scatter_add(r);
     case OpKind::kThreefry2x32: return rule_threefry(r);

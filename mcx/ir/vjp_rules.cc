@@ -1,6 +1,8 @@
 #include "mcx/ir/vjp_rules.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <numeric>
 
 #include "mcx/core/error.h"
@@ -151,6 +153,9 @@ std::vector<ValueId> unary_rule(E& e, OpKind k, ValueId x, ValueId y, ValueId ct
     case OpKind::kRsqrt: g = e.mul(e.scale(ct, -0.5), e.div(y, x)); break;  // d x^-1/2 = -x^-3/2 / 2
     case OpKind::kSin: g = e.mul(ct, e.un(OpKind::kCos, x)); break;
     case OpKind::kCos: g = e.neg(e.mul(ct, e.un(OpKind::kSin, x))); break;
+    case OpKind::kErf:  // d erf(x) = 2 / sqrt(pi) * exp(-x^2)
+      g = e.mul(e.scale(ct, 2.0 / std::sqrt(std::numbers::pi)), e.un(OpKind::kExp, e.neg(e.mul(x, x))));
+      break;
     case OpKind::kConvert:
       // Only floating -> floating conversions carry cotangents (autodiff marks integer values inactive).
       if (is_floating(e.type(x).dtype)) g = e.b.convert(ct, e.type(x).dtype);

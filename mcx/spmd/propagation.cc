@@ -405,6 +405,11 @@ absl::StatusOr<OpPlan> plan_instr(const ir::Program& global, int index, std::spa
       MCX_RETURN_IF_ERROR(keep_except_listed(c, {dim}, "cumsum scans along it"));
       break;
     }
+    case OpKind::kArgsort: {
+      MCX_ASSIGN_OR_RETURN(int64_t dim, a.get_int("dimension"));
+      MCX_RETURN_IF_ERROR(keep_except_listed(c, {dim}, "argsort sorts along it"));
+      break;
+    }
     case OpKind::kDynamicSlice:
       MCX_RETURN_IF_ERROR(dynamic_slice(c));
       break;

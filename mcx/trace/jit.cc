@@ -10,6 +10,13 @@
 #include "mcx/ir/passes.h"
 
 namespace mcx {
+
+std::string ShapeResult::to_string() const {
+  if (leaves.size() == 1 && tree.kind() == TreeDef::Kind::kLeaf) return leaves[0].to_string();
+  std::string out = "(";
+  for (size_t i = 0; i < leaves.size(); ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", leaves[i].to_string());
+  return out + ")";
+}
 namespace detail {
 
 // std::mutex, not absl::Mutex: Debian's abseil lacks TSAN annotations (see executable_cache.h).

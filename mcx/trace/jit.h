@@ -186,4 +186,33 @@ ir::Program trace(const F& f, const SymbolicScope& scope, const Args&... args) {
   return trace_with(TraceOptions{"main", scope}, f, args...);
 }
 
+// The types of f's results on the given arguments, without running it (jax.eval_shape): f is traced once on
+// abstract values of the arguments' types; nothing is computed, compiled or transferred, and no argument's
+// data is read. Arguments as trace() (AbstractValue leaves, arrays, pytrees, static values; symbolic
+// dimensions allowed, with their constraints in `scope`). Errors: those of tracing f, e.g. InvalidArgument
+// "[matmul] ... (traced in eval_shape of 'main')".
+struct ShapeResult {
+  std::vector<AbstractValue> leaves;  // one per result leaf, in tree_flatten order
+  TreeDef tree;                       // the structure of f's result
+  std::string to_string() const;      // "f32[b,10]" for one leaf, else "(f32[b,10], i32[])"
+};
+template <typename F, typename... Args>
+  requires(detail::TraceableArg<Args> && ...)
+ShapeResult eval_shape_with(const TraceOptions& options, const F& f, const Args&... args) {
+  detail::FlatArgs flat = detail::flatten_args(args...);
+  TreeDef out_tree;
+  TracedFunction t = trace_flat("eval_shape of '" + options.name + "'", options.name, flat.avals, flat.weak,
+                                options.scope, [&](std::span<const Array> tracers) {
+                                  auto [leaves, def] = tree_flatten(detail::call_rebuilt(f, flat, tracers, args...));
+                                  out_tree = std::move(def);
+                                  return leaves;
+                                });
+  return ShapeResult{t.program.result_types(), std::move(out_tree)};
+}
+template <typename F, typename... Args>
+  requires(detail::TraceableArg<Args> && ...)
+ShapeResult eval_shape(const F& f, const Args&... args) {
+  return eval_shape_with(TraceOptions{}, f, args...);
+}
+
 }  // namespace mcx

@@ -72,6 +72,8 @@ Array ceil(const Array& x);
 Array round(const Array& x);  // half away from zero
 Array sin(const Array& x);
 Array cos(const Array& x);
+// The error function (jax.lax.erf); a program using it is exported at opset 4.
+Array erf(const Array& x);
 Array logical_not(const Array& x);  // bool: logical; integers: bitwise
 Array isfinite(const Array& x);
 Array square(const Array& x);
@@ -150,7 +152,7 @@ Array logsumexp(const Array& x, Axes axes = {}, bool keepdims = false);
 Array softmax(const Array& x, Axes axes = -1);
 Array log_softmax(const Array& x, Axes axes = -1);
 Array relu(const Array& x);
-// approximate=true: the tanh approximation; false: the exact erf form (computed via erf approximation).
+// approximate=true: the tanh approximation; false: the exact form 0.5 x (1 + erf(x / sqrt 2)) (jax.nn.gelu).
 Array gelu(const Array& x, bool approximate = true);
 // One-hot encoding of integer indices: result shape indices.shape + [num_classes].
 Array one_hot(const Array& indices, int64_t num_classes, DType dtype = DType::kFloat32);
@@ -239,6 +241,21 @@ Array take(const Array& x, const Array& indices, int axis = 0);
 Array scatter_add(const Array& x, const Array& indices, const Array& updates);
 // take_along_axis-style pick for classification losses: x[..., i] for integer labels of shape x.shape[:-1].
 Array take_along_last(const Array& x, const Array& labels);
+// jnp.take_along_axis: out[..., j, ...] = x[..., indices[..., j, ...], ...] along axis; indices have x's rank
+// and x's shape outside axis (any length along it); out-of-range indices are clamped into the line.
+// Differentiable in x (its gradient scatters back through take).
+Array take_along_axis(const Array& x, const Array& indices, int axis);
+
+// ---- sorting ----------------------------------------------------------------------------------------
+// Stable sorts along axis (jnp.argsort / jnp.sort with stable=True): equal elements keep their order; NaN
+// sorts above every number (last ascending, first descending); -0 and +0 are equal. argsort gives i32
+// positions (a program using it is exported at opset 4); sort is take_along_axis(x, argsort(x)), so its
+// gradient flows to the elements where they were. Bool arrays are refused (convert first).
+Array argsort(const Array& x, int axis = -1, bool descending = false);
+Array sort(const Array& x, int axis = -1, bool descending = false);
+// The k largest elements along the last axis, in descending order, and their positions (jax.lax.top_k; ties
+// go to the lower position). InvalidArgument unless 0 <= k <= the last dimension.
+std::pair<Array, Array> top_k(const Array& x, int64_t k);
 
 // ---- operators --------------------------------------------------------------------------------------
 Array operator+(const Array& x, const Array& y);

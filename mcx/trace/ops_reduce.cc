@@ -105,13 +105,7 @@ Array gelu(const Array& x, bool approximate) {
     const double c = std::sqrt(2.0 / M_PI);
     return 0.5 * xf * (1.0 + tanh(c * (xf + 0.044715 * xf * xf * xf)));
   }
-  // 0.5 x (1 + erf(x / sqrt 2)); erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7).
-  Array z = xf * (1.0 / std::sqrt(2.0));
-  Array az = abs(z);
-  Array t = 1.0 / (1.0 + 0.3275911 * az);
-  Array poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-  Array erf = sign(z) * (1.0 - poly * exp(-(az * az)));
-  return 0.5 * xf * (1.0 + erf);
+  return 0.5 * xf * (1.0 + erf(xf * (1.0 / std::sqrt(2.0))));  // as jax.nn.gelu(approximate=False)
 }
 
 Array one_hot(const Array& indices, int64_t num_classes, DType dtype) {

@@ -30,9 +30,10 @@ TEST(Serialize, EveryOpRoundTrips) {
   auto kinds = kinds_used(p);
   for (ir::OpKind k : kinds_used(ir::testing_programs::spmd_ops_program())) kinds.insert(k);
   for (ir::OpKind k : kinds_used(ir::testing_programs::window_ops_program())) kinds.insert(k);
+  for (ir::OpKind k : kinds_used(ir::testing_programs::special_ops_program())) kinds.insert(k);
   ASSERT_EQ(kinds.size(), static_cast<size_t>(ir::kNumOpKinds))
-      << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip) and window_ops_program (WindowOpsRoundTrip) "
-         "must use every op";
+      << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip), window_ops_program (WindowOpsRoundTrip) and "
+         "special_ops_program (SpecialOpsRoundTrip) must use every op";
   Artifact a = make_artifact(p, "all_ops", 1234);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
@@ -90,6 +91,12 @@ TEST(Serialize, WindowOpsRoundTrip) {
   expect_opset_round_trip(ir::testing_programs::window_ops_program(), 3, "conv_general_dilated");
   EXPECT_EQ(ir::required_opset(all_ops_program()), 1);
   EXPECT_EQ(ir::required_opset(ir::testing_programs::spmd_ops_program()), 2);
+}
+
+// Opset 4: erf; programs without it keep needing the opset they did.
+TEST(Serialize, SpecialOpsRoundTrip) {
+  expect_opset_round_trip(ir::testing_programs::special_ops_program(), 4, "erf");
+  EXPECT_EQ(ir::required_opset(ir::testing_programs::window_ops_program()), 3);
 }
 
 TEST(Serialize, ConstantsOfEveryDtypeKeepTheirBits) {

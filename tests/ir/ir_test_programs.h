@@ -127,6 +127,18 @@ inline Program window_ops_program() {
   return std::move(b).build(out);
 }
 
+// The ops of opset 4 (erf, argsort) on f32, f64 and i32 with a symbolic batch.
+inline Program special_ops_program() {
+  ProgramBuilder b("special_ops", value_or_throw(SymbolicScope::create({"b >= 1"})));
+  ValueId x = b.add_parameter(type_of("f32[b,3]"));
+  ValueId y = b.add_parameter(type_of("f64[2,b]"));
+  ValueId z = b.add_parameter(type_of("i32[b,4]"));
+  return std::move(b).build(
+      {b.emit_or_throw(OpKind::kErf, {x}, {}), b.emit_or_throw(OpKind::kErf, {y}, {}),
+       b.emit_or_throw(OpKind::kArgsort, {x}, {{"dimension", int64_t{1}}, {"descending", int64_t{0}}}),
+       b.emit_or_throw(OpKind::kArgsort, {z}, {{"dimension", int64_t{0}}, {"descending", int64_t{1}}})});
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

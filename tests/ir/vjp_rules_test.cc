@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(
                       UnaryCase{OpKind::kExpm1, -2, 2}, UnaryCase{OpKind::kTanh, -2, 2},
                       UnaryCase{OpKind::kLogistic, -3, 3}, UnaryCase{OpKind::kSqrt, 0.2, 3},
                       UnaryCase{OpKind::kRsqrt, 0.2, 3}, UnaryCase{OpKind::kSin, -3, 3},
-                      UnaryCase{OpKind::kCos, -3, 3},
+                      UnaryCase{OpKind::kCos, -3, 3}, UnaryCase{OpKind::kErf, -2, 2},
                       // Non-differentiable ops: the gradient is zero, as is the finite difference
                       // away from their jumps.
                       UnaryCase{OpKind::kFloor, 0.1, 0.9}, UnaryCase{OpKind::kCeil, 0.1, 0.9},

@@ -172,6 +172,7 @@ double unary_float(OpKind k, double x) {
     case OpKind::kRound: return std::round(x);
     case OpKind::kSin: return std::sin(x);
     case OpKind::kCos: return std::cos(x);
+    case OpKind::kErf: return std::erf(x);
     case OpKind::kStopGradient: return x;
     default: return std::nan("");
   }
@@ -729,6 +730,35 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
           if (x.fl()) accf += x.f[s]; else acci += static_cast<uint64_t>(x.i[s]);
         }
         if (x.fl()) set_d(out, k, accf); else set_i(out, k, static_cast<int64_t>(acci));
+      }
+      return out;
+    }
+    case OpKind::kArgsort: {  // selection by counting: position of element j = how many sort before it
+      MCX_RETURN_IF_ERROR(need(1));
+      const RVal& x = *ops[0];
+      MCX_ASSIGN_OR_RETURN(int64_t dim, in.attrs.get_int("dimension"));
+      MCX_ASSIGN_OR_RETURN(int64_t desc, in.attrs.get_int("descending"));
+      if (dim < 0 || dim >= rank) return err(in, "dimension out of range");
+      auto key = [&](const std::vector<int64_t>& o) {
+        const int64_t s = ravel(o, x.dims);
+        return x.fl() ? x.f[s] : static_cast<double>(x.i[s]);
+      };
+      // a strictly before b in the ascending order (NaN above everything)?
+      auto before = [](double a, double b) { return std::isnan(a) ? false : (std::isnan(b) ? true : a < b); };
+      for (int64_t k = 0; k < out.size(); ++k) {
+        std::vector<int64_t> o = unravel(k, out_dims);
+        const double v = key(o);
+        const int64_t j = o[dim];
+        int64_t pos = 0;
+        for (int64_t t = 0; t < x.dims[dim]; ++t) {
+          o[dim] = t;
+          const double u = key(o);
+          const bool ahead = desc ? before(v, u) : before(u, v);
+          const bool tie = !before(u, v) && !before(v, u);
+          pos += ahead || (tie && t < j);
+        }
+        o[dim] = pos;
+        set_i(out, ravel(o, out_dims), j);
       }
       return out;
     }

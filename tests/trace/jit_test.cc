@@ -200,5 +200,25 @@ TEST(JitTest, TraceWithSymbolicShapesPrintsProgram) {
               HasSubstr("[add] shapes [b,784] and [3] cannot be broadcast: dimension 1 is 784 vs 3"));
 }
 
+// eval_shape: result types and structure (symbolic dims kept) without computing; shape errors name the op and
+// the eval_shape trace.
+TEST(JitTest, EvalShapeGivesTypesAndStructureWithoutComputing) {
+  auto layer = [](const Tree& p, const Array& x) {
+    Array h = matmul(x, p.at("w")) + p.at("b");
+    return std::make_tuple(h, argmax(h, 1), Tree{{"mean", mean(h)}});
+  };
+  Tree params{{"w", zeros(concrete_shape({784, 10}))}, {"b", zeros(concrete_shape({10}))}};
+  AbstractValue x{DType::kFloat32, symbolic_shape("b, 784")};
+  ShapeResult r = eval_shape(layer, params, x);
+  ASSERT_EQ(r.leaves.size(), 3u);
+  EXPECT_EQ(r.to_string(), "(f32[b,10], i32[b], f32[])");
+  EXPECT_EQ(r.tree.kind(), TreeDef::Kind::kTuple);
+  EXPECT_EQ(r.tree.children()[2].keys(), std::vector<std::string>{"mean"});
+  EXPECT_EQ(eval_shape([](const Array& a) { return a * 2; }, ones({2, 3})).to_string(), "f32[2,3]");
+  EXPECT_THAT(error_of([&] { (void)eval_shape([](const Array& a) { return a + ones({3}); }, x); }),
+              HasSubstr("[add] shapes [b,784] and [3] cannot be broadcast: dimension 1 is 784 vs 3 (traced in "
+                        "eval_shape of 'main')"));
+}
+
 }  // namespace
 }  // namespace mcx

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include "gmock/gmock.h"
@@ -45,6 +46,7 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
       {"round", [](const Array& x) { return round(x); }, -3, 3},
       {"sin", [](const Array& x) { return sin(x); }, -3, 3},
       {"cos", [](const Array& x) { return cos(x); }, -3, 3},
+      {"erf", [](const Array& x) { return erf(x); }, -3, 3},
       {"square", [](const Array& x) { return square(x); }, -3, 3},
       {"relu", [](const Array& x) { return relu(x); }, -3, 3},
       {"gelu_tanh", [](const Array& x) { return gelu(x, true); }, -3, 3},
@@ -88,6 +90,12 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
       {"isfinite", [](const Array& x) { return isfinite(log(x)); }, -1, 3},
       {"compare", [](const Array& x) { return logical_and(x > -1, x <= 1); }, -3, 3},
       {"stop_gradient", [](const Array& x) { return stop_gradient(x) * x; }, -3, 3},
+      {"argsort", [](const Array& x) { return argsort(x, 1); }, -3, 3},
+      {"argsort_desc_axis0", [](const Array& x) { return argsort(x, 0, true); }, -3, 3},
+      {"sort", [](const Array& x) { return sort(x, 0); }, -3, 3},
+      {"sort_desc", [](const Array& x) { return sort(x, -1, true); }, -3, 3},
+      {"top_k", [](const Array& x) { return top_k(x, 3).first; }, -3, 3},
+      {"take_along_axis", [](const Array& x) { return take_along_axis(x, argsort(-x, 0), 0) * 2.0; }, -3, 3},
   };
   for (const UnaryCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -101,6 +109,39 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
     EXPECT_EQ(ref[0].abstract_value(), eager.aval());
     expect_allclose(eager, ref[0].to_doubles(), 1e-5, 1e-5, c.name + " eager vs reference");
   }
+}
+
+// Sorting: stability, NaN placement, descending order, top_k's ties and errors, integer keys, gradients (to the
+// elements where they were) and a symbolic batch.
+TEST(OpsTest, SortArgsortAndTopK) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Array x = array<float>({3, nan, -1, 3, 0, -0.0f, 2}, {7});
+  EXPECT_EQ(argsort(x).to_vector<int32_t>(), (std::vector<int32_t>{2, 4, 5, 6, 0, 3, 1}));  // ties keep order
+  EXPECT_EQ(argsort(x, 0, true).to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 3, 6, 4, 5, 2}));
+  std::vector<float> sorted = sort(x).to_vector<float>();
+  EXPECT_TRUE(std::isnan(sorted.back()));
+  EXPECT_EQ(std::vector<float>(sorted.begin(), sorted.end() - 1), (std::vector<float>{-1, 0, -0.0f, 2, 3, 3}));
+  auto [values, positions] = top_k(array<float>({1, 5, 5, 2, 9, 0}, {2, 3}), 2);
+  EXPECT_EQ(values.to_vector<float>(), (std::vector<float>{5, 5, 9, 2}));
+  EXPECT_EQ(positions.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 1, 0}));
+  EXPECT_EQ(sort(array({4, -2, 7, 0}), 0, true).to_vector<int32_t>(), (std::vector<int32_t>{7, 4, 0, -2}));
+  EXPECT_THAT(error_of([&] { (void)top_k(x, 8); }), HasSubstr("[top_k] expected 0 <= k <= 7"));
+  EXPECT_THAT(error_of([&] { (void)argsort(array<bool>({true, false}, {2})); }),
+              HasSubstr("[argsort] expected a numeric array, found bool[2]"));
+  EXPECT_THAT(error_of([&] { (void)take_along_axis(ones({2, 3}), array({0, 1}), 1); }),
+              HasSubstr("[take_along_axis] expected indices of the array's rank 2"));
+  // d/dx sum(sort(x) * w) = w at each element's sorted position.
+  Array v = array<float>({0.5f, -2, 1.5f, 0}, {4});
+  Array w = array<float>({1, 10, 100, 1000}, {4});
+  Array g = grad([&](const Array& a) { return sum(sort(a) * w); })(v);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{100, 1, 1000, 10}));
+  // A symbolic batch: sorting along the static axis traces and runs on two sizes.
+  mcx::ir::Program p = trace([](const Array& a) { return top_k(a, 2).second; },
+                             AbstractValue{DType::kFloat32, symbolic_shape("b, 5")});
+  EXPECT_EQ(p.result_types()[0].to_string(), "i32[b,2]");
+  auto f = jit([](const Array& a) { return sort(a, 1, true); });
+  EXPECT_EQ(f(sample({3, 5}, -1, 1)).dims(), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(f(sample({1, 5}, -1, 1)).dims(), (std::vector<int64_t>{1, 5}));
 }
 
 TEST(OpsTest, BroadcastingAndPromotionTable) {

@@ -103,6 +103,7 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
       case OpKind::kLogistic: return vmath(VFn::kLogistic, x, y, n);
       case OpKind::kSin: return vmath(VFn::kSin, x, y, n);
       case OpKind::kCos: return vmath(VFn::kCos, x, y, n);
+      case OpKind::kErf: return map1(x, y, n, [](T v) { return std::erf(v); });
       case OpKind::kSqrt: return vmath(VFn::kSqrt, x, y, n);
       case OpKind::kRsqrt: return vmath(VFn::kRsqrt, x, y, n);
       case OpKind::kFloor: return map1(x, y, n, [](T v) { return std::floor(v); });

@@ -165,6 +165,11 @@ absl::Status parse_attrs(const ir::Instr& in, Plan::Step& st) {
       MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("reverse"));
       break;
     }
+    case OpKind::kArgsort: {
+      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
+      MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("descending"));
+      break;
+    }
     case OpKind::kConvGeneralDilated: {
       MCX_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(at, in.type.rank()));
       st.conv = std::make_shared<const ConvGeometry>(std::move(g));
@@ -252,6 +257,7 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
     case OpKind::kArgMin: return arg_reduce(in.kind, opv(0), st.i0, st.dtype);
     case OpKind::kDotGeneral: return dot_general(opv(0), opv(1), st.a, st.b, st.c, st.d);
     case OpKind::kCumsum: return cumsum(opv(0), st.i0, st.i1 != 0);
+    case OpKind::kArgsort: return argsort(opv(0), st.i0, st.i1 != 0);
     case OpKind::kConcatenate:
       for (size_t i = 0; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
       return concatenate(rest, st.i0);

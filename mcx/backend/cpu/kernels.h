@@ -20,6 +20,8 @@ Buffer reduce(ir::OpKind kind, const View& x, const std::vector<int64_t>& dims);
 Buffer arg_reduce(ir::OpKind kind, const View& x, int64_t dim, DType index_dtype);
 // Inclusive prefix sum along dim (from the end when reverse).
 Buffer cumsum(const View& x, int64_t dim, bool reverse);
+// Positions (i32) that sort x along dim, stably; NaN sorts above every number (sort.cc).
+Buffer argsort(const View& x, int64_t dim, bool descending);
 
 // dot_general (op.h): float types through cblas (16-bit floats via float), integers by a naive loop.
 Buffer dot_general(const View& lhs, const View& rhs, const std::vector<int64_t>& lhs_batch,

@@ -317,18 +317,9 @@ Buffer arg_reduce(OpKind kind, const View& x, int64_t dim, DType index_dtype) {
 Buffer cumsum(const View& x, int64_t dim, bool reverse) {
   Buffer out = Buffer::uninitialized(x.dtype, x.dims);
   if (out.num_elements() == 0) return out;
-  int64_t k1 = 1, k2 = 1;
-  for (int i = 0; i < x.rank(); ++i) {
-    if (i < dim) k1 *= x.dims[i];
-    if (i > dim) k2 *= x.dims[i];
-  }
-  const int64_t r = x.dims[dim];
-  Buffer holder;
-  View src = x;
-  if (!x.is_contiguous()) {
-    holder = materialize(x);
-    src = view_of(holder);
-  }
+  const Lines lines = lines_along(x, dim);
+  const int64_t k1 = lines.outer, r = lines.length, k2 = lines.inner;
+  const View& src = lines.data;
   constexpr int64_t kCols = 256;
   const int64_t col_blocks = (k2 + kCols - 1) / kCols;
   dispatch_dtype(x.dtype, [&](auto v) {

@@ -180,4 +180,20 @@ Buffer materialize(const View& v) {
   return out;
 }
 
+Lines lines_along(const View& x, int64_t dim) {
+  Lines l;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i < dim) l.outer *= x.dims[i];
+    if (i > dim) l.inner *= x.dims[i];
+  }
+  l.length = x.dims[dim];
+  if (x.is_contiguous()) {
+    l.data = x;
+  } else {
+    l.holder = materialize(x);
+    l.data = view_of(l.holder);  // the buffer's storage does not move when the Lines value does
+  }
+  return l;
+}
+
 }  // namespace mcx::cpu

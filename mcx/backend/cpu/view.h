@@ -39,6 +39,16 @@ void copy_view(const View& src, const View& dst);
 // A new contiguous buffer with the elements of v.
 Buffer materialize(const View& v);
 
+// x as lines along `dim` for the scan and sort kernels: outer x length x inner elements (length = dims[dim]),
+// line (o, i) starting at o * length * inner + i with stride inner, in `data`: x itself when contiguous, else a
+// contiguous copy owned by `holder`.
+struct Lines {
+  int64_t outer = 1, length = 1, inner = 1;
+  View data;
+  Buffer holder;
+};
+Lines lines_along(const View& x, int64_t dim);
+
 // Calls fn(offset_a, offset_b) for each index of dims in row-major order over [begin, end) (linear
 // indices), with offsets computed from two stride vectors. Used by kernels that walk two views at once.
 template <typename F>

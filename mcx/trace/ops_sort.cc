@@ -1,0 +1,97 @@
+// Sorting: argsort (an IR op), and sort, take_along_axis and top_k built on it and on take.
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/trace/dispatch.h"
+#include "mcx/trace/ops.h"
+#include "mcx/trace/ops_util.h"
+
+namespace mcx {
+
+using ir::OpKind;
+
+namespace {
+
+// The permutation that moves `axis` last (and, applied again through its inverse, back).
+std::vector<int64_t> axis_last(int rank, int64_t axis) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis) perm.push_back(d);
+  }
+  perm.push_back(axis);
+  return perm;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+}  // namespace
+
+Array argsort(const Array& x, int axis, bool descending) {
+  if (x.ndim() == 0) throw InvalidArgument("[argsort] expected an array of rank >= 1, found a scalar " + x.aval().to_string());
+  if (x.dtype() == DType::kBool) {
+    throw InvalidArgument("[argsort] expected a numeric array, found " + x.aval().to_string() +
+                          " (convert booleans to an integer dtype first)");
+  }
+  const int64_t a = detail::normalize_axis(axis, x.ndim(), "argsort");
+  return bind(OpKind::kArgsort, {x}, ir::Attrs{{"dimension", a}, {"descending", int64_t{descending ? 1 : 0}}});
+}
+
+Array take_along_axis(const Array& x, const Array& indices, int axis) {
+  if (!is_integer(indices.dtype())) {
+    throw InvalidArgument("[take_along_axis] expected integer indices, found " + indices.aval().to_string());
+  }
+  if (indices.ndim() != x.ndim() || x.ndim() == 0) {
+    throw InvalidArgument("[take_along_axis] expected indices of the array's rank " + std::to_string(x.ndim()) +
+                          " (>= 1), found " + indices.aval().to_string() + " for " + x.aval().to_string());
+  }
+  const int64_t a = detail::normalize_axis(axis, x.ndim(), "take_along_axis");
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (d != a && !(x.shape()[d] == indices.shape()[d])) {
+      throw InvalidArgument("[take_along_axis] expected indices shaped like the array outside axis " +
+                            std::to_string(a) + ", found " + indices.aval().to_string() + " for " +
+                            x.aval().to_string() + " (dimension " + std::to_string(d) + " differs)");
+    }
+  }
+  // Lines along `axis` become rows of a matrix [lines, n]; a pick is then one take from the flattened matrix at
+  // line * n + index.
+  const std::vector<int64_t> perm = axis_last(x.ndim(), a);
+  const Array xt = transpose(x, perm), it = transpose(indices, perm);
+  const Shape& xs = xt.shape();
+  const DimExpr n = xs.back(), m = it.shape().back();
+  DimExpr lines(1);
+  for (size_t d = 0; d + 1 < xs.size(); ++d) lines = lines * xs[d];
+  const Array flat = reshape(xt, Shape{lines * n});
+  const Array rows = reshape(astype(it, DType::kInt32), Shape{lines, m});
+  // Clamped per line (take would clamp into the whole matrix, reaching into the next line).
+  const Array n_arr = detail::count_along(xt, {static_cast<int64_t>(xs.size()) - 1}, DType::kInt32);
+  const Array within = clip(rows, zeros_like(n_arr), n_arr - 1);
+  const Array offsets = iota(Shape{lines, m}, 0, DType::kInt32) * n_arr;
+  Shape picked_shape(xs.begin(), xs.end() - 1);
+  picked_shape.push_back(m);
+  return transpose(reshape(take(flat, offsets + within), picked_shape), inverse(perm));
+}
+
+Array sort(const Array& x, int axis, bool descending) {
+  return take_along_axis(x, argsort(x, axis, descending), axis);
+}
+
+std::pair<Array, Array> top_k(const Array& x, int64_t k) {
+  if (x.ndim() == 0) throw InvalidArgument("[top_k] expected an array of rank >= 1, found a scalar " + x.aval().to_string());
+  const DimExpr n = x.shape().back();
+  if (k < 0 || (n.is_constant() && k > *n.constant_value())) {
+    throw InvalidArgument("[top_k] expected 0 <= k <= " + n.to_string() + " (the last dimension of " +
+                          x.aval().to_string() + "), found k = " + std::to_string(k));
+  }
+  Shape start(x.ndim(), DimExpr(0)), limit = x.shape();
+  limit.back() = DimExpr(k);
+  const Array order = slice(argsort(x, -1, /*descending=*/true), start, limit);
+  return {take_along_axis(x, order, -1), order};
+}
+
+}  // namespace mcx
