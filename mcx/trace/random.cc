@@ -257,18 +257,22 @@ Array bernoulli(const Array& key, double p, const Dims& shape) {
 
 Array permutation(const Array& key, int64_t n) {
   check_key("permutation", key);
-  checked_size("permutation", {n, n});
+  checked_size("permutation", {n});
   if (n == 0) return full(DType::kInt32, {0}, 0);
-  // rank[i] = #{j : k[j] < k[i] or (k[j] == k[i] and j < i)} is a permutation of 0..n-1 ordering the keys;
-  // perm[rank[i]] = i inverts it, which puts the indices in the order of their random keys.
-  Array k = random_bits(key, {n});
-  Array ki = broadcast(k, {n, n}, {0});
-  Array kj = broadcast(k, {n, n}, {1});
-  Array before = binary(OpKind::kOr, binary(OpKind::kLt, kj, ki),
-                        binary(OpKind::kAnd, binary(OpKind::kEq, kj, ki),
-                               binary(OpKind::kLt, iota(DType::kInt32, {n, n}, 1), iota(DType::kInt32, {n, n}, 0))));
-  Array rank = bind(OpKind::kReduceSum, {convert(before, DType::kInt32)}, Attrs{{"dimensions", Dims{1}}});
-  return bind(OpKind::kScatterAdd, {full(DType::kInt32, {n}, 0), rank, iota(DType::kInt32, {n}, 0)});
+  // JAX's _shuffle: ceil(3 ln n / ln(2^32 - 1)) rounds, each sorting the indices by 32-bit random keys drawn
+  // from the second half of a split (the first half carries to the next round).
+  const int rounds =
+      static_cast<int>(std::ceil(3.0 * std::log(static_cast<double>(n)) / std::log(4294967295.0)));
+  Array x = iota(DType::kInt32, {n}, 0);
+  Array k = key;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<Array> halves = split_keys(k, 2);
+    k = halves[0];
+    Array order = bind(OpKind::kArgsort, {random_bits(halves[1], {n})},
+                       Attrs{{"dimension", int64_t{0}}, {"descending", int64_t{0}}});
+    x = bind(OpKind::kTake, {x, order});
+  }
+  return x;
 }
 
 }  // namespace mcx::random

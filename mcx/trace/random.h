@@ -19,10 +19,11 @@
 //    single-precision erf_inv polynomial (M. Giles) composed from ops; agrees with JAX to a few ulp.
 //    f64 uses Box-Muller (sqrt(-2 log u1) * cos(2 pi u2)) because no double erf_inv polynomial is
 //    implemented; it is therefore a different stream from JAX's f64 normal.
-//  - permutation: JAX shuffles by sorting random keys; the op set has no sort, so this ranks 32-bit random
-//    keys by pairwise comparison (ties broken by index) and inverts the ranking with scatter_add. It costs
-//    O(n^2) time and memory (n = 10,000 needs ~400 MB): use it for datasets up to a few thousand rows,
-//    or shuffle indices on the host for larger n.
+//  - permutation(key, n): JAX's algorithm (ceil(3 ln n / ln(2^32 - 1)) rounds; each splits the key, draws
+//    32-bit keys from the second half and sorts the indices by them, with argsort: O(n log n)). It equals
+//    jax.random.permutation(key, n) whenever a round's keys are distinct; on a tie JAX's (unstable) sort
+//    may order the two indices differently, this one keeps index order. Checked here against the
+//    algorithm written out on the threefry reference, not against a JAX installation.
 //
 // Errors (mcx::InvalidArgument, messages start with "[random.<fn>]"): a key that is not u32[2]; a
 // negative dimension or more than 2^32 elements; a dtype the function does not support; minval > maxval.
@@ -63,7 +64,7 @@ Array normal(const Array& key, const std::vector<int64_t>& shape, DType dtype = 
 // Booleans that are true with probability p (jax.random.bernoulli: uniform(key, shape, f32) < p).
 Array bernoulli(const Array& key, double p, const std::vector<int64_t>& shape);
 
-// A random permutation of 0..n-1 as i32[n] (see the note above: O(n^2), not JAX's stream).
+// A random permutation of 0..n-1 as i32[n] (jax.random.permutation(key, n); see the note above).
 Array permutation(const Array& key, int64_t n);
 
 // erf^-1(x) for floating x in (-1, 1), composed from ops with XLA's single-precision polynomial

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -182,25 +183,43 @@ TEST(RandomTest, BernoulliFrequency) {
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(b2[i] != 0, u[i] < 0.3f) << i;
 }
 
-TEST(RandomTest, PermutationOrdersIndicesByRandomKeys) {
-  const int n = 300;
-  Array k = random::key(77);
-  std::vector<double> p = random::permutation(k, n).to_host().to_doubles();
-  EXPECT_EQ(random::permutation(k, n).dtype(), DType::kInt32);
-  // Expected: indices sorted by (random_bits[i], i).
-  std::vector<uint32_t> bits(n);
-  for (int i = 0; i < n; ++i) {
-    auto [a, b] = threefry2x32_block(0, 77, 0, static_cast<uint32_t>(i));
-    bits[i] = a ^ b;
+// JAX's shuffle written out on the threefry reference: per round, split the key, draw 32-bit keys from the
+// second half (y0 ^ y1 of the block at counter (0, i)) and stable-sort the current indices by them.
+std::vector<int32_t> reference_permutation(uint32_t k0, uint32_t k1, int n) {
+  const int rounds = static_cast<int>(std::ceil(3.0 * std::log(static_cast<double>(n)) / std::log(4294967295.0)));
+  std::vector<int32_t> x(n);
+  std::iota(x.begin(), x.end(), 0);
+  for (int r = 0; r < rounds; ++r) {
+    const auto carry = threefry2x32_block(k0, k1, 0, 0);
+    const auto sub = threefry2x32_block(k0, k1, 0, 1);
+    std::vector<uint32_t> bits(n);
+    for (int i = 0; i < n; ++i) {
+      auto [a, b] = threefry2x32_block(sub.first, sub.second, 0, static_cast<uint32_t>(i));
+      bits[i] = a ^ b;
+    }
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bits[a] < bits[b]; });
+    std::vector<int32_t> next(n);
+    for (int i = 0; i < n; ++i) next[i] = x[order[i]];
+    x = std::move(next);
+    std::tie(k0, k1) = carry;
   }
-  std::vector<int> expect(n);
-  std::iota(expect.begin(), expect.end(), 0);
-  std::stable_sort(expect.begin(), expect.end(), [&](int x, int y) { return bits[x] < bits[y]; });
-  for (int i = 0; i < n; ++i) ASSERT_EQ(p[i], expect[i]) << i;
-  std::vector<double> other = random::permutation(random::key(78), n).to_host().to_doubles();
-  EXPECT_NE(p, other);
+  return x;
+}
+
+TEST(RandomTest, PermutationFollowsJaxShuffle) {
+  Array k = random::key(77);
+  EXPECT_EQ(random::permutation(k, 300).dtype(), DType::kInt32);
+  EXPECT_EQ(random::permutation(k, 300).to_vector<int32_t>(), reference_permutation(0, 77, 300));  // one round
+  EXPECT_EQ(random::permutation(k, 2000).to_vector<int32_t>(), reference_permutation(0, 77, 2000));  // two
+  std::vector<int32_t> big = random::permutation(k, 100000).to_vector<int32_t>();  // O(n log n), not O(n^2)
+  std::vector<int32_t> sorted = big;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < 100000; ++i) ASSERT_EQ(sorted[i], i);
+  EXPECT_NE(random::permutation(random::key(78), 300).to_vector<int32_t>(), reference_permutation(0, 77, 300));
   EXPECT_EQ(random::permutation(k, 0).dims(), (std::vector<int64_t>{0}));
-  EXPECT_EQ(random::permutation(k, 1).to_host().to_doubles(), (std::vector<double>{0}));
+  EXPECT_EQ(random::permutation(k, 1).to_vector<int32_t>(), (std::vector<int32_t>{0}));
 }
 
 TEST(RandomTest, DeterministicAcrossThreadCounts) {
