@@ -66,6 +66,10 @@ Array bernoulli(const Array& key, double p, const std::vector<int64_t>& shape);
 
 // A random permutation of 0..n-1 as i32[n] (jax.random.permutation(key, n); see the note above).
 Array permutation(const Array& key, int64_t n);
+// x with its rows along axis shuffled (jax.random.permutation(key, x, axis), independent=False): the rows in
+// the order of permutation(key, n), n = x's static size along axis. InvalidArgument for a scalar, an axis out
+// of range or a symbolic size.
+Array permutation(const Array& key, const Array& x, int axis = 0);
 
 // erf^-1(x) for floating x in (-1, 1), composed from ops with XLA's single-precision polynomial
 // (returns +-inf at +-1). Computed in f32 for f16/bf16/f32 inputs and returned in x's dtype; f64 inputs

@@ -222,6 +222,26 @@ TEST(RandomTest, PermutationFollowsJaxShuffle) {
   EXPECT_EQ(random::permutation(k, 1).to_vector<int32_t>(), (std::vector<int32_t>{0}));
 }
 
+// An array's rows along an axis, in the order of permutation(key, n).
+TEST(RandomTest, PermutationOfAnArrayShufflesItsRows) {
+  Array k = random::key(5);
+  std::vector<float> v(4 * 6);
+  std::iota(v.begin(), v.end(), 0.0f);
+  Array x = array(v, {4, 6});
+  const std::vector<int32_t> p4 = random::permutation(k, 4).to_vector<int32_t>();
+  const std::vector<int32_t> p6 = random::permutation(k, 6).to_vector<int32_t>();
+  const std::vector<float> rows = random::permutation(k, x).to_vector<float>();
+  const std::vector<float> cols = random::permutation(k, x, -1).to_vector<float>();
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) {
+      EXPECT_EQ(rows[i * 6 + j], v[p4[i] * 6 + j]) << i << "," << j;
+      EXPECT_EQ(cols[i * 6 + j], v[i * 6 + p6[j]]) << i << "," << j;
+    }
+  }
+  EXPECT_THROW((void)random::permutation(k, array(1.0f)), InvalidArgument);
+  EXPECT_THROW((void)random::permutation(k, x, 2), InvalidArgument);
+}
+
 TEST(RandomTest, DeterministicAcrossThreadCounts) {
   Array k = random::key(31337);
   int saved = cpu::num_threads();
