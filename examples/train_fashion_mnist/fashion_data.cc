@@ -17,9 +17,11 @@ std::string labels_file(const std::string& dir, const std::string& prefix) {
   return dir + "/" + prefix + "-labels-idx1-ubyte.gz";
 }
 
-std::vector<data::Field> fashion_fields(const std::string& dir, const std::string& prefix, const mcx::Mesh& mesh) {
-  data::SourcePtr images = data::open_idx(images_file(dir, prefix));
-  data::SourcePtr labels = data::open_idx(labels_file(dir, prefix));
+FashionSplit open_split(const std::string& dir, const std::string& prefix) {
+  return {data::open_idx(images_file(dir, prefix)), data::open_idx(labels_file(dir, prefix))};
+}
+
+std::vector<data::Field> fashion_fields(const FashionSplit& split, const mcx::Mesh& mesh) {
   auto u8_to_i32 = data::map_example(
       "u8_to_i32",
       [](const data::ExampleSpec& s) -> absl::StatusOr<data::ExampleSpec> {
@@ -36,9 +38,9 @@ std::vector<data::Field> fashion_fields(const std::string& dir, const std::strin
       [](const data::ExampleSpec&, std::span<const std::byte> in, std::span<std::byte> out, uint64_t) {
         std::memcpy(out.data(), in.data(), out.size());
       });
-  return {{"image", images, mcx::NamedSharding(mesh, mcx::P("data", mcx::None)),
+  return {{"image", split.images, mcx::NamedSharding(mesh, mcx::P("data", mcx::None)),
            {data::normalize(kPixelMean, kPixelStd), flatten}},
-          {"label", labels, mcx::NamedSharding(mesh, mcx::P("data")), {u8_to_i32}}};
+          {"label", split.labels, mcx::NamedSharding(mesh, mcx::P("data")), {u8_to_i32}}};
 }
 
 }  // namespace fashion

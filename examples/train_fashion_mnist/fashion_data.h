@@ -18,8 +18,15 @@ constexpr float kPixelMean = 0.2860f, kPixelStd = 0.3530f;
 std::string images_file(const std::string& dir, const std::string& prefix);
 std::string labels_file(const std::string& dir, const std::string& prefix);
 
-// The loader fields: "image" f32[784] normalised ((p / 255 - mean) / std), split as P("data", None), and
-// "label" i32[] split as P("data"). Throws mcx::Error naming the file when one is missing or malformed.
-std::vector<mcx::data::Field> fashion_fields(const std::string& dir, const std::string& prefix, const mcx::Mesh& mesh);
+// One split's two sources, opened (decompressed) once and shared by every loader built on them.
+struct FashionSplit {
+  mcx::data::SourcePtr images, labels;
+};
+// prefix "train" or "t10k". Throws mcx::Error naming the file when one is missing or malformed.
+FashionSplit open_split(const std::string& dir, const std::string& prefix);
+
+// The loader fields over `mesh`: "image" f32[784] normalised ((p / 255 - mean) / std), split as
+// P("data", None), and "label" i32[] split as P("data").
+std::vector<mcx::data::Field> fashion_fields(const FashionSplit& split, const mcx::Mesh& mesh);
 
 }  // namespace fashion

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,7 +48,6 @@
 #include "examples/train_fashion_mnist/fashion_data.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
-#include "mcx/data/idx_source.h"
 #include "mcx/data/loader_state.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
@@ -127,16 +127,15 @@ data::LoaderState loader_state_at(int64_t steps, int64_t per_epoch, const Config
   return data::LoaderState{cfg.seed, steps / per_epoch, (steps % per_epoch) * cfg.batch, examples};
 }
 
+// correct(params, x, y): how many of the rows the model classifies right (an f32 scalar).
+using CountFn = std::function<Array(const Tree&, const Array&, const Array&)>;
+
 // Held-out accuracy over the mesh: the 10,000 test images in batches of (at most) 1000 split over "data".
-std::pair<double, int64_t> evaluate(const Config& cfg, const Model& model, const mcx::Mesh& mesh, const Tree& params) {
+std::pair<double, int64_t> evaluate(const fashion::FashionSplit& test_data, const CountFn& correct,
+                                    const mcx::Mesh& mesh, const Tree& params) {
   const int64_t n = mesh.size();
-  data::DataLoader test(fashion::fashion_fields(cfg.data, "t10k", mesh),
+  data::DataLoader test(fashion::fashion_fields(test_data, mesh),
                         {.global_batch = 1000 - 1000 % n, .shuffle = false, .num_epochs = 1, .name = "test"});
-  mcx::JitOptions options;
-  options.name = "count_correct";
-  auto correct = mcx::jit([&model](const Tree& p, const Array& x, const Array& y) {
-    return mcx::sum(mcx::astype(mcx::equal(model.predict(p, x), y), mcx::DType::kFloat32));
-  }, options);
   double right = 0;
   int64_t total = 0;
   while (auto batch = test.next()) {
@@ -159,7 +158,16 @@ int run(const Config& cfg) {
                                   "take a restarted process back (run mcx-run with --recoverable, not --max-restarts)");
   }
   const Model model = make_model(cfg.model, cfg.seed);
-  const int64_t examples = data::open_idx(fashion::labels_file(cfg.data, "train"))->size();
+  const fashion::FashionSplit train_data = fashion::open_split(cfg.data, "train");
+  const fashion::FashionSplit test_data = fashion::open_split(cfg.data, "t10k");
+  mcx::JitOptions count_options;
+  count_options.name = "count_correct";
+  const CountFn correct = mcx::jit(
+      [&model](const Tree& p, const Array& x, const Array& y) {
+        return mcx::sum(mcx::astype(mcx::equal(model.predict(p, x), y), mcx::DType::kFloat32));
+      },
+      count_options);
+  const int64_t examples = train_data.labels->size();
   const int64_t per_epoch = examples / cfg.batch;
   const int64_t total_steps = cfg.steps > 0 ? std::min<int64_t>(cfg.steps, per_epoch * cfg.epochs) : per_epoch * cfg.epochs;
 
@@ -230,7 +238,7 @@ int run(const Config& cfg) {
     p.step = digits::jit_data_parallel_step(p.mesh, cfg.lr, /*donate=*/false, "fashion_step", model.loss,
                                             cfg.schedule == "cosine" ? per_epoch * cfg.epochs : 0);
     p.train = std::make_unique<data::DataLoader>(
-        fashion::fashion_fields(cfg.data, "train", p.mesh),
+        fashion::fashion_fields(train_data, p.mesh),
         data::LoaderOptions{.global_batch = cfg.batch, .seed = cfg.seed, .num_epochs = cfg.epochs, .name = "train"});
     p.train->restore(loader_state_at(state.steps, per_epoch, cfg, examples));
     state.params = fault_tolerant::onto(state.params, p.mesh);
@@ -283,7 +291,7 @@ int run(const Config& cfg) {
   auto t_epoch = std::chrono::steady_clock::now();
   auto seconds_since = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto test_now = [&] {
-    std::tie(acc, tested) = in_scope([&](const Placement& p) { return evaluate(cfg, model, p.mesh, state.params); });
+    std::tie(acc, tested) = in_scope([&](const Placement& p) { return evaluate(test_data, correct, p.mesh, state.params); });
   };
   while (state.steps < total_steps) {
     if (mcx::process_index() == cfg.kill_process && state.steps + 1 == cfg.at_step) {

@@ -75,10 +75,7 @@ void CheckpointManager::wait() { throw_if_error(join_writer()); }
 
 void CheckpointManager::set_processes(std::vector<int> processes) {
   const int me = process_index(), count = process_count();
-  std::string listed;
-  for (size_t i = 0; i < processes.size(); ++i) {
-    absl::StrAppend(&listed, i == 0 ? "" : ",", processes[i]);
-  }
+  const std::string listed = absl::StrJoin(processes, ",");
   const bool ascending = std::adjacent_find(processes.begin(), processes.end(), std::greater_equal<int>()) ==
                          processes.end();
   const bool in_range = processes.empty() || (processes.front() >= 0 && processes.back() < count);

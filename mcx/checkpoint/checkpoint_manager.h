@@ -12,8 +12,8 @@
 // shared file system) and calls save / save_async with the same steps and tree structures in the same order
 // (like collectives); each writes only the shards it owns (a distinct index box is written once, by the
 // lowest device holding it). Process 0 (the lowest participant, see set_processes) assembles the manifest and
-// commits (docs/checkpoint.md, "Commit protocol"). Restore needs no agreement: each process reads only the bytes its addressable shards need.
-// Without distributed::initialize() everything is local to the one process.
+// commits (docs/checkpoint.md, "Commit protocol"). Restore needs no agreement: each process reads only the
+// bytes its addressable shards need. Without distributed::initialize() everything is local to the one process.
 //
 // Blocking and deadlines: save blocks until the step is committed on every process; the waits on other
 // processes use options.timeout (default MCX_DEVICE_TIMEOUT_S). save_async blocks until the previous save is

@@ -502,24 +502,25 @@ absl::StatusOr<AbstractValue> rule_dot_general(const Rule& r) {
   return AbstractValue{l.dtype, out};
 }
 
-absl::StatusOr<AbstractValue> rule_cumsum(const Rule& r) {
+// cumsum and argsort: a numeric operand, an axis of it ("dimension") and a 0/1 attribute named `flag`.
+absl::Status check_line_op(const Rule& r, const char* flag) {
   MCX_ASSIGN_OR_RETURN(int64_t dim, r.get_int("dimension"));
-  MCX_ASSIGN_OR_RETURN(int64_t rev, r.get_int("reverse"));
+  MCX_ASSIGN_OR_RETURN(int64_t value, r.get_int(flag));
   const AbstractValue& x = r.op(0);
   if (is_bool(x.dtype)) return r.err("operand must be numeric, found ", x.to_string());
   MCX_RETURN_IF_ERROR(r.check_axis(dim, x.rank(), "dimension"));
-  if (rev != 0 && rev != 1) return r.err("attribute 'reverse' is ", rev, ", expected 0 or 1");
-  return x;
+  if (value != 0 && value != 1) return r.err("attribute '", flag, "' is ", value, ", expected 0 or 1");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AbstractValue> rule_cumsum(const Rule& r) {
+  MCX_RETURN_IF_ERROR(check_line_op(r, "reverse"));
+  return r.op(0);
 }
 
 absl::StatusOr<AbstractValue> rule_argsort(const Rule& r) {
-  MCX_ASSIGN_OR_RETURN(int64_t dim, r.get_int("dimension"));
-  MCX_ASSIGN_OR_RETURN(int64_t desc, r.get_int("descending"));
-  const AbstractValue& x = r.op(0);
-  if (is_bool(x.dtype)) return r.err("operand must be numeric, found ", x.to_string());
-  MCX_RETURN_IF_ERROR(r.check_axis(dim, x.rank(), "dimension"));
-  if (desc != 0 && desc != 1) return r.err("attribute 'descending' is ", desc, ", expected 0 or 1");
-  return AbstractValue{DType::kInt32, x.shape};
+  MCX_RETURN_IF_ERROR(check_line_op(r, "descending"));
+  return AbstractValue{DType::kInt32, r.op(0).shape};
 }
 
 absl::StatusOr<AbstractValue> rule_take(const Rule& r) {

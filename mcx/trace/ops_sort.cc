@@ -1,8 +1,6 @@
 // Sorting: argsort (an IR op), and sort, take_along_axis and top_k built on it and on take.
-#include <numeric>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/ops.h"
@@ -11,26 +9,6 @@
 namespace mcx {
 
 using ir::OpKind;
-
-namespace {
-
-// The permutation that moves `axis` last (and, applied again through its inverse, back).
-std::vector<int64_t> axis_last(int rank, int64_t axis) {
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != axis) perm.push_back(d);
-  }
-  perm.push_back(axis);
-  return perm;
-}
-
-std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
-  std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-  return inv;
-}
-
-}  // namespace
 
 Array argsort(const Array& x, int axis, bool descending) {
   if (x.ndim() == 0) throw InvalidArgument("[argsort] expected an array of rank >= 1, found a scalar " + x.aval().to_string());
@@ -58,23 +36,21 @@ Array take_along_axis(const Array& x, const Array& indices, int axis) {
                             x.aval().to_string() + " (dimension " + std::to_string(d) + " differs)");
     }
   }
-  // Lines along `axis` become rows of a matrix [lines, n]; a pick is then one take from the flattened matrix at
-  // line * n + index.
-  const std::vector<int64_t> perm = axis_last(x.ndim(), a);
-  const Array xt = transpose(x, perm), it = transpose(indices, perm);
+  // Lines along `axis` become rows of a matrix [lines, n] (the axis swapped last, which a second swap undoes);
+  // a pick is then one take from the flattened matrix at line * n + index.
+  const Array xt = swapaxes(x, static_cast<int>(a), -1), it = swapaxes(indices, static_cast<int>(a), -1);
   const Shape& xs = xt.shape();
-  const DimExpr n = xs.back(), m = it.shape().back();
+  const DimExpr m = it.shape().back();
   DimExpr lines(1);
   for (size_t d = 0; d + 1 < xs.size(); ++d) lines = lines * xs[d];
-  const Array flat = reshape(xt, Shape{lines * n});
+  const Array flat = reshape(xt, Shape{lines * xs.back()});
   const Array rows = reshape(astype(it, DType::kInt32), Shape{lines, m});
   // Clamped per line (take would clamp into the whole matrix, reaching into the next line).
-  const Array n_arr = detail::count_along(xt, {static_cast<int64_t>(xs.size()) - 1}, DType::kInt32);
-  const Array within = clip(rows, zeros_like(n_arr), n_arr - 1);
-  const Array offsets = iota(Shape{lines, m}, 0, DType::kInt32) * n_arr;
+  const Array n = detail::count_along(xt, {static_cast<int64_t>(xs.size()) - 1}, DType::kInt32);
+  const Array offsets = iota(Shape{lines, m}, 0, DType::kInt32) * n;
   Shape picked_shape(xs.begin(), xs.end() - 1);
   picked_shape.push_back(m);
-  return transpose(reshape(take(flat, offsets + within), picked_shape), inverse(perm));
+  return swapaxes(reshape(take(flat, offsets + clip(rows, zeros_like(n), n - 1)), picked_shape), static_cast<int>(a), -1);
 }
 
 Array sort(const Array& x, int axis, bool descending) {

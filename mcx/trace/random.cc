@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
-#include <optional>
 #include <string>
 
 #include "mcx/core/error.h"
@@ -274,36 +273,6 @@ Array permutation(const Array& key, int64_t n) {
     x = bind(OpKind::kTake, {x, order});
   }
   return x;
-}
-
-Array permutation(const Array& key, const Array& x, int axis) {
-  check_key("permutation", key);
-  if (!x.valid() || x.ndim() == 0) {
-    throw InvalidArgument("[random.permutation] expected an array of rank >= 1 to shuffle; found " +
-                          (x.valid() ? x.aval().to_string() : std::string("an empty Array")));
-  }
-  const int rank = x.ndim();
-  if (axis < -rank || axis >= rank) {
-    throw InvalidArgument("[random.permutation] axis " + std::to_string(axis) + " is out of range for " +
-                          x.aval().to_string());
-  }
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  const std::optional<int64_t> n = x.shape()[a].constant_value();
-  if (!n) {
-    throw InvalidArgument("[random.permutation] expected a static size along axis " + std::to_string(a) +
-                          "; found " + x.aval().to_string());
-  }
-  // As jax.random.permutation(key, x, axis) with independent=False: the rows along axis, taken in the order
-  // of permutation(key, n).
-  Dims to_front = {a};
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != a) to_front.push_back(d);
-  }
-  Dims back(rank);
-  for (int64_t i = 0; i < rank; ++i) back[to_front[i]] = i;
-  Array front = a == 0 ? x : bind(OpKind::kTranspose, {x}, Attrs{{"permutation", to_front}});
-  Array taken = bind(OpKind::kTake, {front, permutation(key, *n)});
-  return a == 0 ? taken : bind(OpKind::kTranspose, {taken}, Attrs{{"permutation", back}});
 }
 
 }  // namespace mcx::random
