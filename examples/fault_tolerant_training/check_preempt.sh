@@ -25,7 +25,7 @@ steps=$(grep -o "preempted: stopping at step [0-9]*" "$work/preempted" | awk '{p
 [ "$(echo "$steps" | wc -l)" -eq 1 ] || fail "the processes stopped at different steps: $steps"
 [ "$steps" -gt 40 ] || fail "stopped at step $steps, before the notice after step 40"
 [ "$(grep -c "state saved to" "$work/preempted")" -eq 1 ] || fail "the state was not saved exactly once"
-[ -f "$work/state/steps" ] && [ "$(cat "$work/state/steps")" = "$steps" ] || fail "no saved state for step $steps"
+[ -f "$work/state/$steps/COMMIT" ] && [ -f "$work/state/$steps/manifest.json" ] || fail "no committed checkpoint of step $steps"
 run resumed "$@" --resume --state-dir "$work/state"
 [ "$(grep -c "resuming from $work/state at step $steps" "$work/resumed")" -eq 3 ] || fail "not every process resumed at step $steps"
 run whole "$@" --state-dir "$work/unused"

@@ -16,8 +16,9 @@
 // parameters (the tests compare them across processes).
 //
 // Preemption: a SIGTERM to any process (mcx-run forwards its own), or --preempt-at-step, makes every live process
-// stop at the same step (mcx::multihost::reached_preemption_sync_point); the lowest live process saves the state
-// in --state-dir and every process exits 0. --resume continues from it, to the same parameters bit for bit as a
+// stop at the same step (mcx::multihost::reached_preemption_sync_point) and checkpoints the state into --state-dir
+// (mcx::checkpoint over the live processes: the lowest one writes the replicated state and commits), then every
+// process exits 0. --resume continues from it, to the same parameters bit for bit as a
 // run that was never interrupted.
 #include <unistd.h>
 
@@ -37,6 +38,7 @@
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
 #include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
@@ -159,12 +161,13 @@ int run(const Config& cfg) {
   state.v = moments.v;
   if (cfg.resume) {
     // A process that finds no saved state starts from step 0: the first scope sends it the newest state.
-    try {
-      state = fault_tolerant::load_state(cfg.state_dir, state);
+    const mcx::checkpoint::CheckpointManager saved(cfg.state_dir);
+    if (const std::optional<int64_t> step = saved.latest_step()) {
+      state = fault_tolerant::from_tree(saved.restore(*step, fault_tolerant::as_tree(state)), *step);
       std::printf("%s: resuming from %s at step %lld\n", kTool, cfg.state_dir.c_str(),
                   static_cast<long long>(state.steps));
-    } catch (const mcx::NotFound& e) {
-      std::printf("%s: %s; starting from step 0\n", kTool, e.what());
+    } else {
+      std::printf("%s: no saved state in %s; starting from step 0\n", kTool, cfg.state_dir.c_str());
     }
   }
   std::printf("%s: process %d of %d%s, MLP %s, global batch %d, %lld steps per epoch, %lld steps\n", kTool,
@@ -233,9 +236,12 @@ int run(const Config& cfg) {
       if (state.steps == cfg.preempt_at_step && mcx::process_index() == mcx::process_count() - 1) {
         mcx::multihost::notify_preemption("--preempt-at-step");
       }
-      // Every live process stops at the same step; the lowest one saves the (replicated) state.
+      // Every live process stops at the same step and takes part in the checkpoint of the (replicated) state,
+      // which the lowest live process writes and commits.
       if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
-        if (mcx::process_index() == where->live.processes.front()) fault_tolerant::save_state(state, cfg.state_dir);
+        mcx::checkpoint::CheckpointManager ckpt(cfg.state_dir, {.max_to_keep = 1});
+        ckpt.set_processes(where->live.processes);
+        ckpt.save(state.steps, fault_tolerant::as_tree(state));
         std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
                     mcx::process_index() == where->live.processes.front()
                         ? (", state saved to " + cfg.state_dir).c_str()

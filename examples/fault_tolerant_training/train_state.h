@@ -1,10 +1,7 @@
-// The training state of fault_tolerant_training (parameters, Adam moments, steps taken) and what the program
-// does with it outside a step: put this process's copy onto a mesh, digest it, save it at a preemption sync
-// point and load it back to resume.
-//
-// The saved form is a directory of one .npy file per leaf (readable by numpy) plus a "steps" file written last;
-// it is written by one process into "<dir>.partial" and renamed over <dir>, so a run killed while saving leaves
-// the previous state. (A stand-in until sharded checkpoints land in mcx; every replica holds the whole state.)
+// The training state of fault_tolerant_training and train_fashion_mnist (parameters, Adam moments, steps
+// taken) and what the programs do with it outside a step: put this process's copy onto a mesh, digest it, and
+// give it the tree form {"params", "m", "v"} that mcx::checkpoint saves and restores (the step count is the
+// checkpoint's step).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +24,8 @@ mcx::Tree onto(const mcx::Tree& tree, const mcx::Mesh& mesh);
 // FNV-1a of this process's copy of every leaf's bytes (the tests compare it across processes).
 uint64_t digest(const mcx::Tree& tree);
 
-// Writes `state` under `dir` (see above). Throws mcx::Error (Unavailable/DataLoss style messages naming the file).
-void save_state(const TrainState& state, const std::string& dir);
-
-// Reads a state saved by save_state, checking every leaf against `like` (same structure, dtypes and shapes);
-// InvalidArgument naming the file and the leaf on a mismatch, NotFound when `dir` holds no saved state.
-TrainState load_state(const std::string& dir, const TrainState& like);
+// {"params": ..., "m": ..., "v": ...}, and back (from_tree throws mcx::Error when a key is missing).
+mcx::Tree as_tree(const TrainState& state);
+TrainState from_tree(const mcx::Tree& tree, int64_t steps);
 
 }  // namespace fault_tolerant

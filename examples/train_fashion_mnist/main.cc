@@ -113,14 +113,6 @@ struct Placement {
   std::unique_ptr<data::DataLoader> train;
 };
 
-Tree as_tree(const TrainState& s) {
-  Tree t;
-  t["params"] = s.params;
-  t["m"] = s.m;
-  t["v"] = s.v;
-  return t;
-}
-
 // The iterator state of the training loader after `steps` steps: the order is the same on any number of
 // processes, so the position follows from the step count alone.
 data::LoaderState loader_state_at(int64_t steps, int64_t per_epoch, const Config& cfg, int64_t examples) {
@@ -196,9 +188,9 @@ int run(const Config& cfg) {
   const mcx::Mesh all = mcx::make_mesh({mcx::device_count()}, {"data"});
   if (cfg.resume && ckpt != nullptr) {
     if (std::optional<int64_t> step = ckpt->latest_step()) {
-      const Tree like = fault_tolerant::onto(as_tree(state), all);
+      const Tree like = fault_tolerant::onto(fault_tolerant::as_tree(state), all);
       const Tree restored = ckpt->restore(*step, like);
-      state = TrainState{restored.at("params"), restored.at("m"), restored.at("v"), *step};
+      state = fault_tolerant::from_tree(restored, *step);
       const std::string metadata = ckpt->info(*step).metadata_json;
       const std::string expected = loader_state_at(*step, per_epoch, cfg, examples).to_string();
       const nlohmann::json meta = nlohmann::json::parse(metadata, nullptr, /*allow_exceptions=*/false);
@@ -323,7 +315,7 @@ int run(const Config& cfg) {
     const bool epoch_end = state.steps % per_epoch == 0;
     if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
       if (ckpt != nullptr) {
-        ckpt->save(state.steps, as_tree(state), metadata_at(state.steps));
+        ckpt->save(state.steps, fault_tolerant::as_tree(state), metadata_at(state.steps));
       }
       std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
                   ckpt != nullptr ? (", checkpoint saved in " + cfg.checkpoint_dir).c_str() : " (no --checkpoint-dir)");
@@ -345,7 +337,7 @@ int run(const Config& cfg) {
     std::fflush(stdout);
     if (ckpt != nullptr) {  // each epoch's end, and where the run stops
       try {
-        ckpt->save_async(state.steps, as_tree(state), metadata_at(state.steps));
+        ckpt->save_async(state.steps, fault_tolerant::as_tree(state), metadata_at(state.steps));
       } catch (const mcx::Error& e) {  // e.g. the previous save failed when a process died during it
         std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
       }

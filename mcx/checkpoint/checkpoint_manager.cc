@@ -46,6 +46,24 @@ absl::Status check_writers(const std::vector<PlannedLeaf>& plan, const std::vect
   return absl::OkStatus();
 }
 
+// Removes the directories of retired steps (run_save); a failure is only logged: the step is already retired,
+// and the next save removes the partial directory.
+void remove_retired(const std::vector<std::string>& dirs) {
+  for (const std::string& dir : dirs) {
+    absl::Status s = remove_tree(dir);
+    if (!s.ok()) log_warn("[checkpoint] could not remove the retired step '{}' (the next save retries): {}", dir,
+                          std::string(s.message()));
+  }
+}
+
+// Lowers the calling (background) thread to SCHED_IDLE when asked; best effort: at the normal priority the
+// work is still correct, only its overlap costs more.
+void maybe_idle(bool idle) {
+  if (!idle) return;
+  absl::Status lowered = make_this_thread_idle_priority();
+  if (!lowered.ok()) log_warn("{}", std::string(lowered.message()));
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(std::string root, CheckpointOptions options)
@@ -72,6 +90,8 @@ absl::Status CheckpointManager::join_writer() {
 }
 
 void CheckpointManager::wait() { throw_if_error(join_writer()); }
+
+bool CheckpointManager::save_in_progress() const { return writing_.load(std::memory_order_acquire); }
 
 void CheckpointManager::set_processes(std::vector<int> processes) {
   const int me = process_index(), count = process_count();
@@ -109,25 +129,37 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
   job.threads = async ? 1 : io_threads(options_.io_threads);  // the background write: one thread (header)
+  job.durable = options_.durable;
+  const bool idle = options_.background_idle;
   // A failed preparation still runs the protocol (on this thread), so the other processes fail at once.
   if (!async || !ready.ok()) {
-    throw_if_error(run_save(job, ready));
+    std::vector<std::string> retired = value_or_throw(run_save(job, ready));
+    if (!retired.empty()) {
+      writer_ = std::thread([retired = std::move(retired), idle] {
+        maybe_idle(idle);
+        remove_retired(retired);
+      });
+    }
     return;
   }
-  writer_ = std::thread([this, job = std::move(job), idle = options_.background_idle]() {
+  writing_.store(true, std::memory_order_release);
+  writer_ = std::thread([this, job = std::move(job), idle]() {
+    maybe_idle(idle);
     absl::Status s;
-    if (idle) {
-      // Best effort: at the normal priority the save is still correct, only its overlap costs more.
-      absl::Status lowered = make_this_thread_idle_priority();
-      if (!lowered.ok()) log_warn("{}", std::string(lowered.message()));
-    }
+    std::vector<std::string> retired;
     try {
-      s = run_save(job);
+      absl::StatusOr<std::vector<std::string>> r = run_save(job);
+      s = r.status();
+      if (r.ok()) retired = *std::move(r);
     } catch (const std::exception& e) {  // e.g. std::bad_alloc: a Status, never an escaping exception
       s = absl::InternalError(absl::StrCat("[checkpoint] background save of step ", job.step, " threw: ", e.what()));
     }
-    MutexLock lock(&mu_);
-    writer_status_ = std::move(s);
+    {
+      MutexLock lock(&mu_);
+      writer_status_ = std::move(s);
+    }
+    writing_.store(false, std::memory_order_release);
+    remove_retired(retired);
   });
 }
 

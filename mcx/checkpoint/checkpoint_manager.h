@@ -18,7 +18,10 @@
 // Blocking and deadlines: save blocks until the step is committed on every process; the waits on other
 // processes use options.timeout (default MCX_DEVICE_TIMEOUT_S). save_async blocks until the previous save is
 // done and the owned shards are copied to host memory; the rest runs on one background thread, joined by
-// wait(), the next save, or the destructor (never detached).
+// wait(), the next save, or the destructor (never detached). Retention (max_to_keep) retires old steps
+// before a save returns (their commit markers are removed: no listing or restore sees them) and deletes their
+// files on that background thread (joined the same way; a failed delete is logged, and the next save removes
+// what is left).
 //
 // Errors (mcx::Error subclasses, messages "[checkpoint] ...", naming the file and the leaf path and what was
 // expected vs found): InvalidArgument (bad metadata, bfloat16 leaves, a target whose tree structure, dtype or
@@ -32,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,6 +65,13 @@ struct CheckpointOptions {
   // price: while every core stays busy the write barely advances, and the other processes wait for it up to
   // `timeout`. false: the writer runs at the caller's priority.
   bool background_idle = true;
+  // true: every file and directory of a save is fsynced before the commit marker and after the rename, so a
+  // committed step survives a crash of the machine (power loss included). false: the same atomic protocol
+  // without any fsync (as torch.distributed.checkpoint's sync_files=False or TensorStore's file_io_sync=false):
+  // a committed step survives the death of any process (kill -9) but a crash of the machine may lose it or
+  // leave it truncated, which restore then reports as DataLoss (the checksums catch it). For scratch or
+  // tmpfs checkpoints, where the write's speed matters more than a power loss.
+  bool durable = true;
 };
 
 // What restore builds for one leaf: its dtype and global shape must equal the checkpoint's; sharding may be
@@ -111,6 +122,8 @@ class CheckpointManager {
   }
   // Joins the background write; throws its error (once).
   void wait();
+  // Whether a save_async's write is still running (never blocks or throws; wait() collects its outcome).
+  bool save_in_progress() const;
 
   // The processes that take part in the following saves: ascending, this process among them; empty (the
   // default) means every process of the job. After a process failure the survivors of a recoverable job
@@ -151,7 +164,8 @@ class CheckpointManager {
   CheckpointOptions options_;
   int64_t seq_ = 0;  // saves started, the same on every participant
   std::vector<int> processes_;  // set_processes; empty: every process
-  std::thread writer_;
+  std::thread writer_;  // a save_async's write, or the removal of the steps a save retired
+  std::atomic<bool> writing_{false};  // a save_async's write is running
   Mutex mu_;
   absl::Status writer_status_ ABSL_GUARDED_BY(mu_);
 };

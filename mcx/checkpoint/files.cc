@@ -42,7 +42,7 @@ bool is_file(const fs::path& p) {
 
 absl::Status io_error(const std::string& what, const std::string& path) { return from_errno(errno, what, path); }
 
-absl::Status write_file_durable(const std::string& path, std::string_view bytes) {
+absl::Status write_new_file(const std::string& path, std::string_view bytes, bool sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("create", path);
   size_t done = 0;
@@ -56,7 +56,7 @@ absl::Status write_file_durable(const std::string& path, std::string_view bytes)
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (sync && ::fsync(fd) != 0) {
     absl::Status s = io_error("fsync", path);
     ::close(fd);
     return s;

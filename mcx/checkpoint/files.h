@@ -20,8 +20,8 @@ namespace mcx::checkpoint {
 // The status for a failed system call on path (reads errno).
 absl::Status io_error(const std::string& what, const std::string& path);
 
-// Creates path (failing if it exists), writes bytes and fsyncs it.
-absl::Status write_file_durable(const std::string& path, std::string_view bytes);
+// Creates path (failing if it exists) and writes bytes; fsyncs it when `sync` (CheckpointOptions::durable).
+absl::Status write_new_file(const std::string& path, std::string_view bytes, bool sync);
 absl::StatusOr<std::string> read_file(const std::string& path);
 absl::Status fsync_dir(const std::string& path);
 // Reads exactly out.size() bytes at offset; DataLoss naming the file when it ends first.

@@ -30,6 +30,11 @@ std::string nonce() {
   return buf;
 }
 
+// fsync_dir when the save is durable.
+absl::Status sync_dir(const SaveJob& job, const std::string& path) {
+  return job.durable ? fsync_dir(path) : absl::OkStatus();
+}
+
 std::string kv_prefix(const SaveJob& job, int64_t seq) {
   char tag[17];
   std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(fnv1a64(job.root)));
@@ -56,7 +61,7 @@ absl::StatusOr<std::string> make_tmp_dir(const SaveJob& job) {
   const std::string name = absl::StrCat(step_dir_name(job.step), ".tmp-", nonce());
   const std::string path = job.root + "/" + name;
   if (::mkdir(path.c_str(), 0755) != 0) return io_error("create the directory", path);
-  MCX_RETURN_IF_ERROR(fsync_dir(job.root));
+  MCX_RETURN_IF_ERROR(sync_dir(job, job.root));
   return name;
 }
 
@@ -65,13 +70,14 @@ absl::Status write_owned(const SaveJob& job, const std::string& dir, int process
   std::vector<ShardFile> files;
   files.reserve(job.owned.size());
   for (const OwnedShard& s : job.owned) files.push_back({dir + "/" + shard_file_name(s.leaf, s.shard), &s.data});
-  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads));
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads, job.durable));
   for (size_t k = 0; k < entries.size(); ++k) {
     entries[k].leaf = job.owned[k].leaf;
     entries[k].shard = job.owned[k].shard;
   }
-  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + fragment_file_name(process), fragment_to_json(process, entries)));
-  return fsync_dir(dir);
+  MCX_RETURN_IF_ERROR(
+      write_new_file(dir + "/" + fragment_file_name(process), fragment_to_json(process, entries), job.durable));
+  return sync_dir(job, dir);
 }
 
 // Leader, after every participant wrote: the manifest from their fragments, the commit marker, the rename.
@@ -123,32 +129,34 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, const std::
     }
   }
   const std::string manifest = manifest_to_json(m);
-  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + std::string(kManifestFile), manifest));
+  MCX_RETURN_IF_ERROR(write_new_file(dir + "/" + std::string(kManifestFile), manifest, job.durable));
   for (int p : writers) {
     const std::string path = dir + "/" + fragment_file_name(p);
     if (std::remove(path.c_str()) != 0) return io_error("remove", path);
   }
-  MCX_RETURN_IF_ERROR(write_file_durable(dir + "/" + std::string(kCommitFile),
-                                         commit_to_json(job.step, to_hex(sha256(manifest)))));
-  MCX_RETURN_IF_ERROR(fsync_dir(dir));
+  MCX_RETURN_IF_ERROR(write_new_file(dir + "/" + std::string(kCommitFile),
+                                     commit_to_json(job.step, to_hex(sha256(manifest))), job.durable));
+  MCX_RETURN_IF_ERROR(sync_dir(job, dir));
   const std::string final_dir = job.root + "/" + step_dir_name(job.step);
   if (std::rename(dir.c_str(), final_dir.c_str()) != 0) return io_error("rename into place", dir);
-  return fsync_dir(job.root);
+  return sync_dir(job, job.root);
 }
 
-// Leader, after the commit: keeps the newest max_to_keep steps. A step's commit marker goes first, so a
-// crash mid-delete leaves a partial directory, which the next save removes.
-absl::Status retain(const SaveJob& job) {
-  if (job.max_to_keep <= 0) return absl::OkStatus();
+// Leader, after the commit: keeps the newest max_to_keep steps by removing the commit markers of the older
+// ones (which retires them: no listing or restore sees them) and returns their directories, which run_save's
+// caller removes. A crash before that leaves partial directories, which the next save removes.
+absl::StatusOr<std::vector<std::string>> retire_old_steps(const SaveJob& job) {
+  std::vector<std::string> retired;
+  if (job.max_to_keep <= 0) return retired;
   MCX_ASSIGN_OR_RETURN(std::vector<int64_t> steps, committed_steps(job.root));
   for (size_t i = 0; i + job.max_to_keep < steps.size(); ++i) {
     const std::string dir = job.root + "/" + step_dir_name(steps[i]);
     const std::string marker = dir + "/" + std::string(kCommitFile);
     if (std::remove(marker.c_str()) != 0) return io_error("remove", marker);
-    MCX_RETURN_IF_ERROR(fsync_dir(dir));
-    MCX_RETURN_IF_ERROR(remove_tree(dir));
+    MCX_RETURN_IF_ERROR(sync_dir(job, dir));
+    retired.push_back(dir);
   }
-  return absl::OkStatus();
+  return retired;
 }
 
 }  // namespace
@@ -167,7 +175,7 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
   return job;
 }
 
-absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
+absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl::Status& prepared) {
   SaveSync sync(kv_prefix(job, job.seq), job.timeout, job.processes);
   const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
   absl::StatusOr<std::string> tmp = sync.share_from_leader(
@@ -189,13 +197,18 @@ absl::Status run_save(const SaveJob& job, const absl::Status& prepared) {
   }
   MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
   absl::StatusOr<std::string> committed("");
+  absl::StatusOr<std::vector<std::string>> retired = std::vector<std::string>();
   if (sync.is_leader()) {
     absl::Status s = commit(job, *tmp, sync.participants());
-    if (s.ok()) s = retain(job);
+    if (s.ok()) {
+      retired = retire_old_steps(job);
+      s = retired.status();
+    }
     if (s.ok() && job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1));
     committed = s.ok() ? absl::StatusOr<std::string>("") : s;
   }
-  return sync.share_from_leader("commit", committed).status();
+  MCX_RETURN_IF_ERROR(sync.share_from_leader("commit", committed).status());
+  return retired;
 }
 
 }  // namespace mcx::checkpoint

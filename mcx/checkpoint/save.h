@@ -21,6 +21,7 @@ struct SaveJob {
   int max_to_keep = 0;
   absl::Duration timeout;
   int threads = 1;  // for writing and hashing the owned shards (parallel.h)
+  bool durable = true;  // fsync files and directories (CheckpointOptions::durable)
   TreeDef tree;
   std::string metadata_json;
   std::vector<PlannedLeaf> plan;
@@ -34,7 +35,11 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
 // step, seq and timeout, and this process still takes part, publishing the failure at its first step (process
 // 0: instead of the directory name; the others: as their "written" outcome), so every process fails the save
 // at once instead of waiting for this one until the timeout. Returns this process's own failure if it had
-// one, else the first failure of any process.
-absl::Status run_save(const SaveJob& job, const absl::Status& prepared = absl::OkStatus());
+// one, else the first failure of any process. On success: the directories of the steps retention retired
+// (on the leader; their commit markers are already gone, so no listing shows them), which the caller removes
+// with remove_tree, off the critical path (a crash before that leaves partial directories that the next
+// save removes).
+absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job,
+                                                  const absl::Status& prepared = absl::OkStatus());
 
 }  // namespace mcx::checkpoint

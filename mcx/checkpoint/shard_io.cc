@@ -145,7 +145,8 @@ std::string dims_string(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads) {
+absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads,
+                                                        bool durable) {
   // Each file is cut into slabs of kSlabChunks chunks; one task hashes a slab's chunks from the source buffer
   // and then writes the slab with one pwritev, while its bytes are still in cache (one pass from memory).
   constexpr int64_t kSlabChunks = 4;
@@ -170,14 +171,14 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
                                 Piece{static_cast<int64_t>(h.size()), static_cast<const uint8_t*>(data.data()),
                                       static_cast<int64_t>(data.nbytes())}};
   };
-  // Every file is created before any slab task runs (a slab of file i needs its descriptor): with O_DIRECT
-  // where the file system takes it (a refusal: EINVAL at open), else buffered.
+  // Every file is created before any slab task runs (a slab of file i needs its descriptor): durable, with
+  // O_DIRECT where the file system takes it (a refusal: EINVAL at open), else buffered.
   std::vector<char> direct(n, 0);
   for (size_t i = 0; i < n; ++i) {
     constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-    fds[i].fd = ::open(files[i].path.c_str(), kFlags | O_DIRECT, 0644);
+    if (durable) fds[i].fd = ::open(files[i].path.c_str(), kFlags | O_DIRECT, 0644);
     direct[i] = fds[i].fd >= 0;
-    if (fds[i].fd < 0 && errno == EINVAL) fds[i].fd = ::open(files[i].path.c_str(), kFlags, 0644);
+    if (fds[i].fd < 0 && (!durable || errno == EINVAL)) fds[i].fd = ::open(files[i].path.c_str(), kFlags, 0644);
     if (fds[i].fd < 0) return io_error("create", files[i].path);
   }
   BouncePool bounce(static_cast<size_t>(kSlabChunks * kChunkBytes));
@@ -210,6 +211,7 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
     }
     MCX_RETURN_IF_ERROR(pwrite_range(fds[i].fd, files[i].path, pieces, a, b));
 #ifdef SYNC_FILE_RANGE_WRITE
+    if (!durable) return absl::OkStatus();
     // Start this slab's writeback now, so the fsync below finds most of the file on its way to the disk. Only
     // a hint: the fsync is what makes it durable, so a file system without it (EINVAL, ENOSYS) is fine.
     (void)::sync_file_range(fds[i].fd, a, b - a, SYNC_FILE_RANGE_WRITE);
@@ -223,7 +225,7 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
     if (direct[static_cast<size_t>(i)] && ::ftruncate(fd.fd, static_cast<off_t>(bytes[static_cast<size_t>(i)])) != 0) {
       return io_error("truncate", path);
     }
-    if (::fsync(fd.fd) != 0) return io_error("fsync", path);
+    if (durable && ::fsync(fd.fd) != 0) return io_error("fsync", path);
     const int raw = std::exchange(fd.fd, -1);
     if (::close(raw) != 0) return io_error("close", path);
     return absl::OkStatus();

@@ -6,8 +6,10 @@
 // the file system takes it: the slab is copied into a reused aligned buffer, hashed there and written without
 // the page-cache copy (the last slab padded, the file cut to size before the fsync); elsewhere the slab is
 // hashed from the source and written buffered, its writeback started at once (sync_file_range). Slabs of all
-// files are spread over `threads` threads (parallel.h), then every file is fsynced. A file's digest is
-// chunk_list_sha256 (format.h), derived from the chunk digests without another pass.
+// files are spread over `threads` threads (parallel.h), then every file is fsynced. Without `durable`
+// (CheckpointOptions::durable = false) the files are written buffered and never fsynced: they survive the
+// process (kill -9) but not a crash of the machine. A file's digest is chunk_list_sha256 (format.h), derived
+// from the chunk digests without another pass.
 //
 // read_region: reads only the rows of the stored file that the region covers (rounded out to whole chunks,
 // plus chunk 0 for the header), checks the file size against the manifest, each chunk read against its
@@ -40,8 +42,9 @@ struct ShardFile {
 // Creates every file (O_EXCL) and returns its entry (bytes and hashes; leaf and shard left 0), in order.
 // On an error the files already created are left for the caller's cleanup (a save removes its whole
 // temporary directory on the next save).
-absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads);
-// One file on the calling thread.
+absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads,
+                                                        bool durable = true);
+// One file on the calling thread, durably.
 absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer);
 
 // Copies the elements of `region` (global indices, inside stored.box and dst_box) from the stored shard of
