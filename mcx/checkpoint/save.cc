@@ -196,6 +196,8 @@ absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl
     return prepared;
   }
   MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
+  // Every participant is past the previous save: its entries can go.
+  if (job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1), {"written"}, {"dir", "commit"});
   absl::StatusOr<std::string> committed("");
   absl::StatusOr<std::vector<std::string>> retired = std::vector<std::string>();
   if (sync.is_leader()) {
@@ -204,7 +206,6 @@ absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl
       retired = retire_old_steps(job);
       s = retired.status();
     }
-    if (s.ok() && job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1));
     committed = s.ok() ? absl::StatusOr<std::string>("") : s;
   }
   MCX_RETURN_IF_ERROR(sync.share_from_leader("commit", committed).status());

@@ -85,8 +85,12 @@ absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine)
   return absl::OkStatus();
 }
 
-void SaveSync::forget(const std::string& prefix) {
-  if (agent_ != nullptr && is_leader()) (void)agent_->kv_delete(prefix);
+void SaveSync::forget(const std::string& prefix, const std::vector<std::string>& names,
+                      const std::vector<std::string>& leader_names) {
+  if (agent_ == nullptr) return;
+  for (const std::string& name : names) (void)agent_->kv_delete(absl::StrCat(prefix, "/", name, "/", process_));
+  if (!is_leader()) return;
+  for (const std::string& name : leader_names) (void)agent_->kv_delete(absl::StrCat(prefix, "/", name));
 }
 
 }  // namespace mcx::checkpoint

@@ -41,8 +41,11 @@ class SaveSync {
 
   absl::StatusOr<std::string> share_from_leader(const std::string& name, const absl::StatusOr<std::string>& value);
   absl::Status all_ok(const std::string& name, const absl::Status& mine);
-  // Leader: removes the KV entries under another save's prefix (best effort).
-  void forget(const std::string& prefix);
+  // Removes the KV entries this process wrote under another save's prefix (best effort): its all_ok
+  // outcomes of `names`, and on the leader its shared values of `leader_names`. Each process removes only its
+  // own entries, as the coordination service's key rules require under identity binding (docs/security.md).
+  void forget(const std::string& prefix, const std::vector<std::string>& names,
+              const std::vector<std::string>& leader_names);
 
  private:
   std::string prefix_;

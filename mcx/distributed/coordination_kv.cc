@@ -1,5 +1,6 @@
 // The key-value store of the coordination service (see coordination_service.h).
 #include "absl/strings/numbers.h"
+#include "mcx/distributed/principal.h"
 #include "mcx/distributed/coordination_service.h"
 #include "mcx/distributed/coordination_service_impl.h"
 
@@ -16,9 +17,15 @@ absl::Status check_key(absl::string_view api, std::string_view key, size_t max) 
   }
   return absl::OkStatus();
 }
+std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, const std::string& key) {
+  auto it = owners.find(key);
+  if (it == owners.end()) return std::nullopt;
+  return it->second;
+}
 }  // namespace
 
-absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite) {
+absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
+                                            const Principal* caller) {
   MCX_RETURN_IF_ERROR(check_key("kv_insert", key, options_.max_key_bytes));
   if (value.size() > options_.max_value_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("[kv_insert] value of ", value.size(), " bytes for key '", A(key),
@@ -35,6 +42,11 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
           absl::StrCat("[kv_insert] key '", A(key), "' already exists (pass allow_overwrite to replace it)"));
     }
     old = it->first.size() + it->second.size();
+  }
+  if (caller != nullptr) {
+    MCX_RETURN_IF_ERROR(authorize_key(*caller, it == impl_->kv.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
+                                      owner_of(impl_->kv_owner, k)));
+    if (it == impl_->kv.end() && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
   }
   size_t next = impl_->kv_bytes - old + k.size() + value.size();
   if (next > options_.max_total_bytes) {
@@ -79,12 +91,17 @@ absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key
   return it->second;
 }
 
-absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta) {
+absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta,
+                                                          const Principal* caller) {
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
   Deferred d;
   MutexLock lock(&impl_->mu);
   std::string k(key);
   auto it = impl_->kv.find(k);
+  if (caller != nullptr) {
+    MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kIncrement, key, owner_of(impl_->kv_owner, k)));
+    if (it == impl_->kv.end() && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
+  }
   int64_t value = 0;
   if (it != impl_->kv.end() && !absl::SimpleAtoi(it->second, &value)) {
     return absl::InvalidArgumentError(absl::StrCat("[kv_increment] key '", A(key),
@@ -123,22 +140,35 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
 }
 
 size_t CoordinationService::kv_delete(std::string_view key) {
+  absl::StatusOr<size_t> n = kv_delete_as(key, nullptr);
+  return n.ok() ? *n : 0;  // a trusted caller is never refused
+}
+
+absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Principal& caller) {
+  return kv_delete_as(key, &caller);
+}
+
+absl::StatusOr<size_t> CoordinationService::kv_delete_as(std::string_view key, const Principal* caller) {
   std::string k = strip_trailing_slashes(key);
-  MutexLock lock(&impl_->mu);
-  size_t n = 0;
-  if (auto it = impl_->kv.find(k); it != impl_->kv.end()) {
-    impl_->kv_bytes -= it->first.size() + it->second.size();
-    impl_->kv.erase(it);
-    ++n;
-  }
   std::string prefix = k + "/";
-  auto it = impl_->kv.lower_bound(prefix);
-  while (it != impl_->kv.end() && it->first.starts_with(prefix)) {
-    impl_->kv_bytes -= it->first.size() + it->second.size();
-    it = impl_->kv.erase(it);
-    ++n;
+  MutexLock lock(&impl_->mu);
+  // The key and every key under key/: all are checked before any is deleted.
+  std::vector<std::map<std::string, std::string>::iterator> doomed;
+  if (auto it = impl_->kv.find(k); it != impl_->kv.end()) doomed.push_back(it);
+  for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
+    doomed.push_back(it);
   }
-  return n;
+  if (caller != nullptr) {
+    for (const auto& it : doomed) {
+      MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kDelete, it->first, owner_of(impl_->kv_owner, it->first)));
+    }
+  }
+  for (const auto& it : doomed) {
+    impl_->kv_bytes -= it->first.size() + it->second.size();
+    impl_->kv_owner.erase(it->first);
+    impl_->kv.erase(it);
+  }
+  return doomed.size();
 }
 
 }  // namespace mcx::distributed

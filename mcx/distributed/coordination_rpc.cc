@@ -58,7 +58,12 @@ void serve_status(CoordinationService& s, const proto::ServiceStatusRequest&, Re
 }
 
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply) {
-  reply(status_response(s.kv_insert(req.key(), req.value(), req.allow_overwrite())));
+  serve_kv_insert(s, req, std::move(reply), nullptr);
+}
+
+void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply,
+                     const Principal* caller) {
+  reply(status_response(s.kv_insert(req.key(), req.value(), req.allow_overwrite(), caller)));
 }
 
 void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply) {
@@ -77,7 +82,12 @@ void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<
 
 void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
                         Reply<proto::KvIncrementResponse> reply) {
-  absl::StatusOr<int64_t> v = s.kv_increment(req.key(), req.delta());
+  serve_kv_increment(s, req, std::move(reply), nullptr);
+}
+
+void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
+                        Reply<proto::KvIncrementResponse> reply, const Principal* caller) {
+  absl::StatusOr<int64_t> v = s.kv_increment(req.key(), req.delta(), caller);
   proto::KvIncrementResponse r;
   to_proto(v.status(), r.mutable_status());
   if (v.ok()) r.set_value(*v);
@@ -96,9 +106,16 @@ void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<
 }
 
 void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply) {
+  serve_kv_delete(s, req, std::move(reply), nullptr);
+}
+
+void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply,
+                     const Principal* caller) {
   proto::KvDeleteResponse r;
-  r.set_deleted(static_cast<int64_t>(s.kv_delete(req.key())));
-  to_proto(absl::OkStatus(), r.mutable_status());
+  absl::StatusOr<size_t> n = caller != nullptr ? s.kv_delete(req.key(), *caller)
+                                                : absl::StatusOr<size_t>(s.kv_delete(req.key()));
+  if (n.ok()) r.set_deleted(static_cast<int64_t>(*n));
+  to_proto(n.status(), r.mutable_status());
   reply(std::move(r));
 }
 
@@ -110,7 +127,12 @@ void serve_barrier(CoordinationService& s, const proto::BarrierRequest& req, Rep
 
 void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
                           Reply<proto::StatusResponse> reply) {
-  reply(status_response(s.cancel_barrier(req.name(), req.counter())));
+  serve_cancel_barrier(s, req, std::move(reply), nullptr);
+}
+
+void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
+                          Reply<proto::StatusResponse> reply, const Principal* caller) {
+  reply(status_response(s.cancel_barrier(req.name(), req.counter(), caller)));
 }
 
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,

@@ -60,4 +60,15 @@ void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequ
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
                       Reply<proto::LiveTasksResponse> reply);
 
+// The calls the service authorizes against their caller (the gRPC edge with identity binding; nullptr:
+// trusted, as the three-argument forms above).
+void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply,
+                     const Principal* caller);
+void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
+                        Reply<proto::KvIncrementResponse> reply, const Principal* caller);
+void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply,
+                     const Principal* caller);
+void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
+                          Reply<proto::StatusResponse> reply, const Principal* caller);
+
 }  // namespace mcx::distributed

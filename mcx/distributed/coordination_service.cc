@@ -1,6 +1,7 @@
 #include "mcx/distributed/coordination_service.h"
 
 #include "mcx/distributed/coordination_service_impl.h"
+#include "mcx/distributed/principal.h"
 
 #include <algorithm>
 #include <limits>
@@ -580,11 +581,22 @@ void CoordinationService::barrier(TaskId task, Incarnation incarnation, std::str
   impl_->barrier_arrive(task, incarnation, name, counter, std::move(tasks), timeout, std::move(done), d);
 }
 
-absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64_t counter) {
+absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64_t counter, const Principal* caller) {
   Deferred d;
   MutexLock lock(&impl_->mu);
   std::string name(name_in);
   auto it = impl_->barriers.find(name);
+  if (caller != nullptr && caller->role != Role::kAdmin) {
+    const bool in_flight_with_caller = caller->role == Role::kTask && it != impl_->barriers.end() &&
+                                       it->second.counter == counter && !it->second.done &&
+                                       std::binary_search(it->second.participants.begin(),
+                                                          it->second.participants.end(), caller->task);
+    if (!in_flight_with_caller) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "[authz] ", caller->to_string(), " may not cancel barrier '", name, "' (instance ", counter,
+          "): a task may cancel only an instance in flight that it takes part in; an admin may cancel any"));
+    }
+  }
   absl::Status cancelled =
       absl::CancelledError(absl::StrCat("[barrier] barrier '", name, "' (instance ", counter, ") was cancelled"));
   if (it != impl_->barriers.end() && it->second.counter == counter) {

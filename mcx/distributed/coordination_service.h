@@ -49,6 +49,7 @@
 namespace mcx::distributed {
 
 using TaskId = int32_t;
+struct Principal;  // principal.h: who calls, when the gRPC edge binds identities
 using Incarnation = uint64_t;
 
 // A random non-zero 64-bit id (std::random_device), used for task and service incarnations.
@@ -274,21 +275,33 @@ class CoordinationService {
   // --- Key-value store ------------------------------------------------------------------------------
   // Keys are non-empty byte strings without NUL; "a/b" is in the directory "a". Values are bytes.
 
+  // `caller` (the write calls and cancel_barrier): the identity the gRPC edge bound to the call, checked by
+  // authorize_key (principal.h) with the key's owner, which the store records (the task that first wrote
+  // it); nullptr: a trusted caller (in-process, or identity binding off), not checked and owning nothing.
+
   // Errors: AlreadyExists (key present and !allow_overwrite), InvalidArgument (empty/oversized key or
-  // oversized value; the message gives both sizes and the limit), ResourceExhausted (store full).
-  absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite);
+  // oversized value; the message gives both sizes and the limit), ResourceExhausted (store full),
+  // PermissionDenied (caller).
+  absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
+                         const Principal* caller = nullptr);
   // Runs `done` with the value once the key exists, or DEADLINE_EXCEEDED after `timeout`.
   void kv_get(std::string_view key, absl::Duration timeout, Callback<absl::StatusOr<std::string>> done);
   // NotFound when absent.
   absl::StatusOr<std::string> kv_try_get(std::string_view key);
   // Atomically adds `delta` to the decimal int64 stored at key (absent = 0) and returns the new value.
   // Errors: InvalidArgument when the stored value is not a decimal int64 or the sum overflows.
-  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta);
+  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta, const Principal* caller = nullptr);
   // Every entry whose key starts with `dir` + "/" (a trailing "/" on dir is allowed), in key order;
   // an empty `dir` lists every entry.
   std::vector<KeyValue> kv_dir(std::string_view dir);
   // Deletes `key` and every key under `key/`. Deleting nothing is OK. Returns the number deleted.
   size_t kv_delete(std::string_view key);
+  // As kv_delete, for `caller`: PermissionDenied (naming the first key it may not delete) deletes nothing.
+  absl::StatusOr<size_t> kv_delete(std::string_view key, const Principal& caller);
+ private:
+  absl::StatusOr<size_t> kv_delete_as(std::string_view key, const Principal* caller);
+
+ public:
 
   // --- Barriers -------------------------------------------------------------------------------------
 
@@ -305,8 +318,9 @@ class CoordinationService {
                std::vector<TaskId> tasks, absl::Duration timeout, Callback<absl::Status> done);
 
   // Cancels instance `counter` of barrier `name`: its pending and future calls get CANCELLED.
-  // FailedPrecondition if that instance already passed.
-  absl::Status cancel_barrier(std::string_view name, int64_t counter);
+  // FailedPrecondition if that instance already passed. A task `caller` may cancel only an instance in
+  // flight that it takes part in; an admin any; PermissionDenied otherwise.
+  absl::Status cancel_barrier(std::string_view name, int64_t counter, const Principal* caller = nullptr);
 
   // --- Live-set agreement ---------------------------------------------------------------------------
 

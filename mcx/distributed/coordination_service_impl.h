@@ -139,6 +139,7 @@ struct CoordinationService::Impl {
   std::map<LiveSetKey, AgreedLiveSet> agreed_live_sets ABSL_GUARDED_BY(mu);  // the last one per key
   uint64_t live_set_generation ABSL_GUARDED_BY(mu) = 0;                 // job-wide, see LiveTasks::generation
   std::map<std::string, std::string> kv ABSL_GUARDED_BY(mu);
+  std::map<std::string, TaskId> kv_owner ABSL_GUARDED_BY(mu);  // keys first written by a task Principal
   size_t kv_bytes ABSL_GUARDED_BY(mu) = 0;
   std::map<std::string, std::vector<KvWaiter>> kv_waiters ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;

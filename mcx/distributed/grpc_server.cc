@@ -5,6 +5,9 @@
 #include <grpcpp/server_posix.h>
 
 #include <functional>
+#include <type_traits>
+#include <optional>
+#include <string_view>
 #include <set>
 #include <utility>
 
@@ -16,6 +19,7 @@
 #include "mcx/distributed/coordination_rpc.h"
 #include "mcx/distributed/fast_path_server.h"
 #include "mcx/distributed/grpc_tls.h"
+#include "mcx/distributed/principal.h"
 #include "mcx/distributed/proto_convert.h"
 
 namespace mcx::distributed {
@@ -71,14 +75,16 @@ class PendingCall final : public ServerUnaryReactor {
 // service call waits finish the reactor from the service's callback.
 class Handler final : public proto::Coordination::CallbackService {
  public:
-  Handler(CoordinationService* s, bool bind_identity) : s_(s), bind_identity_(bind_identity) {}
+  Handler(CoordinationService* s, bool bind_identity, std::string uri_prefix, std::shared_ptr<AuditLog> audit)
+      : s_(s), bind_identity_(bind_identity), uri_prefix_(std::move(uri_prefix)), audit_(std::move(audit)) {}
 
   // Finishes every open watch stream (server shutdown).
   void close_all_watches();
 
-  // PERMISSION_DENIED unless identity binding is off or the peer's certificate names task `task`.
-  absl::Status check_identity(CallbackServerContext* ctx, TaskId task) {
-    if (!bind_identity_) return absl::OkStatus();
+  // The caller's identity from its certificate's URI SANs; nullopt when identity binding is off (every
+  // caller trusted).
+  std::optional<Principal> principal(CallbackServerContext* ctx) const {
+    if (!bind_identity_) return std::nullopt;
     auto auth = ctx->auth_context();
     std::vector<std::string> uris;
     if (auth) {
@@ -87,17 +93,40 @@ class Handler final : public proto::Coordination::CallbackService {
         if (sans.ok()) uris.insert(uris.end(), sans->begin(), sans->end());
       }
     }
-    for (const std::string& u : uris) {
-      if (task_id_from_uri(u) == task) return absl::OkStatus();
+    return principal_from_uri_sans(uris, uri_prefix_);
+  }
+
+  // The call-level rule (docs/security.md, "Authorization"): a task-scoped call (acting: the request's task)
+  // only by that task's certificate; any other call by any role (the key and barrier rules are the
+  // service's). Records denials and admin calls in the audit log.
+  absl::Status authorize(const std::optional<Principal>& who, std::string_view rpc, std::optional<TaskId> acting) {
+    if (!who) return absl::OkStatus();
+    absl::Status s;
+    if (acting && (who->role != Role::kTask || who->task != *acting)) {
+      s = absl::PermissionDeniedError(absl::StrCat(
+          "[coordination] task identity binding: the client certificate has no URI SAN ending in 'task/", *acting,
+          "' (its URI SANs: ", who->uris.empty() ? "none" : absl::StrJoin(who->uris, ", "), "); it cannot act as task ",
+          *acting));
+    } else if (who->role == Role::kNone) {
+      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ", std::string(rpc),
+                                                   ": a certificate needs a URI SAN ending in task/<id>, "
+                                                   "operator/<name> or admin/<name>"));
+    } else if (who->role == Role::kOperator && !read_only(rpc)) {
+      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ", std::string(rpc),
+                                                   ": an operator may only read (GetStatus, KvGet, KvDir, Watch)"));
     }
-    return absl::PermissionDeniedError(absl::StrCat(
-        "[coordination] task identity binding: the client certificate has no URI SAN ending in 'task/", task,
-        "' (its URI SANs: ", uris.empty() ? "none" : absl::StrJoin(uris, ", "), "); it cannot act as task ", task));
+    if (!s.ok()) {
+      audit("denied", *who, rpc, std::string(s.message()));
+    } else if (who->role == Role::kAdmin) {
+      audit("admin", *who, rpc, "");
+    }
+    return s;
   }
 
   ServerUnaryReactor* Register(CallbackServerContext* ctx, const proto::RegisterRequest* req,
                                proto::RegisterResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    const std::optional<Principal> who = principal(ctx);
+    if (absl::Status id = authorize(who, "Register", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
@@ -108,25 +137,35 @@ class Handler final : public proto::Coordination::CallbackService {
         s->registration_abandoned(task, incarnation);
       };
     }
-    return answer(serve_register, req, resp, std::move(on_cancel));
+    const std::string what = absl::StrCat(req->rejoin() ? "rejoin" : "registration", " of task ", req->task(),
+                                          " (incarnation ", req->incarnation(), ")");
+    const std::string identity = who ? who->to_string() : "unauthenticated";
+    return answer(serve_register, req, resp, std::move(on_cancel),
+                  [this, what, identity](const proto::RegisterResponse& r) {
+                    const absl::Status s = from_proto(r.status());
+                    audit("register", identity, "Register", s.ok() ? what + ": OK" : what + ": " + s.ToString());
+                  });
   }
   ServerUnaryReactor* Heartbeat(CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
                                 proto::HeartbeatResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), "Heartbeat", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_heartbeat, req, resp);
   }
   ServerUnaryReactor* ReportError(CallbackServerContext* ctx, const proto::ReportErrorRequest* req,
                                   proto::StatusResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    const std::optional<Principal> who = principal(ctx);
+    if (absl::Status id = authorize(who, "ReportError", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
+    audit("error_report", who ? who->to_string() : "unauthenticated", "ReportError",
+          absl::StrCat("task ", req->task(), ": ", from_proto(req->error()).ToString()));
     return answer(serve_report_error, req, resp);
   }
   ServerUnaryReactor* Shutdown(CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                proto::StatusResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), "Shutdown", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_shutdown, req, resp);
@@ -135,51 +174,67 @@ class Handler final : public proto::Coordination::CallbackService {
   grpc::ServerWriteReactor<proto::JobStateProto>* Watch(CallbackServerContext* ctx,
                                                         const proto::WatchRequest* req) override;
 
-  ServerUnaryReactor* KvInsert(CallbackServerContext*, const proto::KvInsertRequest* req,
+  ServerUnaryReactor* KvInsert(CallbackServerContext* ctx, const proto::KvInsertRequest* req,
                                proto::StatusResponse* resp) override {
-    return answer(serve_kv_insert, req, resp);
+    return answer_as(ctx, "KvInsert", serve_kv_insert, req, resp);
   }
-  ServerUnaryReactor* KvGet(CallbackServerContext*, const proto::KvGetRequest* req,
+  ServerUnaryReactor* KvGet(CallbackServerContext* ctx, const proto::KvGetRequest* req,
                             proto::KvGetResponse* resp) override {
+    if (absl::Status id = authorize(principal(ctx), "KvGet", std::nullopt); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
     return answer(serve_kv_get, req, resp);
   }
-  ServerUnaryReactor* KvIncrement(CallbackServerContext*, const proto::KvIncrementRequest* req,
+  ServerUnaryReactor* KvIncrement(CallbackServerContext* ctx, const proto::KvIncrementRequest* req,
                                   proto::KvIncrementResponse* resp) override {
-    return answer(serve_kv_increment, req, resp);
+    return answer_as(ctx, "KvIncrement", serve_kv_increment, req, resp);
   }
-  ServerUnaryReactor* KvDir(CallbackServerContext*, const proto::KvDirRequest* req,
+  ServerUnaryReactor* KvDir(CallbackServerContext* ctx, const proto::KvDirRequest* req,
                             proto::KvDirResponse* resp) override {
+    if (absl::Status id = authorize(principal(ctx), "KvDir", std::nullopt); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
     return answer(serve_kv_dir, req, resp);
   }
-  ServerUnaryReactor* KvDelete(CallbackServerContext*, const proto::KvDeleteRequest* req,
+  ServerUnaryReactor* KvDelete(CallbackServerContext* ctx, const proto::KvDeleteRequest* req,
                                proto::KvDeleteResponse* resp) override {
-    return answer(serve_kv_delete, req, resp);
+    return answer_as(ctx, "KvDelete", serve_kv_delete, req, resp);
   }
   ServerUnaryReactor* Barrier(CallbackServerContext* ctx, const proto::BarrierRequest* req,
                               proto::StatusResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), "Barrier", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_barrier, req, resp);
   }
-  ServerUnaryReactor* CancelBarrier(CallbackServerContext*, const proto::CancelBarrierRequest* req,
+  ServerUnaryReactor* CancelBarrier(CallbackServerContext* ctx, const proto::CancelBarrierRequest* req,
                                     proto::StatusResponse* resp) override {
-    return answer(serve_cancel_barrier, req, resp);
+    return answer_as(ctx, "CancelBarrier", serve_cancel_barrier, req, resp);
   }
   ServerUnaryReactor* GetLiveTasks(CallbackServerContext* ctx, const proto::LiveTasksRequest* req,
                                    proto::LiveTasksResponse* resp) override {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), "GetLiveTasks", req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_live_tasks, req, resp);
   }
 
-  ServerUnaryReactor* GetStatus(CallbackServerContext*, const proto::ServiceStatusRequest* req,
+  ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest* req,
                                 proto::ServiceStatusResponse* resp) override {
+    if (absl::Status id = authorize(principal(ctx), "GetStatus", std::nullopt); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
     return answer(serve_status, req, resp);
   }
 
   CoordinationService* service() { return s_; }
+
+  void audit(std::string_view event, const Principal& who, std::string_view rpc, std::string_view detail) {
+    audit(event, who.to_string(), rpc, detail);
+  }
+  void audit(std::string_view event, const std::string& identity, std::string_view rpc, std::string_view detail) {
+    if (audit_) audit_->record(event, identity, rpc, detail);
+  }
 
   class WatchReactor;
   Mutex mu_;
@@ -187,15 +242,44 @@ class Handler final : public proto::Coordination::CallbackService {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 
  private:
+  static bool read_only(std::string_view rpc) {
+    return rpc == "GetStatus" || rpc == "KvGet" || rpc == "KvDir" || rpc == "Watch";
+  }
+
   // Answers through the transport-neutral handler (coordination_rpc.h). The response is moved in under the
   // call's lock, so a reply that comes after the call was cancelled (or the server shut down) is dropped.
+  // `observe` (optional) sees the response first (the audit log).
   template <typename Request, typename Response>
   ServerUnaryReactor* answer(void (*serve)(CoordinationService&, const Request&, Reply<Response>), const Request* req,
-                             Response* resp, std::function<void()> on_cancel = nullptr) {
+                             Response* resp, std::function<void()> on_cancel = nullptr,
+                             std::type_identity_t<std::function<void(const Response&)>> observe = nullptr) {
     auto* call = new PendingCall(std::move(on_cancel));
-    serve(*s_, *req, [st = call->state(), resp](Response r) {
+    serve(*s_, *req, [st = call->state(), resp, observe = std::move(observe)](Response r) {
+      if (observe) observe(r);
       PendingCall::complete(st, [&] { *resp = std::move(r); });
     });
+    return call;
+  }
+  // A call the service authorizes against the caller (the KV writes and cancel_barrier): the call-level rule
+  // first, then the service's, whose refusals go to the audit log too.
+  template <typename Request, typename Response>
+  ServerUnaryReactor* answer_as(CallbackServerContext* ctx, std::string_view rpc,
+                                void (*serve)(CoordinationService&, const Request&, Reply<Response>,
+                                              const Principal*),
+                                const Request* req, Response* resp) {
+    const std::optional<Principal> who = principal(ctx);
+    if (absl::Status id = authorize(who, rpc, std::nullopt); !id.ok()) {
+      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
+    }
+    auto* call = new PendingCall();
+    serve(*s_, *req,
+          [this, st = call->state(), resp, who, rpc = std::string(rpc)](Response r) {
+            if (who && r.status().code() == static_cast<int>(absl::StatusCode::kPermissionDenied)) {
+              audit("denied", *who, rpc, std::string(r.status().message()));
+            }
+            PendingCall::complete(st, [&] { *resp = std::move(r); });
+          },
+          who ? &*who : nullptr);
     return call;
   }
   static ServerUnaryReactor* fail(ServerUnaryReactor* r, const absl::Status& s, proto::StatusProto* out) {
@@ -205,6 +289,8 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   CoordinationService* s_;
   bool bind_identity_;
+  std::string uri_prefix_;
+  std::shared_ptr<AuditLog> audit_;  // may be null
 };
 
 // The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
@@ -309,11 +395,10 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
 grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerContext* ctx,
                                                                const proto::WatchRequest* req) {
   auto* w = new WatchReactor(this, req->task(), req->incarnation());
-  if (req->task() >= 0) {
-    if (absl::Status id = check_identity(ctx, req->task()); !id.ok()) {
-      w->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(id.message())));
-      return w;
-    }
+  const std::optional<TaskId> acting = req->task() >= 0 ? std::optional<TaskId>(req->task()) : std::nullopt;
+  if (absl::Status id = authorize(principal(ctx), "Watch", acting); !id.ok()) {
+    w->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(id.message())));
+    return w;
   }
   w->start();
   return w;
@@ -351,7 +436,8 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   // With the fast path, its listener owns the port and hands gRPC the connections that speak HTTP/2; with
   // mTLS gRPC listens itself (the fast path has no TLS).
   const bool shared_port = *fast_path && !options.mtls.enabled();
-  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity);
+  impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity,
+                                            options.mtls.peer_uri_prefix, options.audit_log);
   grpc::ServerBuilder b;
   if (!shared_port) b.AddListeningPort(options.bind_address, *creds, &impl->port);
   b.RegisterService(impl->handler.get());

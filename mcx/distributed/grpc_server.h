@@ -6,8 +6,11 @@
 // task fails at once (CoordinationService::end_watch with connection_lost).
 // Unless mTLS is on (or it is turned off), the port also serves the fast path (fast_path_server.h): its
 // listener owns the port and hands the connections that speak HTTP/2 to gRPC. With mTLS (mtls.h), requires
-// client certificates; with bind_task_identity, checks on every task-scoped
-// call that the peer's URI SAN ends in "task/<id>" for the request's task id (PERMISSION_DENIED otherwise).
+// client certificates; with bind_task_identity, authorizes every call by the role its certificate names
+// (principal.h; the table in docs/security.md): a task-scoped call only by that task ("task/<id>" URI SAN),
+// reads by any role, writes by tasks under the key rules, deletes and barrier cancels by their owner or an
+// admin; PERMISSION_DENIED otherwise. With an audit log, records denials, admin calls, registrations and
+// error reports (audit_log.h).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
@@ -17,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "mcx/distributed/audit_log.h"
 #include "mcx/distributed/coordination_service.h"
 #include "mcx/distributed/mtls.h"
 
@@ -29,6 +33,7 @@ struct GrpcServerOptions {
   // Whether to serve the fast path (fast_path_server.h) on the same port (unset: MCX_COORDINATION_FAST_PATH).
   // Never with mTLS.
   std::optional<bool> fast_path = std::nullopt;
+  std::shared_ptr<AuditLog> audit_log;  // optional (mcx-coordinator --audit-log)
 };
 
 class GrpcCoordinationServer {

@@ -19,7 +19,8 @@ constexpr char kApi[] = "[reached_preemption_sync_point] ";
 constexpr absl::Duration kRetryBackoff = absl::Seconds(1);
 
 std::string key(absl::string_view name) { return absl::StrCat(kPreemptionKeyDir, "/", name); }
-std::string wake_key_of(TaskId task) { return absl::StrCat(kPreemptionKeyDir, "/wake/", task); }
+// In the task's inbox (principal.h): under identity binding any task may write it, only its task delete it.
+std::string wake_key_of(TaskId task) { return absl::StrCat("mcx/task/", task, "/inbox/preemption_wake"); }
 
 std::string steps_dir() { return key("steps"); }
 
@@ -163,8 +164,9 @@ void PreemptionSync::agree(const std::string& reason) {
            agent_->task_id(), reason, my_step);
   absl::StatusOr<PreemptionSyncPoint> point = run_agreement(my_step, timeout);
   if (point.ok()) {
-    // For a process that joins after the agreement (a restart): every member writes the same value.
-    (void)agent_->kv_set(key("sync_step"), absl::StrCat(point->step), /*allow_overwrite=*/true);
+    // For a process that joins after the agreement (a restart): every member writes the same value; the
+    // first insert stands (a job-wide key is insert-once for the other tasks under identity binding).
+    (void)agent_->kv_set(key("sync_step"), absl::StrCat(point->step), /*allow_overwrite=*/false);
     log_info("[mcx.preemption] preemption sync step {} agreed by processes {{{}}} (their steps {{{}}})", point->step,
              absl::StrJoin(point->processes, ","), absl::StrJoin(point->steps, ","));
   } else {

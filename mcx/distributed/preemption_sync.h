@@ -5,7 +5,8 @@
 //
 // Protocol (key-value entries under "mcx/preemption/"):
 //   1. A notice is published once per job: notify() inserts "notice" (the first publisher wins) and wakes
-//      every task's watcher by writing its "wake/<task>" key.
+//      every task's watcher by writing the key "mcx/task/<task>/inbox/preemption_wake" (a task's inbox:
+//      writable by every task under identity binding, principal.h).
 //   2. Each process's watcher thread (started by the first reached_sync_point call) waits for its wake key in
 //      slices of at most kWatchSlice and checks "notice" after each wake-up, so it learns of a notice within
 //      one RPC of its publication.

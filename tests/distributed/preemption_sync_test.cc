@@ -268,7 +268,7 @@ TEST_F(PreemptionSyncTest, StopJoinsTheWatcherPromptlyAndRefusesLaterCalls) {
   EXPECT_LT(absl::Now() - begin, absl::Milliseconds(500));  // woken through its key, not after a 30 s slice
   EXPECT_EQ(syncs_[0]->reached_sync_point(1).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(syncs_[0]->notify("late").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_FALSE(agents_[0]->kv_try_get("mcx/preemption/wake/0").ok());  // its wake key is cleaned up
+  EXPECT_FALSE(agents_[0]->kv_try_get("mcx/task/0/inbox/preemption_wake").ok());  // its wake key is cleaned up
 }
 
 }  // namespace
