@@ -36,11 +36,13 @@ std::string host_of(const std::string& bind) {
   return colon == std::string::npos ? bind : bind.substr(0, colon);
 }
 
-// Logs the differences between consecutive job states (one line per task change). `rejoined(id)` says whether
-// a task came back after a coordinator restart (rejoin_task), for the log line.
+// Logs the differences between consecutive job states (one line per task change) to stderr (unless quiet)
+// and to the audit log (if any, event "task_state"). `rejoined(id)` says whether a task came back after a
+// coordinator restart (rejoin_task), for the log line.
 class ChangeLogger {
  public:
-  explicit ChangeLogger(std::function<bool(int)> rejoined) : rejoined_(std::move(rejoined)) {}
+  ChangeLogger(std::function<bool(int)> rejoined, bool print, std::shared_ptr<mcx::distributed::AuditLog> audit)
+      : rejoined_(std::move(rejoined)), print_(print), audit_(std::move(audit)) {}
   void on_state(const JobState& s) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& t : s.tasks) {
@@ -51,15 +53,20 @@ class ChangeLogger {
                                       " (incarnation ", absl::Hex(t.incarnation), ")");
       if (t.state == TaskState::kConnected && rejoined_(t.id)) absl::StrAppend(&line, " rejoined");
       if (!t.error.ok()) absl::StrAppend(&line, ": ", t.error.ToString());
-      std::cerr << line << std::endl;
+      if (print_) std::cerr << line << std::endl;
+      if (audit_) audit_->record("task_state", absl::StrCat("task/", t.id), "", line.substr(line.find("task ")));
     }
-    if (!s.job_error.ok() && last_.job_error.ok())
-      std::cerr << "[mcx-coordinator] job failed: " << s.job_error.ToString() << std::endl;
+    if (!s.job_error.ok() && last_.job_error.ok()) {
+      if (print_) std::cerr << "[mcx-coordinator] job failed: " << s.job_error.ToString() << std::endl;
+      if (audit_) audit_->record("job_failed", "", "", s.job_error.ToString());
+    }
     last_ = s;
   }
 
  private:
   std::function<bool(int)> rejoined_;
+  const bool print_;
+  const std::shared_ptr<mcx::distributed::AuditLog> audit_;
   std::mutex mu_;
   JobState last_;
 };
@@ -96,6 +103,10 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-when-done", exit_when_done,
                "exit once every task has shut down (0), or the job failed and no task is left (1)");
   app.add_flag("-q,--quiet", quiet, "do not log task state changes");
+  std::string audit_log;
+  app.add_option("--audit-log", audit_log,
+                 "append JSON lines to FILE: denied calls, admin calls, registrations, error reports, task state "
+                 "changes (docs/security.md)");
   mcx::tools::MtlsFlags mtls;
   mcx::tools::add_mtls_flags(app, mtls, /*per_task=*/false);
   double mtls_refresh = 1;
@@ -127,6 +138,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   mcx::distributed::GrpcServerOptions gso;
+  if (!audit_log.empty()) {
+    auto log = mcx::distributed::AuditLog::open(audit_log);
+    if (!log.ok()) {
+      std::cerr << "[mcx-coordinator] " << log.status().message() << std::endl;
+      return 2;
+    }
+    gso.audit_log = *log;
+  }
   gso.bind_address = bind;
   gso.mtls = mcx::tools::to_mtls_options(mtls);
   gso.mtls.refresh_interval = absl::Seconds(mtls_refresh);
@@ -143,12 +162,14 @@ int main(int argc, char** argv) {
             << heartbeat_timeout << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
             << std::endl;
 
-  ChangeLogger logger([s = service->get()](int id) {
-    mcx::distributed::ServiceStatus st = s->status();
-    return id >= 0 && id < static_cast<int>(st.tasks.size()) && st.tasks[id].rejoined;
-  });
+  ChangeLogger logger(
+      [s = service->get()](int id) {
+        mcx::distributed::ServiceStatus st = s->status();
+        return id >= 0 && id < static_cast<int>(st.tasks.size()) && st.tasks[id].rejoined;
+      },
+      !quiet, gso.audit_log);
   std::optional<uint64_t> watch_id;
-  if (!quiet) {
+  if (!quiet || gso.audit_log) {
     auto w = (*service)->watch(-1, 0, [&logger](const JobState& s) { logger.on_state(s); });
     if (w.ok()) watch_id = *w;
   }

@@ -7,6 +7,8 @@
 #   other_task0.pem/.key          task 0's identity, signed by the other CA (must be refused)
 #   outsider.pem/.key             signed by the job's CA, URI spiffe://elsewhere/task/0 (wrong prefix)
 #   no_uri.pem/.key               signed by the job's CA, no URI SAN at all
+#   operator.pem/.key             role operator: URI spiffe://mcx/job/operator/alice (read-only)
+#   admin.pem/.key                role admin: URI spiffe://mcx/job/admin/root (may delete keys, cancel barriers)
 # Usage: make_certs.sh OUTDIR [N=4]
 set -euo pipefail
 out=${1:?usage: make_certs.sh OUTDIR [N]}
@@ -39,4 +41,6 @@ done
 make_leaf other_task0 other_ca "mcx task 0" "URI:spiffe://mcx/job/task/0,DNS:localhost,IP:127.0.0.1"
 make_leaf outsider ca "outsider" "URI:spiffe://elsewhere/task/0,DNS:localhost,IP:127.0.0.1"
 make_leaf no_uri ca "no uri" "DNS:localhost,IP:127.0.0.1"
+make_leaf operator ca "operator alice" "URI:spiffe://mcx/job/operator/alice,DNS:localhost,IP:127.0.0.1"
+make_leaf admin ca "admin root" "URI:spiffe://mcx/job/admin/root,DNS:localhost,IP:127.0.0.1"
 chmod 600 ./*.key

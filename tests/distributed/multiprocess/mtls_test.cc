@@ -1,6 +1,9 @@
 // mTLS with real certificates made at test time (make_certs.sh): a job with good certificates runs; a
 // client without a certificate, with one from another CA, outside the URI prefix, or acting as another
 // task (identity binding) is refused; strict mode refuses to start without mTLS.
+#include <fstream>
+#include <iterator>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
@@ -140,6 +143,74 @@ TEST_F(Mtls, McxCtlNeedsACertificateToo) {
   EXPECT_EQ(h.exit_code(ok), 0) << h.dump(ok);
   EXPECT_THAT(h.out(ok), HasSubstr("DISCONNECTED"));
   EXPECT_EQ(h.exit_code(refused), 3) << h.dump(refused);
+}
+
+// Authorization under identity binding (docs/security.md): a job of two tasks runs (its registration, KV
+// and barriers pass the rules); then each role, through mcx-ctl: an operator reads but may not write, a task
+// may not write under another task's prefix or overwrite a job-wide key another task wrote, an admin deletes
+// but may not write, a certificate without a role may do nothing; the audit log records the registrations,
+// every denial and the admin's calls.
+TEST_F(Mtls, RolesKeyOwnershipAndTheAuditLog) {
+  Harness h;
+  const std::string audit = dir_.file("audit.jsonl");
+  std::string addr = h.start_coordinator(
+      2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/", "--mtls-bind-identity", "--audit-log", audit}));
+  ASSERT_FALSE(addr.empty());
+  std::vector<int> w;
+  for (int i = 0; i < 2; ++i) {
+    Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
+    w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
+  }
+  ASSERT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
+  for (int i : w) ASSERT_EQ(h.exit_code(i), 0) << h.dump_all();
+
+  // mcx-ctl with certificate <cert>: returns its index after it exited.
+  auto ctl = [&](const std::string& cert, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {tool_path("mcx-ctl"), "--coordinator", addr, "--timeout", "5", "--mtls-cert",
+                                     dir_.file(cert + ".pem"), "--mtls-key", dir_.file(cert + ".key"), "--mtls-ca",
+                                     dir_.file("ca.pem")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    int i = h.spawn("ctl-" + cert, argv);
+    EXPECT_TRUE(h.wait_exit(i, milliseconds(15000))) << h.dump(i);
+    return i;
+  };
+  int c = ctl("task0", {"kv", "set", "job/owned-by-0", "a"});
+  EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
+  c = ctl("operator", {"status"});
+  EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
+  c = ctl("operator", {"kv", "get", "job/owned-by-0"});
+  EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
+  c = ctl("operator", {"kv", "set", "job/x", "y"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("operator/alice may not call KvInsert: an operator may only read"));
+  c = ctl("task1", {"kv", "set", "mcx/task/0/topology", "forged"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("keys under 'mcx/task/0/' belong to task 0"));
+  c = ctl("task1", {"kv", "set", "job/owned-by-0", "overwritten"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("only by the task that wrote it first (task 0)"));
+  c = ctl("admin", {"kv", "set", "job/x", "y"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("an admin may delete keys but not write them"));
+  c = ctl("admin", {"kv", "rm", "job/owned-by-0"});
+  EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
+  // Under the URI prefix but naming no role (the coordinator's own certificate): refused by authorization;
+  // outside the prefix (no URI SAN at all): refused by the TLS handshake.
+  c = ctl("coordinator", {"status"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("PERMISSION_DENIED"));
+  c = ctl("no_uri", {"status"});
+  EXPECT_EQ(h.exit_code(c), 3) << h.dump(c);
+
+  std::ifstream in(audit);
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(log, HasSubstr(R"("event":"register","identity":"task/0")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"register","identity":"task/1")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"operator/alice","rpc":"KvInsert")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"task/1","rpc":"KvInsert")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"admin","identity":"admin/root","rpc":"KvDelete")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"a certificate with no role)"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"task_state","identity":"task/0")"));
 }
 
 }  // namespace
