@@ -35,6 +35,18 @@ class Mtls : public ::testing::Test {
     return a;
   }
 
+  // Two tasks running the "hello" worker with their own certificates under the prefix spiffe://mcx/job/;
+  // returns their harness indices once both exited.
+  std::vector<int> run_hello_job(Harness& h, const std::string& addr) const {
+    std::vector<int> w;
+    for (int i = 0; i < 2; ++i) {
+      Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
+      w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
+    }
+    EXPECT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
+    return w;
+  }
+
   TempDir dir_;
 };
 
@@ -43,13 +55,7 @@ TEST_F(Mtls, JobWithGoodCertificatesRuns) {
   std::string addr = h.start_coordinator(2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/",
                                                               "--mtls-bind-identity"}));
   ASSERT_FALSE(addr.empty());
-  std::vector<int> w;
-  for (int i = 0; i < 2; ++i) {
-    Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
-    w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
-  }
-  ASSERT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
-  for (int i : w) EXPECT_EQ(h.exit_code(i), 0) << h.dump_all();
+  for (int i : run_hello_job(h, addr)) EXPECT_EQ(h.exit_code(i), 0) << h.dump_all();
   EXPECT_THAT(h.err(h.coordinator_index()), HasSubstr("mTLS"));
 }
 
@@ -156,13 +162,7 @@ TEST_F(Mtls, RolesKeyOwnershipAndTheAuditLog) {
   std::string addr = h.start_coordinator(
       2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/", "--mtls-bind-identity", "--audit-log", audit}));
   ASSERT_FALSE(addr.empty());
-  std::vector<int> w;
-  for (int i = 0; i < 2; ++i) {
-    Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
-    w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
-  }
-  ASSERT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
-  for (int i : w) ASSERT_EQ(h.exit_code(i), 0) << h.dump_all();
+  for (int i : run_hello_job(h, addr)) ASSERT_EQ(h.exit_code(i), 0) << h.dump_all();
 
   // mcx-ctl with certificate <cert>: returns its index after it exited.
   auto ctl = [&](const std::string& cert, const std::vector<std::string>& args) {
