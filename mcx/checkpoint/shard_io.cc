@@ -211,10 +211,9 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
     }
     MCX_RETURN_IF_ERROR(pwrite_range(fds[i].fd, files[i].path, pieces, a, b));
 #ifdef SYNC_FILE_RANGE_WRITE
-    if (!durable) return absl::OkStatus();
     // Start this slab's writeback now, so the fsync below finds most of the file on its way to the disk. Only
     // a hint: the fsync is what makes it durable, so a file system without it (EINVAL, ENOSYS) is fine.
-    (void)::sync_file_range(fds[i].fd, a, b - a, SYNC_FILE_RANGE_WRITE);
+    if (durable) (void)::sync_file_range(fds[i].fd, a, b - a, SYNC_FILE_RANGE_WRITE);
 #endif
     return absl::OkStatus();
   }));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
 #include "mcx/core/mutex.h"
 
 namespace mcx::distributed {
@@ -336,8 +337,9 @@ absl::StatusOr<std::vector<KeyValue>> InProcessClient::kv_dir(std::string_view d
 }
 
 absl::StatusOr<int64_t> InProcessClient::kv_delete(std::string_view key, absl::Duration) {
-  return endpoint_->with_service("kv_delete", [&](CoordinationService* s, uint64_t) {
-    return absl::StatusOr<int64_t>(static_cast<int64_t>(s->kv_delete(key)));
+  return endpoint_->with_service("kv_delete", [&](CoordinationService* s, uint64_t) -> absl::StatusOr<int64_t> {
+    MCX_ASSIGN_OR_RETURN(size_t n, s->kv_delete(key));
+    return static_cast<int64_t>(n);
   });
 }
 

@@ -46,7 +46,6 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
   if (caller != nullptr) {
     MCX_RETURN_IF_ERROR(authorize_key(*caller, it == impl_->kv.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
                                       owner_of(impl_->kv_owner, k)));
-    if (it == impl_->kv.end() && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
   }
   size_t next = impl_->kv_bytes - old + k.size() + value.size();
   if (next > options_.max_total_bytes) {
@@ -54,6 +53,7 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
                                                      " bytes, over its limit of ", options_.max_total_bytes));
   }
   impl_->kv_bytes = next;
+  if (it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
   impl_->kv[k] = std::string(value);
   auto w = impl_->kv_waiters.find(k);
   if (w != impl_->kv_waiters.end()) {
@@ -139,16 +139,7 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
   return out;
 }
 
-size_t CoordinationService::kv_delete(std::string_view key) {
-  absl::StatusOr<size_t> n = kv_delete_as(key, nullptr);
-  return n.ok() ? *n : 0;  // a trusted caller is never refused
-}
-
-absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Principal& caller) {
-  return kv_delete_as(key, &caller);
-}
-
-absl::StatusOr<size_t> CoordinationService::kv_delete_as(std::string_view key, const Principal* caller) {
+absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Principal* caller) {
   std::string k = strip_trailing_slashes(key);
   std::string prefix = k + "/";
   MutexLock lock(&impl_->mu);

@@ -57,6 +57,26 @@ void serve_status(CoordinationService& s, const proto::ServiceStatusRequest&, Re
   reply(std::move(r));
 }
 
+std::string_view rpc_name(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kRegister: return "Register";
+    case Rpc::kHeartbeat: return "Heartbeat";
+    case Rpc::kReportError: return "ReportError";
+    case Rpc::kShutdown: return "Shutdown";
+    case Rpc::kWatch: return "Watch";
+    case Rpc::kKvInsert: return "KvInsert";
+    case Rpc::kKvGet: return "KvGet";
+    case Rpc::kKvIncrement: return "KvIncrement";
+    case Rpc::kKvDir: return "KvDir";
+    case Rpc::kKvDelete: return "KvDelete";
+    case Rpc::kBarrier: return "Barrier";
+    case Rpc::kCancelBarrier: return "CancelBarrier";
+    case Rpc::kLiveTasks: return "GetLiveTasks";
+    case Rpc::kStatus: return "GetStatus";
+  }
+  return "?";
+}
+
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply) {
   serve_kv_insert(s, req, std::move(reply), nullptr);
 }
@@ -112,8 +132,7 @@ void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, 
 void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply,
                      const Principal* caller) {
   proto::KvDeleteResponse r;
-  absl::StatusOr<size_t> n = caller != nullptr ? s.kv_delete(req.key(), *caller)
-                                                : absl::StatusOr<size_t>(s.kv_delete(req.key()));
+  absl::StatusOr<size_t> n = s.kv_delete(req.key(), caller);
   if (n.ok()) r.set_deleted(static_cast<int64_t>(*n));
   to_proto(n.status(), r.mutable_status());
   reply(std::move(r));

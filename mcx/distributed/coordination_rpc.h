@@ -35,6 +35,9 @@ enum class Rpc : uint16_t {
   kStatus = 14,
 };
 
+// The call's method name in coordination.proto ("KvInsert", "GetStatus", ...), for messages and the audit log.
+std::string_view rpc_name(Rpc rpc);
+
 template <typename Response>
 using Reply = std::function<void(Response)>;
 

@@ -295,13 +295,8 @@ class CoordinationService {
   // an empty `dir` lists every entry.
   std::vector<KeyValue> kv_dir(std::string_view dir);
   // Deletes `key` and every key under `key/`. Deleting nothing is OK. Returns the number deleted.
-  size_t kv_delete(std::string_view key);
-  // As kv_delete, for `caller`: PermissionDenied (naming the first key it may not delete) deletes nothing.
-  absl::StatusOr<size_t> kv_delete(std::string_view key, const Principal& caller);
- private:
-  absl::StatusOr<size_t> kv_delete_as(std::string_view key, const Principal* caller);
-
- public:
+  // PermissionDenied (caller; naming the first key it may not delete) deletes nothing.
+  absl::StatusOr<size_t> kv_delete(std::string_view key, const Principal* caller = nullptr);
 
   // --- Barriers -------------------------------------------------------------------------------------
 

@@ -85,13 +85,11 @@ class Handler final : public proto::Coordination::CallbackService {
   // caller trusted).
   std::optional<Principal> principal(CallbackServerContext* ctx) const {
     if (!bind_identity_) return std::nullopt;
+    // The URI SANs gRPC extracted from the verified client certificate at the handshake (no parsing per call).
     auto auth = ctx->auth_context();
     std::vector<std::string> uris;
     if (auth) {
-      for (const auto& pem : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
-        auto sans = certificate_uri_sans(std::string(pem.data(), pem.size()));
-        if (sans.ok()) uris.insert(uris.end(), sans->begin(), sans->end());
-      }
+      for (const auto& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) uris.emplace_back(uri.data(), uri.size());
     }
     return principal_from_uri_sans(uris, uri_prefix_);
   }
@@ -99,7 +97,7 @@ class Handler final : public proto::Coordination::CallbackService {
   // The call-level rule (docs/security.md, "Authorization"): a task-scoped call (acting: the request's task)
   // only by that task's certificate; any other call by any role (the key and barrier rules are the
   // service's). Records denials and admin calls in the audit log.
-  absl::Status authorize(const std::optional<Principal>& who, std::string_view rpc, std::optional<TaskId> acting) {
+  absl::Status authorize(const std::optional<Principal>& who, Rpc rpc, std::optional<TaskId> acting) {
     if (!who) return absl::OkStatus();
     absl::Status s;
     if (acting && (who->role != Role::kTask || who->task != *acting)) {
@@ -108,12 +106,12 @@ class Handler final : public proto::Coordination::CallbackService {
           "' (its URI SANs: ", who->uris.empty() ? "none" : absl::StrJoin(who->uris, ", "), "); it cannot act as task ",
           *acting));
     } else if (who->role == Role::kNone) {
-      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ", std::string(rpc),
-                                                   ": a certificate needs a URI SAN ending in task/<id>, "
+      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ",
+                                                   std::string(rpc_name(rpc)), ": a certificate needs a URI SAN ending in task/<id>, "
                                                    "operator/<name> or admin/<name>"));
     } else if (who->role == Role::kOperator && !read_only(rpc)) {
-      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ", std::string(rpc),
-                                                   ": an operator may only read (GetStatus, KvGet, KvDir, Watch)"));
+      s = absl::PermissionDeniedError(absl::StrCat("[authz] ", who->to_string(), " may not call ",
+                                                   std::string(rpc_name(rpc)), ": an operator may only read (GetStatus, KvGet, KvDir, Watch)"));
     }
     if (!s.ok()) {
       audit("denied", *who, rpc, std::string(s.message()));
@@ -126,7 +124,7 @@ class Handler final : public proto::Coordination::CallbackService {
   ServerUnaryReactor* Register(CallbackServerContext* ctx, const proto::RegisterRequest* req,
                                proto::RegisterResponse* resp) override {
     const std::optional<Principal> who = principal(ctx);
-    if (absl::Status id = authorize(who, "Register", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(who, Rpc::kRegister, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
@@ -143,12 +141,12 @@ class Handler final : public proto::Coordination::CallbackService {
     return answer(serve_register, req, resp, std::move(on_cancel),
                   [this, what, identity](const proto::RegisterResponse& r) {
                     const absl::Status s = from_proto(r.status());
-                    audit("register", identity, "Register", s.ok() ? what + ": OK" : what + ": " + s.ToString());
+                    audit("register", identity, Rpc::kRegister, s.ok() ? what + ": OK" : what + ": " + s.ToString());
                   });
   }
   ServerUnaryReactor* Heartbeat(CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
                                 proto::HeartbeatResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "Heartbeat", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kHeartbeat, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_heartbeat, req, resp);
@@ -156,16 +154,16 @@ class Handler final : public proto::Coordination::CallbackService {
   ServerUnaryReactor* ReportError(CallbackServerContext* ctx, const proto::ReportErrorRequest* req,
                                   proto::StatusResponse* resp) override {
     const std::optional<Principal> who = principal(ctx);
-    if (absl::Status id = authorize(who, "ReportError", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(who, Rpc::kReportError, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
-    audit("error_report", who ? who->to_string() : "unauthenticated", "ReportError",
+    audit("error_report", who ? who->to_string() : "unauthenticated", Rpc::kReportError,
           absl::StrCat("task ", req->task(), ": ", from_proto(req->error()).ToString()));
     return answer(serve_report_error, req, resp);
   }
   ServerUnaryReactor* Shutdown(CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                proto::StatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "Shutdown", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kShutdown, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_shutdown, req, resp);
@@ -176,44 +174,44 @@ class Handler final : public proto::Coordination::CallbackService {
 
   ServerUnaryReactor* KvInsert(CallbackServerContext* ctx, const proto::KvInsertRequest* req,
                                proto::StatusResponse* resp) override {
-    return answer_as(ctx, "KvInsert", serve_kv_insert, req, resp);
+    return answer_as(ctx, Rpc::kKvInsert, serve_kv_insert, req, resp);
   }
   ServerUnaryReactor* KvGet(CallbackServerContext* ctx, const proto::KvGetRequest* req,
                             proto::KvGetResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "KvGet", std::nullopt); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kKvGet, std::nullopt); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_kv_get, req, resp);
   }
   ServerUnaryReactor* KvIncrement(CallbackServerContext* ctx, const proto::KvIncrementRequest* req,
                                   proto::KvIncrementResponse* resp) override {
-    return answer_as(ctx, "KvIncrement", serve_kv_increment, req, resp);
+    return answer_as(ctx, Rpc::kKvIncrement, serve_kv_increment, req, resp);
   }
   ServerUnaryReactor* KvDir(CallbackServerContext* ctx, const proto::KvDirRequest* req,
                             proto::KvDirResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "KvDir", std::nullopt); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kKvDir, std::nullopt); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_kv_dir, req, resp);
   }
   ServerUnaryReactor* KvDelete(CallbackServerContext* ctx, const proto::KvDeleteRequest* req,
                                proto::KvDeleteResponse* resp) override {
-    return answer_as(ctx, "KvDelete", serve_kv_delete, req, resp);
+    return answer_as(ctx, Rpc::kKvDelete, serve_kv_delete, req, resp);
   }
   ServerUnaryReactor* Barrier(CallbackServerContext* ctx, const proto::BarrierRequest* req,
                               proto::StatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "Barrier", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kBarrier, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_barrier, req, resp);
   }
   ServerUnaryReactor* CancelBarrier(CallbackServerContext* ctx, const proto::CancelBarrierRequest* req,
                                     proto::StatusResponse* resp) override {
-    return answer_as(ctx, "CancelBarrier", serve_cancel_barrier, req, resp);
+    return answer_as(ctx, Rpc::kCancelBarrier, serve_cancel_barrier, req, resp);
   }
   ServerUnaryReactor* GetLiveTasks(CallbackServerContext* ctx, const proto::LiveTasksRequest* req,
                                    proto::LiveTasksResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "GetLiveTasks", req->task()); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kLiveTasks, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_live_tasks, req, resp);
@@ -221,7 +219,7 @@ class Handler final : public proto::Coordination::CallbackService {
 
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest* req,
                                 proto::ServiceStatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), "GetStatus", std::nullopt); !id.ok()) {
+    if (absl::Status id = authorize(principal(ctx), Rpc::kStatus, std::nullopt); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_status, req, resp);
@@ -229,11 +227,11 @@ class Handler final : public proto::Coordination::CallbackService {
 
   CoordinationService* service() { return s_; }
 
-  void audit(std::string_view event, const Principal& who, std::string_view rpc, std::string_view detail) {
+  void audit(std::string_view event, const Principal& who, Rpc rpc, std::string_view detail) {
     audit(event, who.to_string(), rpc, detail);
   }
-  void audit(std::string_view event, const std::string& identity, std::string_view rpc, std::string_view detail) {
-    if (audit_) audit_->record(event, identity, rpc, detail);
+  void audit(std::string_view event, const std::string& identity, Rpc rpc, std::string_view detail) {
+    if (audit_) audit_->record(event, identity, rpc_name(rpc), detail);
   }
 
   class WatchReactor;
@@ -242,8 +240,8 @@ class Handler final : public proto::Coordination::CallbackService {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
 
  private:
-  static bool read_only(std::string_view rpc) {
-    return rpc == "GetStatus" || rpc == "KvGet" || rpc == "KvDir" || rpc == "Watch";
+  static bool read_only(Rpc rpc) {
+    return rpc == Rpc::kStatus || rpc == Rpc::kKvGet || rpc == Rpc::kKvDir || rpc == Rpc::kWatch;
   }
 
   // Answers through the transport-neutral handler (coordination_rpc.h). The response is moved in under the
@@ -263,7 +261,7 @@ class Handler final : public proto::Coordination::CallbackService {
   // A call the service authorizes against the caller (the KV writes and cancel_barrier): the call-level rule
   // first, then the service's, whose refusals go to the audit log too.
   template <typename Request, typename Response>
-  ServerUnaryReactor* answer_as(CallbackServerContext* ctx, std::string_view rpc,
+  ServerUnaryReactor* answer_as(CallbackServerContext* ctx, Rpc rpc,
                                 void (*serve)(CoordinationService&, const Request&, Reply<Response>,
                                               const Principal*),
                                 const Request* req, Response* resp) {
@@ -273,7 +271,7 @@ class Handler final : public proto::Coordination::CallbackService {
     }
     auto* call = new PendingCall();
     serve(*s_, *req,
-          [this, st = call->state(), resp, who, rpc = std::string(rpc)](Response r) {
+          [this, st = call->state(), resp, who, rpc](Response r) {
             if (who && r.status().code() == static_cast<int>(absl::StatusCode::kPermissionDenied)) {
               audit("denied", *who, rpc, std::string(r.status().message()));
             }
@@ -396,7 +394,7 @@ grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerCon
                                                                const proto::WatchRequest* req) {
   auto* w = new WatchReactor(this, req->task(), req->incarnation());
   const std::optional<TaskId> acting = req->task() >= 0 ? std::optional<TaskId>(req->task()) : std::nullopt;
-  if (absl::Status id = authorize(principal(ctx), "Watch", acting); !id.ok()) {
+  if (absl::Status id = authorize(principal(ctx), Rpc::kWatch, acting); !id.ok()) {
     w->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(id.message())));
     return w;
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/distributed/mtls.h"
 
 namespace mcx::distributed {
 namespace {
@@ -55,21 +56,18 @@ Principal principal_from_uri_sans(const std::vector<std::string>& uris, std::str
   p.uris = uris;
   for (const std::string& uri : uris) {
     if (!std::string_view(uri).starts_with(prefix)) continue;
-    const size_t last = uri.rfind('/');
-    if (last == std::string::npos || last == 0) continue;
-    const size_t before = uri.rfind('/', last - 1);
-    const std::string_view role = std::string_view(uri).substr(before == std::string::npos ? 0 : before + 1,
-                                                               last - (before == std::string::npos ? 0 : before + 1));
-    const std::string_view name = std::string_view(uri).substr(last + 1);
-    if (name.empty()) continue;
-    if (role == "task") {
-      if (std::optional<TaskId> id = parse_id(name)) {
-        p.role = Role::kTask;
-        p.task = *id;
-        return p;
-      }
-    } else if (role == "operator" || role == "admin") {
-      p.role = role == "admin" ? Role::kAdmin : Role::kOperator;
+    if (std::optional<int> id = task_id_from_uri(uri)) {
+      p.role = Role::kTask;
+      p.task = *id;
+      return p;
+    }
+    for (const Role role : {Role::kOperator, Role::kAdmin}) {
+      const std::string marker = absl::StrCat("/", std::string(role_name(role)), "/");
+      const size_t at = uri.rfind(marker);
+      if (at == std::string::npos) continue;
+      const std::string_view name = std::string_view(uri).substr(at + marker.size());
+      if (name.empty() || name.find('/') != std::string_view::npos) continue;
+      p.role = role;
       p.name = std::string(name);
       return p;
     }

@@ -41,8 +41,8 @@ struct Principal {
   std::string to_string() const;
 };
 
-// The role named by the first URI SAN (in order) under `prefix` (empty: any) whose last two segments are
-// task/<decimal id>, operator/<name> or admin/<name>.
+// The role named by the first URI SAN (in order) under `prefix` (empty: any) that ends in task/<decimal id>
+// (task_id_from_uri, mtls.h), operator/<name> or admin/<name>.
 Principal principal_from_uri_sans(const std::vector<std::string>& uris, std::string_view prefix);
 
 // The task whose prefix "mcx/task/<id>/" holds key, if any.

@@ -85,12 +85,12 @@ TEST(KeyOwnership, TheStoreRecordsTheFirstWriter) {
   // A delete of a directory with one key the caller does not own deletes nothing.
   ASSERT_TRUE(s->kv_insert("job/dir/mine", "x", false, &t2).ok());
   ASSERT_TRUE(s->kv_insert("job/dir/theirs", "y", false, &t1).ok());
-  absl::StatusOr<size_t> n = s->kv_delete("job/dir", t2);
+  absl::StatusOr<size_t> n = s->kv_delete("job/dir", &t2);
   EXPECT_EQ(n.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(n.status().message(), HasSubstr("'job/dir/theirs'"));
   EXPECT_TRUE(s->kv_try_get("job/dir/mine").ok());
-  EXPECT_EQ(*s->kv_delete("job/dir/mine", t2), 1u);
-  EXPECT_EQ(*s->kv_delete("job/dir", a), 1u);  // the admin may
+  EXPECT_EQ(*s->kv_delete("job/dir/mine", &t2), 1u);
+  EXPECT_EQ(*s->kv_delete("job/dir", &a), 1u);  // the admin may
   // Another task's prefix.
   EXPECT_EQ(s->kv_insert("mcx/task/1/topology", "fake", false, &t2).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE(s->kv_try_get("mcx/task/1/topology").ok());
@@ -99,7 +99,7 @@ TEST(KeyOwnership, TheStoreRecordsTheFirstWriter) {
   EXPECT_EQ(*s->kv_increment("job/n", 1, &t1), 2);  // counters are shared
   // A trusted (in-process) caller is not checked.
   EXPECT_TRUE(s->kv_insert("job/k", "v3", true).ok());
-  EXPECT_EQ(s->kv_delete("job/k"), 1u);
+  EXPECT_EQ(*s->kv_delete("job/k"), 1u);
 }
 
 TEST(KeyOwnership, OnlyParticipantsInFlightOrAnAdminCancelABarrier) {

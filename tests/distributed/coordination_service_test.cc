@@ -150,10 +150,10 @@ TEST_F(ServiceTest, KeyValueOperations) {
   ASSERT_TRUE(s->kv_insert("ab", "x", true).ok());
   EXPECT_EQ(s->kv_increment("ab", 1).status().code(), absl::StatusCode::kInvalidArgument);
   // Recursive delete: "a" and "a/..." but not "ab".
-  EXPECT_EQ(s->kv_delete("a"), 3u);
+  EXPECT_EQ(*s->kv_delete("a"), 3u);
   EXPECT_TRUE(s->kv_dir("a").empty());
   EXPECT_TRUE(s->kv_try_get("ab").ok());
-  EXPECT_EQ(s->kv_delete("missing"), 0u);
+  EXPECT_EQ(*s->kv_delete("missing"), 0u);
   // Limits.
   absl::Status big_key = s->kv_insert(std::string(17, 'k'), "v", false);
   EXPECT_EQ(big_key.code(), absl::StatusCode::kInvalidArgument);
