@@ -145,6 +145,8 @@ TEST(Checkpoint, SaveInProgressFollowsTheBackgroundWrite) {
   CheckpointManager ckpt(root.path(), {.max_to_keep = 1, .timeout = std::nullopt});
   EXPECT_FALSE(ckpt.save_in_progress());
   ckpt.save_async(1, tree);
+  // Set before save_async returns; the write (several fsyncs) takes far longer than reaching this line.
+  EXPECT_TRUE(ckpt.save_in_progress());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (ckpt.save_in_progress() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_FALSE(ckpt.save_in_progress());
