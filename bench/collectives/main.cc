@@ -1,10 +1,12 @@
 // bench_collectives: one process of an N-process job (mcx-run -n N --cpu-devices 1 -- bench_collectives).
 // For each message size, times all-reduce (f32 sum) and all-gather through mcx's communicator for a group of
-// every process's device (the spanning group over the Gloo data plane, as computations use it) and through Gloo
-// called directly with the same algorithm (AllreduceRingChunked / AllgatherRing on a context of its own,
-// rendezvous through the same coordination service). Process 0 prints one JSON line per case:
-//   {"name":"all_reduce","bytes":1048576,"processes":2,"mcx_ms":..,"peer":"gloo_direct","peer_ms":..,"ratio":..}
-// ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 7 batches of calls.
+// every process's device (the spanning group over the data plane MCX_COLLECTIVES selects, as computations use
+// it) and through Gloo called directly with the same algorithm (AllreduceRingChunked / AllgatherRing on a context
+// of its own, rendezvous through the same coordination service). Process 0 prints one JSON line per case:
+//   {"name":"all_reduce","bytes":1048576,"processes":2,"transport":"tcp","mcx_ms":..,"peer":"gloo_direct",
+//    "peer_ms":..,"ratio":..}
+// ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 7 batches of calls. --mcx-only skips
+// Gloo and the launch check (peer_ms 0): run.sh times the other transports that way.
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/context.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "mcx/core/peer_group.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/distributed/kv_store.h"
 #include "mcx/mcx.h"
@@ -44,9 +47,10 @@ double time_ms(const std::function<void()>& op, int calls_per_batch) {
 }
 
 void emit(const char* name, int64_t bytes, int n, double mcx_ms, double peer_ms) {
-  std::printf("{\"name\":\"%s\",\"bytes\":%lld,\"processes\":%d,\"mcx_ms\":%.4f,\"peer\":\"gloo_direct\","
-              "\"peer_ms\":%.4f,\"ratio\":%.3f}\n",
-              name, static_cast<long long>(bytes), n, mcx_ms, peer_ms, peer_ms / mcx_ms);
+  std::printf("{\"name\":\"%s\",\"bytes\":%lld,\"processes\":%d,\"transport\":\"%s\",\"mcx_ms\":%.4f,"
+              "\"peer\":\"gloo_direct\",\"peer_ms\":%.4f,\"ratio\":%.3f}\n",
+              name, static_cast<long long>(bytes), n, mcx::peer_group_backend().c_str(), mcx_ms, peer_ms,
+              peer_ms / mcx_ms);
   std::fflush(stdout);
 }
 
@@ -56,6 +60,8 @@ int main(int argc, char** argv) {
   CLI::App app{"cross-process all-reduce and all-gather: mcx against Gloo called directly"};
   std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   app.add_option("--bytes", sizes, "message sizes in bytes (per process)");
+  bool mcx_only = false;
+  app.add_flag("--mcx-only", mcx_only, "time mcx's collectives only (no Gloo, no launch check)");
   CLI11_PARSE(app, argc, argv);
   try {
     mcx::distributed::initialize();
@@ -69,12 +75,15 @@ int main(int argc, char** argv) {
     const std::shared_ptr<mcx::Communicator> comm =
         mcx::value_or_throw(mcx::group_communicator(group, mcx::local_devices()[0], far));
     // Gloo directly: its own device and context, rendezvous through the same coordination service.
-    gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(me, n);
-    mcx::distributed::KvStore store(mcx::distributed::agent(), "bench/gloo_direct/", far);
-    context->connectFullMesh(store, device);
+    std::shared_ptr<gloo::rendezvous::Context> context;
+    if (!mcx_only) {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      context = std::make_shared<gloo::rendezvous::Context>(me, n);
+      mcx::distributed::KvStore store(mcx::distributed::agent(), "bench/gloo_direct/", far);
+      context->connectFullMesh(store, device);
+    }
 
     for (int64_t bytes : sizes) {
       const int64_t count = bytes / 4;
@@ -86,6 +95,16 @@ int main(int argc, char** argv) {
       }, calls);
       // The launch check on every call (as when each all-reduce is its own launch of a computation): the
       // piggybacked tag's cost, reported against the unchecked all-reduce.
+      const double mcx_ag = time_ms([&] {
+        mcx::throw_if_error(comm->all_gather(in.data(), gathered.data(), bytes, far));
+      }, calls);
+      if (mcx_only) {
+        if (me == 0) {
+          emit("all_reduce", bytes, n, mcx_ar, 0.0);
+          emit("all_gather", bytes, n, mcx_ag, 0.0);
+        }
+        continue;
+      }
       uint64_t seq = 0;
       const double mcx_checked = time_ms([&] {
         comm->set_launch(mcx::LaunchTag{"bench_step", 0x1234, seq++});
@@ -94,9 +113,6 @@ int main(int argc, char** argv) {
       std::vector<float> buf = in;
       gloo::AllreduceRingChunked<float> ring(context, {buf.data()}, static_cast<int>(count));
       const double gloo_ar = time_ms([&] { ring.run(); }, calls);
-      const double mcx_ag = time_ms([&] {
-        mcx::throw_if_error(comm->all_gather(in.data(), gathered.data(), bytes, far));
-      }, calls);
       gloo::AllgatherRing<float> gather(context, {in.data()}, gathered.data(), static_cast<int>(count));
       const double gloo_ag = time_ms([&] { gather.run(); }, calls);
       if (me == 0) {

@@ -2,7 +2,9 @@
 # Cross-process collectives on loopback, mcx against its peers in one run: for 2 and 4 processes, all-reduce
 # (f32 sum) and all-gather from 4 KiB to 64 MiB through mcx's communicator, Gloo called directly with the same
 # algorithm (ring, chunked) and OpenMPI. Prints JSON lines {name, bytes, processes, mcx_ms, peer, peer_ms, ratio}
-# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). Then the data-parallel MLP step (784-512-512-10, batch
+# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). mcx runs on its default data plane (tcp); the same
+# collectives also run over MCX_COLLECTIVES=gloo (peer "mcx_on_gloo") and over TLS 1.3 (MCX_DATA_PLANE_TLS=1, rows
+# "<name>_tls" against peer "mcx_tcp_plaintext": ratio = plaintext time / TLS time, the throughput kept). Then the data-parallel MLP step (784-512-512-10, batch
 # 256) on 2 processes x 1 device against 1 process x 2 devices, each with where its time goes, and their ratio.
 # Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.
 #   bash bench/collectives/run.sh [--procs 2,4] [--built DIR]
@@ -29,11 +31,18 @@ else
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+bash tests/distributed/multiprocess/make_certs.sh "$tmp/certs" 1 >&2
+tls_env=(MCX_DATA_PLANE_TLS=1 MCX_MTLS_CERT_FILE="$tmp/certs/task0.pem" MCX_MTLS_KEY_FILE="$tmp/certs/task0.key"
+         MCX_MTLS_CA_FILE="$tmp/certs/ca.pem")
 for n in ${procs//,/ }; do
   echo "bench/collectives: $n processes" >&2
   # One CPU thread per process: the processes share the 2 cores.
   MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 -- \
     "$build_dir/bench/collectives/bench_collectives" >> "$tmp/mcx.jsonl"
+  MCX_COLLECTIVES=gloo MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 \
+    -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
+  env "${tls_env[@]}" MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 \
+    -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
   mpirun --allow-run-as-root --oversubscribe -n "$n" "$build_dir/bench/collectives/bench_collectives_mpi" \
     >> "$tmp/mpi.jsonl"
 done
@@ -41,9 +50,11 @@ echo "bench/collectives: MLP step, 1 process x 2 devices and 2 processes x 1 dev
 MCX_CPU_THREADS=1 "$build_dir/bench/collectives/bench_mlp_step" --devices 2 --threads 1 > "$tmp/mlp.jsonl"
 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n 2 --cpu-devices 1 --no-prefix --timeout 900 -- \
   "$build_dir/bench/collectives/bench_mlp_step" --threads 1 >> "$tmp/mlp.jsonl"
-/usr/bin/python3 - "$tmp/mcx.jsonl" "$tmp/mpi.jsonl" "$tmp/mlp.jsonl" <<'PY'
+/usr/bin/python3 - "$tmp/mcx.jsonl" "$tmp/mpi.jsonl" "$tmp/mlp.jsonl" "$tmp/transports.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+other = {(r["name"], r["bytes"], r["processes"], r["transport"]): r["mcx_ms"]
+         for r in map(json.loads, (l for l in open(sys.argv[4]) if l.startswith("{")))}
 mpi = {(r["name"], r["bytes"], r["processes"]): r["mpi_ms"] for r in map(json.loads, (l for l in open(sys.argv[2]) if l.startswith("{")))}
 for r in rows:
     print(json.dumps(r))
@@ -51,6 +62,16 @@ for r in rows:
     if m is not None:
         print(json.dumps({"name": r["name"], "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": r["mcx_ms"],
                           "peer": "openmpi", "peer_ms": m, "ratio": round(m / r["mcx_ms"], 3)}))
+    if r.get("transport") not in ("tcp", None):
+        continue
+    g = other.get((r["name"], r["bytes"], r["processes"], "gloo"))
+    if g is not None:
+        print(json.dumps({"name": r["name"], "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": r["mcx_ms"],
+                          "peer": "mcx_on_gloo", "peer_ms": g, "ratio": round(g / r["mcx_ms"], 3)}))
+    t = other.get((r["name"], r["bytes"], r["processes"], "tls"))
+    if t is not None:
+        print(json.dumps({"name": r["name"] + "_tls", "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": t,
+                          "peer": "mcx_tcp_plaintext", "peer_ms": r["mcx_ms"], "ratio": round(r["mcx_ms"] / t, 3)}))
 mlp = {(r["processes"], r["devices_per_process"]): r for r in map(json.loads, (l for l in open(sys.argv[3]) if l.startswith("{")))}
 for r in mlp.values():
     print(json.dumps(r))

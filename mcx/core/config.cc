@@ -257,9 +257,15 @@ const Flag<bool> kDeterministicReductionsFlag(
     "MCX_DETERMINISTIC_REDUCTIONS", false,
     "1: cross-process reductions gather every device's input and reduce in device rank order, so results are "
     "bitwise identical to one process with the same device count (costs more traffic)");
-const Flag<std::string> kCollectivesFlag("MCX_COLLECTIVES", "gloo",
-                                         "data plane between processes: gloo (TCP) or mpi (under mpirun)",
-                                         one_of({"gloo", "mpi"}));
+const Flag<std::string> kCollectivesFlag(
+    "MCX_COLLECTIVES", "auto",
+    "data plane between processes: tcp (mcx's own: every connection proves it belongs to the job; TLS 1.3 with "
+    "MCX_DATA_PLANE_TLS=1), gloo (Gloo's TCP: plaintext, unauthenticated), mpi (under mpirun); auto: tcp",
+    one_of({"auto", "tcp", "gloo", "mpi"}));
+const Flag<bool> kDataPlaneTlsFlag(
+    "MCX_DATA_PLANE_TLS", false,
+    "1: the data plane (MCX_COLLECTIVES=tcp) runs over TLS 1.3 with the mTLS certificates (MCX_MTLS_*_FILE); on by "
+    "default between hosts when MCX_REQUIRE_MTLS=1");
 const Flag<std::string> kDataPlaneAddressFlag(
     "MCX_DATA_PLANE_ADDRESS", "",
     "IP address the data plane binds to; empty: the local address that reaches the coordinator (never all "
@@ -271,6 +277,6 @@ const Flag<bool> kCoordinationFastPathFlag(
     "it for every call (never with mTLS); 0: gRPC only. Set the same value for the coordinator and every process");
 const Flag<bool> kAllowPlaintextDataPlaneFlag(
     "MCX_ALLOW_PLAINTEXT_DATA_PLANE", false,
-    "1: allow the plaintext data plane between hosts when MCX_REQUIRE_MTLS=1 (Gloo has no TLS)");
+    "1: allow a plaintext data plane between hosts when MCX_REQUIRE_MTLS=1 (otherwise it runs over TLS)");
 
 }  // namespace mcx

@@ -115,7 +115,8 @@ extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
 
 // The data plane's flags (cross-process collectives; docs/distributed.md).
 extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS
-extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: gloo | mpi
+extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: auto | tcp | gloo | mpi
+extern const Flag<bool> kDataPlaneTlsFlag;               // MCX_DATA_PLANE_TLS
 extern const Flag<std::string> kDataPlaneAddressFlag;    // MCX_DATA_PLANE_ADDRESS: bind address
 extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_DATA_PLANE
 // The control plane's fast path (docs/distributed.md).

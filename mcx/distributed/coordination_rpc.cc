@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "mcx/distributed/principal.h"
 #include "mcx/distributed/proto_convert.h"
 
 namespace mcx::distributed {
@@ -87,12 +88,20 @@ void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, 
 }
 
 void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply) {
+  serve_kv_get(s, req, std::move(reply), nullptr);
+}
+
+void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply,
+                  const Principal* caller) {
   auto done = [reply = std::move(reply)](absl::StatusOr<std::string> v) {
     proto::KvGetResponse r;
     to_proto(v.status(), r.mutable_status());
     if (v.ok()) r.set_value(std::move(*v));
     reply(std::move(r));
   };
+  if (caller != nullptr) {
+    if (absl::Status read = authorize_read(*caller, req.key()); !read.ok()) return done(read);
+  }
   if (req.try_only()) {
     done(s.kv_try_get(req.key()));
   } else {
@@ -115,8 +124,14 @@ void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest&
 }
 
 void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply) {
+  serve_kv_dir(s, req, std::move(reply), nullptr);
+}
+
+void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply,
+                  const Principal* caller) {
   proto::KvDirResponse r;
   for (KeyValue& kv : s.kv_dir(req.dir())) {
+    if (caller != nullptr && !authorize_read(*caller, kv.key).ok()) continue;  // listed only to who may read it
     proto::KvEntry* e = r.add_entries();
     e->set_key(std::move(kv.key));
     e->set_value(std::move(kv.value));

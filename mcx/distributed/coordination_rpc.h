@@ -65,6 +65,10 @@ void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req
 
 // The calls the service authorizes against their caller (the gRPC edge with identity binding; nullptr:
 // trusted, as the three-argument forms above).
+void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply,
+                  const Principal* caller);
+void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply,
+                  const Principal* caller);  // leaves out the entries the caller may not read
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply,
                      const Principal* caller);
 void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,

@@ -1,5 +1,7 @@
 #include "mcx/distributed/coordination_service.h"
 
+#include "mcx/distributed/job_secret.h"
+
 #include "mcx/distributed/coordination_service_impl.h"
 #include "mcx/distributed/principal.h"
 
@@ -295,7 +297,13 @@ absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::create
 
 CoordinationService::CoordinationService(ServiceOptions options)
     : options_(std::move(options)), service_incarnation_(random_incarnation()),
-      impl_(std::make_unique<Impl>(this, options_)) {}
+      impl_(std::make_unique<Impl>(this, options_)) {
+  // The job's secrets (job_secret.h): new with every coordinator incarnation, written by nobody else.
+  MutexLock lock(&impl_->mu);
+  const std::string secret = new_job_secret();
+  impl_->kv_bytes += kDataPlaneSecretKey.size() + secret.size();
+  impl_->kv.emplace(std::string(kDataPlaneSecretKey), secret);
+}
 
 CoordinationService::~CoordinationService() {
   {

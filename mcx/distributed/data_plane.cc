@@ -19,6 +19,7 @@
 #include "mcx/core/process_exit.h"
 #include "mcx/distributed/gloo_peer_group.h"
 #include "mcx/distributed/mpi_peer_group.h"
+#include "mcx/distributed/tcp_data_plane.h"
 
 namespace mcx::distributed {
 namespace {
@@ -100,18 +101,37 @@ absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& c
   }
   MCX_ASSIGN_OR_RETURN(std::string address, data_plane_address(config.coordinator_address));
   MCX_ASSIGN_OR_RETURN(bool allow_plaintext, kAllowPlaintextDataPlaneFlag.get());
-  if (config.mtls_required && !is_loopback(address) && !allow_plaintext) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "[data plane] mTLS is required (MCX_REQUIRE_MTLS=1) but the data plane would carry tensors in plaintext "
-        "between hosts (Gloo has no TLS; bound to ", address,
-        "). Set MCX_ALLOW_PLAINTEXT_DATA_PLANE=1 to accept that on a trusted network (docs/security.md)"));
+  MCX_ASSIGN_OR_RETURN(bool tls, kDataPlaneTlsFlag.get());
+  // With mTLS required, tensors between hosts travel encrypted unless the operator accepts plaintext.
+  const bool between_hosts = !is_loopback(address);
+  if (config.mtls.require && between_hosts && !allow_plaintext) tls = true;
+  if (backend == "auto") backend = "tcp";
+  if (backend == "gloo") {
+    if (tls) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "[data plane] MCX_COLLECTIVES=gloo has no TLS, but the data plane must be encrypted (",
+          kDataPlaneTlsFlag.get().value_or(false) ? "MCX_DATA_PLANE_TLS=1" : "MCX_REQUIRE_MTLS=1 between hosts, bound to " + address,
+          "); use MCX_COLLECTIVES=tcp, or MCX_ALLOW_PLAINTEXT_DATA_PLANE=1 on a trusted network (docs/security.md)"));
+    }
+    MCX_RETURN_IF_ERROR(init_gloo_device(address));
+    const int process_id = config.process_id;
+    set_peer_group_factory("gloo", [agent, process_id](const PeerGroupRequest& request) {
+      return connect_gloo_peer_group(request, process_id, agent);
+    });
+    log_debug("[mcx.distributed] data plane: gloo on {}", address);
+    return absl::OkStatus();
   }
-  MCX_RETURN_IF_ERROR(init_gloo_device(address));
-  const int process_id = config.process_id;
-  set_peer_group_factory("gloo", [agent, process_id](const PeerGroupRequest& request) {
-    return connect_gloo_peer_group(request, process_id, agent);
-  });
-  log_debug("[mcx.distributed] data plane: gloo on {}", address);
+  TcpDataPlane::Options o;
+  o.process = config.process_id;
+  o.address = address;
+  o.agent = agent;
+  if (tls) {
+    MCX_ASSIGN_OR_RETURN(o.tls, DataPlaneTls::create(config.mtls));
+  }
+  MCX_ASSIGN_OR_RETURN(std::shared_ptr<TcpDataPlane> dp, TcpDataPlane::start(std::move(o)));
+  set_peer_group_factory(tls ? "tls" : "tcp",
+                         [dp](const PeerGroupRequest& request) { return dp->connect(request); });
+  log_debug("[mcx.distributed] data plane: {} on {}", tls ? "tcp+tls" : "tcp", dp->address());
   return absl::OkStatus();
 }
 

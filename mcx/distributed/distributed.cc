@@ -205,6 +205,8 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   return c;
 }
 
+std::string topology_key(int process) { return absl::StrCat("mcx/task/", process, "/topology"); }
+
 absl::Status initialize_or_status(const InitializeOptions& options) {
   Runtime& r = runtime();
   MutexLock lock(&r.mu);
@@ -264,7 +266,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     abort_groups_of_failed_tasks(s);
     if (user) user(s);
   };
-  ao.publish_on_connect = {{absl::StrCat("mcx/topology/", c.process_id), encode_devices(c.local_device_ids)}};
+  ao.publish_on_connect = {{topology_key(c.process_id), encode_devices(c.local_device_ids)}};
   r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
   if (absl::Status s = r.agent->connect(); !s.ok()) {
     teardown_locked(r);
@@ -277,7 +279,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   topo.process_index = c.process_id;
   topo.process_count = c.num_processes;
   for (int p = 0; s.ok() && p < c.num_processes; ++p) {
-    absl::StatusOr<std::string> v = r.agent->kv_get(absl::StrCat("mcx/topology/", p),
+    absl::StatusOr<std::string> v = r.agent->kv_get(topology_key(p),
                                                     std::max(absl::Milliseconds(1), deadline - absl::Now()));
     if (!v.ok()) {
       s = absl::Status(v.status().code(), absl::StrCat("[initialize] process ", p, " did not publish its devices: ",
@@ -289,7 +291,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   if (s.ok()) s = set_distributed_topology(std::move(topo));
   if (s.ok()) {
     s = start_data_plane(r.agent.get(),
-                         DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls.require});
+                         DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls});
   }
   if (!s.ok()) {
     clear_distributed_topology();

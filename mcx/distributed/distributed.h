@@ -10,7 +10,8 @@
 // (3) process 0 hosts the coordination service on bind_address (default "[::]:<port of coordinator
 // address>") unless standalone_coordinator is set (mcx-coordinator runs it); (4) every process connects
 // its agent (register; waits for all N up to init_timeout and names the missing processes on timeout);
-// (5) each process publishes its local devices under "mcx/topology/<process_id>" and reads all others',
+// (5) each process publishes its local devices under topology_key(process_id) ("mcx/task/<id>/topology", which
+// only that task may write) and reads all others',
 // then installs the global topology (core/topology.h): global ids are dense, ordered by (process, local id).
 // Failure handling after initialize: see AgentOptions (default: log which task failed and exit with
 // kFailureExitCode; set on_failure to decide yourself).
@@ -83,6 +84,9 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& options, 
 void initialize(const InitializeOptions& options = {});
 // Status-returning variant of initialize().
 absl::Status initialize_or_status(const InitializeOptions& options);
+
+// The key under which process `process` publishes its local devices: "mcx/task/<process>/topology".
+std::string topology_key(int process);
 
 // Leaves the job: shutdown barrier (all processes), stops the agent, stops the service if hosted here,
 // clears the topology. No-op if not initialized. Throws on a failed shutdown barrier. The process hosting

@@ -178,10 +178,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* KvGet(CallbackServerContext* ctx, const proto::KvGetRequest* req,
                             proto::KvGetResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kKvGet, std::nullopt); !id.ok()) {
-      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
-    }
-    return answer(serve_kv_get, req, resp);
+    return answer_as(ctx, Rpc::kKvGet, serve_kv_get, req, resp);
   }
   ServerUnaryReactor* KvIncrement(CallbackServerContext* ctx, const proto::KvIncrementRequest* req,
                                   proto::KvIncrementResponse* resp) override {
@@ -189,10 +186,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* KvDir(CallbackServerContext* ctx, const proto::KvDirRequest* req,
                             proto::KvDirResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kKvDir, std::nullopt); !id.ok()) {
-      return fail(ctx->DefaultReactor(), id, resp->mutable_status());
-    }
-    return answer(serve_kv_dir, req, resp);
+    return answer_as(ctx, Rpc::kKvDir, serve_kv_dir, req, resp);
   }
   ServerUnaryReactor* KvDelete(CallbackServerContext* ctx, const proto::KvDeleteRequest* req,
                                proto::KvDeleteResponse* resp) override {

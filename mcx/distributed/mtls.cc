@@ -151,12 +151,9 @@ absl::Status validate_mtls_options(const MtlsOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> certificate_uri_sans(const std::string& pem) {
-  auto certs = parse_certs(pem);
-  if (certs.empty()) return absl::InvalidArgumentError("[mtls] no PEM certificate given");
+std::vector<std::string> certificate_uri_sans(const x509_st* cert) {
   std::vector<std::string> out;
-  auto* names = static_cast<GENERAL_NAMES*>(
-      X509_get_ext_d2i(certs[0].get(), NID_subject_alt_name, nullptr, nullptr));
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
   if (names == nullptr) return out;
   for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
     const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
@@ -166,6 +163,12 @@ absl::StatusOr<std::vector<std::string>> certificate_uri_sans(const std::string&
   }
   GENERAL_NAMES_free(names);
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> certificate_uri_sans(const std::string& pem) {
+  auto certs = parse_certs(pem);
+  if (certs.empty()) return absl::InvalidArgumentError("[mtls] no PEM certificate given");
+  return certificate_uri_sans(certs[0].get());
 }
 
 std::optional<int> task_id_from_uri(const std::string& uri) {

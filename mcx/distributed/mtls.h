@@ -24,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+struct x509_st;  // OpenSSL's X509
+
 namespace mcx::distributed {
 
 struct MtlsOptions {
@@ -49,8 +51,9 @@ MtlsOptions mtls_options_from_env(MtlsOptions explicit_options, const std::map<s
 // e.g. "[mtls] cannot read key file 'k.pem': No such file or directory".
 absl::Status validate_mtls_options(const MtlsOptions& options);
 
-// The URI SANs of a PEM certificate (tests and diagnostics).
+// The URI SANs of a PEM certificate (tests and diagnostics), or of a parsed one (OpenSSL's X509).
 absl::StatusOr<std::vector<std::string>> certificate_uri_sans(const std::string& pem);
+std::vector<std::string> certificate_uri_sans(const x509_st* cert);
 
 // The task id named by a URI SAN ending in "task/<id>", if any (e.g. "spiffe://ex.org/job/task/3" -> 3).
 std::optional<int> task_id_from_uri(const std::string& uri);

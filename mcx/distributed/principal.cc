@@ -1,5 +1,7 @@
 #include "mcx/distributed/principal.h"
 
+#include "mcx/distributed/job_secret.h"
+
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +91,7 @@ absl::Status authorize_key(const Principal& who, KeyAction action, std::string_v
                                                     std::string(action_name(action)), " '", std::string(key), "': ",
                                                     std::string(rule)));
   };
+  if (is_secret_key(key)) return deny("the job's secrets are written by the coordination service only");
   if (who.role == Role::kAdmin) {
     if (action == KeyAction::kDelete) return absl::OkStatus();
     return deny("an admin may delete keys but not write them");
@@ -111,6 +114,12 @@ absl::Status authorize_key(const Principal& who, KeyAction action, std::string_v
                                *owner, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status authorize_read(const Principal& who, std::string_view key) {
+  if (!is_secret_key(key) || who.role == Role::kTask) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("[authz] ", who.to_string(), " may not read '", std::string(key),
+                                                  "': the job's secrets are readable by its tasks only"));
 }
 
 }  // namespace mcx::distributed

@@ -12,7 +12,8 @@
 //   - every other key is job-wide: any task may insert it (and becomes its owner) and increment it (counters
 //     are shared by design); only its owner may overwrite or delete it;
 //   - an admin may delete any key and write none; an operator writes and deletes nothing;
-//   - reads (get, dir) are open to every role.
+//   - keys under "mcx/secret/" (job_secret.h) are written by the service only, and only tasks may read them;
+//   - every other read (get, dir) is open to every role.
 // A refusal is PERMISSION_DENIED "[authz] <caller> may not <action> '<key>': <rule>".
 //
 // Thread-safety: plain values and pure functions.
@@ -54,5 +55,9 @@ enum class KeyAction { kInsert, kOverwrite, kIncrement, kDelete };
 // or was written by a trusted in-process caller).
 absl::Status authorize_key(const Principal& who, KeyAction action, std::string_view key,
                            std::optional<TaskId> owner);
+
+// Whether `who` may read `key` (get, or an entry of a dir listing): PERMISSION_DENIED for a secret key read by
+// anything but a task.
+absl::Status authorize_read(const Principal& who, std::string_view key);
 
 }  // namespace mcx::distributed

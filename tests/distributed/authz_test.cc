@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/job_secret.h"
 #include "tests/distributed/callback_result.h"
 
 namespace mcx::distributed {
@@ -100,6 +101,30 @@ TEST(KeyOwnership, TheStoreRecordsTheFirstWriter) {
   // A trusted (in-process) caller is not checked.
   EXPECT_TRUE(s->kv_insert("job/k", "v3", true).ok());
   EXPECT_EQ(*s->kv_delete("job/k"), 1u);
+}
+
+TEST(KeyOwnership, TheJobSecretIsTheServicesAndTasksAloneReadIt) {
+  ServiceOptions o;
+  o.num_tasks = 2;
+  auto s = *CoordinationService::create(o);
+  absl::StatusOr<std::string> secret = s->kv_try_get(kDataPlaneSecretKey);
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  EXPECT_EQ(secret->size(), 64u);  // 32 random bytes in hex
+  EXPECT_NE(*secret, *(*CoordinationService::create(o))->kv_try_get(kDataPlaneSecretKey));  // new per service
+  const Principal t1 = task(1), a = admin(), o1 = op();
+  for (const Principal* who : {&t1, &a}) {
+    EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true, who).code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey, who).status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(s->kv_delete("mcx", who).status().code(), absl::StatusCode::kPermissionDenied);  // nor by directory
+  }
+  EXPECT_EQ(*s->kv_try_get(kDataPlaneSecretKey), *secret);
+  EXPECT_TRUE(authorize_read(t1, kDataPlaneSecretKey).ok());
+  for (const Principal* who : {&a, &o1}) {
+    absl::Status r = authorize_read(*who, kDataPlaneSecretKey);
+    EXPECT_EQ(r.code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(r.message(), HasSubstr("readable by its tasks only"));
+    EXPECT_TRUE(authorize_read(*who, "mcx/task/0/topology").ok());
+  }
 }
 
 TEST(KeyOwnership, OnlyParticipantsInFlightOrAnAdminCancelABarrier) {

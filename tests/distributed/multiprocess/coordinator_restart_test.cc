@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -66,12 +67,17 @@ TEST(CoordinatorRestart, ARecoverableJobCarriesOnAcrossAKilledAndRestartedCoordi
   EXPECT_LT(seconds_between(restarted_at, rejoined_at), 4.0);
 
   // A restarted process's first read, against the new coordinator: every process's topology entry is back.
-  int ls = h.spawn("mcx-ctl ls", {tool_path("mcx-ctl"), "--coordinator", addr, "kv", "ls", "mcx/topology"});
+  int ls = h.spawn("mcx-ctl ls", {tool_path("mcx-ctl"), "--coordinator", addr, "kv", "ls", "mcx/task"});
   ASSERT_TRUE(h.wait_exit(ls, milliseconds(10000))) << h.dump(ls);
   EXPECT_EQ(h.exit_code(ls), 0) << h.dump(ls);
-  std::vector<std::string> lines = absl::StrSplit(h.out(ls), '\n', absl::SkipEmpty());
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(h.out(ls), '\n', absl::SkipEmpty())) {
+    if (absl::StrContains(line, "/topology\t")) lines.emplace_back(line);
+  }
   ASSERT_EQ(lines.size(), 3u) << h.dump(ls);
-  for (int p = 0; p < 3; ++p) EXPECT_THAT(lines[p], ::testing::StartsWith("mcx/topology/" + std::to_string(p) + "\t"));
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_THAT(lines[p], ::testing::StartsWith("mcx/task/" + std::to_string(p) + "/topology\t"));
+  }
 
   ASSERT_TRUE(h.wait_exits(w, milliseconds(20000))) << h.dump_all();
   for (int i : w) {

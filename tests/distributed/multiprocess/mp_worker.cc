@@ -22,7 +22,7 @@
 //                                   entry, delete of its own older entry, a named live-set agreement over all
 //                                   tasks whose payload says whether this task has rejoined a restarted
 //                                   coordinator (prints LOOPING after a few rounds); stops AFTER rounds after
-//                                   every task has rejoined, reads mcx/topology/*, prints "TOPOLOGY <count>",
+//                                   every task has rejoined, reads mcx/task/*/topology, prints "TOPOLOGY <count>",
 //                                   "GENERATIONS <list>" and "CHURN DONE rounds=<n> rejoins=<n>" (checks print
 //                                   "CHURN FAIL ..." and exit 1)
 #include <unistd.h>
@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "mcx/core/error.h"
@@ -118,15 +119,17 @@ int churn(dist::CoordinationAgent* agent, int after) {
     if (all_rejoined && ++rounds_after >= after) break;  // every task decides at the same round
   }
   // What a restarted process reads to learn the job's devices.
-  absl::StatusOr<std::vector<dist::KeyValue>> topo = agent->kv_dir("mcx/topology");
-  if (!topo.ok()) return report(topo.status());
+  absl::StatusOr<std::vector<dist::KeyValue>> entries = agent->kv_dir("mcx/task");
+  if (!entries.ok()) return report(entries.status());
+  size_t topologies = 0;
+  for (const dist::KeyValue& e : *entries) topologies += absl::EndsWith(e.key, "/topology") ? 1 : 0;
   for (int p = 0; p < n; ++p) {
-    absl::StatusOr<std::string> v = agent->kv_get(absl::StrCat("mcx/topology/", p), absl::Seconds(5));
+    absl::StatusOr<std::string> v = agent->kv_get(dist::topology_key(p), absl::Seconds(5));
     if (!v.ok()) return report(v.status());
   }
   std::string gens;
   for (uint64_t g : generations) absl::StrAppend(&gens, gens.empty() ? "" : " ", g);
-  std::printf("TOPOLOGY %zu\nGENERATIONS %s\nCHURN DONE rounds=%d rejoins=%d\n", topo->size(), gens.c_str(), round + 1,
+  std::printf("TOPOLOGY %zu\nGENERATIONS %s\nCHURN DONE rounds=%d rejoins=%d\n", topologies, gens.c_str(), round + 1,
               agent->rejoins());
   std::fflush(stdout);
   return finish();

@@ -94,9 +94,9 @@ TEST(McxCtl, StatusShowsTasksHeartbeatsAndWhoIsMissingFromABarrier) {
   EXPECT_EQ(h.exit_code(missing), 1);
   EXPECT_THAT(h.err(missing), HasSubstr("NOT_FOUND"));
   // The topology the tasks published is visible too.
-  int topo = ctl(h, addr, {"kv", "ls", "mcx/topology"});
-  EXPECT_THAT(h.out(topo), HasSubstr("mcx/topology/0"));
-  EXPECT_THAT(h.out(topo), HasSubstr("mcx/topology/1"));
+  int topo = ctl(h, addr, {"kv", "ls", "mcx/task"});
+  EXPECT_THAT(h.out(topo), HasSubstr("mcx/task/0/topology"));
+  EXPECT_THAT(h.out(topo), HasSubstr("mcx/task/1/topology"));
 }
 
 TEST(McxCoordinator, ExitsCleanlyOnSigtermAndWhenTheJobIsDone) {

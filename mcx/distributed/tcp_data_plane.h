@@ -1,0 +1,59 @@
+// The data plane's own transport (MCX_COLLECTIVES=tcp): PeerGroups (core/peer_group.h) over TCP connections that
+// prove they belong to the job, optionally inside TLS 1.3 (MCX_DATA_PLANE_TLS=1). Gloo's TCP transport accepts
+// whoever connects first to a pair's port and sends tensors in the clear; this one authenticates every
+// connection (data_plane_handshake.h) and can encrypt it (data_plane_tls.h). docs/security.md, "Data plane".
+//
+// TcpDataPlane (one per process): a DataPlaneListener on the data-plane address, published under the process's
+// own key prefix ("mcx/task/<p>/data_plane/address", which only that task may write). connect() builds a group:
+// for each peer of lower rank it connects to that process's listener (fetching the address afresh, retrying a
+// refused connection until the deadline, since a restarted process publishes a new one), runs the TLS handshake
+// and the certificate check when TLS is on, and the secret handshake naming the group, its live set and
+// generation; peers of higher rank connect to it, and their connections are taken from the listener.
+//
+// The groups themselves are TcpPeerGroups (tcp_peer_group.h).
+//
+// Errors: connect() PermissionDenied when a peer fails a check (names it), DeadlineExceeded naming the process
+// that did not connect, Unavailable for a listener that cannot be reached until the deadline.
+// Thread-safety: TcpDataPlane is thread-safe; groups follow PeerGroup's contract.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mcx/core/peer_group.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/data_plane_listener.h"
+#include "mcx/distributed/data_plane_tls.h"
+
+namespace mcx::distributed {
+
+class TcpDataPlane {
+ public:
+  struct Options {
+    int process = 0;
+    std::string address;                // the IP the listener binds
+    std::shared_ptr<DataPlaneTls> tls;  // null: plaintext (still authenticated)
+    CoordinationAgent* agent = nullptr;  // must outlive the data plane
+  };
+  // Starts the listener and publishes its address.
+  static absl::StatusOr<std::shared_ptr<TcpDataPlane>> start(Options options);
+
+  absl::StatusOr<std::unique_ptr<PeerGroup>> connect(const PeerGroupRequest& request);
+
+  static std::string address_key(int process);
+  const std::string& address() const { return listener_->address(); }
+  bool tls() const { return options_.tls != nullptr; }
+  // Connections the listener refused (failed a check, or too many handshakes at once).
+  int64_t refused_connections() const { return listener_->refused(); }
+
+ private:
+  explicit TcpDataPlane(Options options) : options_(std::move(options)) {}
+  absl::StatusOr<std::unique_ptr<DataPlaneStream>> connect_to(const std::string& group, int my_rank, int peer_rank,
+                                                              int peer_process, const std::string& secret,
+                                                              absl::Time deadline);
+  Options options_;
+  std::unique_ptr<DataPlaneListener> listener_;
+};
+
+}  // namespace mcx::distributed

@@ -1,0 +1,26 @@
+// TcpPeerGroup: the PeerGroup (core/peer_group.h) of the data plane's own transport, over connections that
+// TcpDataPlane (tcp_data_plane.h) set up and authenticated.
+//
+// exchange(): every connection is non-blocking; one poll loop moves all posted sends (a 16-byte header {tag,
+// bytes} then the payload, written straight from the caller's buffer; small messages in one write) and receives
+// (read straight into the posted buffer). A message that arrives before its receive is posted is kept until the
+// exchange that posts it, in arrival order per (peer, tag). Contract as PeerGroup's, with two differences from
+// Gloo's: a message longer than its receive fails the exchange with InvalidArgument naming both sizes (Gloo ends
+// the process), and a peer may not be this rank (InvalidArgument).
+// Thread-safety: as PeerGroup (exchange on one thread at a time; abort from any).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mcx/core/peer_group.h"
+#include "mcx/distributed/data_plane_stream.h"
+
+namespace mcx::distributed {
+
+// streams[r] is the connection to rank r (null for this rank); processes are the job-wide indices by rank.
+std::unique_ptr<PeerGroup> make_tcp_peer_group(std::vector<std::unique_ptr<DataPlaneStream>> streams,
+                                               std::vector<int> processes, int rank, std::string key, bool tls);
+
+}  // namespace mcx::distributed

@@ -1,0 +1,413 @@
+// The data plane's own transport in one process: N "processes" are threads, each with its own coordination agent
+// (in-process transport to one service) and its own TcpDataPlane (a real listener on loopback), plaintext and
+// TLS 1.3 with real certificates. So the handshake, the exchange loop, deadlines, aborts and refusals of
+// strangers run under the sanitizers; the multi-process tests cover real processes and kill -9.
+#include "mcx/distributed/tcp_data_plane.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/core/peer_collectives.h"
+#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination_client.h"
+#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/data_plane_handshake.h"
+#include "tests/distributed/test_certs.h"
+
+namespace mcx::distributed {
+namespace {
+
+using ::testing::HasSubstr;
+
+Certs* certs() {
+  static Certs* c = [] {
+    auto* made = new Certs();
+    made->make_ca("ca");
+    made->make_ca("other_ca");
+    for (int i = 0; i < 4; ++i) made->make_leaf(absl::StrCat("task", i), "ca", absl::StrCat("spiffe://mcx.test/job/task/", i));
+    made->make_leaf("stranger", "other_ca", "spiffe://mcx.test/job/task/1");
+    return made;
+  }();
+  return c;
+}
+
+MtlsOptions task_mtls(const std::string& leaf, const std::string& ca = "ca.pem") {
+  MtlsOptions o = certs()->opts(leaf, ca);
+  o.peer_uri_prefix = "spiffe://mcx.test/";
+  o.bind_task_identity = true;
+  return o;
+}
+
+class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
+ protected:
+  bool tls() const { return GetParam(); }
+
+  // Starts n agents and their data planes (process i with leaf `leaf_of(i)`).
+  void start_planes(int n, const std::function<std::string(int)>& leaf_of = nullptr) {
+    ServiceOptions o;
+    o.num_tasks = n;
+    o.heartbeat_timeout = absl::Seconds(5);
+    service_ = *CoordinationService::create(o);
+    for (int i = 0; i < n; ++i) {
+      AgentOptions ao;
+      ao.task_id = i;
+      ao.num_tasks = n;
+      ao.init_timeout = absl::Seconds(10);
+      ao.heartbeat_interval = absl::Milliseconds(200);
+      ao.heartbeat_timeout = absl::Seconds(5);
+      ao.on_failure = [](const TaskFailure&) {};
+      agents_.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service_.get()), ao));
+    }
+    planes_.resize(n);
+    on_each(n, [&](int i) { ASSERT_TRUE(agents_[i]->connect().ok()); });
+    for (int i = 0; i < n; ++i) {
+      TcpDataPlane::Options po;
+      po.process = i;
+      po.address = "127.0.0.1";
+      po.agent = agents_[i].get();
+      if (tls()) {
+        auto t = DataPlaneTls::create(task_mtls(leaf_of ? leaf_of(i) : absl::StrCat("task", i)));
+        ASSERT_TRUE(t.ok()) << t.status();
+        po.tls = *t;
+      }
+      auto p = TcpDataPlane::start(po);
+      ASSERT_TRUE(p.ok()) << p.status();
+      planes_[i] = *p;
+    }
+  }
+  // Connects one group over all n processes; returns each process's status.
+  std::vector<absl::Status> connect_all(int n, absl::Duration timeout = absl::Seconds(20)) {
+    groups_.clear();
+    groups_.resize(n);
+    std::vector<absl::Status> out(n);
+    std::vector<int> all;
+    for (int p = 0; p < n; ++p) all.push_back(p);
+    const absl::Time deadline = absl::Now() + timeout;
+    on_each(n, [&](int i) {
+      auto g = planes_[i]->connect(PeerGroupRequest{all, "test group", 0, deadline});
+      out[i] = g.status();
+      if (g.ok()) groups_[i] = std::move(*g);
+    });
+    return out;
+  }
+  void start(int n) {
+    start_planes(n);
+    for (const absl::Status& s : connect_all(n)) ASSERT_TRUE(s.ok()) << s;
+  }
+  void on_each(int n, const std::function<void(int)>& fn) {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { fn(i); });
+    for (auto& t : ts) t.join();
+  }
+  void TearDown() override {
+    groups_.clear();
+    planes_.clear();
+    agents_.clear();
+    service_.reset();
+  }
+  std::unique_ptr<CoordinationService> service_;
+  std::vector<std::unique_ptr<CoordinationAgent>> agents_;
+  std::vector<std::shared_ptr<TcpDataPlane>> planes_;
+  std::vector<std::unique_ptr<PeerGroup>> groups_;
+};
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, TcpPeerGroupTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Tls" : "Plain"; });
+
+TEST_P(TcpPeerGroupTest, AllReduceAndAllGatherForEveryGroupSize) {
+  for (int n : {1, 2, 3, 4}) {
+    SCOPED_TRACE(n);
+    TearDown();
+    start(n);
+    const int64_t count = 300007;  // uneven chunks, payloads above and below the coalescing size
+    on_each(n, [&](int i) {
+      std::vector<float> x(count);
+      for (int64_t k = 0; k < count; ++k) x[k] = static_cast<float>(i + 1) * 0.5f + static_cast<float>(k % 7);
+      ASSERT_TRUE(peer_all_reduce(*groups_[i], x.data(), count, DType::kFloat32, ReduceOp::kSum, 0,
+                                  absl::Now() + absl::Seconds(20))
+                      .ok());
+      const float sum_of_ranks = 0.5f * static_cast<float>(n * (n + 1) / 2);
+      for (int64_t k = 0; k < count; k += 997) {
+        ASSERT_EQ(x[k], sum_of_ranks + static_cast<float>(n) * static_cast<float>(k % 7)) << k;
+      }
+      std::vector<int64_t> sizes(n);
+      for (int p = 0; p < n; ++p) sizes[p] = p == 1 ? 0 : 3 + p;  // a process may contribute nothing
+      std::vector<char> mine(static_cast<size_t>(sizes[i]), static_cast<char>('a' + i));
+      std::string expected;
+      for (int p = 0; p < n; ++p) expected += std::string(static_cast<size_t>(sizes[p]), static_cast<char>('a' + p));
+      std::vector<char> all(expected.size(), '?');
+      ASSERT_TRUE(peer_all_gatherv(*groups_[i], mine.data(), sizes, all.data(), kPeerTagSpan,
+                                   absl::Now() + absl::Seconds(20))
+                      .ok());
+      EXPECT_EQ(std::string(all.begin(), all.end()), expected);
+    });
+  }
+}
+
+TEST_P(TcpPeerGroupTest, ShorterMessageCompletesTheReceiveAndLongerIsAnError) {
+  start(2);
+  on_each(2, [&](int i) {
+    std::vector<int32_t> buf(8, -1);
+    if (i == 0) {
+      int32_t v[3] = {1, 2, 3};
+      PeerGroup::Send s{1, 7, v, sizeof(v)};
+      ASSERT_TRUE(groups_[0]->exchange({&s, 1}, {}, absl::Now() + absl::Seconds(10)).ok());
+    } else {
+      PeerGroup::Recv r{0, 7, buf.data(), static_cast<int64_t>(buf.size() * sizeof(int32_t))};
+      ASSERT_TRUE(groups_[1]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(10)).ok());
+      EXPECT_EQ(buf[2], 3);
+      EXPECT_EQ(buf[3], -1);  // the rest of the receive is left as it was
+    }
+  });
+  on_each(2, [&](int i) {
+    std::vector<int32_t> buf(8, -1);
+    if (i == 0) {
+      PeerGroup::Send s{1, 8, buf.data(), static_cast<int64_t>(buf.size() * sizeof(int32_t))};
+      (void)groups_[0]->exchange({&s, 1}, {}, absl::Now() + absl::Seconds(10));
+    } else {
+      PeerGroup::Recv r{0, 8, buf.data(), 4};
+      absl::Status st = groups_[1]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(10));
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_THAT(st.message(), HasSubstr("sent 32 bytes with tag 8; the receive posted for it holds 4"));
+    }
+  });
+}
+
+TEST_P(TcpPeerGroupTest, MessagesThatComeEarlyWaitForTheirReceiveInOrder) {
+  start(2);
+  on_each(2, [&](int i) {
+    if (i == 0) {
+      for (int32_t v : {10, 20, 30}) {  // three exchanges before the receiver posts anything
+        std::vector<int32_t> payload(v == 20 ? 40000 : 1, v);  // one above the coalescing size
+        PeerGroup::Send s{1, 5, payload.data(), static_cast<int64_t>(payload.size() * sizeof(int32_t))};
+        ASSERT_TRUE(groups_[0]->exchange({&s, 1}, {}, absl::Now() + absl::Seconds(10)).ok());
+      }
+    } else {
+      absl::SleepFor(absl::Milliseconds(200));
+      for (int32_t v : {10, 20, 30}) {
+        std::vector<int32_t> got(40000, 0);
+        PeerGroup::Recv r{0, 5, got.data(), static_cast<int64_t>(got.size() * sizeof(int32_t))};
+        ASSERT_TRUE(groups_[1]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(10)).ok());
+        EXPECT_EQ(got[0], v);
+        if (v == 20) {
+          EXPECT_EQ(got[39999], 20);
+        }
+      }
+    }
+  });
+}
+
+TEST_P(TcpPeerGroupTest, MissingPeerIsADeadlineNamingItsProcess) {
+  start_planes(3);
+  std::vector<int> all = {0, 1, 2};
+  std::vector<absl::Status> st(2);
+  on_each(2, [&](int i) {
+    st[i] = planes_[i]->connect(PeerGroupRequest{all, "partial", 0, absl::Now() + absl::Milliseconds(800)}).status();
+  });
+  for (const absl::Status& s : st) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(s.message(), HasSubstr("process 2"));
+  }
+}
+
+TEST_P(TcpPeerGroupTest, AbortEndsABlockedExchangePromptly) {
+  start(2);
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    groups_[0]->abort(absl::CancelledError("stop now"));
+  });
+  int32_t v = 0;
+  PeerGroup::Recv r{1, 1, &v, sizeof(v)};
+  const absl::Time start = absl::Now();
+  absl::Status st = groups_[0]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
+  aborter.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled) << st;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // Poisoned: the next exchange fails at once, naming the first error.
+  absl::Status again = groups_[0]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(again.message(), HasSubstr("stop now"));
+  EXPECT_TRUE(groups_[0]->is_poisoned());
+}
+
+TEST_P(TcpPeerGroupTest, ClosedPeerFailsTheOtherFastNamingItsProcess) {
+  start(2);
+  groups_[1].reset();  // process 1 "dies": its connections close
+  int32_t v = 0;
+  PeerGroup::Recv r{1, 1, &v, sizeof(v)};
+  const absl::Time start = absl::Now();
+  absl::Status st = groups_[0]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(st.message(), HasSubstr("process 1"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_P(TcpPeerGroupTest, PeerMustBeAnotherRank) {
+  start(2);
+  int32_t v = 0;
+  PeerGroup::Send s{0, 1, &v, sizeof(v)};
+  absl::Status st = groups_[0]->exchange({&s, 1}, {}, absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(st.message(), HasSubstr("names peer 0"));
+}
+
+// A raw TCP connection to process 0's listener, optionally wrapped in TLS with `leaf`'s certificate.
+std::unique_ptr<DataPlaneStream> dial_raw(const std::string& address, const std::shared_ptr<DataPlaneTls>& tls) {
+  const size_t colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return nullptr;
+  }
+  SSL* ssl = tls ? *tls->new_ssl(fd, /*server=*/false) : nullptr;
+  return std::make_unique<DataPlaneStream>(fd, ssl);
+}
+
+TEST_P(TcpPeerGroupTest, AStrangerWithoutTheSecretIsRefusedAndLogged) {
+  start_planes(2);
+  std::shared_ptr<DataPlaneTls> client_tls;
+  if (tls()) client_tls = *DataPlaneTls::create(task_mtls("task1"));  // a real task certificate, but no secret
+  auto stream = dial_raw(planes_[0]->address(), client_tls);
+  ASSERT_NE(stream, nullptr);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  ASSERT_TRUE(stream->tls_handshake(deadline).ok());
+  DataPlaneHello hello;
+  hello.from_process = 1;
+  hello.from_rank = 1;
+  hello.to_process = 0;
+  hello.to_rank = 0;
+  hello.nonce = random_nonce();
+  hello.group = "test group|0.0";
+  absl::Status st = connector_handshake(*stream, hello, "not the job's secret", deadline);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_THAT(st.message(), HasSubstr("does not know the job's secret"));  // the listener's proof fails the guess
+  stream.reset();
+  // A stranger that answers with a forged proof anyway gets a refusal, never a connection.
+  auto forger = dial_raw(planes_[0]->address(), client_tls);
+  ASSERT_TRUE(forger->tls_handshake(deadline).ok());
+  const std::string body = encode_hello(hello);
+  std::string first("MCXDP\x01\0\0", 8);
+  for (int b = 0; b < 4; ++b) first.push_back(static_cast<char>((body.size() >> (8 * b)) & 0xff));
+  first += body;
+  ASSERT_TRUE(forger->write_all(first.data(), first.size(), deadline, "hello").ok());
+  char answer[64];
+  ASSERT_TRUE(forger->read_exact(answer, sizeof(answer), deadline, "answer").ok());
+  const std::string forged(32, 'f');
+  ASSERT_TRUE(forger->write_all(forged.data(), forged.size(), deadline, "proof").ok());
+  char verdict = 1;
+  ASSERT_TRUE(forger->read_exact(&verdict, 1, deadline, "verdict").ok());
+  EXPECT_EQ(verdict, 0);
+  // Garbage instead of a hello.
+  auto garbage = dial_raw(planes_[0]->address(), client_tls);
+  ASSERT_TRUE(garbage->tls_handshake(deadline).ok());
+  const std::string junk(64, 'x');
+  ASSERT_TRUE(garbage->write_all(junk.data(), junk.size(), deadline, "junk").ok());
+  const absl::Time wait_until = absl::Now() + absl::Seconds(5);
+  while (planes_[0]->refused_connections() < 3 && absl::Now() < wait_until) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(planes_[0]->refused_connections(), 3);
+  // A connection that never speaks does not hold up the job: the real group still connects.
+  auto silent = dial_raw(planes_[0]->address(), nullptr);
+  ASSERT_NE(silent, nullptr);
+  for (const absl::Status& s : connect_all(2, absl::Seconds(10))) EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_P(TcpPeerGroupTest, TheListenerAlsoProvesItselfToTheConnector) {
+  // A listener that does not know the secret took over process 0's published address (with TLS it even holds
+  // process 0's certificate): process 1 finds out before it sends a tensor.
+  start_planes(2);
+  DataPlaneListener::Options fake;
+  fake.address = "127.0.0.1";
+  fake.process = 0;
+  if (tls()) fake.tls = *DataPlaneTls::create(task_mtls("task0"));
+  fake.secret = [](absl::Time) -> absl::StatusOr<std::string> { return std::string("a guess"); };
+  auto impostor = DataPlaneListener::start(fake);
+  ASSERT_TRUE(impostor.ok()) << impostor.status();
+  ASSERT_TRUE(agents_[0]->kv_set(TcpDataPlane::address_key(0), (*impostor)->address(), true).ok());
+  std::vector<int> pair = {0, 1};
+  auto g = planes_[1]->connect(PeerGroupRequest{pair, "redirected", 0, absl::Now() + absl::Seconds(5)});
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kPermissionDenied) << g.status();
+  EXPECT_THAT(g.status().message(), HasSubstr("the listener of process 0 does not know the job's secret"));
+}
+
+TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
+  for (const std::string leaf : {"task3", "stranger"}) {
+    SCOPED_TRACE(leaf);
+    ServiceOptions o;
+    o.num_tasks = 2;
+    auto service = *CoordinationService::create(o);
+    std::vector<std::unique_ptr<CoordinationAgent>> agents;
+    std::vector<std::shared_ptr<TcpDataPlane>> planes;
+    for (int i = 0; i < 2; ++i) {
+      AgentOptions ao;
+      ao.task_id = i;
+      ao.num_tasks = 2;
+      ao.init_timeout = absl::Seconds(10);
+      ao.on_failure = [](const TaskFailure&) {};
+      agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service.get()), ao));
+    }
+    std::thread t([&] { ASSERT_TRUE(agents[1]->connect().ok()); });
+    ASSERT_TRUE(agents[0]->connect().ok());
+    t.join();
+    for (int i = 0; i < 2; ++i) {
+      // Process 1 presents `leaf`: a certificate naming task 3, or one from another CA.
+      MtlsOptions m = i == 1 ? task_mtls(leaf, leaf == "stranger" ? "other_ca.pem" : "ca.pem") : task_mtls("task0");
+      auto p = TcpDataPlane::start({i, "127.0.0.1", *DataPlaneTls::create(m), agents[i].get()});
+      ASSERT_TRUE(p.ok()) << p.status();
+      planes.push_back(*p);
+    }
+    std::vector<int> pair = {0, 1};
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    absl::Status s1;
+    std::thread c1([&] { s1 = planes[1]->connect(PeerGroupRequest{pair, "g", 0, deadline}).status(); });
+    absl::Status s0 = planes[0]->connect(PeerGroupRequest{pair, "g", 0, deadline}).status();
+    c1.join();
+    EXPECT_FALSE(s0.ok());
+    EXPECT_FALSE(s1.ok());
+    // Process 1 verifies process 0 and sends its hello; process 0 finds that the certificate does not name task 1
+    // (or does not verify at all) and closes the connection.
+    EXPECT_THAT(s1.message(), HasSubstr(leaf == "task3" ? "closed the connection during the handshake"
+                                                        : "TLS handshake failed"));
+    EXPECT_GE(planes[0]->refused_connections(), 1);
+  }
+}
+
+TEST(DataPlaneHandshake, HelloRoundTripsAndMalformedHellosAreRefused) {
+  DataPlaneHello h;
+  h.from_process = 3;
+  h.from_rank = 2;
+  h.to_process = 1;
+  h.to_rank = 0;
+  h.nonce = random_nonce();
+  h.group = "devices 0,1|4.2";
+  auto back = decode_hello(encode_hello(h));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->from_process, 3u);
+  EXPECT_EQ(back->to_rank, 0u);
+  EXPECT_EQ(back->nonce, h.nonce);
+  EXPECT_EQ(back->group, h.group);
+  EXPECT_EQ(decode_hello("short").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(decode_hello(std::string(kMaxHelloBytes + 1, 'a')).status().code(), absl::StatusCode::kInvalidArgument);
+  // Proofs depend on the role, the secret, the hello and the acceptor's nonce.
+  const std::string body = encode_hello(h);
+  const auto n = random_nonce();
+  EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "connector", body, n));
+  EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("t", "acceptor", body, n));
+  EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "acceptor", body, random_nonce()));
+  EXPECT_EQ(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "acceptor", body, n));
+}
+
+}  // namespace
+}  // namespace mcx::distributed
