@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
@@ -96,54 +97,67 @@ absl::StatusOr<std::shared_ptr<TcpDataPlane>> TcpDataPlane::start(Options option
   return dp;
 }
 
+absl::StatusOr<std::unique_ptr<DataPlaneStream>> TcpDataPlane::handshake_with(const std::string& address,
+                                                                             const DataPlaneHello& hello,
+                                                                             const std::string& secret,
+                                                                             absl::Time deadline) {
+  MCX_ASSIGN_OR_RETURN(int fd, dial(address, deadline));
+  SSL* ssl = nullptr;
+  if (options_.tls) {
+    absl::StatusOr<SSL*> s = options_.tls->new_ssl(fd, /*server=*/false);
+    if (!s.ok()) {
+      close(fd);
+      return s.status();
+    }
+    ssl = *s;
+  }
+  auto stream = std::make_unique<DataPlaneStream>(fd, ssl);
+  MCX_RETURN_IF_ERROR(stream->tls_handshake(deadline));
+  if (options_.tls) MCX_RETURN_IF_ERROR(options_.tls->check_peer(stream->ssl(), static_cast<int>(hello.to_process)));
+  absl::Status handshake = connector_handshake(*stream, hello, secret, deadline);
+  if (handshake.code() == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(absl::StrCat(
+        "[data plane] process ", hello.to_process, " at ", address,
+        " closed the connection during the handshake (it exited, or refused this process's hello or certificate; "
+        "its log says why): ", handshake.message()));
+  }
+  MCX_RETURN_IF_ERROR(handshake);
+  return stream;
+}
+
 absl::StatusOr<std::unique_ptr<DataPlaneStream>> TcpDataPlane::connect_to(const std::string& group, int my_rank,
                                                                          int peer_rank, int peer_process,
                                                                          const std::string& secret,
                                                                          absl::Time deadline) {
-  absl::Status last;
+  DataPlaneHello hello;
+  hello.from_process = static_cast<uint32_t>(options_.process);
+  hello.from_rank = static_cast<uint32_t>(my_rank);
+  hello.to_process = static_cast<uint32_t>(peer_process);
+  hello.to_rank = static_cast<uint32_t>(peer_rank);
+  hello.group = group;
+  absl::Status last;       // the last attempt's error
+  absl::Status refusal;    // the last error of an attempt that reached a listener (says more than a timeout)
+  std::string last_address;
   absl::Duration backoff = absl::Milliseconds(10);
   while (absl::Now() < deadline) {
     MCX_ASSIGN_OR_RETURN(std::string address,
                          options_.agent->kv_get(address_key(peer_process), left_until(deadline)));
-    absl::StatusOr<int> fd = dial(address, deadline);
-    if (!fd.ok()) {
-      if (fd.status().code() != absl::StatusCode::kUnavailable) return fd.status();
-      last = fd.status();  // not listening (yet, or any more): the process may be restarting
-      absl::SleepFor(std::min(backoff, left_until(deadline)));
-      backoff = std::min(backoff * 2, absl::Milliseconds(500));
-      continue;
-    }
-    SSL* ssl = nullptr;
-    if (options_.tls) {
-      absl::StatusOr<SSL*> s = options_.tls->new_ssl(*fd, /*server=*/false);
-      if (!s.ok()) {
-        close(*fd);
-        return s.status();
-      }
-      ssl = *s;
-    }
-    auto stream = std::make_unique<DataPlaneStream>(*fd, ssl);
-    MCX_RETURN_IF_ERROR(stream->tls_handshake(deadline));
-    if (options_.tls) MCX_RETURN_IF_ERROR(options_.tls->check_peer(stream->ssl(), peer_process));
-    DataPlaneHello hello;
-    hello.from_process = static_cast<uint32_t>(options_.process);
-    hello.from_rank = static_cast<uint32_t>(my_rank);
-    hello.to_process = static_cast<uint32_t>(peer_process);
-    hello.to_rank = static_cast<uint32_t>(peer_rank);
+    // A refusal by the listener now published is final; one from an address the process has since replaced (it
+    // restarted, and its old port may serve someone else now) is retried at the new address.
+    if (last.code() == absl::StatusCode::kPermissionDenied && address == last_address) return last;
     hello.nonce = random_nonce();
-    hello.group = group;
-    absl::Status handshake = connector_handshake(*stream, hello, secret, deadline);
-    if (handshake.code() == absl::StatusCode::kUnavailable) {
-      return absl::UnavailableError(absl::StrCat(
-          "[data plane] process ", peer_process, " at ", address,
-          " closed the connection during the handshake (it exited, or refused this process's hello or certificate; "
-          "its log says why): ", handshake.message()));
-    }
-    MCX_RETURN_IF_ERROR(handshake);
-    return stream;
+    absl::StatusOr<std::unique_ptr<DataPlaneStream>> stream = handshake_with(address, hello, secret, deadline);
+    if (stream.ok()) return stream;
+    last = stream.status();
+    last_address = address;
+    if (!absl::StartsWith(last.message(), "[data plane] cannot connect to ")) refusal = last;
+    if (last.code() == absl::StatusCode::kPermissionDenied) continue;
+    absl::SleepFor(std::min(backoff, left_until(deadline)));  // not listening (yet, or any more): restarting?
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
+  const absl::Status& why = refusal.ok() ? last : refusal;
   return absl::DeadlineExceededError(absl::StrCat("[data plane] could not connect to process ", peer_process,
-                                                  " in time", last.ok() ? "" : ": ", last.message()));
+                                                  " in time", why.ok() ? "" : ": ", why.message()));
 }
 
 absl::StatusOr<std::unique_ptr<PeerGroup>> TcpDataPlane::connect(const PeerGroupRequest& request) {

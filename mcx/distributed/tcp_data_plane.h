@@ -5,10 +5,11 @@
 //
 // TcpDataPlane (one per process): a DataPlaneListener on the data-plane address, published under the process's
 // own key prefix ("mcx/task/<p>/data_plane/address", which only that task may write). connect() builds a group:
-// for each peer of lower rank it connects to that process's listener (fetching the address afresh, retrying a
-// refused connection until the deadline, since a restarted process publishes a new one), runs the TLS handshake
-// and the certificate check when TLS is on, and the secret handshake naming the group, its live set and
-// generation; peers of higher rank connect to it, and their connections are taken from the listener.
+// for each peer of lower rank it connects to that process's listener, runs the TLS handshake and the certificate
+// check when TLS is on, and the secret handshake naming the group, its live set and generation; peers of higher
+// rank connect to it, and their connections are taken from the listener. A failed attempt is retried until the
+// deadline with the address fetched afresh (a restarted process publishes a new one), except a listener that
+// failed its proof or certificate check at the address still published: that refusal is final.
 //
 // The groups themselves are TcpPeerGroups (tcp_peer_group.h).
 //
@@ -49,6 +50,9 @@ class TcpDataPlane {
 
  private:
   explicit TcpDataPlane(Options options) : options_(std::move(options)) {}
+  absl::StatusOr<std::unique_ptr<DataPlaneStream>> handshake_with(const std::string& address,
+                                                                  const DataPlaneHello& hello,
+                                                                  const std::string& secret, absl::Time deadline);
   absl::StatusOr<std::unique_ptr<DataPlaneStream>> connect_to(const std::string& group, int my_rank, int peer_rank,
                                                               int peer_process, const std::string& secret,
                                                               absl::Time deadline);

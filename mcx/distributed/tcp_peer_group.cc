@@ -20,6 +20,11 @@ namespace {
 
 constexpr size_t kHeaderBytes = 16;
 constexpr uint64_t kCoalesceBytes = 64 * 1024;  // smaller payloads go out in the header's write
+// The last frame of a process that leaves a poisoned group: {i32 failed process or -1, the reason}. So a peer
+// blocked on that process learns why instead of seeing a bare closed connection (and blames the process that
+// failed, not the one that left because of it). No message uses this tag.
+constexpr uint64_t kGoodbyeTag = ~uint64_t{0};
+constexpr size_t kMaxGoodbyeBytes = 2048;
 
 void put_u64(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
@@ -33,6 +38,7 @@ uint64_t get_u64(const char* p) {
 // One connection's state across exchanges.
 struct Peer {
   std::unique_ptr<DataPlaneStream> stream;
+  absl::Status closed;  // why the connection closed (the peer died or aborted the group); OK while open
 
   struct Out {
     std::string head;  // header, and the payload when it is small
@@ -49,10 +55,11 @@ struct Peer {
   bool in_body = false;
   uint64_t tag = 0, bytes = 0, got = 0;
   char* dst = nullptr;
-  int recv_index = -1;  // the posted receive it completes, or -1 (kept in `early`)
+  int recv_index = -1;        // the posted receive it completes, or -1: read into `unmatched`
+  std::vector<char> unmatched;  // a message no receive was posted for when its header came
 
   std::map<uint64_t, size_t> posted;                         // tag -> receive index, this exchange
-  std::map<uint64_t, std::deque<std::vector<char>>> early;  // messages that came before their receive
+  std::map<uint64_t, std::deque<std::vector<char>>> early;  // whole messages that came before their receive
 };
 
 class TcpPeerGroup final : public PeerGroup {
@@ -121,6 +128,7 @@ class TcpPeerGroup final : public PeerGroup {
         return absl::InvalidArgumentError(absl::StrCat("[data plane] receive ", i, " names peer ", r.peer, " in ",
                                                        description(), "; expected another rank in [0, ", n, ")"));
       }
+      if (r.tag == kGoodbyeTag) return absl::InvalidArgumentError("[data plane] tag 2^64-1 is reserved");
       if (r.bytes <= 0) {
         done[i] = true;
         continue;
@@ -145,6 +153,7 @@ class TcpPeerGroup final : public PeerGroup {
         return absl::InvalidArgumentError(absl::StrCat("[data plane] a send names peer ", s.peer, " in ", description(),
                                                        "; expected another rank in [0, ", n, ")"));
       }
+      if (s.tag == kGoodbyeTag) return absl::InvalidArgumentError("[data plane] tag 2^64-1 is reserved");
       if (s.bytes <= 0) continue;
       Peer::Out o;
       o.head.resize(kHeaderBytes);
@@ -175,14 +184,16 @@ class TcpPeerGroup final : public PeerGroup {
         std::lock_guard<std::mutex> lock(mu_);
         if (!poison_.ok()) return abort_reason_locked();
       }
+      MCX_RETURN_IF_ERROR(needed_closed(recvs, done));
       if (absl::Now() >= deadline) return deadline_error(recvs, done);
       fds.clear();
       fd_peer.clear();
       for (int r = 0; r < n; ++r) {
         Peer& p = peers_[r];
-        if (!p.stream) continue;
+        if (!p.stream || !p.closed.ok()) continue;
         if (first) {  // start the sends and drain what is already here before waiting
           MCX_RETURN_IF_ERROR(pump(r, recvs, done));
+          if (!p.closed.ok()) continue;
         }
         const bool want_out = !p.out.empty() || p.stream->wants_write();
         fds.push_back({p.stream->fd(), static_cast<short>(POLLIN | (want_out ? POLLOUT : 0)), 0});
@@ -219,11 +230,15 @@ class TcpPeerGroup final : public PeerGroup {
         p.header_got += res.bytes;
         if (res.io != DataPlaneStream::Io::kDone) {
           if (res.io == DataPlaneStream::Io::kWouldBlock) break;
-          return closed(r, "receiving from", res.error);
+          return mark_closed(r, "receiving from", res);
         }
         p.header_got = 0;
         p.tag = get_u64(p.header.data());
         p.bytes = get_u64(p.header.data() + 8);
+        if (p.tag == kGoodbyeTag && p.bytes > kMaxGoodbyeBytes) {
+          return absl::InvalidArgumentError(absl::StrCat("[data plane] ", who(r), " sent a goodbye of ", p.bytes,
+                                                         " bytes; expected at most ", kMaxGoodbyeBytes));
+        }
         p.got = 0;
         p.in_body = true;
         if (auto it = p.posted.find(p.tag); it != p.posted.end()) {
@@ -233,9 +248,8 @@ class TcpPeerGroup final : public PeerGroup {
           p.recv_index = static_cast<int>(it->second);
           p.posted.erase(it);
         } else {
-          std::deque<std::vector<char>>& q = p.early[p.tag];
-          q.emplace_back(p.bytes);
-          p.dst = q.back().data();
+          p.unmatched.resize(p.bytes);
+          p.dst = p.unmatched.data();
           p.recv_index = -1;
         }
       }
@@ -244,11 +258,27 @@ class TcpPeerGroup final : public PeerGroup {
         p.got += res.bytes;
         if (res.io != DataPlaneStream::Io::kDone) {
           if (res.io == DataPlaneStream::Io::kWouldBlock) break;
-          return closed(r, "receiving from", res.error);
+          return mark_closed(r, "receiving from", res);
         }
       }
       p.in_body = false;
-      if (p.recv_index >= 0) done[p.recv_index] = true;
+      if (p.recv_index >= 0) {
+        done[p.recv_index] = true;
+      } else if (p.tag == kGoodbyeTag) {
+        p.closed = goodbye_status(r, p.unmatched);
+        return absl::OkStatus();  // nothing follows a goodbye
+      } else if (auto it = p.posted.find(p.tag); it != p.posted.end()) {
+        // Its receive was posted while it was being read (by a later exchange): hand it over now.
+        const Recv& rv = recvs[it->second];
+        MCX_RETURN_IF_ERROR(check_fits(r, p.tag, p.unmatched.size(), rv.bytes));
+        if (!p.unmatched.empty()) std::memcpy(rv.data, p.unmatched.data(), p.unmatched.size());
+        done[it->second] = true;
+        p.posted.erase(it);
+        p.unmatched.clear();
+      } else {
+        p.early[p.tag].push_back(std::move(p.unmatched));
+        p.unmatched = {};
+      }
     }
     while (!p.out.empty()) {
       Peer::Out& o = p.out.front();
@@ -257,7 +287,7 @@ class TcpPeerGroup final : public PeerGroup {
         o.head_off += res.bytes;
         if (res.io != DataPlaneStream::Io::kDone) {
           if (res.io == DataPlaneStream::Io::kWouldBlock) break;
-          return closed(r, "sending to", res.error);
+          return mark_closed(r, "sending to", res);
         }
       }
       if (o.data_off < o.data_bytes) {
@@ -265,7 +295,7 @@ class TcpPeerGroup final : public PeerGroup {
         o.data_off += res.bytes;
         if (res.io != DataPlaneStream::Io::kDone) {
           if (res.io == DataPlaneStream::Io::kWouldBlock) break;
-          return closed(r, "sending to", res.error);
+          return mark_closed(r, "sending to", res);
         }
       }
       p.out.pop_front();
@@ -280,17 +310,36 @@ class TcpPeerGroup final : public PeerGroup {
                                                    capacity));
   }
 
-  absl::Status closed(int peer, const char* what, const std::string& why) {
+  // A connection that closed fails an exchange only once the exchange needs that peer (a receive not yet
+  // complete, or a send not yet written): a process that aborted the group because a third one died closes its
+  // connections too, and the exchange must blame the dead process it waits for, not the messenger. Transport
+  // errors other than a closed connection fail at once.
+  absl::Status mark_closed(int peer, const char* what, const DataPlaneStream::Result& res) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!poison_.ok()) return poison_;  // an abort shut the connections under us
     }
-    return mark_process_failure(
+    if (res.io == DataPlaneStream::Io::kError) {
+      return absl::UnavailableError(absl::StrCat("[data plane] ", what, " ", who(peer), " failed: ", res.error));
+    }
+    peers_[peer].closed = mark_process_failure(
         absl::UnavailableError(absl::StrCat("[data plane] ", what, " ", who(peer),
                                             ": the connection closed (the process exited, was killed or aborted "
                                             "the group): ",
-                                            why)),
+                                            res.error)),
         processes_[peer]);
+    return absl::OkStatus();
+  }
+
+  // The closed connection this exchange waits for, the earliest receive first.
+  absl::Status needed_closed(std::span<const Recv> recvs, const std::vector<bool>& done) const {
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (!done[i] && !peers_[recvs[i].peer].closed.ok()) return peers_[recvs[i].peer].closed;
+    }
+    for (const Peer& p : peers_) {
+      if (!p.out.empty() && !p.closed.ok()) return p.closed;
+    }
+    return absl::OkStatus();
   }
 
   absl::Status deadline_error(std::span<const Recv> recvs, const std::vector<bool>& done) const {
@@ -316,10 +365,39 @@ class TcpPeerGroup final : public PeerGroup {
         poison_);
   }
 
+  // Says goodbye (poison_ as the reason) to every peer whose connection is between frames, then shuts the
+  // connections down. Best effort: a goodbye that does not fit in the socket buffer now is dropped.
   void close_locked() {
+    if (closed_) return;
+    closed_ = true;
+    std::string frame(kHeaderBytes + 4, '\0');
+    const int failed = failed_process(poison_);
+    for (int b = 0; b < 4; ++b) frame[kHeaderBytes + b] = static_cast<char>((static_cast<uint32_t>(failed) >> (8 * b)) & 0xff);
+    frame.append(poison_.message().data(), std::min<size_t>(poison_.message().size(), kMaxGoodbyeBytes - 4));
+    put_u64(frame.data(), kGoodbyeTag);
+    put_u64(frame.data() + 8, frame.size() - kHeaderBytes);
     for (Peer& p : peers_) {
-      if (p.stream) p.stream->shutdown();
+      if (!p.stream) continue;
+      const bool between_frames = p.out.empty() || (p.out.front().head_off == 0 && p.out.front().data_off == 0);
+      if (between_frames && p.closed.ok()) (void)p.stream->write_some(frame.data(), frame.size());
+      p.stream->shutdown();
     }
+  }
+
+  // The failure a goodbye from peer r reports: the failure of the process it names (mark_process_failure), or
+  // that peer's own abort.
+  absl::Status goodbye_status(int r, const std::vector<char>& body) const {
+    int32_t failed = -1;
+    std::string why;
+    if (body.size() >= 4) {
+      uint32_t v = 0;
+      for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(static_cast<unsigned char>(body[b])) << (8 * b);
+      failed = static_cast<int32_t>(v);
+      why.assign(body.data() + 4, body.size() - 4);
+    }
+    const std::string msg = absl::StrCat("[data plane] ", who(r), " left the group: ", why);
+    if (failed >= 0) return mark_process_failure(absl::UnavailableError(msg), failed);
+    return absl::AbortedError(msg);
   }
 
   const std::vector<int> processes_;
@@ -332,6 +410,7 @@ class TcpPeerGroup final : public PeerGroup {
   mutable std::mutex mu_;
   absl::Status poison_;  // guarded by mu_
   bool busy_ = false;    // guarded by mu_
+  bool closed_ = false;  // guarded by mu_: goodbyes sent, connections shut down
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/error.h"
 #include "mcx/core/peer_collectives.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
@@ -206,6 +207,32 @@ TEST_P(TcpPeerGroupTest, MessagesThatComeEarlyWaitForTheirReceiveInOrder) {
   });
 }
 
+// Rank 1's first exchange ends while the next exchange's large message is half read; the receive posted for it
+// next must get all of it (this once returned the half that had arrived).
+TEST_P(TcpPeerGroupTest, AMessageHalfReadWhenItsReceiveIsPostedArrivesWhole) {
+  start(2);
+  const int64_t count = 4 << 20;  // 16 MiB: far more than the socket buffers hold
+  on_each(2, [&](int i) {
+    if (i == 0) {
+      int32_t small = 7;
+      std::vector<int32_t> big(count);
+      for (int64_t k = 0; k < count; ++k) big[k] = static_cast<int32_t>(k);
+      PeerGroup::Send s[2] = {{1, 1, &small, sizeof(small)}, {1, 9, big.data(), count * 4}};
+      ASSERT_TRUE(groups_[0]->exchange(s, {}, absl::Now() + absl::Seconds(20)).ok());
+    } else {
+      int32_t small = 0;
+      PeerGroup::Recv r1{0, 1, &small, sizeof(small)};
+      ASSERT_TRUE(groups_[1]->exchange({}, {&r1, 1}, absl::Now() + absl::Seconds(20)).ok());
+      EXPECT_EQ(small, 7);
+      std::vector<int32_t> big(count, -1);
+      PeerGroup::Recv r9{0, 9, big.data(), count * 4};
+      ASSERT_TRUE(groups_[1]->exchange({}, {&r9, 1}, absl::Now() + absl::Seconds(20)).ok());
+      for (int64_t k = 0; k < count; k += 4093) ASSERT_EQ(big[k], static_cast<int32_t>(k)) << k;
+      EXPECT_EQ(big[count - 1], static_cast<int32_t>(count - 1));
+    }
+  });
+}
+
 TEST_P(TcpPeerGroupTest, MissingPeerIsADeadlineNamingItsProcess) {
   start_planes(3);
   std::vector<int> all = {0, 1, 2};
@@ -249,6 +276,24 @@ TEST_P(TcpPeerGroupTest, ClosedPeerFailsTheOtherFastNamingItsProcess) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_THAT(st.message(), HasSubstr("process 1"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// Process 0 gives up on the group because process 2 failed; process 1, waiting for process 0, learns that from
+// process 0's goodbye and blames process 2, not the messenger.
+TEST_P(TcpPeerGroupTest, AProcessThatLeavesSaysWhichProcessFailed) {
+  start(3);
+  std::thread leaver([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    groups_[0]->abort(mark_process_failure(absl::UnavailableError("process 2 failed (heartbeats stopped)"), 2));
+  });
+  int32_t v = 0;
+  PeerGroup::Recv r{0, 1, &v, sizeof(v)};
+  absl::Status st = groups_[1]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
+  leaver.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_EQ(failed_process(st), 2) << st;
+  EXPECT_THAT(st.message(), HasSubstr("process 0 (peer 0 of"));
+  EXPECT_THAT(st.message(), HasSubstr("left the group: process 2 failed (heartbeats stopped)"));
 }
 
 TEST_P(TcpPeerGroupTest, PeerMustBeAnotherRank) {
@@ -378,8 +423,8 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
     EXPECT_FALSE(s1.ok());
     // Process 1 verifies process 0 and sends its hello; process 0 finds that the certificate does not name task 1
     // (or does not verify at all) and closes the connection.
-    EXPECT_THAT(s1.message(), HasSubstr(leaf == "task3" ? "closed the connection during the handshake"
-                                                        : "TLS handshake failed"));
+    EXPECT_THAT(std::string(s1.message()), HasSubstr(leaf == "task3" ? "closed the connection during the handshake"
+                                                                     : "TLS handshake failed"));
     EXPECT_GE(planes[0]->refused_connections(), 1);
   }
 }

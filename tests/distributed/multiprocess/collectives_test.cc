@@ -1,5 +1,5 @@
-// Collectives across processes through the real launcher and the real data plane (Gloo over loopback TCP,
-// rendezvous through the coordination service): collectives_worker runs every opset-2 collective and the
+// Collectives across processes through the real launcher and the real data plane (mcx's TCP transport over
+// loopback, and Gloo; over TLS in mtls_test.cc): collectives_worker runs every opset-2 collective and the
 // partitioner's communication on 1, 2, 3 and 4 processes x 1 and 2 CPU devices and checks its shards against
 // a double-precision reference; the deterministic mode is bitwise identical to one process; processes that
 // launch different computations fail at once; a peer killed with SIGKILL fails the survivors' collective
@@ -97,6 +97,15 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CollectivesAcrossProcesses,
                          [](const ::testing::TestParamInfo<Layout>& i) {
                            return std::to_string(i.param.processes) + "x" + std::to_string(i.param.devices);
                          });
+
+// The previous default transport stays supported: the same checks over Gloo.
+TEST(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReferenceOverGloo) {
+  JobOutput out = run_job(3, 1, "all", {{"MCX_COLLECTIVES", "gloo"}});
+  ASSERT_EQ(out.checks.size(), 3u) << out.all;
+  for (int p = 0; p < 3; ++p) {
+    for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
+  }
+}
 
 TEST(CollectivesAcrossProcesses, DeterministicModeIsBitwiseIdenticalToOneProcess) {
   const Env det = {{"MCX_DETERMINISTIC_REDUCTIONS", "1"}};

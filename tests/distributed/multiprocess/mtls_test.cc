@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class Mtls : public ::testing::Test {
  protected:
@@ -73,6 +74,29 @@ TEST_F(Mtls, McxRunGivesEachProcessItsOwnCertificate) {
   for (int i = 0; i < 3; ++i)
     EXPECT_THAT(h.out(r), HasSubstr("[p" + std::to_string(i) + "] task " + std::to_string(i) + " of 3 passed"));
   EXPECT_THAT(h.err(r), HasSubstr("mTLS"));  // the coordinator's banner (verbose)
+}
+
+// The data plane over TLS 1.3 with each process's own certificate bound to its task: every collective of the
+// collectives worker across 3 processes x 2 devices, and the job says which transport it used.
+TEST_F(Mtls, CollectivesRunOverTlsWithEachProcessesOwnCertificate) {
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "3", "--cpu-devices", "2", "--mtls-cert",
+                              dir_.file("task{id}.pem"), "--mtls-key", dir_.file("task{id}.key"), "--mtls-ca",
+                              dir_.file("ca.pem"), "--coordinator-mtls-cert", dir_.file("coordinator.pem"),
+                              "--coordinator-mtls-key", dir_.file("coordinator.key"), "--mtls-peer-uri-prefix",
+                              "spiffe://mcx/job/", "--mtls-bind-identity", "--require-mtls", "--timeout", "60", "--",
+                              collectives_worker_path(), "all"},
+                  {{"MCX_DATA_PLANE_TLS", "1"}, {"MCX_LOG_LEVEL", "debug"}, {"MCX_DEVICE_TIMEOUT_S", "20"}});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  const std::string out = h.out(r) + h.err(r);
+  for (int p = 0; p < 3; ++p) {
+    for (const char* check : {"psum", "all_gather", "all_to_all", "ppermute", "device_put_across_processes"}) {
+      EXPECT_THAT(out, HasSubstr("[p" + std::to_string(p) + "] CHECK " + check + " OK")) << out;
+    }
+  }
+  EXPECT_THAT(out, HasSubstr("data plane: tcp+tls"));
+  EXPECT_THAT(out, Not(HasSubstr("refused a connection")));
 }
 
 TEST_F(Mtls, ClientWithoutCertificateIsRefused) {
