@@ -384,8 +384,8 @@ class TcpPeerGroup final : public PeerGroup {
     }
   }
 
-  // The failure a goodbye from peer r reports: the failure of the process it names (mark_process_failure), or
-  // that peer's own abort.
+  // The failure a goodbye from peer r reports: the failure of the process it names (mark_process_failure), else,
+  // as a bare closed connection would be, the failure of peer r itself (with its reason in the message).
   absl::Status goodbye_status(int r, const std::vector<char>& body) const {
     int32_t failed = -1;
     std::string why;
@@ -396,8 +396,7 @@ class TcpPeerGroup final : public PeerGroup {
       why.assign(body.data() + 4, body.size() - 4);
     }
     const std::string msg = absl::StrCat("[data plane] ", who(r), " left the group: ", why);
-    if (failed >= 0) return mark_process_failure(absl::UnavailableError(msg), failed);
-    return absl::AbortedError(msg);
+    return mark_process_failure(absl::UnavailableError(msg), failed >= 0 ? failed : processes_[r]);
   }
 
   const std::vector<int> processes_;

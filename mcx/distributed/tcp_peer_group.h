@@ -7,6 +7,11 @@
 // exchange that posts it, in arrival order per (peer, tag). Contract as PeerGroup's, with two differences from
 // Gloo's: a message longer than its receive fails the exchange with InvalidArgument naming both sizes (Gloo ends
 // the process), and a peer may not be this rank (InvalidArgument).
+// Failures: a closed connection fails an exchange only when the exchange needs that peer (a pending receive,
+// earliest first, or an unwritten send), so the process a ring waits for is the one blamed. A process whose group
+// is poisoned sends each peer a goodbye frame (reserved tag 2^64-1) with the reason before closing: a peer that
+// reads it fails with ProcessFailure of the process the reason names (mark_process_failure), else of the leaver,
+// and the reason in the message.
 // Thread-safety: as PeerGroup (exchange on one thread at a time; abort from any).
 #pragma once
 
