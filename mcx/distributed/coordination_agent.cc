@@ -2,6 +2,7 @@
 
 #include "mcx/distributed/coordination_agent_impl.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/core/mutex.h"
 #include "mcx/core/logging.h"
@@ -72,6 +74,13 @@ void CoordinationAgent::Impl::on_state(const JobState& s) {
     }
     if (fatal_job && failures.empty() && !job_error_reported) {
       failures.push_back(TaskFailure{-1, 0, s.job_error, std::string(s.job_error.message())});
+    }
+    // A state may list several failed tasks at once (a watcher skips versions): in a fate-sharing job the others
+    // died of the first failure (the job error names it), so report that one first, not the lowest id.
+    if (fatal_job && failures.size() > 1) {
+      std::stable_partition(failures.begin(), failures.end(), [&](const TaskFailure& f) {
+        return absl::StartsWith(s.job_error.message(), absl::StrCat("task ", f.task, " failed:"));
+      });
     }
     if (fatal_job) job_error_reported = true;
   }

@@ -1,5 +1,6 @@
 // The key-value store of the coordination service (see coordination_service.h).
 #include "absl/strings/numbers.h"
+#include "mcx/distributed/job_secret.h"
 #include "mcx/distributed/principal.h"
 #include "mcx/distributed/coordination_service.h"
 #include "mcx/distributed/coordination_service_impl.h"
@@ -17,6 +18,13 @@ absl::Status check_key(absl::string_view api, std::string_view key, size_t max) 
   }
   return absl::OkStatus();
 }
+// The job's secrets (job_secret.h) are the service's: no caller writes them, trusted or not.
+absl::Status check_writable(absl::string_view api, std::string_view key) {
+  if (!is_secret_key(key)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("[", api, "] '", A(key),
+                                                  "' is one of the job's secrets: written by the coordination "
+                                                  "service only"));
+}
 std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, const std::string& key) {
   auto it = owners.find(key);
   if (it == owners.end()) return std::nullopt;
@@ -27,6 +35,7 @@ std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, cons
 absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                             const Principal* caller) {
   MCX_RETURN_IF_ERROR(check_key("kv_insert", key, options_.max_key_bytes));
+  MCX_RETURN_IF_ERROR(check_writable("kv_insert", key));
   if (value.size() > options_.max_value_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("[kv_insert] value of ", value.size(), " bytes for key '", A(key),
                                                    "' exceeds the limit of ", options_.max_value_bytes, " bytes"));
@@ -94,6 +103,7 @@ absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key
 absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta,
                                                           const Principal* caller) {
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
+  MCX_RETURN_IF_ERROR(check_writable("kv_increment", key));
   Deferred d;
   MutexLock lock(&impl_->mu);
   std::string k(key);
@@ -142,12 +152,13 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
 absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Principal* caller) {
   std::string k = strip_trailing_slashes(key);
   std::string prefix = k + "/";
+  MCX_RETURN_IF_ERROR(check_writable("kv_delete", k));
   MutexLock lock(&impl_->mu);
   // The key and every key under key/: all are checked before any is deleted.
   std::vector<std::map<std::string, std::string>::iterator> doomed;
   if (auto it = impl_->kv.find(k); it != impl_->kv.end()) doomed.push_back(it);
   for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
-    doomed.push_back(it);
+    if (!is_secret_key(it->first)) doomed.push_back(it);  // a directory delete leaves the job's secrets
   }
   if (caller != nullptr) {
     for (const auto& it : doomed) {

@@ -298,11 +298,10 @@ absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::create
 CoordinationService::CoordinationService(ServiceOptions options)
     : options_(std::move(options)), service_incarnation_(random_incarnation()),
       impl_(std::make_unique<Impl>(this, options_)) {
-  // The job's secrets (job_secret.h): new with every coordinator incarnation, written by nobody else.
+  // The job's secrets (job_secret.h): new with every coordinator incarnation, written and deleted by nobody
+  // else, and not counted against the job's key-value budget or in its statistics.
   MutexLock lock(&impl_->mu);
-  const std::string secret = new_job_secret();
-  impl_->kv_bytes += kDataPlaneSecretKey.size() + secret.size();
-  impl_->kv.emplace(std::string(kDataPlaneSecretKey), secret);
+  impl_->kv.emplace(std::string(kDataPlaneSecretKey), new_job_secret());
 }
 
 CoordinationService::~CoordinationService() {
@@ -696,7 +695,7 @@ ServiceStatus CoordinationService::status() const {
     bs.timeout = b.timeout;
     s.barriers.push_back(std::move(bs));
   }
-  s.kv_keys = impl_->kv.size();
+  s.kv_keys = impl_->kv.size() - 1;  // without the job secret
   s.kv_bytes = impl_->kv_bytes;
   s.rebuilt = impl_->rebuilt;
   s.live_set_generation = impl_->live_set_generation;

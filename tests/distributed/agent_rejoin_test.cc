@@ -124,7 +124,7 @@ TEST_F(AgentRejoinTest, AgentsRejoinRepublishTheirEntriesAndFinishTheCallsInFlig
   start(3);
   const Incarnation first_service = service_->service_incarnation();
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(agents_[i]->kv_set(absl::StrCat("mcx/topology/", i), absl::StrCat("devices of ", i), true).ok());
+    ASSERT_TRUE(agents_[i]->kv_set(absl::StrCat("mcx/task/", i, "/topology"), absl::StrCat("devices of ", i), true).ok());
   }
   ASSERT_TRUE(agents_[0]->kv_set("scratch/a", "1").ok());
   ASSERT_TRUE(agents_[0]->kv_set("scratch/b", "2").ok());
@@ -160,7 +160,7 @@ TEST_F(AgentRejoinTest, AgentsRejoinRepublishTheirEntriesAndFinishTheCallsInFlig
     EXPECT_TRUE(st.tasks[i].rejoined);
     EXPECT_EQ(agents_[i]->service_incarnation(), service_->service_incarnation());
     // What a restarted process reads to learn the topology is there again.
-    EXPECT_EQ(*service_->kv_try_get(absl::StrCat("mcx/topology/", i)), absl::StrCat("devices of ", i));
+    EXPECT_EQ(*service_->kv_try_get(absl::StrCat("mcx/task/", i, "/topology")), absl::StrCat("devices of ", i));
   }
   EXPECT_NE(service_->service_incarnation(), first_service);
   EXPECT_EQ(*service_->kv_try_get("mcx/dataplane/g/1.0/rank_1"), "addr");

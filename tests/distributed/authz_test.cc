@@ -115,9 +115,14 @@ TEST(KeyOwnership, TheJobSecretIsTheServicesAndTasksAloneReadIt) {
   for (const Principal* who : {&t1, &a}) {
     EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true, who).code(), absl::StatusCode::kPermissionDenied);
     EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey, who).status().code(), absl::StatusCode::kPermissionDenied);
-    EXPECT_EQ(s->kv_delete("mcx", who).status().code(), absl::StatusCode::kPermissionDenied);  // nor by directory
   }
+  // Nor any trusted caller; a directory delete leaves it.
+  EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->kv_increment(kDataPlaneSecretKey, 1).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(*s->kv_delete("mcx", &a), 0u);
+  EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(*s->kv_try_get(kDataPlaneSecretKey), *secret);
+  EXPECT_EQ(s->status().kv_keys, 0u);  // not the job's data: not counted
   EXPECT_TRUE(authorize_read(t1, kDataPlaneSecretKey).ok());
   for (const Principal* who : {&a, &o1}) {
     absl::Status r = authorize_read(*who, kDataPlaneSecretKey);

@@ -92,7 +92,7 @@ TEST_F(DistributedTest, TwoProcessesExchangeDevices) {
   ao.on_failure = [](const TaskFailure& f) { ADD_FAILURE() << f.message; };
   CoordinationAgent p1(*make_grpc_client({absl::StrCat("127.0.0.1:", port), {}}), ao);
   ASSERT_TRUE(p1.connect().ok());
-  ASSERT_TRUE(p1.kv_set("mcx/topology/1", "0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
+  ASSERT_TRUE(p1.kv_set(topology_key(1), "0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
   p0.join();
   ASSERT_TRUE(init.ok()) << init;
   auto topo = *distributed_topology();
@@ -104,7 +104,7 @@ TEST_F(DistributedTest, TwoProcessesExchangeDevices) {
   EXPECT_EQ(topo.devices[4].global_id, 4);
   EXPECT_EQ(topology_process_count(), 2);
   // Process 0's published list is visible to process 1.
-  EXPECT_EQ(*p1.kv_get("mcx/topology/0", absl::Seconds(1)), "0 cpu cpu\n1 cpu cpu\n");
+  EXPECT_EQ(*p1.kv_get(topology_key(0), absl::Seconds(1)), "0 cpu cpu\n1 cpu cpu\n");
   std::thread p1_leave([&] { EXPECT_TRUE(p1.shutdown().ok()); });
   EXPECT_TRUE(shutdown_or_status().ok());
   p1_leave.join();
