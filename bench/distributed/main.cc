@@ -175,6 +175,7 @@ Service start_service(int n) {
   if (!svc.ok()) throw std::runtime_error(svc.status().ToString());
   dist::GrpcServerOptions go;
   go.bind_address = "127.0.0.1:0";
+  go.rate_limit = 0;  // this measures the service's capacity: no per-peer limit (as TCPStore, which has none)
   auto srv = dist::GrpcCoordinationServer::start(svc->get(), go);
   if (!srv.ok()) throw std::runtime_error(srv.status().ToString());
   Service s;

@@ -275,6 +275,22 @@ const Flag<bool> kCoordinationFastPathFlag(
     "MCX_COORDINATION_FAST_PATH", true,
     "1: the coordinator's port speaks the fast path (length-prefixed frames over TCP) beside gRPC and agents use "
     "it for every call (never with mTLS); 0: gRPC only. Set the same value for the coordinator and every process");
+// Abuse limits of the coordination service (distributed/rate_limiter.h, coordination_service.h).
+const Flag<int64_t> kCoordinatorRateLimitFlag(
+    "MCX_COORDINATOR_RATE_LIMIT", 10000,
+    "requests per second each peer (a certificate's principal, else a connection) may make to the coordination "
+    "service, in bursts of as many; beyond it RESOURCE_EXHAUSTED; 0: no limit",
+    int_in_range(0, int64_t{1} << 30));
+const Flag<int64_t> kKvMaxKeysPerTaskFlag(
+    "MCX_KV_MAX_KEYS_PER_TASK", 100000,
+    "keys one task may own in the coordination service's key-value store (with identity binding); beyond it "
+    "RESOURCE_EXHAUSTED",
+    int_in_range(1, int64_t{1} << 40));
+const Flag<int64_t> kKvMaxBytesPerTaskFlag(
+    "MCX_KV_MAX_BYTES_PER_TASK", int64_t{256} << 20,
+    "bytes (keys + values) one task may own in the key-value store (with identity binding); beyond it "
+    "RESOURCE_EXHAUSTED",
+    int_in_range(1, int64_t{1} << 50));
 const Flag<bool> kAllowPlaintextDataPlaneFlag(
     "MCX_ALLOW_PLAINTEXT_DATA_PLANE", false,
     "1: allow a plaintext data plane between hosts when MCX_REQUIRE_MTLS=1 (otherwise it runs over TLS)");

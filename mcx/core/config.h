@@ -117,6 +117,9 @@ extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
 extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS
 extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: auto | tcp | gloo | mpi
 extern const Flag<bool> kDataPlaneTlsFlag;               // MCX_DATA_PLANE_TLS
+extern const Flag<int64_t> kCoordinatorRateLimitFlag;    // MCX_COORDINATOR_RATE_LIMIT: requests/s per peer
+extern const Flag<int64_t> kKvMaxKeysPerTaskFlag;        // MCX_KV_MAX_KEYS_PER_TASK
+extern const Flag<int64_t> kKvMaxBytesPerTaskFlag;       // MCX_KV_MAX_BYTES_PER_TASK
 extern const Flag<std::string> kDataPlaneAddressFlag;    // MCX_DATA_PLANE_ADDRESS: bind address
 extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_DATA_PLANE
 // The control plane's fast path (docs/distributed.md).

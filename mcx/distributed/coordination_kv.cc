@@ -25,6 +25,25 @@ absl::Status check_writable(absl::string_view api, std::string_view key) {
                                                   "' is one of the job's secrets: written by the coordination "
                                                   "service only"));
 }
+// Whether task `who` may own `dkeys` more keys and `dbytes` more bytes (the per-task quotas).
+absl::Status check_quota(absl::string_view api, const ServiceOptions& o, const Principal& who,
+                         const std::map<TaskId, KvUsage>& usage, int64_t dkeys,
+                         int64_t dbytes) {
+  auto it = usage.find(who.task);
+  const int64_t keys = (it == usage.end() ? 0 : it->second.keys) + dkeys;
+  const int64_t bytes = (it == usage.end() ? 0 : it->second.bytes) + dbytes;
+  if (dkeys > 0 && keys > *o.max_keys_per_task) {
+    return absl::ResourceExhaustedError(absl::StrCat("[", api, "] ", who.to_string(), " would own ", keys,
+                                                     " keys, over its quota of ", *o.max_keys_per_task,
+                                                     " (MCX_KV_MAX_KEYS_PER_TASK)"));
+  }
+  if (dbytes > 0 && bytes > *o.max_bytes_per_task) {
+    return absl::ResourceExhaustedError(absl::StrCat("[", api, "] ", who.to_string(), " would own ", bytes,
+                                                     " bytes, over its quota of ", *o.max_bytes_per_task,
+                                                     " (MCX_KV_MAX_BYTES_PER_TASK)"));
+  }
+  return absl::OkStatus();
+}
 std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, const std::string& key) {
   auto it = owners.find(key);
   if (it == owners.end()) return std::nullopt;
@@ -52,9 +71,16 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
     }
     old = it->first.size() + it->second.size();
   }
+  const std::optional<TaskId> owner = owner_of(impl_->kv_owner, k);
+  const bool new_owned = it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask;
+  const int64_t dbytes = static_cast<int64_t>(k.size() + value.size()) - static_cast<int64_t>(old);
   if (caller != nullptr) {
     MCX_RETURN_IF_ERROR(authorize_key(*caller, it == impl_->kv.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
-                                      owner_of(impl_->kv_owner, k)));
+                                      owner));
+    if (new_owned || (owner && *owner == caller->task)) {
+      MCX_RETURN_IF_ERROR(
+          check_quota("kv_insert", options_, *caller, impl_->kv_usage, new_owned ? 1 : 0, dbytes));
+    }
   }
   size_t next = impl_->kv_bytes - old + k.size() + value.size();
   if (next > options_.max_total_bytes) {
@@ -62,7 +88,13 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
                                                      " bytes, over its limit of ", options_.max_total_bytes));
   }
   impl_->kv_bytes = next;
-  if (it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
+  if (new_owned) {
+    impl_->kv_owner[k] = caller->task;
+    impl_->kv_usage[caller->task].keys += 1;
+    impl_->kv_usage[caller->task].bytes += dbytes;
+  } else if (owner) {
+    impl_->kv_usage[*owner].bytes += dbytes;
+  }
   impl_->kv[k] = std::string(value);
   auto w = impl_->kv_waiters.find(k);
   if (w != impl_->kv_waiters.end()) {
@@ -108,9 +140,10 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
   MutexLock lock(&impl_->mu);
   std::string k(key);
   auto it = impl_->kv.find(k);
+  const bool new_owned = it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask;
   if (caller != nullptr) {
     MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kIncrement, key, owner_of(impl_->kv_owner, k)));
-    if (it == impl_->kv.end() && caller->role == Role::kTask) impl_->kv_owner[k] = caller->task;
+    if (new_owned) MCX_RETURN_IF_ERROR(check_quota("kv_increment", options_, *caller, impl_->kv_usage, 1, 0));
   }
   int64_t value = 0;
   if (it != impl_->kv.end() && !absl::SimpleAtoi(it->second, &value)) {
@@ -125,10 +158,18 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
   std::string v = absl::StrCat(value);
   if (it != impl_->kv.end()) {
     impl_->kv_bytes = impl_->kv_bytes - it->second.size() + v.size();
+    if (std::optional<TaskId> owner = owner_of(impl_->kv_owner, k)) {
+      impl_->kv_usage[*owner].bytes += static_cast<int64_t>(v.size()) - static_cast<int64_t>(it->second.size());
+    }
     it->second = v;
   } else {
     impl_->kv_bytes += k.size() + v.size();
     impl_->kv[k] = v;
+    if (new_owned) {
+      impl_->kv_owner[k] = caller->task;
+      impl_->kv_usage[caller->task].keys += 1;
+      impl_->kv_usage[caller->task].bytes += static_cast<int64_t>(k.size() + v.size());
+    }
   }
   auto w = impl_->kv_waiters.find(k);
   if (w != impl_->kv_waiters.end()) {
@@ -167,6 +208,11 @@ absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, cons
   }
   for (const auto& it : doomed) {
     impl_->kv_bytes -= it->first.size() + it->second.size();
+    if (std::optional<TaskId> owner = owner_of(impl_->kv_owner, it->first)) {
+      KvUsage& u = impl_->kv_usage[*owner];
+      u.keys -= 1;
+      u.bytes -= static_cast<int64_t>(it->first.size() + it->second.size());
+    }
     impl_->kv_owner.erase(it->first);
     impl_->kv.erase(it);
   }

@@ -1,5 +1,6 @@
 #include "mcx/distributed/coordination_service.h"
 
+#include "mcx/core/config.h"
 #include "mcx/distributed/job_secret.h"
 
 #include "mcx/distributed/coordination_service_impl.h"
@@ -288,6 +289,12 @@ absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::create
   if (options.shutdown_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("[CoordinationService] shutdown_timeout must not be negative");
   }
+  absl::StatusOr<int64_t> max_keys = kKvMaxKeysPerTaskFlag.resolve(options.max_keys_per_task);
+  if (!max_keys.ok()) return max_keys.status();
+  absl::StatusOr<int64_t> max_bytes = kKvMaxBytesPerTaskFlag.resolve(options.max_bytes_per_task);
+  if (!max_bytes.ok()) return max_bytes.status();
+  options.max_keys_per_task = *max_keys;
+  options.max_bytes_per_task = *max_bytes;
   std::unique_ptr<CoordinationService> s(new CoordinationService(std::move(options)));
   if (s->options_.start_timer_thread) {
     s->impl_->timer = std::thread([impl = s->impl_.get()] { impl->timer_loop(); });

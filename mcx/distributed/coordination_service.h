@@ -122,6 +122,11 @@ struct ServiceOptions {
   size_t max_key_bytes = 1024;
   size_t max_value_bytes = 4 << 20;  // fits gRPC's default 4 MiB message limit with headroom
   size_t max_total_bytes = size_t{1} << 30;
+  // Quotas of what one task may own (keys it inserted under identity binding, principal.h): ResourceExhausted
+  // naming the task, the quota and its flag beyond them. Unset: MCX_KV_MAX_KEYS_PER_TASK (100000) and
+  // MCX_KV_MAX_BYTES_PER_TASK (256 MiB).
+  std::optional<int64_t> max_keys_per_task = std::nullopt;
+  std::optional<int64_t> max_bytes_per_task = std::nullopt;
   const Clock* clock = nullptr;     // nullptr = SystemClock::get()
   bool start_timer_thread = true;   // false with a ManualClock; then call check_timeouts()
 };

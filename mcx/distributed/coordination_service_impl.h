@@ -55,6 +55,12 @@ using internal::fmt_duration;
 using internal::join_ids;
 using internal::strip_trailing_slashes;
 
+// What one task owns in the key-value store (the per-task quotas of ServiceOptions).
+struct KvUsage {
+  int64_t keys = 0;
+  int64_t bytes = 0;
+};
+
 struct CoordinationService::Impl {
   struct Task {
     Incarnation incarnation = 0;
@@ -140,6 +146,7 @@ struct CoordinationService::Impl {
   uint64_t live_set_generation ABSL_GUARDED_BY(mu) = 0;                 // job-wide, see LiveTasks::generation
   std::map<std::string, std::string> kv ABSL_GUARDED_BY(mu);
   std::map<std::string, TaskId> kv_owner ABSL_GUARDED_BY(mu);  // keys first written by a task Principal
+  std::map<TaskId, KvUsage> kv_usage ABSL_GUARDED_BY(mu);  // what each owner holds (the per-task quotas)
   size_t kv_bytes ABSL_GUARDED_BY(mu) = 0;
   std::map<std::string, std::vector<KvWaiter>> kv_waiters ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;

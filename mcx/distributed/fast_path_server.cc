@@ -24,6 +24,7 @@
 #include "mcx/distributed/coordination_rpc.h"
 #include "mcx/distributed/fast_path_wire.h"
 #include "mcx/distributed/proto_convert.h"
+#include "mcx/distributed/rate_limiter.h"
 
 namespace mcx::distributed {
 namespace {
@@ -169,6 +170,7 @@ void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
 struct FastPathServer::Impl {
   CoordinationService* service = nullptr;
   std::function<void(int)> hand_off;
+  std::shared_ptr<PeerRateLimiter> limiter;  // null: no limit
   std::shared_ptr<Poller> poller = std::make_shared<Poller>();
   int listener = -1;
   int wake = -1;
@@ -362,6 +364,11 @@ struct FastPathServer::Impl {
       c->send(encode_frame(h.op, 0, h.id, std::string_view()));
       return;
     }
+    if (limiter) {
+      if (absl::Status limited = limiter->admit(absl::StrCat("fast-path connection ", c->id())); !limited.ok()) {
+        return send_error(*c, h, limited);
+      }
+    }
     switch (static_cast<Rpc>(h.op)) {
       case Rpc::kRegister: return serve_registration(c, h, payload);
       case Rpc::kWatch: return serve_watch(c, h, payload);
@@ -385,10 +392,12 @@ struct FastPathServer::Impl {
 
 absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(CoordinationService* service,
                                                                       const std::string& bind_address,
-                                                                      std::function<void(int fd)> hand_off) {
+                                                                      std::function<void(int fd)> hand_off,
+                                                                      std::shared_ptr<PeerRateLimiter> limiter) {
   auto impl = std::make_unique<Impl>();
   impl->service = service;
   impl->hand_off = std::move(hand_off);
+  impl->limiter = std::move(limiter);
   const std::string host = address_host(bind_address);
   const std::string& where = bind_address;
   int port = -1;

@@ -30,15 +30,19 @@
 
 namespace mcx::distributed {
 
+class PeerRateLimiter;
+
 class FastPathServer {
  public:
   // Listens on `bind_address` ("host:port" or "[v6]:port"; host "", "::" or "0.0.0.0" = every interface; port
   // 0 = a free one). `service` must outlive the server; `hand_off` takes ownership of each connection that
   // does not speak the fast path (called on the reactor thread). Errors: INVALID_ARGUMENT for a malformed
   // address; UNAVAILABLE "[coordination] cannot listen on ADDR: ..." (address in use, unknown host).
+  // `limiter` (optional) rate-limits each connection's requests (RESOURCE_EXHAUSTED frames beyond it).
   static absl::StatusOr<std::unique_ptr<FastPathServer>> start(CoordinationService* service,
                                                                const std::string& bind_address,
-                                                               std::function<void(int fd)> hand_off);
+                                                               std::function<void(int fd)> hand_off,
+                                                               std::shared_ptr<PeerRateLimiter> limiter = nullptr);
   ~FastPathServer();  // shutdown()
 
   int port() const;

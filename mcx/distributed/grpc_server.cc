@@ -21,6 +21,7 @@
 #include "mcx/distributed/grpc_tls.h"
 #include "mcx/distributed/principal.h"
 #include "mcx/distributed/proto_convert.h"
+#include "mcx/distributed/rate_limiter.h"
 
 namespace mcx::distributed {
 namespace {
@@ -75,8 +76,10 @@ class PendingCall final : public ServerUnaryReactor {
 // service call waits finish the reactor from the service's callback.
 class Handler final : public proto::Coordination::CallbackService {
  public:
-  Handler(CoordinationService* s, bool bind_identity, std::string uri_prefix, std::shared_ptr<AuditLog> audit)
-      : s_(s), bind_identity_(bind_identity), uri_prefix_(std::move(uri_prefix)), audit_(std::move(audit)) {}
+  Handler(CoordinationService* s, bool bind_identity, std::string uri_prefix, std::shared_ptr<AuditLog> audit,
+          std::shared_ptr<PeerRateLimiter> limiter)
+      : s_(s), bind_identity_(bind_identity), uri_prefix_(std::move(uri_prefix)), audit_(std::move(audit)),
+        limiter_(std::move(limiter)) {}
 
   // Finishes every open watch stream (server shutdown).
   void close_all_watches();
@@ -94,10 +97,18 @@ class Handler final : public proto::Coordination::CallbackService {
     return principal_from_uri_sans(uris, uri_prefix_);
   }
 
-  // The call-level rule (docs/security.md, "Authorization"): a task-scoped call (acting: the request's task)
-  // only by that task's certificate; any other call by any role (the key and barrier rules are the
-  // service's). Records denials and admin calls in the audit log.
-  absl::Status authorize(const std::optional<Principal>& who, Rpc rpc, std::optional<TaskId> acting) {
+  // The per-peer rate limit (rate_limiter.h; the peer is its principal, or its connection without identity
+  // binding), then the call-level rule (docs/security.md, "Authorization"): a task-scoped call (acting: the
+  // request's task) only by that task's certificate; any other call by any role (the key and barrier rules
+  // are the service's). Records denials and admin calls in the audit log.
+  absl::Status authorize(CallbackServerContext* ctx, const std::optional<Principal>& who, Rpc rpc,
+                         std::optional<TaskId> acting) {
+    if (limiter_) {
+      if (absl::Status limited = limiter_->admit(who ? who->to_string() : ctx->peer()); !limited.ok()) {
+        if (who) audit("denied", *who, rpc, std::string(limited.message()));
+        return limited;
+      }
+    }
     if (!who) return absl::OkStatus();
     absl::Status s;
     if (acting && (who->role != Role::kTask || who->task != *acting)) {
@@ -124,7 +135,7 @@ class Handler final : public proto::Coordination::CallbackService {
   ServerUnaryReactor* Register(CallbackServerContext* ctx, const proto::RegisterRequest* req,
                                proto::RegisterResponse* resp) override {
     const std::optional<Principal> who = principal(ctx);
-    if (absl::Status id = authorize(who, Rpc::kRegister, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, who, Rpc::kRegister, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     // A registration waits for the other tasks; its process dying meanwhile cancels the call, and the service
@@ -146,7 +157,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* Heartbeat(CallbackServerContext* ctx, const proto::HeartbeatRequest* req,
                                 proto::HeartbeatResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kHeartbeat, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kHeartbeat, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_heartbeat, req, resp);
@@ -154,7 +165,7 @@ class Handler final : public proto::Coordination::CallbackService {
   ServerUnaryReactor* ReportError(CallbackServerContext* ctx, const proto::ReportErrorRequest* req,
                                   proto::StatusResponse* resp) override {
     const std::optional<Principal> who = principal(ctx);
-    if (absl::Status id = authorize(who, Rpc::kReportError, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, who, Rpc::kReportError, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     audit("error_report", who ? who->to_string() : "unauthenticated", Rpc::kReportError,
@@ -163,7 +174,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* Shutdown(CallbackServerContext* ctx, const proto::ShutdownRequest* req,
                                proto::StatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kShutdown, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kShutdown, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_shutdown, req, resp);
@@ -194,7 +205,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* Barrier(CallbackServerContext* ctx, const proto::BarrierRequest* req,
                               proto::StatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kBarrier, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kBarrier, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_barrier, req, resp);
@@ -205,7 +216,7 @@ class Handler final : public proto::Coordination::CallbackService {
   }
   ServerUnaryReactor* GetLiveTasks(CallbackServerContext* ctx, const proto::LiveTasksRequest* req,
                                    proto::LiveTasksResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kLiveTasks, req->task()); !id.ok()) {
+    if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kLiveTasks, req->task()); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_live_tasks, req, resp);
@@ -213,7 +224,7 @@ class Handler final : public proto::Coordination::CallbackService {
 
   ServerUnaryReactor* GetStatus(CallbackServerContext* ctx, const proto::ServiceStatusRequest* req,
                                 proto::ServiceStatusResponse* resp) override {
-    if (absl::Status id = authorize(principal(ctx), Rpc::kStatus, std::nullopt); !id.ok()) {
+    if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kStatus, std::nullopt); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     return answer(serve_status, req, resp);
@@ -260,7 +271,7 @@ class Handler final : public proto::Coordination::CallbackService {
                                               const Principal*),
                                 const Request* req, Response* resp) {
     const std::optional<Principal> who = principal(ctx);
-    if (absl::Status id = authorize(who, rpc, std::nullopt); !id.ok()) {
+    if (absl::Status id = authorize(ctx, who, rpc, std::nullopt); !id.ok()) {
       return fail(ctx->DefaultReactor(), id, resp->mutable_status());
     }
     auto* call = new PendingCall();
@@ -283,6 +294,7 @@ class Handler final : public proto::Coordination::CallbackService {
   bool bind_identity_;
   std::string uri_prefix_;
   std::shared_ptr<AuditLog> audit_;  // may be null
+  std::shared_ptr<PeerRateLimiter> limiter_;  // null: no limit
 };
 
 // The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
@@ -388,7 +400,7 @@ grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerCon
                                                                const proto::WatchRequest* req) {
   auto* w = new WatchReactor(this, req->task(), req->incarnation());
   const std::optional<TaskId> acting = req->task() >= 0 ? std::optional<TaskId>(req->task()) : std::nullopt;
-  if (absl::Status id = authorize(principal(ctx), Rpc::kWatch, acting); !id.ok()) {
+  if (absl::Status id = authorize(ctx, principal(ctx), Rpc::kWatch, acting); !id.ok()) {
     w->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(id.message())));
     return w;
   }
@@ -428,8 +440,11 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   // With the fast path, its listener owns the port and hands gRPC the connections that speak HTTP/2; with
   // mTLS gRPC listens itself (the fast path has no TLS).
   const bool shared_port = *fast_path && !options.mtls.enabled();
+  absl::StatusOr<int64_t> rate = kCoordinatorRateLimitFlag.resolve(options.rate_limit);
+  if (!rate.ok()) return rate.status();
+  auto limiter = *rate > 0 ? std::make_shared<PeerRateLimiter>(*rate) : nullptr;
   impl->handler = std::make_unique<Handler>(service, options.mtls.enabled() && options.mtls.bind_task_identity,
-                                            options.mtls.peer_uri_prefix, options.audit_log);
+                                            options.mtls.peer_uri_prefix, options.audit_log, limiter);
   grpc::ServerBuilder b;
   if (!shared_port) b.AddListeningPort(options.bind_address, *creds, &impl->port);
   b.RegisterService(impl->handler.get());
@@ -451,7 +466,7 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   if (shared_port) {
     grpc::Server* server = impl->server.get();
     absl::StatusOr<std::unique_ptr<FastPathServer>> fp = FastPathServer::start(
-        service, options.bind_address, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+        service, options.bind_address, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); }, limiter);
     if (!fp.ok()) {
       impl->server->Shutdown();
       return absl::UnavailableError(absl::StrCat(cannot_bind, ": ", fp.status().message()));

@@ -10,7 +10,7 @@
 // (principal.h; the table in docs/security.md): a task-scoped call only by that task ("task/<id>" URI SAN),
 // reads by any role, writes by tasks under the key rules, deletes and barrier cancels by their owner or an
 // admin; PERMISSION_DENIED otherwise. With an audit log, records denials, admin calls, registrations and
-// error reports (audit_log.h).
+// error reports (audit_log.h). Every call first passes the per-peer rate limit (RESOURCE_EXHAUSTED beyond it).
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
@@ -34,6 +34,9 @@ struct GrpcServerOptions {
   // Never with mTLS.
   std::optional<bool> fast_path = std::nullopt;
   std::shared_ptr<AuditLog> audit_log;  // optional (mcx-coordinator --audit-log)
+  // Requests per second each peer may make, on gRPC and the fast path (rate_limiter.h); 0: no limit. Unset:
+  // MCX_COORDINATOR_RATE_LIMIT.
+  std::optional<int64_t> rate_limit = std::nullopt;
 };
 
 class GrpcCoordinationServer {

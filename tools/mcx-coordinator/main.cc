@@ -100,6 +100,16 @@ int main(int argc, char** argv) {
   app.add_flag("--recoverable", recoverable, "keep the job running after a task fails; restarted tasks rejoin");
   app.add_option("--max-key-bytes", max_key_bytes, "largest key accepted")->capture_default_str();
   app.add_option("--max-value-bytes", max_value_bytes, "largest value accepted")->capture_default_str();
+  int64_t rate_limit = -1, max_keys_per_task = -1, max_bytes_per_task = -1;  // -1: the MCX_* variable or default
+  app.add_option("--rate-limit", rate_limit,
+                 "requests per second each peer may make (0: no limit; default: MCX_COORDINATOR_RATE_LIMIT, 10000)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  app.add_option("--kv-max-keys-per-task", max_keys_per_task,
+                 "keys one task may own under identity binding (default: MCX_KV_MAX_KEYS_PER_TASK, 100000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--kv-max-bytes-per-task", max_bytes_per_task,
+                 "bytes one task may own under identity binding (default: MCX_KV_MAX_BYTES_PER_TASK, 256 MiB)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
   app.add_flag("--exit-when-done", exit_when_done,
                "exit once every task has shut down (0), or the job failed and no task is left (1)");
   app.add_flag("-q,--quiet", quiet, "do not log task state changes");
@@ -132,6 +142,8 @@ int main(int argc, char** argv) {
   so.recoverable = recoverable;
   so.max_key_bytes = max_key_bytes;
   so.max_value_bytes = max_value_bytes;
+  if (max_keys_per_task >= 0) so.max_keys_per_task = max_keys_per_task;
+  if (max_bytes_per_task >= 0) so.max_bytes_per_task = max_bytes_per_task;
   auto service = mcx::distributed::CoordinationService::create(so);
   if (!service.ok()) {
     std::cerr << "[mcx-coordinator] " << service.status().message() << std::endl;
@@ -147,6 +159,7 @@ int main(int argc, char** argv) {
     gso.audit_log = *log;
   }
   gso.bind_address = bind;
+  if (rate_limit >= 0) gso.rate_limit = rate_limit;
   gso.mtls = mcx::tools::to_mtls_options(mtls);
   gso.mtls.refresh_interval = absl::Seconds(mtls_refresh);
   auto server = mcx::distributed::GrpcCoordinationServer::start(service->get(), gso);

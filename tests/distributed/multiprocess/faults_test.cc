@@ -1,10 +1,15 @@
 // Bad input and faults with real processes over real gRPC on loopback: wrong/duplicate ids, a mismatched
 // process count, an unreachable coordinator, a stale incarnation, oversized KV entries, kill -9 of a task
-// and of the coordinator, a stuck task, and mcx-run restarting a failed task in recoverable mode.
+// and of the coordinator, a stuck task, mcx-run restarting a failed task in recoverable mode, and a client
+// flooding the coordinator.
 #include <signal.h>
+
+#include <atomic>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/distributed/grpc_client.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
 
 namespace mcx::mptest {
@@ -236,6 +241,63 @@ TEST(Faults, McxRunEndsTheJobOnAFatalFailure) {
   EXPECT_EQ(h.exit_code(r), 7) << h.dump(r);
   EXPECT_THAT(h.err(r), HasSubstr("process 2 failed (exit code 7)"));
   EXPECT_LT(seconds_between(start, h.proc(r).exited), 12.0);
+}
+
+// A client flooding the coordinator with requests (thousands per second over gRPC, from one connection) does
+// not delay the job's heartbeats and barriers past their deadlines: four tasks keep passing barriers (5 ms
+// apart) with a 2 s timeout under a 2 s heartbeat timeout while the flood runs, and what the flood sends beyond
+// the per-peer limit (--rate-limit 2000) is refused with RESOURCE_EXHAUSTED.
+TEST(Faults, AFloodingClientDoesNotDelayTheJobsBarriers) {
+  Harness h;
+  std::string addr = h.start_coordinator(4, {"--rate-limit", "2000", "--heartbeat-timeout", "2"});
+  ASSERT_FALSE(addr.empty());
+  std::vector<int> w;
+  for (int i = 0; i < 4; ++i) {
+    w.push_back(spawn_worker(h, addr, 4, i, {"barriers", "4"},
+                             {{"MCX_HEARTBEAT_INTERVAL", "0.5"}, {"MCX_HEARTBEAT_TIMEOUT", "2"}}));
+  }
+  for (int i : w) ASSERT_TRUE(h.wait_output(i, "READY", milliseconds(15000))) << h.dump_all();
+  auto client = distributed::make_grpc_client({addr, {}});
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> answered{0}, limited{0}, other{0};
+  std::vector<std::thread> flooders;
+  const auto flood_start = Clock::now();
+  for (int t = 0; t < 6; ++t) {
+    flooders.emplace_back([&] {
+      while (!stop.load()) {
+        absl::Status s = (*client)->kv_try_get("flood/nothing", absl::Seconds(2)).status();
+        if (s.code() == absl::StatusCode::kResourceExhausted) {
+          limited.fetch_add(1);
+        } else if (s.code() == absl::StatusCode::kNotFound) {
+          answered.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+        }
+      }
+    });
+  }
+  const bool exited = h.wait_exits(w, milliseconds(30000));
+  stop.store(true);
+  for (auto& t : flooders) t.join();
+  const double seconds = seconds_between(flood_start, Clock::now());
+  const double rate = static_cast<double>(answered + limited + other) / seconds;
+  std::printf("flood: %.0f requests/s for %.1f s (%lld answered, %lld refused by the rate limit, %lld other)\n", rate,
+              seconds, static_cast<long long>(answered.load()), static_cast<long long>(limited.load()),
+              static_cast<long long>(other.load()));
+  ASSERT_TRUE(exited) << h.dump_all();
+  for (int i : w) {
+    EXPECT_EQ(h.exit_code(i), 0) << h.dump(i);
+    EXPECT_THAT(h.out(i), HasSubstr("BARRIERS ")) << h.dump(i);
+    const std::string& o = h.out(i);
+    if (size_t at = o.find("BARRIERS "); at != std::string::npos) {
+      std::printf("%s: %s\n", h.proc(i).name.c_str(), o.substr(at, o.find('\n', at) - at).c_str());
+    }
+  }
+  EXPECT_GT(limited.load(), 0) << "the flood was never limited";
+  EXPECT_LE(static_cast<double>(answered.load()), 2000.0 * (seconds + 1.5)) << "more answered than the limit allows";
+  EXPECT_EQ(other.load(), 0);
+  RecordProperty("flood_requests_per_s", std::to_string(rate));
 }
 
 }  // namespace

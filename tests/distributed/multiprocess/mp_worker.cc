@@ -8,6 +8,8 @@
 //   mp_worker init                  initialize and shutdown (bad-config tests read the error)
 //   mp_worker wait SECONDS          initialize, print READY, sleep (up to SECONDS), shutdown
 //   mp_worker barrier NAME SECONDS  initialize, READY, barrier NAME with timeout SECONDS, shutdown
+//   mp_worker barriers SECONDS      initialize, READY, barriers 5 ms apart (2 s timeout each) for SECONDS;
+//                                   prints "BARRIERS <count> slowest_ms <ms>"
 //   mp_worker stuck ID SECONDS      initialize, READY; task ID sleeps SECONDS, the others meet at a barrier
 //                                   with a 2 s timeout (expected to fail naming task ID)
 //   mp_worker kv_limits             initialize; a 2000-byte key and a 5 MiB value must be refused
@@ -27,6 +29,7 @@
 //                                   "CHURN FAIL ..." and exit 1)
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +190,33 @@ int run(int argc, char** argv) {
     ready();
     absl::Status s = agent->barrier(arg(2, "b"), absl::Seconds(std::stod(arg(3, "10"))));
     if (!s.ok()) return report(s);
+    return finish();
+  }
+  if (mode == "barriers") {
+    // Barriers with a 2 s timeout, 5 ms apart (a busy job's pace: ~400 requests/s per task), for SECONDS; prints
+    // the count and the slowest.
+    ready();
+    const absl::Time end = absl::Now() + absl::Seconds(std::stod(arg(2, "5")));
+    int count = 0;
+    absl::Duration slowest;
+    bool announced = false;
+    // Every task passes the same barriers: task 0 announces the last one (the next) before entering it, so the
+    // others, who leave it only after task 0 entered, see the announcement.
+    while (true) {
+      if (me == 0 && !announced && absl::Now() >= end) {
+        if (absl::Status d = agent->kv_set("flood/done", absl::StrCat(count + 1)); !d.ok()) return report(d);
+        announced = true;
+      }
+      const absl::Time start = absl::Now();
+      absl::Status s = agent->barrier(absl::StrCat("flood/", count), absl::Seconds(2));
+      if (!s.ok()) return report(s);
+      slowest = std::max(slowest, absl::Now() - start);
+      ++count;
+      absl::StatusOr<std::string> done = agent->kv_try_get("flood/done");
+      if (done.ok() && count >= std::stoi(*done)) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    std::printf("BARRIERS %d slowest_ms %.1f\n", count, absl::ToDoubleMilliseconds(slowest));
     return finish();
   }
   if (mode == "stuck") {
