@@ -1,7 +1,8 @@
 // GlooPeerGroup: the PeerGroup (core/peer_group.h) over Gloo's TCP transport.
 //
 // One Gloo context per group, connected as a full mesh; the rendezvous goes through the coordination
-// service's key-value store (kv_store.h) under "mcx/dataplane/<key>/<generation>/". Messages are Gloo unbound
+// service's key-value store (kv_store.h): rank r's addresses under "mcx/task/<process of r>/dataplane/<key>/<live
+// set>.<generation>/r". Messages are Gloo unbound
 // buffers (send/recv matched by peer and slot = tag), not Gloo's built-in algorithms: every wait then has a
 // deadline and can be aborted from another thread (Gloo's own collectives cannot be interrupted; see
 // docs/architecture.md, "Data plane").

@@ -2,23 +2,35 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace mcx::distributed {
 
-KvStore::KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline)
-    : agent_(agent), prefix_(std::move(prefix)), deadline_(deadline) {}
+KvStore::KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline, std::vector<int> processes)
+    : agent_(agent), prefix_(std::move(prefix)), deadline_(deadline), processes_(std::move(processes)) {}
+
+std::string KvStore::full_key(const std::string& key) const {
+  int rank = -1;
+  if (!processes_.empty() && absl::SimpleAtoi(key, &rank) && rank >= 0 &&
+      rank < static_cast<int>(processes_.size())) {
+    return absl::StrCat("mcx/task/", processes_[rank], "/", prefix_, key);
+  }
+  return prefix_ + key;
+}
 
 absl::Duration KvStore::left() const { return std::max(absl::Milliseconds(1), deadline_ - absl::Now()); }
 
 void KvStore::set(const std::string& key, const std::vector<char>& data) {
-  absl::Status s = agent_->kv_set(prefix_ + key, std::string_view(data.data(), data.size()), /*allow_overwrite=*/true);
-  if (!s.ok()) throw KvStoreError(absl::StrCat("publishing ", prefix_, key, ": ", s.message()));
+  const std::string k = full_key(key);
+  absl::Status s = agent_->kv_set(k, std::string_view(data.data(), data.size()), /*allow_overwrite=*/true);
+  if (!s.ok()) throw KvStoreError(absl::StrCat("publishing ", k, ": ", s.message()));
 }
 
 std::vector<char> KvStore::get(const std::string& key) {
-  absl::StatusOr<std::string> v = agent_->kv_get(prefix_ + key, left());
-  if (!v.ok()) throw KvStoreError(absl::StrCat("reading ", prefix_, key, ": ", v.status().message()));
+  const std::string k = full_key(key);
+  absl::StatusOr<std::string> v = agent_->kv_get(k, left());
+  if (!v.ok()) throw KvStoreError(absl::StrCat("reading ", k, ": ", v.status().message()));
   return std::vector<char>(v->begin(), v->end());
 }
 
@@ -28,9 +40,9 @@ void KvStore::wait(const std::vector<std::string>& keys, const std::chrono::mill
   absl::Time until = deadline_;
   if (timeout.count() >= 0) until = std::min(until, absl::Now() + absl::FromChrono(timeout));
   for (const std::string& key : keys) {
-    absl::StatusOr<std::string> v =
-        agent_->kv_get(prefix_ + key, std::max(absl::Milliseconds(1), until - absl::Now()));
-    if (!v.ok()) throw KvStoreError(absl::StrCat("waiting for ", prefix_, key, ": ", v.status().message()));
+    const std::string k = full_key(key);
+    absl::StatusOr<std::string> v = agent_->kv_get(k, std::max(absl::Milliseconds(1), until - absl::Now()));
+    if (!v.ok()) throw KvStoreError(absl::StrCat("waiting for ", k, ": ", v.status().message()));
   }
 }
 

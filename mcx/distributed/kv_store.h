@@ -2,7 +2,9 @@
 // so that the data plane's rendezvous needs no second server (docs/architecture.md, "Data plane").
 //
 // Every key is prefixed (per group and generation, chosen by the caller) so rebuilt groups never read a
-// previous generation's addresses. set() inserts (a key is written once); get() and wait() block until the
+// previous generation's addresses. Given the group's processes (by rank), the key Gloo names after a rank ("0",
+// "1", ...: each rank's addresses) lives under that process's own prefix, "mcx/task/<process>/<prefix><rank>",
+// which only that task may write under identity binding (principal.h); other keys stay at <prefix><key>. set() inserts (a key is written once); get() and wait() block until the
 // key exists or the store's deadline passes. Gloo calls these from inside connectFullMesh, which has no Status
 // channel: failures throw KvStoreError (a std::runtime_error) that the caller catches at the Gloo boundary.
 // Thread-safety: as the agent (thread-safe).
@@ -27,8 +29,8 @@ class KvStoreError : public std::runtime_error {
 
 class KvStore final : public gloo::rendezvous::Store {
  public:
-  // agent must outlive the store; deadline bounds every blocking call.
-  KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline);
+  // agent must outlive the store; deadline bounds every blocking call; processes: see above (empty: no mapping).
+  KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline, std::vector<int> processes = {});
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -37,9 +39,11 @@ class KvStore final : public gloo::rendezvous::Store {
 
  private:
   absl::Duration left() const;
+  std::string full_key(const std::string& key) const;
   CoordinationAgent* agent_;
   std::string prefix_;
   absl::Time deadline_;
+  std::vector<int> processes_;
 };
 
 }  // namespace mcx::distributed

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/peer_collectives.h"
@@ -69,6 +70,10 @@ class GlooPeerGroupTest : public ::testing::Test {
 TEST_F(GlooPeerGroupTest, RingAllReduceAndAllGatherOverTcp) {
   const int n = 3;
   start(n);
+  // Each rank's rendezvous entry lives under its own process's prefix (only that task may write it).
+  for (int p = 0; p < n; ++p) {
+    EXPECT_TRUE(service_->kv_try_get(absl::StrCat("mcx/task/", p, "/dataplane/test_group/0.0/", p)).ok()) << p;
+  }
   const int64_t count = 100003;  // uneven chunks
   on_each(n, [&](int i) {
     std::vector<float> x(count);
