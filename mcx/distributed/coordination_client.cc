@@ -351,6 +351,10 @@ absl::Status InProcessClient::barrier(TaskId task, Incarnation incarnation, std:
   });
 }
 
+absl::Status InProcessClient::end_job(std::string_view reason, absl::Duration) {
+  return endpoint_->with_service("end_job", [&](CoordinationService* s, uint64_t) { return s->end_job(reason); });
+}
+
 absl::Status InProcessClient::cancel_barrier(std::string_view name, int64_t counter, absl::Duration) {
   return endpoint_->with_service("cancel_barrier",
                                  [&](CoordinationService* s, uint64_t) { return s->cancel_barrier(name, counter); });

@@ -90,6 +90,8 @@ class CoordinationClient {
   virtual absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                                const std::vector<TaskId>& tasks, absl::Duration timeout) = 0;
   virtual absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) = 0;
+  // Ends the job (CoordinationService::end_job; over gRPC with identity binding, an admin's certificate only).
+  virtual absl::Status end_job(std::string_view reason, absl::Duration timeout) = 0;
   virtual absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation,
                                                    const LiveSetRequest& request, absl::Duration timeout) = 0;
 
@@ -153,6 +155,7 @@ class InProcessClient final : public CoordinationClient {
   absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                        const std::vector<TaskId>& tasks, absl::Duration timeout) override;
   absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override;
+  absl::Status end_job(std::string_view reason, absl::Duration timeout) override;
   absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
                                            absl::Duration timeout) override;
   absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override;

@@ -74,6 +74,7 @@ std::string_view rpc_name(Rpc rpc) {
     case Rpc::kCancelBarrier: return "CancelBarrier";
     case Rpc::kLiveTasks: return "GetLiveTasks";
     case Rpc::kStatus: return "GetStatus";
+    case Rpc::kEndJob: return "EndJob";
   }
   return "?";
 }
@@ -167,6 +168,15 @@ void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequ
 void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
                           Reply<proto::StatusResponse> reply, const Principal* caller) {
   reply(status_response(s.cancel_barrier(req.name(), req.counter(), caller)));
+}
+
+void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply) {
+  serve_end_job(s, req, std::move(reply), nullptr);
+}
+
+void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply,
+                   const Principal* caller) {
+  reply(status_response(s.end_job(req.reason(), caller)));
 }
 
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,

@@ -33,6 +33,7 @@ enum class Rpc : uint16_t {
   kCancelBarrier = 12,
   kLiveTasks = 13,
   kStatus = 14,
+  kEndJob = 15,
 };
 
 // The call's method name in coordination.proto ("KvInsert", "GetStatus", ...), for messages and the audit log.
@@ -62,6 +63,7 @@ void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequ
                           Reply<proto::StatusResponse> reply);
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
                       Reply<proto::LiveTasksResponse> reply);
+void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply);
 
 // The calls the service authorizes against their caller (the gRPC edge with identity binding; nullptr:
 // trusted, as the three-argument forms above).
@@ -77,5 +79,7 @@ void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, 
                      const Principal* caller);
 void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
                           Reply<proto::StatusResponse> reply, const Principal* caller);
+void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply,
+                   const Principal* caller);
 
 }  // namespace mcx::distributed

@@ -364,7 +364,7 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
   }
   if (absl::Status s = impl_->check_task_id("register_task", task); !s.ok()) return reply(s);
   if (incarnation == 0) return reply(absl::InvalidArgumentError("[register_task] incarnation must be non-zero"));
-  if (!options_.recoverable && !impl_->job_error.ok()) {
+  if (!impl_->job_error.ok()) {  // fate-shared, or ended by an admin (recoverable jobs have no job error otherwise)
     return reply(absl::AbortedError(absl::StrCat("[register_task] the job has failed: ", impl_->job_error.message())));
   }
   Impl::Task& t = impl_->tasks[task];
@@ -486,6 +486,26 @@ absl::Status CoordinationService::report_error(TaskId task, Incarnation incarnat
   MCX_RETURN_IF_ERROR(impl_->check_caller("report_error", task, incarnation));
   if (error.ok()) error = absl::UnknownError("reported an error without a message");
   impl_->fail_task_locked(task, absl::Status(error.code(), absl::StrCat("reported an error: ", error.message())), d);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinationService::end_job(std::string_view reason, const Principal* caller) {
+  if (caller != nullptr && caller->role != Role::kAdmin) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("[authz] ", caller->to_string(), " may not end the job: only an admin may"));
+  }
+  Deferred d;
+  MutexLock lock(&impl_->mu);
+  if (!impl_->job_error.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("[end_job] the job has failed already: ", impl_->job_error.message()));
+  }
+  impl_->fail_job_locked(absl::AbortedError(absl::StrCat("the job was ended by ",
+                                                         caller ? caller->to_string() : "an operator", ": ",
+                                                         reason.empty() ? "no reason given" : std::string(reason))),
+                         d);
+  impl_->evaluate_live_sets(d);
+  impl_->changed(d);
   return absl::OkStatus();
 }
 

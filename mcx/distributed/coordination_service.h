@@ -95,7 +95,8 @@ struct TaskInfo {
 
 // What a watch delivers: the whole job state at one version. Versions increase by one per change; a
 // watcher may skip versions (it always gets the newest) and may see the same task state twice.
-// `job_error` is set once a failure is fate-shared (non-recoverable mode): every task must stop.
+// `job_error` is set once a failure is fate-shared (non-recoverable mode), or an admin ended the job (end_job):
+// every task must stop.
 struct JobState {
   uint64_t version = 0;
   Incarnation service_incarnation = 0;
@@ -321,6 +322,11 @@ class CoordinationService {
   // FailedPrecondition if that instance already passed. A task `caller` may cancel only an instance in
   // flight that it takes part in; an admin any; PermissionDenied otherwise.
   absl::Status cancel_barrier(std::string_view name, int64_t counter, const Principal* caller = nullptr);
+  // Ends the job (an admin's call under identity binding; PERMISSION_DENIED for any other role): the job error
+  // becomes ABORTED "the job was ended by admin/root: <reason>", in either failure mode, so every task's watch
+  // delivers it (fate-sharing tasks stop; recoverable ones hear it through on_failure), pending barriers and
+  // registrations fail with it, and no task may register again. FAILED_PRECONDITION if the job failed already.
+  absl::Status end_job(std::string_view reason, const Principal* caller = nullptr);
 
   // --- Live-set agreement ---------------------------------------------------------------------------
 

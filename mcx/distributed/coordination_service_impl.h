@@ -330,22 +330,7 @@ struct CoordinationService::Impl {
     t.state = TaskState::kError;
     t.error = error;
     if (!opt.recoverable) {
-      if (job_error.ok()) {
-        job_error = absl::Status(error.code(), absl::StrCat("task ", id, " failed: ", error.message()));
-      }
-      absl::Status aborted = absl::AbortedError(std::string(job_error.message()));
-      for (auto& [name, b] : barriers) {
-        if (!b.done) {
-          finish_barrier(b, absl::AbortedError(absl::StrCat("[barrier] barrier '", name, "' failed: ",
-                                                            job_error.message())),
-                         d);
-        }
-      }
-      for (auto& w : register_waiters) {
-        auto f = std::move(w.done);
-        d.add([f = std::move(f), aborted] { f(absl::AbortedError(absl::StrCat("[register_task] ", aborted.message()))); });
-      }
-      register_waiters.clear();
+      fail_job_locked(absl::Status(error.code(), absl::StrCat("task ", id, " failed: ", error.message())), d);
     } else {
       // Recoverable: the task leaves its pending barriers (it may come back before their deadlines).
       for (auto& [name, b] : barriers) {
@@ -362,6 +347,26 @@ struct CoordinationService::Impl {
     }
     evaluate_live_sets(d);
     changed(d);
+  }
+
+  // The job as a whole failed (a fate-shared task failure, or an admin ended it): the first such error becomes
+  // the job error every watcher sees; pending barriers and registrations fail with it. The caller then
+  // re-evaluates live sets and publishes the change.
+  void fail_job_locked(absl::Status why, Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (job_error.ok()) job_error = std::move(why);
+    absl::Status aborted = absl::AbortedError(std::string(job_error.message()));
+    for (auto& [name, b] : barriers) {
+      if (!b.done) {
+        finish_barrier(b, absl::AbortedError(absl::StrCat("[barrier] barrier '", name, "' failed: ",
+                                                          job_error.message())),
+                       d);
+      }
+    }
+    for (auto& w : register_waiters) {
+      auto f = std::move(w.done);
+      d.add([f = std::move(f), aborted] { f(absl::AbortedError(absl::StrCat("[register_task] ", aborted.message()))); });
+    }
+    register_waiters.clear();
   }
 
   bool all_registered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -376,6 +376,7 @@ struct FastPathServer::Impl {
       case Rpc::kReportError: return run_request(serve_report_error, c, h, payload);
       case Rpc::kShutdown: return run_request(serve_shutdown, c, h, payload);
       case Rpc::kStatus: return run_request(serve_status, c, h, payload);
+      case Rpc::kEndJob: return run_request(serve_end_job, c, h, payload);
       case Rpc::kKvInsert: return run_request(serve_kv_insert, c, h, payload);
       case Rpc::kKvGet: return run_request(serve_kv_get, c, h, payload);
       case Rpc::kKvIncrement: return run_request(serve_kv_increment, c, h, payload);

@@ -138,6 +138,7 @@ class GrpcClient final : public ProtoCoordinationClient {
       case Rpc::kCancelBarrier: return invoke(&S::CancelBarrier, api, req, resp, timeout, wait_for_ready);
       case Rpc::kLiveTasks: return invoke(&S::GetLiveTasks, api, req, resp, timeout, wait_for_ready);
       case Rpc::kStatus: return invoke(&S::GetStatus, api, req, resp, timeout, wait_for_ready);
+      case Rpc::kEndJob: return invoke(&S::EndJob, api, req, resp, timeout, wait_for_ready);
       case Rpc::kWatch: break;  // a stream: watch()
     }
     return absl::InternalError(absl::StrCat("[", A(api), "] not a unary call: ", static_cast<int>(rpc)));

@@ -230,6 +230,12 @@ class Handler final : public proto::Coordination::CallbackService {
     return answer(serve_status, req, resp);
   }
 
+  ServerUnaryReactor* EndJob(CallbackServerContext* ctx, const proto::EndJobRequest* req,
+                             proto::StatusResponse* resp) override {
+    // Audited as an admin call (or a denial); the job error naming the admin and the reason follows as job_failed.
+    return answer_as(ctx, Rpc::kEndJob, serve_end_job, req, resp);
+  }
+
   CoordinationService* service() { return s_; }
 
   void audit(std::string_view event, const Principal& who, Rpc rpc, std::string_view detail) {

@@ -150,6 +150,13 @@ absl::Status ProtoCoordinationClient::barrier(TaskId task, Incarnation incarnati
   return call("barrier", Rpc::kBarrier, req, &resp, timeout + kRpcGrace);
 }
 
+absl::Status ProtoCoordinationClient::end_job(std::string_view reason, absl::Duration timeout) {
+  proto::EndJobRequest req;
+  req.set_reason(std::string(reason));
+  proto::StatusResponse resp;
+  return call("end_job", Rpc::kEndJob, req, &resp, timeout);
+}
+
 absl::Status ProtoCoordinationClient::cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) {
   proto::CancelBarrierRequest req;
   req.set_name(std::string(name));

@@ -37,6 +37,7 @@ class ProtoCoordinationClient : public CoordinationClient {
   absl::Status barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                        const std::vector<TaskId>& tasks, absl::Duration timeout) override;
   absl::Status cancel_barrier(std::string_view name, int64_t counter, absl::Duration timeout) override;
+  absl::Status end_job(std::string_view reason, absl::Duration timeout) override;
   absl::StatusOr<LiveTasks> get_live_tasks(TaskId task, Incarnation incarnation, const LiveSetRequest& request,
                                            absl::Duration timeout) override;
   absl::StatusOr<ServiceStatus> status(absl::Duration timeout) override;

@@ -132,6 +132,24 @@ TEST(KeyOwnership, TheJobSecretIsTheServicesAndTasksAloneReadIt) {
   }
 }
 
+TEST(KeyOwnership, OnlyAnAdminEndsTheJob) {
+  ServiceOptions o;
+  o.num_tasks = 2;
+  o.recoverable = true;  // ended all the same
+  auto s = *CoordinationService::create(o);
+  const Principal t0 = task(0), a = admin(), op1 = op();
+  EXPECT_EQ(s->end_job("mine", &t0).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->end_job("mine", &op1).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(s->status().job_error.ok());
+  ASSERT_TRUE(s->end_job("maintenance", &a).ok());
+  EXPECT_EQ(s->status().job_error.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s->status().job_error.message(), HasSubstr("the job was ended by admin/root: maintenance"));
+  EXPECT_EQ(s->end_job("again", &a).code(), absl::StatusCode::kFailedPrecondition);
+  Result<absl::StatusOr<RegisterResult>> reg;
+  s->register_task(0, 100, 2, absl::Seconds(1), reg.cb());
+  EXPECT_EQ(reg.get().status().code(), absl::StatusCode::kAborted);  // nobody joins an ended job
+}
+
 TEST(KeyOwnership, OnlyParticipantsInFlightOrAnAdminCancelABarrier) {
   auto s = service(3);
   for (int i = 0; i < 3; ++i) {

@@ -163,6 +163,10 @@ int main(int argc, char** argv) {
   auto* kv_incr = kv->add_subcommand("incr", "atomically add DELTA (default 1) to an integer value");
   kv_incr->add_option("key", key)->required();
   kv_incr->add_option("delta", delta);
+  std::string reason;
+  auto* end_job_cmd = app.add_subcommand(
+      "end-job", "end the job: every task hears the job error (with identity binding, an admin certificate only)");
+  end_job_cmd->add_option("--reason", reason, "why, for the tasks' logs and the audit log");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -219,6 +223,12 @@ int main(int argc, char** argv) {
     if (!n.ok()) return fail(n.status(), absl::StrCat("kv rm '", key, "'"));
     if (as_json) std::cout << json{{"deleted", *n}}.dump() << std::endl;
     else std::cout << "deleted " << *n << " key(s)\n";
+    return 0;
+  }
+  if (end_job_cmd->parsed()) {
+    absl::Status s = client.end_job(reason, t);
+    if (!s.ok()) return fail(s, "end-job");
+    std::cout << "the job was ended" << std::endl;
     return 0;
   }
   if (kv_incr->parsed()) {

@@ -36,16 +36,33 @@ class Mtls : public ::testing::Test {
     return a;
   }
 
-  // Two tasks running the "hello" worker with their own certificates under the prefix spiffe://mcx/job/;
-  // returns their harness indices once both exited.
-  std::vector<int> run_hello_job(Harness& h, const std::string& addr) const {
+  // Two tasks running the worker in `mode` with their own certificates under the prefix spiffe://mcx/job/;
+  // returns their harness indices.
+  std::vector<int> start_job(Harness& h, const std::string& addr, const std::vector<std::string>& mode) const {
     std::vector<int> w;
     for (int i = 0; i < 2; ++i) {
       Env env = with(tls_env("task" + std::to_string(i)), {{"MCX_MTLS_PEER_URI_PREFIX", "spiffe://mcx/job/"}});
-      w.push_back(h.spawn("task" + std::to_string(i), {worker_path(), "hello"}, Harness::worker_env(addr, 2, i, env)));
+      std::vector<std::string> argv = {worker_path()};
+      argv.insert(argv.end(), mode.begin(), mode.end());
+      w.push_back(h.spawn("task" + std::to_string(i), argv, Harness::worker_env(addr, 2, i, env)));
     }
+    return w;
+  }
+  // The "hello" job; returns once both tasks exited.
+  std::vector<int> run_hello_job(Harness& h, const std::string& addr) const {
+    std::vector<int> w = start_job(h, addr, {"hello"});
     EXPECT_TRUE(h.wait_exits(w, milliseconds(15000))) << h.dump_all();
     return w;
+  }
+  // mcx-ctl with certificate <cert>; returns its index after it exited.
+  int ctl(Harness& h, const std::string& addr, const std::string& cert, const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {tool_path("mcx-ctl"), "--coordinator", addr, "--timeout", "5", "--mtls-cert",
+                                     dir_.file(cert + ".pem"), "--mtls-key", dir_.file(cert + ".key"), "--mtls-ca",
+                                     dir_.file("ca.pem")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    int i = h.spawn("ctl-" + cert, argv);
+    EXPECT_TRUE(h.wait_exit(i, milliseconds(15000))) << h.dump(i);
+    return i;
   }
 
   TempDir dir_;
@@ -187,17 +204,7 @@ TEST_F(Mtls, RolesKeyOwnershipAndTheAuditLog) {
       2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/", "--mtls-bind-identity", "--audit-log", audit}));
   ASSERT_FALSE(addr.empty());
   for (int i : run_hello_job(h, addr)) ASSERT_EQ(h.exit_code(i), 0) << h.dump_all();
-
-  // mcx-ctl with certificate <cert>: returns its index after it exited.
-  auto ctl = [&](const std::string& cert, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {tool_path("mcx-ctl"), "--coordinator", addr, "--timeout", "5", "--mtls-cert",
-                                     dir_.file(cert + ".pem"), "--mtls-key", dir_.file(cert + ".key"), "--mtls-ca",
-                                     dir_.file("ca.pem")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    int i = h.spawn("ctl-" + cert, argv);
-    EXPECT_TRUE(h.wait_exit(i, milliseconds(15000))) << h.dump(i);
-    return i;
-  };
+  auto ctl = [&](const std::string& cert, const std::vector<std::string>& args) { return this->ctl(h, addr, cert, args); };
   int c = ctl("task0", {"kv", "set", "job/owned-by-0", "a"});
   EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
   c = ctl("operator", {"status"});
@@ -235,6 +242,37 @@ TEST_F(Mtls, RolesKeyOwnershipAndTheAuditLog) {
   EXPECT_THAT(log, HasSubstr(R"("event":"admin","identity":"admin/root","rpc":"KvDelete")"));
   EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"a certificate with no role)"));
   EXPECT_THAT(log, HasSubstr(R"("event":"task_state","identity":"task/0")"));
+}
+
+// Only an admin ends a running job: an operator and a task are refused; the admin's end-job reaches every task
+// (they stop, fate-sharing, naming the admin and the reason) and the audit log records both.
+TEST_F(Mtls, AnAdminEndsTheJob) {
+  Harness h;
+  const std::string audit = dir_.file("audit.jsonl");
+  std::string addr = h.start_coordinator(
+      2, coordinator_flags({"--mtls-peer-uri-prefix", "spiffe://mcx/job/", "--mtls-bind-identity", "--audit-log", audit}));
+  ASSERT_FALSE(addr.empty());
+  std::vector<int> w = start_job(h, addr, {"wait", "60"});
+  for (int i : w) ASSERT_TRUE(h.wait_output(i, "READY", milliseconds(15000))) << h.dump_all();
+  int c = ctl(h, addr, "operator", {"end-job", "--reason", "curious"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("operator/alice may not call EndJob"));
+  c = ctl(h, addr, "task0", {"end-job"});
+  EXPECT_EQ(h.exit_code(c), 1) << h.dump(c);
+  EXPECT_THAT(h.err(c), HasSubstr("task/0 may not end the job: only an admin may"));
+  c = ctl(h, addr, "admin", {"end-job", "--reason", "maintenance window"});
+  EXPECT_EQ(h.exit_code(c), 0) << h.dump(c);
+  ASSERT_TRUE(h.wait_exits(w, milliseconds(10000))) << h.dump_all();
+  for (int i : w) {
+    EXPECT_NE(h.exit_code(i), 0) << h.dump(i);
+    EXPECT_THAT(h.err(i) + h.out(i), HasSubstr("the job was ended by admin/root: maintenance window")) << h.dump(i);
+  }
+  std::ifstream in(audit);
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"operator/alice","rpc":"EndJob")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"denied","identity":"task/0","rpc":"EndJob")"));
+  EXPECT_THAT(log, HasSubstr(R"("event":"admin","identity":"admin/root","rpc":"EndJob")"));
+  EXPECT_THAT(log, HasSubstr("the job was ended by admin/root: maintenance window"));
 }
 
 }  // namespace
