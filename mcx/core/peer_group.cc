@@ -117,4 +117,11 @@ std::string peer_group_backend() {
   return r.backend;
 }
 
+absl::Status peer_group_unusable(const std::string& description, const absl::Status& first_error) {
+  return with_payloads_of(absl::AbortedError(absl::StrCat("[data plane] ", description,
+                                                          " is unusable after an earlier error: ",
+                                                          first_error.message())),
+                          first_error);
+}
+
 }  // namespace mcx

@@ -104,4 +104,8 @@ int abort_peer_groups_of_process(int process, const absl::Status& why);
 // The installed backend's name, or "" when none is installed.
 std::string peer_group_backend();
 
+// What a poisoned group answers every later exchange with: Aborted "[data plane] <description> is unusable after
+// an earlier error: <first error>", keeping the first error's payloads (its process-failure mark).
+absl::Status peer_group_unusable(const std::string& description, const absl::Status& first_error);
+
 }  // namespace mcx

@@ -142,34 +142,28 @@ absl::Status DataPlaneStream::tls_handshake(absl::Time deadline) {
   }
 }
 
-absl::Status DataPlaneStream::read_exact(void* data, size_t len, absl::Time deadline, const std::string& what) {
+absl::Status DataPlaneStream::move_all(bool write, void* data, size_t len, absl::Time deadline,
+                                       const std::string& what) {
   char* p = static_cast<char*>(data);
-  size_t got = 0;
-  while (got < len) {
-    Result r = read_some(p + got, len - got);
-    got += r.bytes;
+  size_t moved = 0;
+  while (moved < len) {
+    Result r = write ? write_some(p + moved, len - moved) : read_some(p + moved, len - moved);
+    moved += r.bytes;
     if (r.io == Io::kDone) break;
     if (r.io == Io::kClosed || r.io == Io::kError) {
       return absl::UnavailableError(absl::StrCat("[data plane] ", what, ": ", r.error));
     }
-    if (absl::Status s = wait_ready(false, deadline, what); !s.ok()) return s;
+    if (absl::Status s = wait_ready(write, deadline, what); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
+absl::Status DataPlaneStream::read_exact(void* data, size_t len, absl::Time deadline, const std::string& what) {
+  return move_all(/*write=*/false, data, len, deadline, what);
+}
+
 absl::Status DataPlaneStream::write_all(const void* data, size_t len, absl::Time deadline, const std::string& what) {
-  const char* p = static_cast<const char*>(data);
-  size_t put = 0;
-  while (put < len) {
-    Result r = write_some(p + put, len - put);
-    put += r.bytes;
-    if (r.io == Io::kDone) break;
-    if (r.io == Io::kClosed || r.io == Io::kError) {
-      return absl::UnavailableError(absl::StrCat("[data plane] ", what, ": ", r.error));
-    }
-    if (absl::Status s = wait_ready(true, deadline, what); !s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return move_all(/*write=*/true, const_cast<void*>(data), len, deadline, what);
 }
 
 }  // namespace mcx::distributed

@@ -55,6 +55,8 @@ class DataPlaneStream {
  private:
   Result tls_result(int rc, size_t moved);
   absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
+  // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
+  absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);
   int fd_;
   SSL* ssl_;
   bool want_write_ = false;

@@ -154,12 +154,7 @@ class GlooPeerGroup final : public PeerGroup {
     return poison_.ok() ? absl::AbortedError(absl::StrCat("[data plane] ", description(), " was aborted")) : poison_;
   }
 
-  absl::Status poisoned() const {
-    return with_payloads_of(
-        absl::AbortedError(
-            absl::StrCat("[data plane] ", description(), " is unusable after an earlier error: ", poison_.message())),
-        poison_);
-  }
+  absl::Status poisoned() const { return peer_group_unusable(description(), poison_); }
 
   absl::Status from_exception(const std::exception& e, const char* what, int peer, absl::Time deadline) {
     const std::string msg = e.what();

@@ -358,12 +358,7 @@ class TcpPeerGroup final : public PeerGroup {
     return poison_.ok() ? absl::AbortedError(absl::StrCat("[data plane] ", description(), " was aborted")) : poison_;
   }
 
-  absl::Status poisoned() const {
-    return with_payloads_of(
-        absl::AbortedError(
-            absl::StrCat("[data plane] ", description(), " is unusable after an earlier error: ", poison_.message())),
-        poison_);
-  }
+  absl::Status poisoned() const { return peer_group_unusable(description(), poison_); }
 
   // Says goodbye (poison_ as the reason) to every peer whose connection is between frames, then shuts the
   // connections down. Best effort: a goodbye that does not fit in the socket buffer now is dropped.

@@ -16,6 +16,7 @@
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
 #include "mcx/distributed/coordination_service.h"
+#include "tests/distributed/on_each.h"
 
 namespace mcx::distributed {
 namespace {
@@ -51,11 +52,6 @@ class GlooPeerGroupTest : public ::testing::Test {
       ASSERT_TRUE(g.ok()) << g.status();
       groups_[i] = std::move(*g);
     });
-  }
-  void on_each(int n, const std::function<void(int)>& fn) {
-    std::vector<std::thread> ts;
-    for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { fn(i); });
-    for (auto& t : ts) t.join();
   }
   void TearDown() override {
     groups_.clear();

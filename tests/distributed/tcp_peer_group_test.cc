@@ -21,7 +21,9 @@
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
 #include "mcx/distributed/coordination_service.h"
+#include "tests/distributed/on_each.h"
 #include "mcx/distributed/data_plane_handshake.h"
+#include "tests/distributed/test_agent_options.h"
 #include "tests/distributed/test_certs.h"
 
 namespace mcx::distributed {
@@ -59,12 +61,7 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
     o.heartbeat_timeout = absl::Seconds(5);
     service_ = *CoordinationService::create(o);
     for (int i = 0; i < n; ++i) {
-      AgentOptions ao;
-      ao.task_id = i;
-      ao.num_tasks = n;
-      ao.init_timeout = absl::Seconds(10);
-      ao.heartbeat_interval = absl::Milliseconds(200);
-      ao.heartbeat_timeout = absl::Seconds(5);
+      AgentOptions ao = test_agent_options(i, n, absl::Seconds(5));
       ao.on_failure = [](const TaskFailure&) {};
       agents_.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service_.get()), ao));
     }
@@ -103,11 +100,6 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
   void start(int n) {
     start_planes(n);
     for (const absl::Status& s : connect_all(n)) ASSERT_TRUE(s.ok()) << s;
-  }
-  void on_each(int n, const std::function<void(int)>& fn) {
-    std::vector<std::thread> ts;
-    for (int i = 0; i < n; ++i) ts.emplace_back([&, i] { fn(i); });
-    for (auto& t : ts) t.join();
   }
   void TearDown() override {
     groups_.clear();
@@ -396,10 +388,7 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
     std::vector<std::unique_ptr<CoordinationAgent>> agents;
     std::vector<std::shared_ptr<TcpDataPlane>> planes;
     for (int i = 0; i < 2; ++i) {
-      AgentOptions ao;
-      ao.task_id = i;
-      ao.num_tasks = 2;
-      ao.init_timeout = absl::Seconds(10);
+      AgentOptions ao = test_agent_options(i, 2, absl::Seconds(5));
       ao.on_failure = [](const TaskFailure&) {};
       agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service.get()), ao));
     }
