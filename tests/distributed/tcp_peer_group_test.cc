@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "mcx/distributed/coordination_client.h"
 #include "mcx/distributed/coordination_service.h"
 #include "tests/distributed/on_each.h"
+#include "mcx/distributed/data_plane.h"
 #include "mcx/distributed/data_plane_handshake.h"
 #include "tests/distributed/test_agent_options.h"
 #include "tests/distributed/test_certs.h"
@@ -416,6 +418,27 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
                                                                      : "TLS handshake failed"));
     EXPECT_GE(planes[0]->refused_connections(), 1);
   }
+}
+
+// The data plane's transport choice refuses what would silently send tensors in the clear.
+TEST(DataPlaneStart, TlsIsNeverSilentlyDropped) {
+  ServiceOptions o;
+  o.num_tasks = 1;
+  auto service = *CoordinationService::create(o);
+  CoordinationAgent agent(std::make_unique<InProcessClient>(service.get()), test_agent_options(0, 1, absl::Seconds(5)));
+  ASSERT_TRUE(agent.connect().ok());
+  ::setenv("MCX_DATA_PLANE_TLS", "1", 1);
+  ::setenv("MCX_COLLECTIVES", "gloo", 1);
+  absl::Status gloo = start_data_plane(&agent, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
+  EXPECT_EQ(gloo.code(), absl::StatusCode::kFailedPrecondition) << gloo;
+  EXPECT_THAT(gloo.message(), HasSubstr("MCX_COLLECTIVES=gloo has no TLS"));
+  ::setenv("MCX_COLLECTIVES", "tcp", 1);
+  absl::Status no_files = start_data_plane(&agent, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
+  EXPECT_EQ(no_files.code(), absl::StatusCode::kFailedPrecondition) << no_files;
+  EXPECT_THAT(no_files.message(), HasSubstr("needs the mTLS files"));
+  ::unsetenv("MCX_DATA_PLANE_TLS");
+  ::unsetenv("MCX_COLLECTIVES");
+  EXPECT_EQ(peer_group_backend(), "");  // nothing was installed
 }
 
 TEST(DataPlaneHandshake, HelloRoundTripsAndMalformedHellosAreRefused) {
