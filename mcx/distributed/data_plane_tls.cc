@@ -1,11 +1,14 @@
 #include "mcx/distributed/data_plane_tls.h"
 
 #include <openssl/err.h>
+#include <sys/stat.h>
 #include <openssl/x509.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
+#include "mcx/core/error.h"
+#include "mcx/core/logging.h"
 
 namespace mcx::distributed {
 
@@ -26,6 +29,45 @@ absl::StatusOr<std::shared_ptr<DataPlaneTls>> DataPlaneTls::create(const MtlsOpt
         "[data plane tls] MCX_DATA_PLANE_TLS=1 needs the mTLS files (MCX_MTLS_CERT_FILE, MCX_MTLS_KEY_FILE, "
         "MCX_MTLS_CA_FILE): the data plane uses the control plane's certificates");
   }
+  const std::string files = file_signature(options);
+  MCX_ASSIGN_OR_RETURN(SSL_CTX * ctx, load(options));
+  auto tls = std::shared_ptr<DataPlaneTls>(new DataPlaneTls(ctx, options, files));
+  tls->checked_ = absl::Now();
+  return tls;
+}
+
+std::string DataPlaneTls::file_signature(const MtlsOptions& options) {
+  std::string out;
+  for (const std::string* f : {&options.cert_file, &options.key_file, &options.ca_file}) {
+    struct stat st {};
+    if (stat(f->c_str(), &st) != 0) {
+      out += "missing;";
+      continue;
+    }
+    absl::StrAppend(&out, st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ";");
+  }
+  return out;
+}
+
+void DataPlaneTls::reload_if_changed() const {
+  const absl::Time now = absl::Now();
+  if (now - checked_ < options_.refresh_interval) return;
+  checked_ = now;
+  const std::string files = file_signature(options_);
+  if (files == files_) return;
+  files_ = files;
+  absl::StatusOr<SSL_CTX*> fresh = load(options_);
+  if (!fresh.ok()) {
+    log_warn("[data plane tls] the certificate files changed but do not load; keeping the previous ones: {}",
+             std::string(fresh.status().message()));
+    return;
+  }
+  SSL_CTX_free(ctx_);  // connections made from it hold their own reference
+  ctx_ = *fresh;
+  log_info("[data plane tls] reloaded the certificate files ({})", options_.cert_file);
+}
+
+absl::StatusOr<SSL_CTX*> DataPlaneTls::load(const MtlsOptions& options) {
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_method());
   if (ctx == nullptr) return absl::InternalError(absl::StrCat("[data plane tls] SSL_CTX_new: ", openssl_errors()));
@@ -56,14 +98,19 @@ absl::StatusOr<std::shared_ptr<DataPlaneTls>> DataPlaneTls::create(const MtlsOpt
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-  return std::shared_ptr<DataPlaneTls>(new DataPlaneTls(ctx, options));
+  return ctx;
 }
 
 DataPlaneTls::~DataPlaneTls() { SSL_CTX_free(ctx_); }
 
 absl::StatusOr<SSL*> DataPlaneTls::new_ssl(int fd, bool server) const {
-  ERR_clear_error();
-  SSL* ssl = SSL_new(ctx_);
+  SSL* ssl = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reload_if_changed();
+    ERR_clear_error();
+    ssl = SSL_new(ctx_);
+  }
   if (ssl == nullptr) return absl::InternalError(absl::StrCat("[data plane tls] SSL_new: ", openssl_errors()));
   if (SSL_set_fd(ssl, fd) != 1) {
     SSL_free(ssl);

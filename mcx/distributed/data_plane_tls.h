@@ -7,15 +7,18 @@
 // checked (peers are named by task identity, not by DNS).
 //
 // Ciphers: TLS 1.3 only, AES-GCM first (AES-NI makes it the fastest suite on x86), ChaCha20-Poly1305 last.
-// Certificates are read once, at create(): a rotated file takes effect for the data plane when the process
-// restarts (the control plane re-reads its files; docs/security.md).
+// Rotation: new_ssl() checks the three files at most once per MtlsOptions::refresh_interval and, when one changed
+// (mtime, size or inode: replace them by rename), loads them again; new connections use the new certificate,
+// existing ones keep their session. A set that does not load (a key that does not match its certificate
+// yet) is logged and the previous one kept until the files change again.
 //
 // Errors: FailedPrecondition "[data plane tls] ..." naming the file and OpenSSL's reason; PermissionDenied from
 // check_peer naming the expected process and the certificate's URI SANs.
-// Thread-safety: immutable after create(); SSL objects made from it belong to one connection each.
+// Thread-safety: thread-safe; SSL objects made from it belong to one connection each.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,16 +37,25 @@ class DataPlaneTls {
   DataPlaneTls(const DataPlaneTls&) = delete;
   DataPlaneTls& operator=(const DataPlaneTls&) = delete;
 
-  // A new SSL object for a connected socket (not yet handshaken); the caller owns it (SSL_free).
+  // A new SSL object for a connected socket (not yet handshaken), from the newest certificate files; the caller
+  // owns it (SSL_free).
   absl::StatusOr<SSL*> new_ssl(int fd, bool server) const;
 
   // Checks the peer certificate of a handshaken connection against the options (see above).
   absl::Status check_peer(SSL* ssl, int expected_process) const;
 
  private:
-  DataPlaneTls(SSL_CTX* ctx, MtlsOptions options) : ctx_(ctx), options_(std::move(options)) {}
-  SSL_CTX* ctx_;
-  MtlsOptions options_;
+  DataPlaneTls(SSL_CTX* ctx, MtlsOptions options, std::string files)
+      : options_(std::move(options)), ctx_(ctx), files_(std::move(files)) {}
+  static absl::StatusOr<SSL_CTX*> load(const MtlsOptions& options);
+  static std::string file_signature(const MtlsOptions& options);  // mtime, size and inode of the three files
+  void reload_if_changed() const;                                 // mu_ held
+
+  const MtlsOptions options_;
+  mutable std::mutex mu_;
+  mutable SSL_CTX* ctx_;            // guarded by mu_
+  mutable std::string files_;       // guarded by mu_: the signature ctx_ was loaded from (or last tried)
+  mutable absl::Time checked_;      // guarded by mu_
 };
 
 // OpenSSL's error queue as text (and clears it), for messages.

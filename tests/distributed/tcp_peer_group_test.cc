@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -421,6 +422,55 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
 }
 
 // The data plane's transport choice refuses what would silently send tensors in the clear.
+// Rotation: process 1's files are replaced (by rename) with a certificate of another CA, then with its own again;
+// each new group uses the files of the moment (refresh interval 0: checked at every connection).
+TEST(TcpPeerGroupTlsTest, RotatedCertificateFilesApplyToNewConnections) {
+  ServiceOptions o;
+  o.num_tasks = 2;
+  auto service = *CoordinationService::create(o);
+  std::vector<std::unique_ptr<CoordinationAgent>> agents;
+  for (int i = 0; i < 2; ++i) {
+    AgentOptions ao = test_agent_options(i, 2, absl::Seconds(5));
+    ao.on_failure = [](const TaskFailure&) {};
+    agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service.get()), ao));
+  }
+  on_each(2, [&](int i) { ASSERT_TRUE(agents[i]->connect().ok()); });
+  // Process 1's own copies of its files, replaced the way rotation tools do it (write aside, rename over).
+  const std::string own_cert = certs()->path("rotating.pem"), own_key = certs()->path("rotating.key");
+  auto install = [&](const std::string& leaf) {
+    for (const auto& [from, to] : {std::pair{certs()->path(leaf + ".pem"), own_cert},
+                                   std::pair{certs()->path(leaf + ".key"), own_key}}) {
+      std::filesystem::copy_file(from, to + ".new", std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::rename(to + ".new", to);
+    }
+  };
+  install("task1");
+  std::vector<std::shared_ptr<TcpDataPlane>> planes;
+  for (int i = 0; i < 2; ++i) {
+    MtlsOptions m = task_mtls(absl::StrCat("task", i));
+    if (i == 1) {
+      m.cert_file = own_cert;
+      m.key_file = own_key;
+    }
+    m.refresh_interval = absl::ZeroDuration();
+    auto p = TcpDataPlane::start({i, "127.0.0.1", *DataPlaneTls::create(m), agents[i].get()});
+    ASSERT_TRUE(p.ok()) << p.status();
+    planes.push_back(*p);
+  }
+  auto connect = [&](const std::string& key) {
+    std::vector<int> pair = {0, 1};
+    std::vector<absl::Status> st(2);
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    on_each(2, [&](int i) { st[i] = planes[i]->connect(PeerGroupRequest{pair, key, 0, deadline}).status(); });
+    return st[0].ok() && st[1].ok();
+  };
+  EXPECT_TRUE(connect("before"));
+  install("stranger");  // another CA: process 0 refuses it
+  EXPECT_FALSE(connect("rotated to a foreign certificate"));
+  install("task1");
+  EXPECT_TRUE(connect("rotated back"));
+}
+
 TEST(DataPlaneStart, TlsIsNeverSilentlyDropped) {
   ServiceOptions o;
   o.num_tasks = 1;
