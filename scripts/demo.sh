@@ -18,7 +18,7 @@ build=${MCX_BUILD_DIR:-build}
 run=runs/demo
 rm -rf "$run"
 mkdir -p "$run"
-epochs=5
+epochs=6
 train=("$build/examples/train_fashion_mnist/train_fashion_mnist" --model cnn --epochs "$epochs" --threads 1
        --checkpoint-dir "$run/checkpoints" --min-accuracy 0)
 

@@ -56,18 +56,31 @@ class TrackedPeerGroup final : public PeerGroup {
   absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
                         const OnRecv& on_recv) override {
     absl::Status s = inner_->exchange(sends, recvs, deadline, on_recv);
-    if (!s.ok()) poisoned_.store(true, std::memory_order_release);
+    if (!s.ok()) record(s);
     return s;
   }
   void abort(const absl::Status& why) override {
-    poisoned_.store(true, std::memory_order_release);
+    record(why.ok() ? absl::AbortedError("[data plane] aborted") : why);
     inner_->abort(why);
   }
   bool is_poisoned() const override { return poisoned_.load(std::memory_order_acquire); }
+  absl::Status failure() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
 
  private:
+  void record(const absl::Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failure_.ok()) failure_ = s;
+    }
+    poisoned_.store(true, std::memory_order_release);
+  }
   std::unique_ptr<PeerGroup> inner_;
   std::atomic<bool> poisoned_{false};
+  mutable std::mutex mu_;
+  absl::Status failure_;  // guarded by mu_
 };
 
 }  // namespace

@@ -71,6 +71,9 @@ class PeerGroup {
   // track it (so a group aborted from another thread reads as failed before anyone used it); a bare
   // implementation may answer false.
   virtual bool is_poisoned() const { return false; }
+  // The first error of a poisoned group (the abort reason or the failed exchange's error); OK while healthy, and
+  // for bare implementations that do not track it.
+  virtual absl::Status failure() const { return absl::OkStatus(); }
 };
 
 // What a factory is asked to build. Every member process makes the same request (same processes, key,

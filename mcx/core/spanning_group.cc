@@ -73,9 +73,20 @@ struct SpanningGroup::State {
 
   // One collective: this member publishes its call; the last local member to arrive executes the round for
   // all of them (without the lock: the others wait and do not touch the state); everyone returns its outcome.
+  // The group between processes was aborted (a member process failed, as the coordination service reported):
+  // no collective of this group can complete, so the local members stop waiting for each other, even for one
+  // that will never arrive (its own task failed before reaching the collective). mu held.
+  bool take_peer_failure() {
+    if (!peers->is_poisoned()) return false;
+    absl::Status why = peers->failure();
+    poison_with(why.ok() ? absl::AbortedError("[data plane] the group between processes was aborted") : why);
+    cv.notify_all();
+    return true;
+  }
+
   absl::Status run(int local, const Call& call, const char* what, absl::Time deadline) {
     std::unique_lock<std::mutex> lk(mu);
-    if (!poison.ok()) {
+    if (!poison.ok() || take_peer_failure()) {
       return poison.code() == absl::StatusCode::kDeadlineExceeded ? poison : aborted(what);
     }
     calls[local] = call;
@@ -101,7 +112,7 @@ struct SpanningGroup::State {
         cv.wait(lk);
         continue;
       }
-      if (!poison.ok()) {
+      if (!poison.ok() || take_peer_failure()) {
         return poison.code() == absl::StatusCode::kDeadlineExceeded ? poison : aborted(what);
       }
       const absl::Duration left = deadline - absl::Now();

@@ -39,6 +39,14 @@ class MemoryPeerGroup final : public PeerGroup {
   int size() const override { return size_; }
   int rank() const override { return rank_; }
   std::string description() const override { return "memory group"; }
+  bool is_poisoned() const override {
+    std::lock_guard<std::mutex> lk(hub_->mu);
+    return !poison_.ok();
+  }
+  absl::Status failure() const override {
+    std::lock_guard<std::mutex> lk(hub_->mu);
+    return poison_;
+  }
 
   absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
                         const OnRecv& on_recv) override {
@@ -95,6 +103,7 @@ class MemoryPeerGroup final : public PeerGroup {
 // A job of `processes` x `devices`: process p hosts group ranks assigned by `owner` (default: blocks).
 struct Job {
   std::vector<std::unique_ptr<SpanningGroup>> groups;  // by process
+  std::vector<PeerGroup*> peers;                       // by process, owned by groups[p]
   std::vector<int> owner;                              // group rank -> process
 
   Job(int processes, int devices, bool deterministic, std::vector<int> owner_of = {}) {
@@ -107,8 +116,9 @@ struct Job {
     for (int p = 0; p < processes; ++p) {
       std::vector<SpanningMember> members;
       for (int r = 0; r < g; ++r) members.push_back({owner[r], owner[r] == p, absl::StrCat("cpu:", r)});
-      auto made = SpanningGroup::create(members, std::make_unique<MemoryPeerGroup>(hub, processes, p),
-                                        SpanningGroupOptions{deterministic});
+      auto peer_group = std::make_unique<MemoryPeerGroup>(hub, processes, p);
+      peers.push_back(peer_group.get());
+      auto made = SpanningGroup::create(members, std::move(peer_group), SpanningGroupOptions{deterministic});
       EXPECT_TRUE(made.ok()) << made.status();
       groups.push_back(std::move(*made));
     }
@@ -334,6 +344,27 @@ TEST(SpanningGroup, AbortEndsABlockedCollectivePromptly) {
   absl::Status later = job.member(0).all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, soon());
   EXPECT_EQ(later.code(), absl::StatusCode::kAborted) << later;
   EXPECT_EQ(failed_process(later), 1) << later;
+}
+
+// The failure watcher aborts the group between processes while a local member waits for another local member
+// that will never come (its task failed before reaching the collective): the waiting member fails at once with
+// the abort's reason instead of waiting out its deadline (this hung a survivor of the main job for its 300 s
+// device timeout).
+TEST(SpanningGroup, AnAbortedPeerGroupReleasesLocalMembersWaitingForEachOther) {
+  Job job(2, 2, false);
+  absl::Status st;
+  std::thread t([&] {
+    float x = 1, y = 0;  // cpu:1 (the other local member of process 0) never arrives
+    st = job.member(0).all_reduce(&x, &y, 1, DType::kFloat32, ReduceOp::kSum, soon());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const absl::Time t0 = absl::Now();
+  job.peers[0]->abort(mark_process_failure(absl::UnavailableError("process 1 died"), 1));
+  t.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("process 1 died"));
+  EXPECT_EQ(failed_process(st), 1) << st;
+  EXPECT_TRUE(job.groups[0]->failed());
 }
 
 TEST(SpanningGroup, ArgumentMismatchBetweenLocalMembersIsAnError) {
