@@ -55,60 +55,41 @@ DataPlaneStream::Result DataPlaneStream::tls_result(int rc, size_t moved) {
   }
 }
 
-DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
-  char* p = static_cast<char*>(data);
+DataPlaneStream::Result DataPlaneStream::move_some(bool write, char* p, size_t len) {
   size_t moved = 0;
   while (moved < len) {
     if (ssl_ != nullptr) {
       want_write_ = false;
       const int chunk = static_cast<int>(std::min<size_t>(len - moved, size_t{1} << 30));
       ERR_clear_error();
-      const int rc = SSL_read(ssl_, p + moved, chunk);
+      const int rc = write ? SSL_write(ssl_, p + moved, chunk) : SSL_read(ssl_, p + moved, chunk);
       if (rc <= 0) return tls_result(rc, moved);
       moved += static_cast<size_t>(rc);
+      continue;
+    }
+    const ssize_t rc = write ? send(fd_, p + moved, len - moved, MSG_NOSIGNAL) : recv(fd_, p + moved, len - moved, 0);
+    if (rc > 0 || (write && rc == 0)) {
+      moved += static_cast<size_t>(rc);
+    } else if (rc == 0) {
+      return {Io::kClosed, moved, "the connection closed"};
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return {Io::kWouldBlock, moved, {}};
     } else {
-      const ssize_t rc = recv(fd_, p + moved, len - moved, 0);
-      if (rc > 0) {
-        moved += static_cast<size_t>(rc);
-      } else if (rc == 0) {
-        return {Io::kClosed, moved, "the connection closed"};
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        return {Io::kWouldBlock, moved, {}};
-      } else {
-        return {errno == ECONNRESET ? Io::kClosed : Io::kError, moved, strerror(errno)};
-      }
+      const bool closed = errno == ECONNRESET || errno == EPIPE;
+      return {closed ? Io::kClosed : Io::kError, moved, strerror(errno)};
     }
   }
   return {Io::kDone, moved, {}};
 }
 
+DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
+  return move_some(/*write=*/false, static_cast<char*>(data), len);
+}
+
 DataPlaneStream::Result DataPlaneStream::write_some(const void* data, size_t len) {
-  const char* p = static_cast<const char*>(data);
-  size_t moved = 0;
-  while (moved < len) {
-    if (ssl_ != nullptr) {
-      want_write_ = false;
-      const int chunk = static_cast<int>(std::min<size_t>(len - moved, size_t{1} << 30));
-      ERR_clear_error();
-      const int rc = SSL_write(ssl_, p + moved, chunk);
-      if (rc <= 0) return tls_result(rc, moved);
-      moved += static_cast<size_t>(rc);
-    } else {
-      const ssize_t rc = send(fd_, p + moved, len - moved, MSG_NOSIGNAL);
-      if (rc >= 0) {
-        moved += static_cast<size_t>(rc);
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        return {Io::kWouldBlock, moved, {}};
-      } else {
-        return {errno == EPIPE || errno == ECONNRESET ? Io::kClosed : Io::kError, moved, strerror(errno)};
-      }
-    }
-  }
-  return {Io::kDone, moved, {}};
+  return move_some(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
 }
 
 absl::Status DataPlaneStream::wait_ready(bool for_write, absl::Time deadline, const std::string& what) {

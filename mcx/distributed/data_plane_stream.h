@@ -54,6 +54,7 @@ class DataPlaneStream {
 
  private:
   Result tls_result(int rc, size_t moved);
+  Result move_some(bool write, char* p, size_t len);  // read_some / write_some (p is only read when writing)
   absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
   // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
   absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);

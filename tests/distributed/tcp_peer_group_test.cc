@@ -53,6 +53,18 @@ MtlsOptions task_mtls(const std::string& leaf, const std::string& ca = "ca.pem")
   return o;
 }
 
+// n agents over the in-process transport, connected (registered) together.
+std::vector<std::unique_ptr<CoordinationAgent>> connected_agents(CoordinationService* service, int n) {
+  std::vector<std::unique_ptr<CoordinationAgent>> agents;
+  for (int i = 0; i < n; ++i) {
+    AgentOptions ao = test_agent_options(i, n, absl::Seconds(5));
+    ao.on_failure = [](const TaskFailure&) {};
+    agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service), ao));
+  }
+  on_each(n, [&](int i) { EXPECT_TRUE(agents[i]->connect().ok()); });
+  return agents;
+}
+
 class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
  protected:
   bool tls() const { return GetParam(); }
@@ -63,13 +75,8 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
     o.num_tasks = n;
     o.heartbeat_timeout = absl::Seconds(5);
     service_ = *CoordinationService::create(o);
-    for (int i = 0; i < n; ++i) {
-      AgentOptions ao = test_agent_options(i, n, absl::Seconds(5));
-      ao.on_failure = [](const TaskFailure&) {};
-      agents_.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service_.get()), ao));
-    }
+    agents_ = connected_agents(service_.get(), n);
     planes_.resize(n);
-    on_each(n, [&](int i) { ASSERT_TRUE(agents_[i]->connect().ok()); });
     for (int i = 0; i < n; ++i) {
       TcpDataPlane::Options po;
       po.process = i;
@@ -388,16 +395,8 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
     ServiceOptions o;
     o.num_tasks = 2;
     auto service = *CoordinationService::create(o);
-    std::vector<std::unique_ptr<CoordinationAgent>> agents;
+    std::vector<std::unique_ptr<CoordinationAgent>> agents = connected_agents(service.get(), 2);
     std::vector<std::shared_ptr<TcpDataPlane>> planes;
-    for (int i = 0; i < 2; ++i) {
-      AgentOptions ao = test_agent_options(i, 2, absl::Seconds(5));
-      ao.on_failure = [](const TaskFailure&) {};
-      agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service.get()), ao));
-    }
-    std::thread t([&] { ASSERT_TRUE(agents[1]->connect().ok()); });
-    ASSERT_TRUE(agents[0]->connect().ok());
-    t.join();
     for (int i = 0; i < 2; ++i) {
       // Process 1 presents `leaf`: a certificate naming task 3, or one from another CA.
       MtlsOptions m = i == 1 ? task_mtls(leaf, leaf == "stranger" ? "other_ca.pem" : "ca.pem") : task_mtls("task0");
@@ -428,13 +427,7 @@ TEST(TcpPeerGroupTlsTest, RotatedCertificateFilesApplyToNewConnections) {
   ServiceOptions o;
   o.num_tasks = 2;
   auto service = *CoordinationService::create(o);
-  std::vector<std::unique_ptr<CoordinationAgent>> agents;
-  for (int i = 0; i < 2; ++i) {
-    AgentOptions ao = test_agent_options(i, 2, absl::Seconds(5));
-    ao.on_failure = [](const TaskFailure&) {};
-    agents.push_back(std::make_unique<CoordinationAgent>(std::make_unique<InProcessClient>(service.get()), ao));
-  }
-  on_each(2, [&](int i) { ASSERT_TRUE(agents[i]->connect().ok()); });
+  std::vector<std::unique_ptr<CoordinationAgent>> agents = connected_agents(service.get(), 2);
   // Process 1's own copies of its files, replaced the way rotation tools do it (write aside, rename over).
   const std::string own_cert = certs()->path("rotating.pem"), own_key = certs()->path("rotating.key");
   auto install = [&](const std::string& leaf) {
