@@ -245,16 +245,17 @@ TEST(Faults, McxRunEndsTheJobOnAFatalFailure) {
 
 // A client flooding the coordinator with requests (thousands per second over gRPC, from one connection) does
 // not delay the job's heartbeats and barriers past their deadlines: four tasks keep passing barriers (5 ms
-// apart) with a 2 s timeout under a 2 s heartbeat timeout while the flood runs, and what the flood sends beyond
+// apart) with a 5 s timeout under a 5 s heartbeat timeout while the flood runs (the slowest barrier is printed),
+// and what the flood sends beyond
 // the per-peer limit (--rate-limit 2000) is refused with RESOURCE_EXHAUSTED.
 TEST(Faults, AFloodingClientDoesNotDelayTheJobsBarriers) {
   Harness h;
-  std::string addr = h.start_coordinator(4, {"--rate-limit", "2000", "--heartbeat-timeout", "2"});
+  std::string addr = h.start_coordinator(4, {"--rate-limit", "2000", "--heartbeat-timeout", "5"});
   ASSERT_FALSE(addr.empty());
   std::vector<int> w;
   for (int i = 0; i < 4; ++i) {
     w.push_back(spawn_worker(h, addr, 4, i, {"barriers", "4"},
-                             {{"MCX_HEARTBEAT_INTERVAL", "0.5"}, {"MCX_HEARTBEAT_TIMEOUT", "2"}}));
+                             {{"MCX_HEARTBEAT_INTERVAL", "0.5"}, {"MCX_HEARTBEAT_TIMEOUT", "5"}}));
   }
   for (int i : w) ASSERT_TRUE(h.wait_output(i, "READY", milliseconds(15000))) << h.dump_all();
   auto client = distributed::make_grpc_client({addr, {}});

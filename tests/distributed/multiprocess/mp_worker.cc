@@ -8,7 +8,7 @@
 //   mp_worker init                  initialize and shutdown (bad-config tests read the error)
 //   mp_worker wait SECONDS          initialize, print READY, sleep (up to SECONDS), shutdown
 //   mp_worker barrier NAME SECONDS  initialize, READY, barrier NAME with timeout SECONDS, shutdown
-//   mp_worker barriers SECONDS      initialize, READY, barriers 5 ms apart (2 s timeout each) for SECONDS;
+//   mp_worker barriers SECONDS      initialize, READY, barriers 5 ms apart (5 s timeout each) for SECONDS;
 //                                   prints "BARRIERS <count> slowest_ms <ms>"
 //   mp_worker stuck ID SECONDS      initialize, READY; task ID sleeps SECONDS, the others meet at a barrier
 //                                   with a 2 s timeout (expected to fail naming task ID)
@@ -193,7 +193,7 @@ int run(int argc, char** argv) {
     return finish();
   }
   if (mode == "barriers") {
-    // Barriers with a 2 s timeout, 5 ms apart (a busy job's pace: ~400 requests/s per task), for SECONDS; prints
+    // Barriers with a 5 s timeout, 5 ms apart (a busy job's pace: ~400 requests/s per task), for SECONDS; prints
     // the count and the slowest.
     ready();
     const absl::Time end = absl::Now() + absl::Seconds(std::stod(arg(2, "5")));
@@ -208,7 +208,7 @@ int run(int argc, char** argv) {
         announced = true;
       }
       const absl::Time start = absl::Now();
-      absl::Status s = agent->barrier(absl::StrCat("flood/", count), absl::Seconds(2));
+      absl::Status s = agent->barrier(absl::StrCat("flood/", count), absl::Seconds(5));
       if (!s.ok()) return report(s);
       slowest = std::max(slowest, absl::Now() - start);
       ++count;
