@@ -13,8 +13,10 @@
 //
 // The groups themselves are TcpPeerGroups (tcp_peer_group.h).
 //
-// Errors: connect() PermissionDenied when a peer fails a check (names it), DeadlineExceeded naming the process
-// that did not connect, Unavailable for a listener that cannot be reached until the deadline.
+// Errors: connect() PermissionDenied when a peer's listener fails its proof or certificate check (names it);
+// DeadlineExceeded naming the process that did not connect, or could not be reached, in time, with the last
+// reason (e.g. "closed the connection during the handshake": it refused this process's certificate); each
+// prefixed with the group, its processes, live set and generation.
 // Thread-safety: TcpDataPlane is thread-safe; groups follow PeerGroup's contract.
 #pragma once
 
