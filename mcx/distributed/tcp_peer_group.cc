@@ -54,7 +54,7 @@ struct Peer {
   size_t header_got = 0;
   bool in_body = false;
   uint64_t tag = 0, bytes = 0, got = 0;
-  char* dst = nullptr;
+  char* dst = nullptr;        // null with in_body: parked (see pump)
   int recv_index = -1;        // the posted receive it completes, or -1: read into `unmatched`
   std::vector<char> unmatched;  // a message no receive was posted for when its header came
 
@@ -143,6 +143,12 @@ class TcpPeerGroup final : public PeerGroup {
         done[i] = true;
         continue;
       }
+      if (p.in_body && p.dst == nullptr && p.tag == r.tag) {  // its header came, its body waits in the socket
+        MCX_RETURN_IF_ERROR(check_fits(r.peer, r.tag, p.bytes, r.bytes));
+        p.dst = static_cast<char*>(r.data);
+        p.recv_index = static_cast<int>(i);
+        continue;
+      }
       if (!p.posted.emplace(r.tag, i).second) {
         return absl::InvalidArgumentError(absl::StrCat("[data plane] two receives from peer ", r.peer,
                                                        " with tag ", r.tag, " in one exchange of ", description()));
@@ -196,7 +202,8 @@ class TcpPeerGroup final : public PeerGroup {
           if (!p.closed.ok()) continue;
         }
         const bool want_out = !p.out.empty() || p.stream->wants_write();
-        fds.push_back({p.stream->fd(), static_cast<short>(POLLIN | (want_out ? POLLOUT : 0)), 0});
+        const bool want_in = !parked(p);  // a parked peer still reports a hang-up (POLLHUP)
+        fds.push_back({p.stream->fd(), static_cast<short>((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0});
         fd_peer.push_back(r);
       }
       if (first) {
@@ -216,15 +223,28 @@ class TcpPeerGroup final : public PeerGroup {
         return abort_reason_locked();
       }
       for (size_t k = 0; k + 1 < fds.size(); ++k) {
-        if (fds[k].revents != 0) MCX_RETURN_IF_ERROR(pump(fd_peer[k], recvs, done));
+        const bool hangup = (fds[k].revents & (POLLHUP | POLLERR)) != 0;
+        if (fds[k].revents != 0) MCX_RETURN_IF_ERROR(pump(fd_peer[k], recvs, done, hangup));
       }
     }
   }
 
-  // Moves what can move now on peer r's connection: reads until it would block, then writes.
-  absl::Status pump(int r, std::span<const Recv> recvs, std::vector<bool>& done) {
+  // A large message whose header came before any receive was posted for it waits in the socket ("parked": TCP
+  // holds it back) until an exchange posts its receive, which then gets it read straight into its buffer; read
+  // into a temporary buffer instead, it would cost an allocation, page faults and a second copy (a ring's next
+  // step routinely arrives early). It is read aside only when the exchange needs what follows it on the
+  // connection (a receive from that peer is pending), or the peer hung up.
+  static bool parked(const Peer& p) { return p.in_body && p.dst == nullptr && p.posted.empty(); }
+
+  // Moves what can move now on peer r's connection: reads until it would block (or parks), then writes.
+  absl::Status pump(int r, std::span<const Recv> recvs, std::vector<bool>& done, bool hangup = false) {
     Peer& p = peers_[r];
     while (true) {
+      if (p.in_body && p.dst == nullptr) {
+        if (p.posted.empty() && !hangup) break;  // stays parked
+        p.unmatched.resize(p.bytes);
+        p.dst = p.unmatched.data();
+      }
       if (!p.in_body) {
         DataPlaneStream::Result res = p.stream->read_some(p.header.data() + p.header_got, kHeaderBytes - p.header_got);
         p.header_got += res.bytes;
@@ -247,6 +267,10 @@ class TcpPeerGroup final : public PeerGroup {
           p.dst = static_cast<char*>(rv.data);
           p.recv_index = static_cast<int>(it->second);
           p.posted.erase(it);
+        } else if (p.tag != kGoodbyeTag && p.bytes > kCoalesceBytes) {
+          p.dst = nullptr;  // parked (above): read when its receive is posted, or when something behind it is
+          p.recv_index = -1;
+          continue;
         } else {
           p.unmatched.resize(p.bytes);
           p.dst = p.unmatched.data();
