@@ -394,13 +394,15 @@ absl::Status CoordinationAgent::barrier(std::string_view name, absl::Duration ti
     counter = impl_->barrier_counters[n]++;
     impl_->barrier_in_flight[n] = counter;
   }
-  // Retried after a rejoin with the same counter: the restarted service has no record of the instance, so every
-  // participant meets again in it.
+  // Retried after a rejoin with the same counter: the restarted service meets the participants again in the
+  // instance, or, when one of them had passed it already (the old service died while answering), completes it
+  // at once (that participant reports it when it rejoins: barrier_passed).
   absl::Status s = impl_->retrying<absl::Status>("barrier", timeout, [&](absl::Duration t) {
     return client_->barrier(options_.task_id, options_.incarnation, name, counter, tasks, t);
   });
   MutexLock lock(&impl_->mu);
   impl_->barrier_in_flight.erase(n);
+  if (s.ok()) impl_->barrier_passed[n] = counter;
   return s;
 }
 

@@ -42,6 +42,7 @@ struct CoordinationAgent::Impl {
   Incarnation service_incarnation ABSL_GUARDED_BY(mu) = 0;
   JobState last_state ABSL_GUARDED_BY(mu);
   std::map<std::string, int64_t> barrier_counters ABSL_GUARDED_BY(mu);
+  std::map<std::string, int64_t> barrier_passed ABSL_GUARDED_BY(mu);  // newest instance passed, per barrier (rejoin)
   std::map<std::string, int64_t> barrier_in_flight ABSL_GUARDED_BY(mu);
   std::set<std::pair<TaskId, Incarnation>> reported ABSL_GUARDED_BY(mu);
   bool coordinator_loss_reported ABSL_GUARDED_BY(mu) = false;

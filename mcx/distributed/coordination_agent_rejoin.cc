@@ -82,14 +82,16 @@ std::shared_ptr<WatchStream> CoordinationAgent::Impl::rejoin(absl::Status why) {
     }
     ++attempts;
     uint64_t generation;
+    std::vector<PassedBarrier> passed;
     {
       MutexLock lock(&mu);
       generation = live_set_generation;
+      for (const auto& [name, counter] : barrier_passed) passed.push_back({name, counter});
     }
     const absl::Time attempt_start = absl::Now();
     // Short attempts: the gRPC client waits in them for the connection to come up (see rejoin_task).
     const absl::Duration rpc = std::min({left, o.rpc_timeout, kRejoinAttempt});
-    absl::StatusOr<RegisterResult> r = client().rejoin_task(o.task_id, o.incarnation, o.num_tasks, generation, rpc);
+    absl::StatusOr<RegisterResult> r = client().rejoin_task(o.task_id, o.incarnation, o.num_tasks, generation, passed, rpc);
     if (r.ok()) {
       absl::StatusOr<std::unique_ptr<WatchStream>> opened = client().watch(o.task_id, o.incarnation, rpc);
       if (opened.ok()) {

@@ -256,9 +256,11 @@ absl::StatusOr<RegisterResult> InProcessClient::register_task(TaskId task, Incar
 }
 
 absl::StatusOr<RegisterResult> InProcessClient::rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                                            uint64_t live_set_generation, absl::Duration) {
+                                                            uint64_t live_set_generation,
+                                                            const std::vector<PassedBarrier>& passed_barriers,
+                                                            absl::Duration) {
   return endpoint_->with_service("rejoin_task", [&](CoordinationService* s, uint64_t) {
-    return s->rejoin_task(task, incarnation, num_tasks, live_set_generation);
+    return s->rejoin_task(task, incarnation, num_tasks, live_set_generation, passed_barriers);
   });
 }
 

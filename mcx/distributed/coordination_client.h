@@ -54,7 +54,9 @@ class CoordinationClient {
   // live-set generation it saw (CoordinationService::rejoin_task); answered at once by the service. `timeout` is
   // the RPC deadline; the gRPC client waits up to it for a connection to the coordinator (it may be starting).
   virtual absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                                     uint64_t live_set_generation, absl::Duration timeout) = 0;
+                                                     uint64_t live_set_generation,
+                                                     const std::vector<PassedBarrier>& passed_barriers,
+                                                     absl::Duration timeout) = 0;
   // Returns the service incarnation (the agent checks that the service did not restart).
   virtual absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation,
                                                 absl::Duration timeout) = 0;
@@ -138,7 +140,9 @@ class InProcessClient final : public CoordinationClient {
   absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                absl::Duration timeout) override;
   absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                             uint64_t live_set_generation, absl::Duration timeout) override;
+                                             uint64_t live_set_generation,
+                                             const std::vector<PassedBarrier>& passed_barriers,
+                                             absl::Duration timeout) override;
   absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
   absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                             absl::Duration timeout) override;

@@ -27,7 +27,9 @@ void serve_register(CoordinationService& s, const proto::RegisterRequest& req, R
     reply(std::move(r));
   };
   if (req.rejoin()) {
-    done(s.rejoin_task(req.task(), req.incarnation(), req.num_tasks(), req.live_set_generation()));
+    std::vector<PassedBarrier> passed;
+    for (const proto::PassedBarrier& b : req.passed_barriers()) passed.push_back({b.name(), b.counter()});
+    done(s.rejoin_task(req.task(), req.incarnation(), req.num_tasks(), req.live_set_generation(), passed));
   } else {
     s.register_task(req.task(), req.incarnation(), req.num_tasks(), absl::Milliseconds(req.timeout_ms()),
                     std::move(done));

@@ -421,7 +421,8 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
 }
 
 absl::StatusOr<RegisterResult> CoordinationService::rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                                               uint64_t live_set_generation) {
+                                                               uint64_t live_set_generation,
+                                                               const std::vector<PassedBarrier>& passed_barriers) {
   Deferred d;
   MutexLock lock(&impl_->mu);
   if (num_tasks != options_.num_tasks) {
@@ -451,6 +452,7 @@ absl::StatusOr<RegisterResult> CoordinationService::rejoin_task(TaskId task, Inc
   }
   const absl::Time now = impl_->clock->now();
   impl_->live_set_generation = std::max(impl_->live_set_generation, live_set_generation);
+  for (const PassedBarrier& p : passed_barriers) impl_->barrier_passed_locked(p.name, p.counter, d);
   if (t.state == TaskState::kConnected) {  // a retried rejoin, or the service never went away
     t.last_heartbeat = now;
     return RegisterResult{service_incarnation_};

@@ -166,6 +166,12 @@ struct ServiceStatus {
   uint64_t live_set_generation = 0;  // the newest generation numbered (or the floor the rejoining tasks reported)
 };
 
+// A barrier instance a task had passed (rejoin_task).
+struct PassedBarrier {
+  std::string name;
+  int64_t counter = 0;
+};
+
 struct RegisterResult {
   Incarnation service_incarnation = 0;
 };
@@ -239,8 +245,13 @@ class CoordinationService {
   // Errors: InvalidArgument (as register_task); FailedPrecondition when the service is not recoverable, when the
   // task is registered here with another incarnation (a restarted process took its place), or when it already
   // failed or shut down here (for example it came back after the grace above).
+  // `passed_barriers`: the newest instance of each barrier the task had passed. An instance passes only once
+  // every participant arrived, so the old service answered it to everyone, or died while answering: the others
+  // may retry it here, where the task that passed it would never arrive again. Such an instance is completed
+  // (OK) at once, for the participants waiting in it and for those that retry it later.
   absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                             uint64_t live_set_generation);
+                                             uint64_t live_set_generation,
+                                             const std::vector<PassedBarrier>& passed_barriers = {});
 
   // The transport reports that the registration call of `task` (with `incarnation`) ended before it was
   // answered: its process died or its connection broke while it waited for the other tasks. If the task is

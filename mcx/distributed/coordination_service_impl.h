@@ -404,6 +404,22 @@ struct CoordinationService::Impl {
     return out;
   }
 
+  // Instance `counter` of barrier `name` passed on the service this one replaced (rejoin_task): complete it.
+  void barrier_passed_locked(const std::string& name, int64_t counter, Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto it = barriers.find(name);
+    if (it != barriers.end() && it->second.counter > counter) return;  // the job is past it already
+    if (it != barriers.end() && it->second.counter == counter) {
+      if (!it->second.done) finish_barrier(it->second, absl::OkStatus(), d);
+      return;
+    }
+    Barrier b;  // not seen here yet: record it as passed, so its retries are answered at once
+    b.name = name;
+    b.counter = counter;
+    b.done = true;
+    b.result = absl::OkStatus();
+    barriers.insert_or_assign(name, std::move(b));
+  }
+
   void barrier_arrive(TaskId task, Incarnation inc, std::string_view name_in, int64_t counter,
                       std::vector<TaskId> req_tasks, absl::Duration timeout, Callback<absl::Status> done,
                       Deferred& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

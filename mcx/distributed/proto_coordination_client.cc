@@ -33,13 +33,20 @@ absl::StatusOr<RegisterResult> ProtoCoordinationClient::register_task(TaskId tas
 }
 
 absl::StatusOr<RegisterResult> ProtoCoordinationClient::rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                           uint64_t live_set_generation, absl::Duration timeout) {
+                                           uint64_t live_set_generation,
+                                           const std::vector<PassedBarrier>& passed_barriers,
+                                           absl::Duration timeout) {
   proto::RegisterRequest req;
   req.set_task(task);
   req.set_incarnation(incarnation);
   req.set_num_tasks(num_tasks);
   req.set_rejoin(true);
   req.set_live_set_generation(live_set_generation);
+  for (const PassedBarrier& b : passed_barriers) {
+    proto::PassedBarrier* p = req.add_passed_barriers();
+    p->set_name(b.name);
+    p->set_counter(b.counter);
+  }
   proto::RegisterResponse resp;
   // Waits (up to the deadline) for the channel to reconnect to a coordinator that is starting again, instead of
   // failing at once while the channel backs off: the rejoin happens as soon as the connection is up.

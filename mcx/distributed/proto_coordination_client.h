@@ -22,7 +22,9 @@ class ProtoCoordinationClient : public CoordinationClient {
   absl::StatusOr<RegisterResult> register_task(TaskId task, Incarnation incarnation, int num_tasks,
                                                absl::Duration timeout) override;
   absl::StatusOr<RegisterResult> rejoin_task(TaskId task, Incarnation incarnation, int num_tasks,
-                                             uint64_t live_set_generation, absl::Duration timeout) override;
+                                             uint64_t live_set_generation,
+                                             const std::vector<PassedBarrier>& passed_barriers,
+                                             absl::Duration timeout) override;
   absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
   absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                             absl::Duration timeout) override;

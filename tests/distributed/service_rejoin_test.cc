@@ -186,5 +186,37 @@ TEST_F(RejoinTest, ABarrierRetriedWithTheSameCounterMeetsAgain) {
   EXPECT_TRUE(c1.get().ok());
 }
 
+// The old coordinator died while answering instance 6: task 1 got its answer and moved on, tasks 0 and 2 retry
+// the instance here. Task 1 reports the instance it passed when it rejoins, so the instance completes at once for
+// those waiting in it and for those that retry it later; older and newer instances are untouched.
+TEST_F(RejoinTest, AnInstanceOneTaskPassedIsCompleteForTheOthers) {
+  auto s = make(3);
+  ASSERT_TRUE(s->rejoin_task(0, 100, 3, 0).ok());
+  Result<absl::Status> b0;
+  s->barrier(0, 100, "churn", 6, {}, absl::Seconds(10), b0.cb());
+  EXPECT_FALSE(b0.ready());
+  ASSERT_TRUE(s->rejoin_task(1, 101, 3, 0, {{"churn", 6}, {"other", 2}}).ok());
+  EXPECT_TRUE(b0.get().ok());  // waiting in it: answered
+  ASSERT_TRUE(s->rejoin_task(2, 102, 3, 0).ok());
+  Result<absl::Status> b2;
+  s->barrier(2, 102, "churn", 6, {}, absl::Seconds(10), b2.cb());
+  EXPECT_TRUE(b2.get().ok());  // retrying it later: answered at once
+  Result<absl::Status> o0;
+  s->barrier(0, 100, "other", 2, {}, absl::Seconds(10), o0.cb());  // an instance no one here had started
+  EXPECT_TRUE(o0.get().ok());
+  // The next instance is a normal barrier again.
+  Result<absl::Status> c0, c1, c2;
+  s->barrier(0, 100, "churn", 7, {}, absl::Seconds(10), c0.cb());
+  s->barrier(1, 101, "churn", 7, {}, absl::Seconds(10), c1.cb());
+  EXPECT_FALSE(c0.ready());
+  s->barrier(2, 102, "churn", 7, {}, absl::Seconds(10), c2.cb());
+  EXPECT_TRUE(c0.get().ok());
+  // A report of an instance older than the current one changes nothing.
+  ASSERT_TRUE(s->rejoin_task(1, 101, 3, 0, {{"churn", 3}}).ok());
+  Result<absl::Status> d0;
+  s->barrier(0, 100, "churn", 8, {}, absl::Seconds(10), d0.cb());
+  EXPECT_FALSE(d0.ready());
+}
+
 }  // namespace
 }  // namespace mcx::distributed
