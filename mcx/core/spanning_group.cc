@@ -71,8 +71,6 @@ struct SpanningGroup::State {
     failed.store(true, std::memory_order_release);
   }
 
-  // One collective: this member publishes its call; the last local member to arrive executes the round for
-  // all of them (without the lock: the others wait and do not touch the state); everyone returns its outcome.
   // The group between processes was aborted (a member process failed, as the coordination service reported):
   // no collective of this group can complete, so the local members stop waiting for each other, even for one
   // that will never arrive (its own task failed before reaching the collective). mu held.
@@ -84,6 +82,8 @@ struct SpanningGroup::State {
     return true;
   }
 
+  // One collective: this member publishes its call; the last local member to arrive executes the round for
+  // all of them (without the lock: the others wait and do not touch the state); everyone returns its outcome.
   absl::Status run(int local, const Call& call, const char* what, absl::Time deadline) {
     std::unique_lock<std::mutex> lk(mu);
     if (!poison.ok() || take_peer_failure()) {

@@ -1,9 +1,8 @@
 #include "mcx/distributed/coordination_service.h"
 
 #include "mcx/core/config.h"
-#include "mcx/distributed/job_secret.h"
-
 #include "mcx/distributed/coordination_service_impl.h"
+#include "mcx/distributed/job_secret.h"
 #include "mcx/distributed/principal.h"
 
 #include <algorithm>

@@ -101,16 +101,16 @@ absl::Status start_data_plane(CoordinationAgent* agent, const DataPlaneConfig& c
   }
   MCX_ASSIGN_OR_RETURN(std::string address, data_plane_address(config.coordinator_address));
   MCX_ASSIGN_OR_RETURN(bool allow_plaintext, kAllowPlaintextDataPlaneFlag.get());
-  MCX_ASSIGN_OR_RETURN(bool tls, kDataPlaneTlsFlag.get());
+  MCX_ASSIGN_OR_RETURN(const bool tls_requested, kDataPlaneTlsFlag.get());
   // With mTLS required, tensors between hosts travel encrypted unless the operator accepts plaintext.
   const bool between_hosts = !is_loopback(address);
-  if (config.mtls.require && between_hosts && !allow_plaintext) tls = true;
+  const bool tls = tls_requested || (config.mtls.require && between_hosts && !allow_plaintext);
   if (backend == "auto") backend = "tcp";
   if (backend == "gloo") {
     if (tls) {
       return absl::FailedPreconditionError(absl::StrCat(
           "[data plane] MCX_COLLECTIVES=gloo has no TLS, but the data plane must be encrypted (",
-          kDataPlaneTlsFlag.get().value_or(false) ? "MCX_DATA_PLANE_TLS=1" : "MCX_REQUIRE_MTLS=1 between hosts, bound to " + address,
+          tls_requested ? "MCX_DATA_PLANE_TLS=1" : "MCX_REQUIRE_MTLS=1 between hosts, bound to " + address,
           "); use MCX_COLLECTIVES=tcp, or MCX_ALLOW_PLAINTEXT_DATA_PLANE=1 on a trusted network (docs/security.md)"));
     }
     MCX_RETURN_IF_ERROR(init_gloo_device(address));

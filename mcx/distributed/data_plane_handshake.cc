@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include <cstring>
 
@@ -67,15 +66,6 @@ std::array<uint8_t, 32> handshake_proof(std::string_view secret, std::string_vie
   return out;
 }
 
-std::array<uint8_t, 32> random_nonce() {
-  std::array<uint8_t, 32> n{};
-  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
-    // OpenSSL's CSPRNG does not fail once seeded; should it, no connection may use a predictable nonce.
-    std::abort();
-  }
-  return n;
-}
-
 absl::Status connector_handshake(DataPlaneStream& stream, const DataPlaneHello& hello, std::string_view secret,
                                  absl::Time deadline) {
   const std::string body = encode_hello(hello);
@@ -127,7 +117,7 @@ absl::StatusOr<DataPlaneHello> acceptor_handshake(DataPlaneStream& stream, int s
   }
   if (check_claim) MCX_RETURN_IF_ERROR(check_claim(hello));
   MCX_ASSIGN_OR_RETURN(std::string key, secret(deadline));
-  const std::array<uint8_t, 32> nonce = random_nonce();
+  const std::array<uint8_t, 32> nonce = random_32_bytes();
   const std::array<uint8_t, 32> proof = handshake_proof(key, "acceptor", body, nonce);
   std::array<uint8_t, 64> answer{};
   std::memcpy(answer.data(), nonce.data(), 32);

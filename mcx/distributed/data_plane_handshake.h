@@ -52,8 +52,6 @@ absl::StatusOr<DataPlaneHello> decode_hello(std::string_view body);
 std::array<uint8_t, 32> handshake_proof(std::string_view secret, std::string_view role, std::string_view body,
                                         const std::array<uint8_t, 32>& acceptor_nonce);
 
-// Fresh random bytes (OpenSSL's CSPRNG).
-std::array<uint8_t, 32> random_nonce();
 
 using SecretSource = std::function<absl::StatusOr<std::string>(absl::Time deadline)>;
 

@@ -32,7 +32,6 @@ class DataPlaneStream {
   DataPlaneStream& operator=(const DataPlaneStream&) = delete;
 
   int fd() const { return fd_; }
-  bool tls() const { return ssl_ != nullptr; }
   SSL* ssl() const { return ssl_; }
 
   enum class Io { kDone, kWouldBlock, kClosed, kError };

@@ -45,9 +45,11 @@ struct Poller {
 // One accepted connection. The reactor thread reads and closes it; any thread may send().
 class Connection {
  public:
-  Connection(int fd, uint64_t id, std::shared_ptr<Poller> poller) : fd_(fd), id_(id), poller_(std::move(poller)) {}
+  Connection(int fd, uint64_t id, std::shared_ptr<Poller> poller)
+      : fd_(fd), id_(id), peer_(absl::StrCat("fast-path connection ", id)), poller_(std::move(poller)) {}
 
   uint64_t id() const { return id_; }
+  const std::string& peer() const { return peer_; }  // its name for the rate limit
   int fd() const { return fd_; }  // reactor thread only (it is the one that closes)
 
   // Writes what the socket takes now and queues the rest for the reactor. Dropped once the connection closed.
@@ -152,6 +154,7 @@ class Connection {
   Mutex mu_;
   int fd_ ABSL_GUARDED_BY(mu_);
   const uint64_t id_;
+  const std::string peer_;
   std::shared_ptr<Poller> poller_;
   std::string out_ ABSL_GUARDED_BY(mu_);
   bool writable_watched_ ABSL_GUARDED_BY(mu_) = false;
@@ -365,7 +368,7 @@ struct FastPathServer::Impl {
       return;
     }
     if (limiter) {
-      if (absl::Status limited = limiter->admit(absl::StrCat("fast-path connection ", c->id())); !limited.ok()) {
+      if (absl::Status limited = limiter->admit(c->peer()); !limited.ok()) {
         return send_error(*c, h, limited);
       }
     }

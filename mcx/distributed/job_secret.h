@@ -8,6 +8,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -18,7 +20,10 @@ inline constexpr std::string_view kDataPlaneSecretKey = "mcx/secret/data_plane";
 
 inline bool is_secret_key(std::string_view key) { return key.starts_with(kSecretKeys); }
 
-// 32 bytes from OpenSSL's CSPRNG as 64 hex digits.
+// 32 bytes from OpenSSL's CSPRNG (aborts should it ever fail: nothing may run on predictable bytes).
+std::array<uint8_t, 32> random_32_bytes();
+
+// random_32_bytes() as 64 hex digits.
 std::string new_job_secret();
 
 }  // namespace mcx::distributed

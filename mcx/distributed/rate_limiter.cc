@@ -37,6 +37,11 @@ int64_t PeerRateLimiter::refused() const {
   return refused_;
 }
 
+size_t PeerRateLimiter::tracked_peers() const {
+  MutexLock lock(&mu_);
+  return buckets_.size();
+}
+
 void PeerRateLimiter::drop_idle_locked(absl::Time now) {
   const double capacity = static_cast<double>(per_second_);
   for (auto it = buckets_.begin(); it != buckets_.end();) {

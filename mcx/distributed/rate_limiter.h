@@ -27,8 +27,8 @@ class PeerRateLimiter {
   explicit PeerRateLimiter(int64_t per_second, std::function<absl::Time()> now = nullptr);
 
   absl::Status admit(std::string_view peer);
-  int64_t per_second() const { return per_second_; }
   int64_t refused() const;
+  size_t tracked_peers() const;  // buckets kept (at most kMaxPeers)
 
  private:
   struct Bucket {

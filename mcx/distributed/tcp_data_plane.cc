@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<DataPlaneStream>> TcpDataPlane::connect_to(const 
     // A refusal by the listener now published is final; one from an address the process has since replaced (it
     // restarted, and its old port may serve someone else now) is retried at the new address.
     if (last.code() == absl::StatusCode::kPermissionDenied && address == last_address) return last;
-    hello.nonce = random_nonce();
+    hello.nonce = random_32_bytes();
     absl::StatusOr<std::unique_ptr<DataPlaneStream>> stream = handshake_with(address, hello, secret, deadline);
     if (stream.ok()) return stream;
     last = stream.status();

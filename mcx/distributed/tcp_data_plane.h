@@ -46,7 +46,6 @@ class TcpDataPlane {
 
   static std::string address_key(int process);
   const std::string& address() const { return listener_->address(); }
-  bool tls() const { return options_.tls != nullptr; }
   // Connections the listener refused (failed a check, or too many handshakes at once).
   int64_t refused_connections() const { return listener_->refused(); }
 

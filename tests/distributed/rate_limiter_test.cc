@@ -37,6 +37,7 @@ TEST(PeerRateLimiter, ZeroIsNoLimitAndTheTableStaysBounded) {
   PeerRateLimiter limiter(5, [&] { return now; });
   for (size_t i = 0; i < 3 * PeerRateLimiter::kMaxPeers; ++i) {
     ASSERT_TRUE(limiter.admit("addr " + std::to_string(i)).ok());  // a fresh peer always has its burst
+    ASSERT_LE(limiter.tracked_peers(), PeerRateLimiter::kMaxPeers) << i;
   }
   EXPECT_TRUE(limiter.admit("addr 0").ok());
 }

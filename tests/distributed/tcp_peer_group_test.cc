@@ -336,7 +336,7 @@ TEST_P(TcpPeerGroupTest, AStrangerWithoutTheSecretIsRefusedAndLogged) {
   hello.from_rank = 1;
   hello.to_process = 0;
   hello.to_rank = 0;
-  hello.nonce = random_nonce();
+  hello.nonce = random_32_bytes();
   hello.group = "test group|0.0";
   absl::Status st = connector_handshake(*stream, hello, "not the job's secret", deadline);
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
@@ -490,7 +490,7 @@ TEST(DataPlaneHandshake, HelloRoundTripsAndMalformedHellosAreRefused) {
   h.from_rank = 2;
   h.to_process = 1;
   h.to_rank = 0;
-  h.nonce = random_nonce();
+  h.nonce = random_32_bytes();
   h.group = "devices 0,1|4.2";
   auto back = decode_hello(encode_hello(h));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -502,10 +502,10 @@ TEST(DataPlaneHandshake, HelloRoundTripsAndMalformedHellosAreRefused) {
   EXPECT_EQ(decode_hello(std::string(kMaxHelloBytes + 1, 'a')).status().code(), absl::StatusCode::kInvalidArgument);
   // Proofs depend on the role, the secret, the hello and the acceptor's nonce.
   const std::string body = encode_hello(h);
-  const auto n = random_nonce();
+  const auto n = random_32_bytes();
   EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "connector", body, n));
   EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("t", "acceptor", body, n));
-  EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "acceptor", body, random_nonce()));
+  EXPECT_NE(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "acceptor", body, random_32_bytes()));
   EXPECT_EQ(handshake_proof("s", "acceptor", body, n), handshake_proof("s", "acceptor", body, n));
 }
 
