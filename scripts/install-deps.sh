@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config
+  # code generation for fused regions (ORC JIT; optional at build time, see docs/codegen.md)
+  llvm-19-dev
   # core libraries
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libzstd-dev libssl-dev
   libopenblas-dev libopenblas0

@@ -11,10 +11,12 @@
 #include <exception>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/conv.h"
 #include "mcx/backend/cpu/fusion.h"
@@ -23,6 +25,7 @@
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
+#include "mcx/core/logging.h"
 #include "mcx/ir/shape_rules.h"
 
 namespace mcx::cpu {
@@ -526,6 +529,33 @@ void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue
     rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
   }
 }
+// Generates machine code for the plan's fused groups (codegen/fused_kernel.h), in parallel on the thread
+// pool. A group the generator does not take, or whose compile fails, stays on the interpreter (a failure is
+// logged once per process: it is a bug in the generator, not in the program).
+void generate_kernels(Plan& plan) {
+  if (!codegen::enabled()) return;
+  std::vector<FusedGroup*> todo;
+  for (Plan::GroupPlan& gp : plan.groups) {
+    if (static_cast<int>(gp.group.nodes.size()) < codegen::kMinNodesToGenerate) continue;
+    if (!codegen::unsupported_reason(gp.group).empty()) continue;
+    todo.push_back(&gp.group);
+  }
+  parallel_for(static_cast<int64_t>(todo.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> kernel = codegen::compile_fused(*todo[k]);
+      if (kernel.ok()) {
+        todo[k]->kernel = *std::move(kernel);
+        continue;
+      }
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        log_warn("[cpu_compile] code generation failed, running the interpreter instead: {}",
+                 std::string(kernel.status().message()));
+      });
+    }
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
@@ -696,6 +726,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
     }
   }
   for (const ir::Instr& in : p.instrs) plan->has_collectives |= ir::is_collective(in.kind);
+  generate_kernels(*plan);
   return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
 }
 

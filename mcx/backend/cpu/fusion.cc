@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/elementwise.h"
 #include "mcx/backend/cpu/thread_pool.h"
 
@@ -110,6 +111,46 @@ void gather(const Leaf& l, int64_t start, int64_t n, void* out) {
 
 bool needs_conversion(DType t) { return compute_dtype(t) != t; }
 
+// Writes n ones of dtype t (the padding of a generated kernel's partial block: harmless for every op,
+// e.g. no division by zero).
+void fill_ones(DType t, std::byte* p, int64_t n) {
+  dispatch_dtype(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_arithmetic_v<T>) std::fill_n(reinterpret_cast<T*>(p), n, T(1));
+  });
+}
+
+// One tile through g's generated kernel. ptr[i] holds leaf i's n values (storage = compute type: the
+// generator takes no 16-bit floats); slot_mem(s) is this chunk's scratch; out has one entry per output.
+template <typename SlotMem>
+void run_kernel_tile(const FusedGroup& g, const std::vector<Leaf>& leaves, std::vector<const void*>& ptr,
+                     const std::vector<std::byte*>& outs, int64_t start, int64_t n, SlotMem slot_mem,
+                     std::vector<void*>& out) {
+  const int num_leaves = static_cast<int>(leaves.size());
+  const size_t num_outs = g.outputs.size();
+  const int64_t padded = (n + kKernelBlock - 1) / kKernelBlock * kKernelBlock;
+  if (padded == n) {
+    for (size_t j = 0; j < num_outs; ++j) out[j] = outs[j] + start * dtype_size(g.nodes[g.outputs[j]].dtype);
+    g.kernel->fn(ptr.data(), out.data(), n);
+    return;
+  }
+  // The partial last tile (it is the last tile of its chunk, so overwriting a uniform leaf's scratch past
+  // n is safe): inputs padded with ones to a whole block, outputs into the node slots, then copied out.
+  for (int i = 0; i < num_leaves; ++i) {
+    std::byte* s = slot_mem(i);
+    const int es = leaves[i].elem_size;
+    if (ptr[i] != s) std::memcpy(s, ptr[i], n * es);
+    fill_ones(leaves[i].dtype, s + n * es, padded - n);
+    ptr[i] = s;
+  }
+  for (size_t j = 0; j < num_outs; ++j) out[j] = slot_mem(num_leaves + static_cast<int>(j));
+  g.kernel->fn(ptr.data(), out.data(), padded);
+  for (size_t j = 0; j < num_outs; ++j) {
+    const int es = dtype_size(g.nodes[g.outputs[j]].dtype);
+    std::memcpy(outs[j] + start * es, out[j], n * es);
+  }
+}
+
 }  // namespace
 
 void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::vector<std::byte*>& outs,
@@ -153,6 +194,7 @@ void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::
     std::vector<const void*> ptr(num_slots);
     std::vector<const void*> args;
     std::vector<bool> filled(num_leaves, false);
+    std::vector<void*> kernel_out(g.outputs.size());
     for (int64_t t = tb; t < te; ++t) {
       const int64_t start = t * kTileElements;
       const int64_t n = std::min(kTileElements, total - start);
@@ -182,6 +224,10 @@ void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::
           load_compute(l.dtype, staging, slot_mem(i), n);
         }
         ptr[i] = slot_mem(i);
+      }
+      if (g.kernel) {
+        run_kernel_tile(g, prepared, ptr, outs, start, n, slot_mem, kernel_out);
+        continue;
       }
       for (int i = 0; i < num_nodes; ++i) {
         const FusedNode& node = g.nodes[i];

@@ -7,10 +7,15 @@
 // shape, never on the thread count, so results are bitwise identical for any MCX_CPU_THREADS.
 // float16/bfloat16 values are computed in float and rounded to their type after every node, as if each
 // op ran separately.
+//
+// A group may carry a generated kernel (codegen/fused_kernel.h): then each tile is one call of machine
+// code that computes every node per element in registers, instead of one interpreter kernel per node.
+// Tiling, leaf gathers and results (see fused_kernel.h for the two exceptions) stay the same.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mcx/backend/cpu/view.h"
@@ -28,12 +33,23 @@ struct FusedNode {
   std::vector<int> args;  // slots
 };
 
+namespace codegen {
+struct GeneratedKernel;
+}
+
 struct FusedGroup {
   std::vector<int64_t> dims;
   std::vector<DType> leaf_dtypes;
   std::vector<FusedNode> nodes;
   std::vector<int> outputs;  // node indices (not slots) whose values are written out
+  // Machine code for this group (set by CpuExecutable::compile when code generation is on), or null.
+  std::shared_ptr<const codegen::GeneratedKernel> kernel;
 };
+
+// Generated kernels are called on whole blocks of this many elements: a partial last tile is padded
+// (inputs with ones, outputs into scratch), so the vectorised loop never runs its scalar remainder and
+// every element goes through the same vector code, as in the interpreter's vmath.
+inline constexpr int64_t kKernelBlock = 64;
 
 // True when an element-wise op kind/dtype combination has a kernel (checked at compile time of a Program).
 bool elementwise_supported(ir::OpKind kind, DType result, DType operand);

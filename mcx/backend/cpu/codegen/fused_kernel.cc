@@ -1,0 +1,157 @@
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/llvm_compiler.h"
+#include "mcx/backend/cpu/elementwise.h"
+#include "mcx/core/config.h"
+#include "mcx/core/hash.h"
+
+namespace mcx::cpu::codegen {
+namespace {
+
+using ir::OpKind;
+
+const Flag<bool> kCodegenFlag("MCX_CODEGEN", true,
+                              "generate machine code (LLVM) for fused element-wise regions; 0 runs the "
+                              "interpreter's kernels (also the fallback where LLVM is not built in)");
+
+// -1: not decided yet; else 0/1. Decided from the flag on first use.
+std::atomic<int> g_enabled{-1};
+
+struct Entry {
+  std::once_flag once;
+  absl::StatusOr<std::shared_ptr<const GeneratedKernel>> result = absl::UnknownError("not compiled");
+};
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Entry>> by_signature;  // guarded by mu
+  CodegenStats stats;                                          // guarded by mu
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: kernels live until the process exits
+  return *r;
+}
+
+bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+}  // namespace
+
+bool built_with_llvm() {
+#ifdef MCX_WITH_LLVM
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool enabled() {
+  int v = g_enabled.load(std::memory_order_acquire);
+  if (v < 0) {
+    absl::StatusOr<bool> flag = kCodegenFlag.get();
+    v = (built_with_llvm() && (!flag.ok() || *flag)) ? 1 : 0;
+    int expected = -1;
+    if (!g_enabled.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v == 1;
+}
+
+void set_enabled(bool on) { g_enabled.store(on && built_with_llvm() ? 1 : 0, std::memory_order_release); }
+
+std::string unsupported_reason(const FusedGroup& g) {
+  for (DType t : g.leaf_dtypes) {
+    if (is_16bit_float(t)) return absl::StrCat("leaf of dtype ", std::string(dtype_short_name(t)));
+  }
+  for (const FusedNode& n : g.nodes) {
+    if (is_16bit_float(n.dtype) || is_16bit_float(n.operand_dtype)) {
+      return absl::StrCat(std::string(ir::op_name(n.kind)), " on ", std::string(dtype_short_name(n.dtype)));
+    }
+    if (n.kind == OpKind::kPow && n.dtype != DType::kFloat32 && n.dtype != DType::kFloat64) {
+      return absl::StrCat("integer pow on ", std::string(dtype_short_name(n.dtype)));
+    }
+    if (!elementwise_supported(n.kind, n.dtype, n.operand_dtype)) {
+      return absl::StrCat(std::string(ir::op_name(n.kind)), " on ", std::string(dtype_short_name(n.dtype)),
+                          " has no kernel");
+    }
+  }
+  if (g.outputs.empty()) return "no outputs";
+  return "";
+}
+
+std::string signature(const FusedGroup& g) {
+  std::string s = "leaves";
+  for (DType t : g.leaf_dtypes) absl::StrAppend(&s, " ", std::string(dtype_short_name(t)));
+  for (const FusedNode& n : g.nodes) {
+    absl::StrAppend(&s, "; ", std::string(ir::op_name(n.kind)), " ", std::string(dtype_short_name(n.dtype)), "(",
+                    std::string(dtype_short_name(n.operand_dtype)), ")");
+    for (int a : n.args) absl::StrAppend(&s, " %", a);
+  }
+  absl::StrAppend(&s, "; outputs");
+  for (int o : g.outputs) absl::StrAppend(&s, " ", o);
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
+  if (!built_with_llvm()) {
+    return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
+  }
+  if (std::string why = unsupported_reason(g); !why.empty()) {
+    return absl::UnimplementedError(absl::StrCat("[codegen] group not generated: ", why));
+  }
+  const std::string sig = signature(g);
+  Registry& r = registry();
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::shared_ptr<Entry>& slot = r.by_signature[sig];
+    if (!slot) slot = std::make_shared<Entry>();
+    entry = slot;
+  }
+  bool compiled_here = false;
+  std::call_once(entry->once, [&] {
+    compiled_here = true;
+    const Sha256Digest d = sha256(sig);
+    std::string symbol = "mcx_fused_";
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (int i = 0; i < 12; ++i) {
+      symbol += kHex[d[i] >> 4];
+      symbol += kHex[d[i] & 15];
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<FusedKernelFn> fn = llvm_compile_fused(g, symbol);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!fn.ok()) {
+      entry->result = fn.status();
+      return;
+    }
+    auto k = std::make_shared<GeneratedKernel>();
+    k->fn = *fn;
+    k->symbol = std::move(symbol);
+    k->compile_ms = ms;
+    entry->result = std::shared_ptr<const GeneratedKernel>(std::move(k));
+    std::lock_guard<std::mutex> lock(r.mu);
+    ++r.stats.kernels_compiled;
+    r.stats.compile_ms_total += ms;
+  });
+  if (!compiled_here) {
+    std::lock_guard<std::mutex> lock(r.mu);
+    ++r.stats.kernel_reuses;
+  }
+  return entry->result;
+}
+
+std::string target_description() { return built_with_llvm() ? llvm_target_description() : "none"; }
+
+CodegenStats stats() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.stats;
+}
+
+}  // namespace mcx::cpu::codegen

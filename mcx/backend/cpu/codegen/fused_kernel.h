@@ -1,0 +1,79 @@
+// Machine code for fused element-wise groups (docs/codegen.md): each FusedGroup (fusion.h) the planner forms
+// is emitted as one LLVM IR function that computes every node of the group per element, in registers,
+// optimised at O3 for the host CPU (the loop vectoriser widens it; transcendentals map to glibc's libmvec
+// vector functions, the same ones the interpreter calls) and linked in process by ORC JIT. The interpreter
+// (run_fused over eval_node) stays the reference and the fallback: MCX_CODEGEN=0, a build without LLVM
+// (MCX_WITH_LLVM=OFF), a group the generator does not take (unsupported_reason), or a failed compile all
+// run the interpreter instead.
+//
+// Results: bitwise equal to the interpreter for every op and dtype the generator takes, including the
+// transcendentals (generated loops call the same libmvec vector functions as the interpreter's vmath, and
+// a partial block is padded rather than run through scalar code; see kKernelBlock in fusion.h). One
+// exception: on AVX-512 hosts the interpreter's AVX-512 clone and generated code may pick libmvec
+// variants of different widths, which can differ in the last bit. tests/backend/codegen_test.cc checks it.
+//
+// Thread-safety: every function here is thread-safe. Generated code stays mapped until the process exits
+// (kernels are shared by every executable with the same group signature, so the set is bounded by the
+// number of distinct signatures, not by the number of compiles).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mcx/backend/cpu/fusion.h"
+
+namespace mcx::cpu::codegen {
+
+// The calling convention of a generated kernel: computes elements [0, n) of every output.
+// leaves[k] points at n contiguous values of leaf k (its dtype, bool as one byte 0/1); outs[j] at n
+// contiguous values of output j. An output may be exactly the storage of a leaf (element i read before
+// element i is written), never a partial overlap.
+using FusedKernelFn = void (*)(const void* const* leaves, void* const* outs, int64_t n);
+
+struct GeneratedKernel {
+  FusedKernelFn fn = nullptr;
+  std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>")
+  double compile_ms = 0;    // IR emission + optimisation + machine code, measured once
+};
+
+// Whether this build contains the LLVM code generator.
+bool built_with_llvm();
+
+// Whether CpuExecutable::compile generates code: built_with_llvm() and MCX_CODEGEN is not 0. Read once;
+// set_enabled() overrides it for the rest of the process (tests and benchmarks compare both paths).
+bool enabled();
+void set_enabled(bool on);
+
+// Groups with fewer nodes gain nothing from generation (the interpreter's kernel for one op is already a
+// single vectorised loop), so the planner keeps them on the interpreter.
+inline constexpr int kMinNodesToGenerate = 2;
+
+// Why g cannot be generated, or "" when it can: float16/bfloat16 values (computed in float and rounded
+// after every node; kept on the interpreter for now), integer pow, a kind/dtype the interpreter has no
+// kernel for either.
+std::string unsupported_reason(const FusedGroup& g);
+
+// A canonical description of g without its dims (leaf dtypes, nodes, outputs): equal signatures share one
+// kernel. Also the input of the kernel's name.
+std::string signature(const FusedGroup& g);
+
+// Generates, optimises and links g's kernel, or returns the one already made for g's signature.
+// Blocks for the compile (typically 5-20 ms per kernel on one core). Errors: Unimplemented when not
+// built with LLVM or unsupported_reason(g) is not empty; Internal when LLVM fails (its message included).
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g);
+
+// The generator's identity, for compilation-cache keys and diagnostics: LLVM version, host CPU name and
+// its features ("llvm 19.1.7; cpu skylake; +avx2,+fma,..."); "none" without LLVM.
+std::string target_description();
+
+// Process-wide counters (for stats and tests).
+struct CodegenStats {
+  int64_t kernels_compiled = 0;  // distinct signatures compiled
+  int64_t kernel_reuses = 0;     // compile_fused calls answered by an existing kernel
+  double compile_ms_total = 0;
+};
+CodegenStats stats();
+
+}  // namespace mcx::cpu::codegen
