@@ -13,6 +13,9 @@
 //                PyTorch: its NCHW default, and channels_last as peer "torch_channels_last")
 //   conv2d_grad  the same convolution forward and backward: sum(conv(x, w)) and its gradients for x and w
 //
+// In a build with the LLVM code generator each case also runs with it switched off, as peer
+// "mcx_interpreter" (ratio > 1: the generated kernels are faster than the interpreter's).
+//
 //   bench_core [--threads 2] [--repeats 30] [--warmup 5] [--cases gemm,softmax] [--no-python]
 #include <cblas.h>
 
@@ -27,6 +30,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/core/bench_util.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/trace/grad.h"
 #include "mcx/trace/jit.h"
@@ -218,6 +222,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_core: %s\n", name.c_str());
       Timing m = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
       bool any = false;
+      if (mcx::cpu::codegen::enabled()) {
+        mcx::cpu::codegen::set_enabled(false);
+        Timing interp = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
+        mcx::cpu::codegen::set_enabled(true);
+        print_line(name, m, "mcx_interpreter", &interp, threads, blas, repeats);
+        any = true;
+      }
       if (name == "gemm") {
         Timing o = mcx::bench::time_ms(openblas_gemm(), warmup, repeats);
         print_line(name, m, "openblas", &o, threads, blas, repeats);

@@ -1,5 +1,7 @@
 #include "mcx/runtime/executable_cache.h"
 
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+
 #include <cstring>
 #include <type_traits>
 
@@ -73,8 +75,11 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   return get_or_compile(program_key(program), program);
 }
 
-absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& key,
+absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& program_key,
                                                                               const ir::Program& program) {
+  // Whether kernels are generated is a compile option: an executable compiled with it must not answer a
+  // lookup made without it (tests and benchmarks switch it within one process).
+  const std::string key = program_key + (cpu::codegen::enabled() ? "|codegen" : "|interpreter");
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
