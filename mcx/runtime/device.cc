@@ -16,6 +16,7 @@
 #include "mcx/core/logging.h"
 #include "mcx/core/process_exit.h"
 #include "mcx/core/topology.h"
+#include "mcx/runtime/compilation_cache_setup.h"
 #include "mcx/runtime/stream.h"
 
 namespace mcx {
@@ -100,6 +101,7 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() {
     client->streams.push_back(std::make_unique<Stream>(d.to_string()));
     client->stream_by_global_id[d.global_id] = static_cast<int>(i);
   }
+  setup_compilation_cache(client->process_index);
   return client;
 }
 

@@ -6,10 +6,13 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/kernel_store.h"
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
 #include "mcx/backend/cpu/elementwise.h"
 #include "mcx/core/config.h"
+#include "mcx/core/error.h"
 #include "mcx/core/hash.h"
+#include "mcx/core/logging.h"
 
 namespace mcx::cpu::codegen {
 namespace {
@@ -32,6 +35,7 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<Entry>> by_signature;  // guarded by mu
   CodegenStats stats;                                          // guarded by mu
+  std::shared_ptr<KernelStore> store;                          // guarded by mu
 };
 
 Registry& registry() {
@@ -97,6 +101,74 @@ std::string signature(const FusedGroup& g) {
   return s;
 }
 
+namespace {
+
+std::string symbol_of(const std::string& sig) {
+  const Sha256Digest d = sha256(sig);
+  std::string symbol = "mcx_fused_";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 12; ++i) {
+    symbol += kHex[d[i] >> 4];
+    symbol += kHex[d[i] & 15];
+  }
+  return symbol;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Loads g's object code from the kernel store, or compiles it (and offers it to the store).
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGroup& g, const std::string& sig) {
+  auto k = std::make_shared<GeneratedKernel>();
+  k->symbol = symbol_of(sig);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<KernelStore> store = kernel_store();
+  const KernelKey key{sig, target_description()};
+  if (store) {
+    if (std::optional<std::string> object = store->load(key)) {
+      absl::StatusOr<FusedKernelFn> fn = llvm_load_object(*object, k->symbol);
+      if (fn.ok()) {
+        k->fn = *fn;
+        k->from_store = true;
+        k->compile_ms = ms_since(t0);
+        Registry& r = registry();
+        std::lock_guard<std::mutex> lock(r.mu);
+        ++r.stats.kernels_loaded;
+        r.stats.load_ms_total += k->compile_ms;
+        return std::shared_ptr<const GeneratedKernel>(std::move(k));
+      }
+      // The object may be partly defined in the JIT now: compile under another name.
+      log_warn("[codegen] stored kernel {} did not load, compiling it: {}", k->symbol, std::string(fn.status().message()));
+      k->symbol += "_recompiled";
+    }
+  }
+  MCX_ASSIGN_OR_RETURN(std::string object, llvm_compile_object(g, k->symbol));
+  const double compile_ms = ms_since(t0);
+  if (store) store->save(key, object, compile_ms);
+  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(object, k->symbol));
+  k->compile_ms = ms_since(t0);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  ++r.stats.kernels_compiled;
+  r.stats.compile_ms_total += k->compile_ms;
+  return std::shared_ptr<const GeneratedKernel>(std::move(k));
+}
+
+}  // namespace
+
+void set_kernel_store(std::shared_ptr<KernelStore> store) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.store = std::move(store);
+}
+
+std::shared_ptr<KernelStore> kernel_store() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.store;
+}
+
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
   if (!built_with_llvm()) {
     return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
@@ -113,33 +185,12 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const Fused
     if (!slot) slot = std::make_shared<Entry>();
     entry = slot;
   }
-  bool compiled_here = false;
+  bool made_here = false;
   std::call_once(entry->once, [&] {
-    compiled_here = true;
-    const Sha256Digest d = sha256(sig);
-    std::string symbol = "mcx_fused_";
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (int i = 0; i < 12; ++i) {
-      symbol += kHex[d[i] >> 4];
-      symbol += kHex[d[i] & 15];
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<FusedKernelFn> fn = llvm_compile_fused(g, symbol);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!fn.ok()) {
-      entry->result = fn.status();
-      return;
-    }
-    auto k = std::make_shared<GeneratedKernel>();
-    k->fn = *fn;
-    k->symbol = std::move(symbol);
-    k->compile_ms = ms;
-    entry->result = std::shared_ptr<const GeneratedKernel>(std::move(k));
-    std::lock_guard<std::mutex> lock(r.mu);
-    ++r.stats.kernels_compiled;
-    r.stats.compile_ms_total += ms;
+    made_here = true;
+    entry->result = make_kernel(g, sig);
   });
-  if (!compiled_here) {
+  if (!made_here) {
     std::lock_guard<std::mutex> lock(r.mu);
     ++r.stats.kernel_reuses;
   }

@@ -35,7 +35,8 @@ using FusedKernelFn = void (*)(const void* const* leaves, void* const* outs, int
 struct GeneratedKernel {
   FusedKernelFn fn = nullptr;
   std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>")
-  double compile_ms = 0;    // IR emission + optimisation + machine code, measured once
+  bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
+  double compile_ms = 0;    // compile (IR, optimisation, machine code) and link, or load and link
 };
 
 // Whether this build contains the LLVM code generator.
@@ -59,9 +60,11 @@ std::string unsupported_reason(const FusedGroup& g);
 // kernel. Also the input of the kernel's name.
 std::string signature(const FusedGroup& g);
 
-// Generates, optimises and links g's kernel, or returns the one already made for g's signature.
-// Blocks for the compile (typically 5-20 ms per kernel on one core). Errors: Unimplemented when not
-// built with LLVM or unsupported_reason(g) is not empty; Internal when LLVM fails (its message included).
+// Returns g's kernel: the one already made in this process for g's signature, else its object code from the
+// kernel store (kernel_store.h: the persistent compilation cache) linked in, else compiled (IR, O3, machine
+// code: typically 5-20 ms per kernel on one core), offered to the store and linked in. Errors:
+// Unimplemented when not built with LLVM or unsupported_reason(g) is not empty; Internal when LLVM fails
+// (its message included). A stored object that does not load is logged and compiled instead.
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g);
 
 // The generator's identity, for compilation-cache keys and diagnostics: LLVM version, host CPU name and
@@ -71,8 +74,10 @@ std::string target_description();
 // Process-wide counters (for stats and tests).
 struct CodegenStats {
   int64_t kernels_compiled = 0;  // distinct signatures compiled
-  int64_t kernel_reuses = 0;     // compile_fused calls answered by an existing kernel
+  int64_t kernels_loaded = 0;    // distinct signatures loaded from the kernel store
+  int64_t kernel_reuses = 0;     // compile_fused calls answered by a kernel already in this process
   double compile_ms_total = 0;
+  double load_ms_total = 0;
 };
 CodegenStats stats();
 

@@ -1,9 +1,11 @@
 // The process-wide ORC JIT and the O3 pipeline for generated kernels (see fused_kernel.h).
 //
-// One LLJIT per process, made on first use and never destroyed (kernels stay callable until exit). Each
-// compile builds its module in its own LLVMContext, optimises it on the calling thread with the host's
-// TargetMachine (so the loop vectoriser sees the host's vector width), then hands it to the JIT, which
-// makes the machine code when the symbol is looked up. Symbols the kernels call: the math helpers
+// One LLJIT per process, made on first use and never destroyed (kernels stay callable until exit).
+// Compiling and loading are separate steps, so that a kernel's object code can be kept (the persistent
+// compilation cache) and loaded by a later process without running LLVM's optimiser or code generator:
+// compile_object builds the module in its own LLVMContext, optimises it on the calling thread with the
+// host's TargetMachine (so the loop vectoriser sees the host's vector width) and emits a relocatable object;
+// load_object links such an object into the JIT. Symbols the kernels call: the math helpers
 // (math_helpers.h, by address) and glibc's libmvec vector functions (looked up in libmvec.so.1 once; a
 // variant that is missing is simply not offered to the vectoriser).
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
@@ -22,9 +24,11 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
+#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -73,7 +77,7 @@ class Session {
     return *s;
   }
 
-  absl::StatusOr<FusedKernelFn> compile(const FusedGroup& g, const std::string& symbol) {
+  absl::StatusOr<std::string> compile_object(const FusedGroup& g, const std::string& symbol) {
     auto ctx = std::make_unique<llvm::LLVMContext>();
     MCX_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> m, emit_fused_module(g, symbol, *ctx, variants_));
     llvm::orc::JITTargetMachineBuilder jtmb = jtmb_;  // copied: createTargetMachine is not const
@@ -94,21 +98,38 @@ class Session {
     dump_module(*m, symbol + ".ll");
     optimize(*m, **tm);
     dump_module(*m, symbol + ".opt.ll");
+    // Machine code into a relocatable object in memory (what ORC's own IR compiler does).
+    llvm::SmallVector<char, 0> object;
+    llvm::raw_svector_ostream os(object);
+    llvm::legacy::PassManager pm;
+    if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+      return absl::InternalError("[codegen] the target cannot emit object files");
+    }
+    pm.run(*m);
+    return std::string(object.data(), object.size());
+  }
+
+  absl::StatusOr<FusedKernelFn> load_object(std::string_view object, const std::string& symbol) {
+    std::unique_ptr<llvm::MemoryBuffer> buffer =
+        llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (llvm::Error e = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx)))) {
+      if (llvm::Error e = jit_->addObjectFile(std::move(buffer))) {
         return absl::InternalError(absl::StrCat("[codegen] adding ", symbol, ": ", llvm_message(std::move(e))));
       }
     }
-    auto addr = jit_->lookup(symbol);  // makes the machine code
+    auto addr = jit_->lookup(symbol);  // links the object
     if (!addr) {
       return absl::InternalError(absl::StrCat("[codegen] linking ", symbol, ": ", llvm_message(addr.takeError())));
     }
     return addr->toPtr<FusedKernelFn>();
   }
 
+  // The generator's sources are part of its identity: a changed emitter must not load objects an older one
+  // made (MCX_CODEGEN_SOURCE_DIGEST: SHA-256 of the codegen sources, computed by CMake at configure time).
   std::string description() const {
-    return absl::StrCat("llvm ", LLVM_VERSION_STRING, "; cpu ", cpu_, "; ", features_);
+    return absl::StrCat("llvm ", LLVM_VERSION_STRING, "; generator ", MCX_CODEGEN_SOURCE_DIGEST, "; cpu ", cpu_,
+                        "; ", features_);
   }
 
  private:
@@ -126,7 +147,7 @@ class Session {
     auto* s = new Session(*jtmb);
     s->cpu_ = jtmb->getCPU();
     s->features_ = jtmb->getFeatures().getString();
-    // Kernels of one program compile on several pool threads at once: one TargetMachine per compile.
+    // Kernels of one program load on several pool threads at once.
     auto jit = llvm::orc::LLJITBuilder()
                    .setJITTargetMachineBuilder(*jtmb)
                    .setSupportConcurrentCompilation(true)
@@ -207,9 +228,14 @@ class Session {
 
 }  // namespace
 
-absl::StatusOr<FusedKernelFn> llvm_compile_fused(const FusedGroup& g, const std::string& symbol) {
+absl::StatusOr<std::string> llvm_compile_object(const FusedGroup& g, const std::string& symbol) {
   MCX_ASSIGN_OR_RETURN(Session * s, Session::get());
-  return s->compile(g, symbol);
+  return s->compile_object(g, symbol);
+}
+
+absl::StatusOr<FusedKernelFn> llvm_load_object(std::string_view object, const std::string& symbol) {
+  MCX_ASSIGN_OR_RETURN(Session * s, Session::get());
+  return s->load_object(object, symbol);
 }
 
 std::string llvm_target_description() {

@@ -11,10 +11,17 @@
 
 namespace mcx::cpu::codegen {
 
-// Emits g as a function named `symbol`, optimises it for the host and links it into the process-wide JIT.
-// The caller guarantees unsupported_reason(g) is empty and that each symbol is compiled at most once.
-// Thread-safe (concurrent compiles each use their own LLVM context).
-absl::StatusOr<FusedKernelFn> llvm_compile_fused(const FusedGroup& g, const std::string& symbol);
+// Emits g as a function named `symbol`, optimises it for the host and compiles it to a relocatable object
+// file (the kernel's serialised form: its bytes may be kept and loaded by another process on the same
+// target). The caller guarantees unsupported_reason(g) is empty. Thread-safe (each compile uses its own
+// LLVM context and TargetMachine).
+absl::StatusOr<std::string> llvm_compile_object(const FusedGroup& g, const std::string& symbol);
+
+// Links an object made by llvm_compile_object (in this or another process with the same
+// target_description()) into the process-wide JIT and returns its kernel. Each symbol may be loaded at
+// most once per process (the caller's registry ensures it). Errors: Internal with LLVM's message (a
+// damaged object, a missing symbol).
+absl::StatusOr<FusedKernelFn> llvm_load_object(std::string_view object, const std::string& symbol);
 
 // See target_description() in fused_kernel.h.
 std::string llvm_target_description();

@@ -4,9 +4,14 @@
 
 namespace mcx::cpu::codegen {
 
-absl::StatusOr<FusedKernelFn> llvm_compile_fused(const FusedGroup&, const std::string&) {
+namespace {
+absl::Status no_llvm() {
   return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
 }
+}  // namespace
+
+absl::StatusOr<std::string> llvm_compile_object(const FusedGroup&, const std::string&) { return no_llvm(); }
+absl::StatusOr<FusedKernelFn> llvm_load_object(std::string_view, const std::string&) { return no_llvm(); }
 
 std::string llvm_target_description() { return "none"; }
 

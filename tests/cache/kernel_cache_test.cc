@@ -1,0 +1,200 @@
+// Generated kernels through the persistent compilation cache (mcx/cache/kernel_cache.h): a second process
+// links the first one's object code instead of running LLVM and computes the same bits; a damaged entry is a
+// miss that is compiled again and healed; a different generator target misses and says why.
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/cache/kernel_cache.h"
+#include "mcx/core/buffer.h"
+#include "mcx/core/hash.h"
+
+namespace mcx::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using cpu::FusedGroup;
+using cpu::FusedNode;
+using ir::OpKind;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "mcx_kernel_cache_test_XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Three groups with different signatures: transcendental, integer and comparison chains.
+std::vector<FusedGroup> groups() {
+  std::vector<FusedGroup> gs(3);
+  gs[0].leaf_dtypes = {DType::kFloat32, DType::kFloat32};
+  gs[0].nodes = {{OpKind::kExp, DType::kFloat32, DType::kFloat32, {0}},
+                 {OpKind::kMul, DType::kFloat32, DType::kFloat32, {2, 1}},
+                 {OpKind::kTanh, DType::kFloat32, DType::kFloat32, {3}}};
+  gs[0].outputs = {2};
+  gs[1].leaf_dtypes = {DType::kInt32, DType::kInt32};
+  gs[1].nodes = {{OpKind::kDiv, DType::kInt32, DType::kInt32, {0, 1}},
+                 {OpKind::kRem, DType::kInt32, DType::kInt32, {2, 1}}};
+  gs[1].outputs = {0, 1};
+  gs[2].leaf_dtypes = {DType::kFloat64, DType::kFloat64};
+  gs[2].nodes = {{OpKind::kLog1p, DType::kFloat64, DType::kFloat64, {0}},
+                 {OpKind::kLt, DType::kBool, DType::kFloat64, {2, 1}}};
+  gs[2].outputs = {0, 1};
+  return gs;
+}
+
+// Runs this binary as KernelCacheChild.CompileAndRun with the cache in dir; returns its output.
+std::string run_child(const std::string& dir) {
+  const std::string cmd = "MCX_TEST_KERNEL_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir + " timeout 120 /proc/" +
+                          std::to_string(getpid()) + "/exe --gtest_filter=KernelCacheChild.CompileAndRun 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return "popen failed";
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  pclose(p);
+  return out;
+}
+
+// The value after "name=" in the child's report line.
+std::string field(const std::string& out, const std::string& name) {
+  const size_t at = out.find(" " + name + "=");
+  if (at == std::string::npos) return "missing";
+  const size_t begin = at + name.size() + 2;
+  return out.substr(begin, out.find_first_of(" \n", begin) - begin);
+}
+
+TEST(KernelCacheChild, CompileAndRun) {
+  if (!std::getenv("MCX_TEST_KERNEL_CACHE_CHILD")) GTEST_SKIP() << "only run as a child of KernelCache tests";
+  auto store = install_kernel_cache();
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_NE(*store, nullptr);
+  Sha256 digest;
+  for (FusedGroup g : groups()) {
+    const int64_t n = 5000;
+    g.dims = {n};
+    auto k = cpu::codegen::compile_fused(g);
+    ASSERT_TRUE(k.ok()) << k.status();
+    g.kernel = *k;
+    std::vector<Buffer> leaves;
+    std::vector<cpu::View> views;
+    for (size_t i = 0; i < g.leaf_dtypes.size(); ++i) {
+      Buffer b = Buffer::uninitialized(g.leaf_dtypes[i], {n});
+      for (int64_t e = 0; e < n; ++e) {
+        const double v = std::sin(0.37 * e + i) * 9.0 + (i == 1 ? 0.0 : 1.5);
+        if (g.leaf_dtypes[i] == DType::kInt32) b.mutable_data<int32_t>()[e] = static_cast<int32_t>(v);
+        else if (g.leaf_dtypes[i] == DType::kFloat32) b.mutable_data<float>()[e] = static_cast<float>(v);
+        else b.mutable_data<double>()[e] = v;
+      }
+      views.push_back(cpu::view_of(b));
+      leaves.push_back(std::move(b));
+    }
+    std::vector<Buffer> outs;
+    std::vector<std::byte*> ptrs;
+    for (int o : g.outputs) {
+      outs.push_back(Buffer::zeros(g.nodes[o].dtype, {n}));
+      ptrs.push_back(static_cast<std::byte*>(outs.back().mutable_data()));
+    }
+    cpu::run_fused(g, views, ptrs);
+    for (const Buffer& b : outs) digest.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
+  }
+  const cpu::codegen::CodegenStats st = cpu::codegen::stats();
+  const CacheStats cs = (*store)->cache().stats();
+  const Sha256Digest d = digest.digest();
+  std::string hex;
+  for (uint8_t byte : d) hex += fmt::format("{:02x}", byte);
+  std::printf("report compiled=%lld loaded=%lld corrupt=%lld digest=%s compile_ms=%.1f load_ms=%.1f\n",
+              static_cast<long long>(st.kernels_compiled), static_cast<long long>(st.kernels_loaded),
+              static_cast<long long>(cs.corrupt_entries), hex.c_str(), st.compile_ms_total, st.load_ms_total);
+}
+
+TEST(KernelCache, ASecondProcessLinksTheStoredKernelsAndADamagedEntryIsCompiledAgain) {
+  if (!cpu::codegen::built_with_llvm()) GTEST_SKIP() << "built without LLVM";
+  TempDir dir;
+  const std::string cold = run_child(dir.path());
+  ASSERT_THAT(cold, HasSubstr("report ")) << cold;
+  EXPECT_EQ(field(cold, "compiled"), "3") << cold;
+  EXPECT_EQ(field(cold, "loaded"), "0") << cold;
+
+  const std::string warm = run_child(dir.path());
+  ASSERT_THAT(warm, HasSubstr("report ")) << warm;
+  EXPECT_EQ(field(warm, "compiled"), "0") << warm;
+  EXPECT_EQ(field(warm, "loaded"), "3") << warm;
+  EXPECT_EQ(field(warm, "digest"), field(cold, "digest"));
+  std::printf("cold: compile %s ms; warm: load %s ms\n", field(cold, "compile_ms").c_str(),
+              field(warm, "load_ms").c_str());
+
+  // Flip one byte in the middle of every entry: each is a miss (counted, removed), compiled and written
+  // again, with the same results; the run after that loads them all.
+  int damaged = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (e.path().extension() != ".mcxc") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(e.path()));
+    f.seekg(size / 2);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(size / 2);
+    f.write(&c, 1);
+    ++damaged;
+  }
+  EXPECT_EQ(damaged, 3);
+  const std::string healed = run_child(dir.path());
+  EXPECT_EQ(field(healed, "compiled"), "3") << healed;
+  EXPECT_EQ(field(healed, "corrupt"), "3") << healed;
+  EXPECT_EQ(field(healed, "digest"), field(cold, "digest"));
+  const std::string again = run_child(dir.path());
+  EXPECT_EQ(field(again, "loaded"), "3") << again;
+}
+
+TEST(KernelCache, EntryKeysNameEveryComponentAndAnotherTargetMisses) {
+  TempDir dir;
+  CacheOptions o;
+  o.directory = dir.path();
+  o.explain_misses = true;
+  auto opened = CompilationCache::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  KernelCache store{std::shared_ptr<CompilationCache>(*std::move(opened))};
+  const cpu::codegen::KernelKey key{"leaves f32; exp f32(f32) %0; outputs 0",
+                                    "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma"};
+  auto k = KernelCache::entry_key(key);
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::vector<std::string> names;
+  for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("kind", "program", "mcx_version", "llvm_version", "generator", "cpu",
+                                            "cpu_features"));
+  store.save(key, "object bytes", 12.5);
+  ASSERT_EQ(store.load(key), std::optional<std::string>("object bytes"));
+  cpu::codegen::KernelKey other = key;
+  other.target = "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,-fma";
+  EXPECT_EQ(store.load(other), std::nullopt);
+  auto other_key = KernelCache::entry_key(other);
+  ASSERT_TRUE(other_key.ok());
+  EXPECT_THAT(store.cache().explain_miss(*other_key), HasSubstr("cpu_features"));
+  other.target = "llvm 20.1.0; generator 0123456789abcdef; cpu skylake; +avx2,+fma";
+  EXPECT_EQ(store.load(other), std::nullopt);
+}
+
+}  // namespace
+}  // namespace mcx::cache
