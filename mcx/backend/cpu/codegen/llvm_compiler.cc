@@ -147,10 +147,12 @@ class Session {
     auto* s = new Session(*jtmb);
     s->cpu_ = jtmb->getCPU();
     s->features_ = jtmb->getFeatures().getString();
-    // Kernels of one program load on several pool threads at once.
+    // Kernels of one program load on several pool threads at once. Kernels have no static constructors
+    // or destructors, so no platform support (the default one compiles an IR module of its own at start).
     auto jit = llvm::orc::LLJITBuilder()
                    .setJITTargetMachineBuilder(*jtmb)
                    .setSupportConcurrentCompilation(true)
+                   .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
                    .create();
     if (!jit) return absl::InternalError(absl::StrCat("[codegen] LLJIT: ", llvm_message(jit.takeError())));
     s->jit_ = std::move(*jit);

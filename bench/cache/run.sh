@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The compilation cache benchmark: the first call of a jitted program in a fresh process, on a cold cache
+# (empty MCX_COMPILATION_CACHE_DIR: every kernel compiled and written), on a warm one (the same directory
+# again: every kernel linked from its entry) and with code generation off (MCX_CODEGEN=0: the interpreter,
+# nothing to compile). Programs: jit(value_and_grad) of a 20- and a 100-layer 256-wide ReLU MLP, and the
+# 20-layer step partitioned over 4 CPU devices. Each measurement is the median of --reps fresh processes.
+# Installs dependencies, builds bench_cache (Release) in ${MCX_BENCH_BUILD_DIR:-build-bench} and prints JSON
+# lines {name, mcx_ms (warm), peer, peer_ms, ratio = peer_ms / mcx_ms, ...}; see docs/compilation_cache.md.
+#   bash bench/cache/run.sh [--reps 3]
+set -euo pipefail
+reps=3
+if [[ "${1:-}" == "--reps" ]]; then reps=$2; fi
+cd "$(dirname "$0")/../.."
+build_dir=${MCX_BENCH_BUILD_DIR:-build-bench}
+bash scripts/install-deps.sh >&2
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+cmake --build "$build_dir" --target bench_cache -j "${MCX_JOBS:-2}" >&2
+bin="$build_dir/bench/cache/bench_cache"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Each (program, part) on its own cache directory, so the "cold" process of each part starts empty.
+for program in mlp20 mlp100 spmd4; do
+  parts="call compile"
+  [[ "$program" == spmd4 ]] && parts="call"
+  for part in $parts; do
+    for ((r = 0; r < reps; ++r)); do
+      dir="$work/$program-$part-$r"
+      for kind in cold warm; do
+        MCX_COMPILATION_CACHE_DIR="$dir" "$bin" --program "$program" --part "$part" >> "$work/$program.$part.$kind" 2>/dev/null
+      done
+      MCX_CODEGEN=0 "$bin" --program "$program" --part "$part" >> "$work/$program.$part.interpreter" 2>/dev/null
+    done
+  done
+done
+/usr/bin/python3 - "$work" <<'PY'
+import json, statistics, sys
+work = sys.argv[1]
+def runs(program, part, kind):
+    with open(f"{work}/{program}.{part}.{kind}") as f:
+        return [json.loads(line) for line in f if line.strip()]
+def med(rs, field):
+    vals = [r[field] for r in rs if r.get(field) is not None]
+    return statistics.median(vals) if vals else None
+def line(name, what, warm, peers, extra):
+    w = med(warm, what)
+    for peer, rs in peers:
+        p = med(rs, what)
+        print(json.dumps({"name": name, "mcx_ms": w, "peer": peer, "peer_ms": p,
+                          "ratio": round(p / w, 3) if w and p is not None else None, "what": what,
+                          **extra, "reps": len(warm)}))
+for program in ["mlp20", "mlp100", "spmd4"]:
+    # The compile part: the backend's compile of the program alone where it can be timed alone (single
+    # device), else the first call minus a steady call (partitioning and the per-device compiles included).
+    part = "call" if program == "spmd4" else "compile"
+    what = "compile_ms" if program == "spmd4" else "backend_compile_ms"
+    cold, warm, interp = (runs(program, part, k) for k in ("cold", "warm", "interpreter"))
+    line(f"compile_{program}", what, warm, [("cold_cache", cold), ("interpreter", interp)],
+         {"kernels_compiled_cold": med(cold, "kernels_compiled"), "kernels_loaded_warm": med(warm, "kernels_loaded")})
+    cold, warm, interp = (runs(program, "call", k) for k in ("cold", "warm", "interpreter"))
+    line(f"first_call_{program}", "first_call_ms", warm, [("cold_cache", cold), ("interpreter", interp)],
+         {"trace_ms": med(warm, "trace_ms"), "run_ms": med(warm, "run_ms")})
+PY
