@@ -4,7 +4,8 @@
 #   1. a CNN trained data-parallel over 2 processes x 2 CPU devices (mcx-run), each process loading only its
 #      rows of every global batch; process 1 is killed (SIGKILL) mid-epoch and process 0 carries on over its own
 #      devices from the same batch, checkpointing (parameters, Adam moments, loader position) every epoch;
-#   2. a second run of the same command resumes from the newest checkpoint with both processes back, trains the
+#   2. a second run of the same command resumes from the newest checkpoint with both processes back, links the
+#      kernels the first run compiled from the persistent compilation cache instead of compiling them, trains the
 #      last epoch and exports the classifier with a symbolic batch;
 #   3. examples/serve_model, a C++ program with no model code, classifies the test set from the artifact alone.
 # It ends on a summary (6 epochs: 0.9137 held-out measured). After the build the runs take 3-5 minutes on 2 cores. Flags after the script's
@@ -20,7 +21,7 @@ rm -rf "$run"
 mkdir -p "$run"
 epochs=6
 train=("$build/examples/train_fashion_mnist/train_fashion_mnist" --model cnn --epochs "$epochs" --threads 1
-       --checkpoint-dir "$run/checkpoints" --min-accuracy 0)
+       --checkpoint-dir "$run/checkpoints" --compile-cache "$run/compile-cache" --min-accuracy 0)
 
 echo "== 1. CNN over 2 processes x 2 devices; process 1 is killed at step 300 (epoch 1), process 0 carries on =="
 "$build"/bin/mcx-run -n 2 --cpu-devices 2 --recoverable -- "${train[@]}" --steps $((468 * (epochs - 1))) \
@@ -42,6 +43,9 @@ echo "held-out accuracy after $epochs epochs:  $(value 'test acc' "$run/second.l
      "$(value accuracy "$run/serve.log") (served from the artifact)"
 echo "epoch time:                        $(grep '^\[p0\] train_fashion_mnist epoch' "$run/second.log" | tail -1 |
                                              sed -n 's/.*  \([0-9.]* s\)  [0-9]* devices.*/\1/p') (the last epoch, 2 processes x 2 devices)"
+kernels() { grep '^\[p0\] train_fashion_mnist: first step done' "$1" | sed 's/.*first step done \([0-9.]* s\) after start; kernels: \(.*\)/\2; first step \1 after start/'; }
+echo "compilation cache:                 run 1: $(kernels "$run/first.log")"
+echo "                                   run 2: $(kernels "$run/second.log")"
 grep -q "process failure survived (lost {1})" "$run/first.log" &&
   echo "failure survived:                  process 1 killed at step 300; process 0 carried on from step 300"
 echo "checkpoints:                       $(ls "$run/checkpoints" | tr '\n' ' ')(in $run/checkpoints)"

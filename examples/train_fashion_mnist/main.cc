@@ -46,6 +46,8 @@
 #include "examples/train_fashion_mnist/classifier_export.h"
 #include "examples/train_fashion_mnist/cnn_model.h"
 #include "examples/train_fashion_mnist/fashion_data.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/cache/kernel_cache.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
 #include "mcx/data/loader_state.h"
@@ -85,6 +87,7 @@ struct Config {
   std::string export_path;
   std::string schedule = "cosine";  // cosine (to 0 over --epochs) | constant
   int measure_allreduce = 0;  // > 0: time this many all-reduces of a gradient-sized tree at the end
+  std::string compile_cache;  // persistent compilation cache directory (empty: MCX_COMPILATION_CACHE_DIR)
 };
 
 // The model being trained: its parameters, loss and prediction.
@@ -143,7 +146,14 @@ int run(const Config& cfg) {
                 fashion::images_file(cfg.data, "train").c_str());
     return cfg.skip_if_missing ? 77 : 2;
   }
+  const auto t_start = std::chrono::steady_clock::now();
   const bool distributed = digits::start_devices(cfg.devices, cfg.threads, /*recoverable=*/true);
+  if (!cfg.compile_cache.empty()) {
+    mcx::cache::CacheOptions cache_options;
+    cache_options.directory = cfg.compile_cache;
+    cache_options.process_index = mcx::process_index();
+    mcx::value_or_throw(mcx::cache::install_kernel_cache(cache_options));
+  }
   const char* restart_count = std::getenv("MCX_RESTART_COUNT");
   if (restart_count != nullptr && std::string(restart_count) != "0") {
     throw mcx::FailedPrecondition("[train_fashion_mnist] this job carries on on the survivors of a failure; it does not "
@@ -280,6 +290,7 @@ int run(const Config& cfg) {
   // the rest of the scope (the live-set agreement on exit, placing t).
   double loss_sum = 0, data_wait = 0, program = 0, scope = 0, acc = 0, last_epoch_secs = 0;
   int64_t tested = 0, epoch_steps = 0;
+  bool reported_compile = false;
   auto t_epoch = std::chrono::steady_clock::now();
   auto seconds_since = [](auto t0) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto test_now = [&] {
@@ -312,6 +323,17 @@ int run(const Config& cfg) {
     loss_sum += next.loss;
     data_wait += next.data_wait;
     ++epoch_steps;
+    if (!reported_compile) {
+      // The warm start: how much of the first step was making kernels, and whether the cache supplied them.
+      reported_compile = true;
+      const mcx::cpu::codegen::CodegenStats cg = mcx::cpu::codegen::stats();
+      std::printf("%s: first step done %.2f s after start; kernels: %lld compiled (%.0f ms), %lld loaded from the "
+                  "compilation cache (%.0f ms)%s\n",
+                  kTool, seconds_since(t_start), static_cast<long long>(cg.kernels_compiled), cg.compile_ms_total,
+                  static_cast<long long>(cg.kernels_loaded), cg.load_ms_total,
+                  mcx::cache::installed_kernel_cache() ? "" : " (no cache: --compile-cache DIR)");
+      std::fflush(stdout);
+    }
     const bool epoch_end = state.steps % per_epoch == 0;
     if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
       if (ckpt != nullptr) {
@@ -417,6 +439,9 @@ int main(int argc, char** argv) {
   app.add_option("--measure-allreduce", cfg.measure_allreduce,
                  "at the end, time this many all-reduces of the gradient leaves (the step's collectives alone)");
   app.add_option("--export", cfg.export_path, "write the trained classifier as an mcx artifact (symbolic batch)");
+  app.add_option("--compile-cache", cfg.compile_cache,
+                 "persistent compilation cache directory: generated kernels are written there, and a later run "
+                 "links them instead of compiling (default: MCX_COMPILATION_CACHE_DIR, if set)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);

@@ -55,11 +55,9 @@ void KernelCache::save(const cpu::codegen::KernelKey& key, std::string_view obje
 
 absl::StatusOr<std::shared_ptr<KernelCache>> install_kernel_cache(CacheOptions options) {
   MCX_ASSIGN_OR_RETURN(CacheOptions resolved, resolve_options(std::move(options)));
-  std::shared_ptr<KernelCache> store;
-  if (!resolved.directory->empty()) {
-    MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> cache, CompilationCache::open(resolved));
-    store = std::make_shared<KernelCache>(std::shared_ptr<CompilationCache>(std::move(cache)));
-  }
+  if (resolved.directory->empty()) return std::shared_ptr<KernelCache>();
+  MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> cache, CompilationCache::open(resolved));
+  auto store = std::make_shared<KernelCache>(std::shared_ptr<CompilationCache>(std::move(cache)));
   std::lock_guard<std::mutex> lock(g_mu);
   g_installed = store;
   cpu::codegen::set_kernel_store(store);

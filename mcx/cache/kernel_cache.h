@@ -38,9 +38,9 @@ class KernelCache final : public cpu::codegen::KernelStore {
 };
 
 // Opens the cache that options (resolved against the MCX_COMPILATION_CACHE_* flags) describe and installs it
-// as the kernel store. Returns the installed store, or nullptr when no directory is configured (the cache is
-// off; any store installed before is removed). Errors: those of CompilationCache::open (a directory other
-// users may write, a bad flag value).
+// as the kernel store (replacing any installed before). Returns the installed store, or nullptr when no
+// directory is configured (then nothing changes: a store installed before stays). Errors: those of
+// CompilationCache::open (a directory other users may write, a bad flag value).
 absl::StatusOr<std::shared_ptr<KernelCache>> install_kernel_cache(CacheOptions options = {});
 
 // The store install_kernel_cache installed, or nullptr.

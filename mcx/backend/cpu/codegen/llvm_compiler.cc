@@ -70,6 +70,16 @@ struct Isa {
 };
 constexpr Isa kIsas[] = {{'b', 128, ""}, {'d', 256, "avx2"}, {'e', 512, "avx512f"}};
 
+#if defined(MCX_SANITIZER_BUILD)
+// Sanitizer builds instrument the interpreter's vmath loops, which then need not be vectorised into libmvec
+// calls (ThreadSanitizer's are not: they compute with scalar libm), so libmvec's values would not be the
+// interpreter's. There kernels call the scalar helpers, which are vmath itself: bit for bit the interpreter,
+// at a cost only sanitizer runs pay.
+constexpr bool kOfferVectorVariants = false;
+#else
+constexpr bool kOfferVectorVariants = true;
+#endif
+
 class Session {
  public:
   static absl::StatusOr<Session*> get() {
@@ -179,7 +189,7 @@ class Session {
     void* libmvec = dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);  // kept open for the process
     for (const MathHelper& h : math_helpers()) {
       define(std::string(h.name), h.address);
-      if (h.libmvec_stem.empty() || libmvec == nullptr) continue;
+      if (!kOfferVectorVariants || h.libmvec_stem.empty() || libmvec == nullptr) continue;
       std::vector<VectorVariant>& vs = variants_[std::string(h.name)];
       for (const Isa& isa : kIsas) {
         if (!host_has(isa.feature)) continue;
