@@ -15,13 +15,16 @@ namespace {
 // Bumped when the encoding below changes.
 constexpr std::string_view kFormatTag = "mcx.ir.fingerprint.v1";
 
-// Feeds a canonical byte stream into SHA-256: fixed-width little-endian integers, length-prefixed strings.
+// Writes the canonical byte stream: fixed-width little-endian integers, length-prefixed strings.
 class Encoder {
  public:
-  void bytes(const void* p, size_t n) {
-    if (n > 0) h_.update(std::span<const uint8_t>(static_cast<const uint8_t*>(p), n));
+  explicit Encoder(std::string& out) : out_(out) {}
+  void bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void u64(uint64_t v) {
+    char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    out_.append(b, 8);
   }
-  void u64(uint64_t v) { h_.update_u64(v); }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void str(std::string_view s) {
     u64(s.size());
@@ -58,10 +61,9 @@ class Encoder {
         },
         a);
   }
-  Sha256Digest finish() { return h_.digest(); }
 
  private:
-  Sha256 h_;
+  std::string& out_;
 };
 
 }  // namespace
@@ -72,8 +74,10 @@ int required_opset(const Program& p) {
   return need;
 }
 
-std::array<uint8_t, 32> fingerprint(const Program& p) {
-  Encoder e;
+std::string canonical_encoding(const Program& p) {
+  std::string out;
+  out.reserve(64 + 48 * p.instrs.size());
+  Encoder e(out);
   e.str(kFormatTag);
   // The opset the program needs, not the build's: a program of opset-1 ops encodes 1, so adding
   // ops to the opset leaves the fingerprints of existing programs (and persistent caches) unchanged.
@@ -100,8 +104,10 @@ std::array<uint8_t, 32> fingerprint(const Program& p) {
   }
   e.u64(p.results.size());
   for (ValueId v : p.results) e.i64(v);
-  return e.finish();
+  return out;
 }
+
+std::array<uint8_t, 32> fingerprint(const Program& p) { return sha256(canonical_encoding(p)); }
 
 std::string fingerprint_hex(const Program& p) { return to_hex(fingerprint(p)); }
 

@@ -1,4 +1,6 @@
-// Structural fingerprint of a Program: SHA-256 over a canonical binary encoding.
+// Structural fingerprint of a Program: SHA-256 over its canonical binary encoding, the one canonical form
+// of a program (the in-memory executable cache keys by the encoding itself, the persistent cache and export
+// by its digest).
 //
 // Encoded: a format tag and required_opset(program) (not kOpsetVersion, so growing the op set keeps the
 // fingerprints of programs that do not use the new ops); the scope constraints (each as normalised "lhs op rhs",
@@ -28,6 +30,10 @@ namespace mcx::ir {
 // conv_general_dilated or reduce_window).
 int required_opset(const Program& program);
 
+// The canonical encoding (binary, not printable; ir::print_program gives text). Equal encodings mean programs
+// that compute the same function on the same types.
+std::string canonical_encoding(const Program& program);
+// SHA-256 of canonical_encoding(program).
 std::array<uint8_t, 32> fingerprint(const Program& program);
 // Lower-case hex of fingerprint(program), 64 characters.
 std::string fingerprint_hex(const Program& program);

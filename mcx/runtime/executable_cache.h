@@ -1,11 +1,12 @@
 // Compiled executables, cached by the structure of the program.
 //
-// The key is program_key(): a canonical binary encoding of the program (op kinds, operand numbering,
-// attributes including constant data bit for bit, parameter and result types, symbolic scope). Two
-// programs that differ only in their name share an entry. Compilation happens outside the lock; when two
-// threads compile the same key at once, both compile and the first insert wins (the work is duplicated,
-// never the entry). The lock is a std::mutex rather than absl::Mutex because Debian's abseil is not built
-// with ThreadSanitizer annotations, so TSAN cannot see absl::Mutex and reports false races.
+// The key is program_key(): the program's canonical encoding (ir/fingerprint.h: op kinds, operand numbering,
+// attributes including constant data bit for bit, parameter and result types, symbolic constraints), plus
+// whether kernels are generated. Two programs that differ only in their name share an entry. Compilation
+// happens outside the lock; when two threads compile the same key at once, both compile and the first insert
+// wins (the work is duplicated, never the entry). The lock is a std::mutex rather than absl::Mutex because
+// Debian's abseil is not built with ThreadSanitizer annotations, so TSAN cannot see absl::Mutex and reports
+// false races.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,7 @@
 
 namespace mcx {
 
-// Canonical structural encoding of a program (not printable; use ir::print_program for text). Equal
-// keys imply programs that compute the same function on the same types.
+// ir::canonical_encoding(program): equal keys imply programs that compute the same function on the same types.
 std::string program_key(const ir::Program& program);
 
 class ExecutableCache {
