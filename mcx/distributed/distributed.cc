@@ -8,7 +8,9 @@
 #include "mcx/core/config.h"
 #include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
+#include "mcx/core/job_key_value.h"
 #include "mcx/core/topology.h"
+#include "mcx/distributed/agent_key_value.h"
 #include "mcx/distributed/data_plane.h"
 #include "mcx/distributed/fast_path_client.h"
 #include "mcx/distributed/grpc_client.h"
@@ -61,6 +63,7 @@ struct Runtime {
   std::unique_ptr<CoordinationService> service ABSL_GUARDED_BY(mu);
   std::unique_ptr<GrpcCoordinationServer> server ABSL_GUARDED_BY(mu);
   std::unique_ptr<CoordinationAgent> agent ABSL_GUARDED_BY(mu);
+  std::shared_ptr<AgentKeyValue> job_kv ABSL_GUARDED_BY(mu);  // the agent for lower layers (job_key_value.h)
 };
 
 Runtime& runtime() {
@@ -299,6 +302,8 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     return s;
   }
   attach_process_preemption_sync(r.agent.get());
+  r.job_kv = std::make_shared<AgentKeyValue>(r.agent.get(), c.process_id, c.num_processes);
+  set_job_key_value(r.job_kv);
   log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
                 c.num_processes, c.coordinator_address, c.detected_by);
   return absl::OkStatus();
@@ -311,6 +316,11 @@ absl::Status shutdown_or_status() {
   MutexLock lock(&r.mu);
   if (!r.agent) return absl::OkStatus();
   detach_process_preemption_sync();  // its watcher uses the agent: joined before the agent goes
+  if (r.job_kv) {
+    set_job_key_value(nullptr);
+    r.job_kv->close();  // waits for calls in progress: none uses the agent after this
+    r.job_kv.reset();
+  }
   stop_data_plane();
   absl::Status s = r.agent->shutdown();
   if (r.service) {

@@ -13,10 +13,10 @@ void report_at_exit() {
   std::shared_ptr<cache::KernelCache> store = cache::installed_kernel_cache();
   const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
   if (!store && cg.kernels_compiled == 0) return;
-  std::string line = fmt::format("[codegen] kernels compiled {} ({:.1f} ms), loaded from the cache {} ({:.1f} ms), "
-                                 "shared in process {}",
-                                 cg.kernels_compiled, cg.compile_ms_total, cg.kernels_loaded, cg.load_ms_total,
-                                 cg.kernel_reuses);
+  std::string line = fmt::format("[codegen] kernels compiled {} ({:.1f} ms), loaded from the cache {} and from "
+                                 "other processes {} ({:.1f} ms), shared in process {}",
+                                 cg.kernels_compiled, cg.compile_ms_total, cg.kernels_loaded,
+                                 cg.kernels_from_peers, cg.load_ms_total, cg.kernel_reuses);
   if (store) {
     const cache::CacheStats s = store->cache().stats();
     line += fmt::format("; compilation cache {}: hits {}, misses {}, writes {}, corrupt entries {}, compile time "

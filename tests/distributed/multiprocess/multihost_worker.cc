@@ -4,6 +4,7 @@
 // Modes: all (default); timeout (the last process skips a sync_global_devices, the others must time out
 // naming it); names (process 0 syncs under another name: every process must fail naming both).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -12,6 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/codegen/kernel_sharing.h"
+#include "mcx/backend/cpu/codegen/kernel_store.h"
+#include "mcx/core/job_key_value.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
 #include "tests/distributed/multiprocess/worker_output.h"
@@ -137,6 +142,81 @@ void run_all(int pid, int n) {
   });
 }
 
+// Three generated kernels (different signatures), each compiled through compile_fused and run; the values are
+// compared with the interpreter's bit for bit. Prints "NOTE kernels compiled=<c> from_peers=<p>".
+// silent_claimant: the last process claims every kernel and never publishes it (as a claimant that hangs):
+// the others must give up after MCX_SHARE_COMPILED_TIMEOUT_S and compile themselves.
+void share_kernels(int pid, int n, bool silent_claimant) {
+  namespace cg = mcx::cpu::codegen;
+  using mcx::ir::OpKind;
+  std::vector<mcx::cpu::FusedGroup> groups(3);
+  groups[0].leaf_dtypes = {mcx::DType::kFloat32, mcx::DType::kFloat32};
+  groups[0].nodes = {{OpKind::kExp, mcx::DType::kFloat32, mcx::DType::kFloat32, {0}},
+                     {OpKind::kMul, mcx::DType::kFloat32, mcx::DType::kFloat32, {2, 1}},
+                     {OpKind::kTanh, mcx::DType::kFloat32, mcx::DType::kFloat32, {3}}};
+  groups[0].outputs = {2};
+  groups[1].leaf_dtypes = {mcx::DType::kInt32, mcx::DType::kInt32};
+  groups[1].nodes = {{OpKind::kDiv, mcx::DType::kInt32, mcx::DType::kInt32, {0, 1}},
+                     {OpKind::kRem, mcx::DType::kInt32, mcx::DType::kInt32, {2, 1}}};
+  groups[1].outputs = {0, 1};
+  groups[2].leaf_dtypes = {mcx::DType::kFloat64, mcx::DType::kFloat64};
+  groups[2].nodes = {{OpKind::kLog1p, mcx::DType::kFloat64, mcx::DType::kFloat64, {0}},
+                     {OpKind::kLt, mcx::DType::kBool, mcx::DType::kFloat64, {2, 1}}};
+  groups[2].outputs = {0, 1};
+  if (silent_claimant && pid == n - 1) {
+    check("claim_every_kernel", [&]() -> std::string {
+      for (const auto& g : groups) {
+        const cg::KernelKey key{cg::signature(g), cg::target_description()};
+        auto claimed = mcx::job_key_value()->insert(cg::shared_kernel_owner_key(key), std::to_string(pid));
+        if (!claimed.ok() || !*claimed) return "could not claim a kernel";
+      }
+      return std::string();
+    });
+  }
+  mh::sync_global_devices("share_kernels_start", absl::Seconds(30));
+  if (!(silent_claimant && pid == n - 1)) {
+    check("shared_kernels_compute_the_interpreters_values", [&]() -> std::string {
+      for (auto g : groups) {
+        const int64_t len = 3000;
+        g.dims = {len};
+        auto kernel = cg::compile_fused(g);
+        if (!kernel.ok()) return std::string(kernel.status().message());
+        std::vector<mcx::Buffer> leaves;
+        std::vector<mcx::cpu::View> views;
+        for (size_t i = 0; i < g.leaf_dtypes.size(); ++i) {
+          mcx::Buffer b = mcx::Buffer::uninitialized(g.leaf_dtypes[i], {len});
+          for (int64_t e = 0; e < len; ++e) {
+            const double v = std::sin(0.37 * e + i) * 9.0 + (i == 1 ? 0.0 : 1.5);
+            if (g.leaf_dtypes[i] == mcx::DType::kInt32) b.mutable_data<int32_t>()[e] = static_cast<int32_t>(v);
+            else if (g.leaf_dtypes[i] == mcx::DType::kFloat32) b.mutable_data<float>()[e] = static_cast<float>(v);
+            else b.mutable_data<double>()[e] = v;
+          }
+          views.push_back(mcx::cpu::view_of(b));
+          leaves.push_back(std::move(b));
+        }
+        std::vector<mcx::Buffer> outs[2];
+        for (int pass = 0; pass < 2; ++pass) {
+          mcx::cpu::FusedGroup run = g;
+          run.kernel = pass == 0 ? *kernel : nullptr;
+          std::vector<std::byte*> ptrs;
+          for (int o : g.outputs) {
+            outs[pass].push_back(mcx::Buffer::zeros(g.nodes[o].dtype, {len}));
+            ptrs.push_back(static_cast<std::byte*>(outs[pass].back().mutable_data()));
+          }
+          mcx::cpu::run_fused(run, views, ptrs);
+        }
+        for (size_t j = 0; j < outs[0].size(); ++j) {
+          if (!outs[0][j].bitwise_equal(outs[1][j])) return absl::StrCat("output ", j, " differs from the interpreter");
+        }
+      }
+      return std::string();
+    });
+  }
+  const cg::CodegenStats st = cg::stats();
+  print_line(absl::StrCat("NOTE kernels compiled=", st.kernels_compiled, " from_peers=", st.kernels_from_peers));
+  mh::sync_global_devices("share_kernels_end", absl::Seconds(60));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,6 +242,8 @@ int main(int argc, char** argv) {
     });
     std::fflush(stdout);
     std::_Exit(g_checks.failures() == 0 ? 0 : 1);  // the job is out of step: no shutdown barrier
+  } else if (mode == "share_kernels" || mode == "share_kernels_silent_claimant") {
+    share_kernels(pid, n, mode == "share_kernels_silent_claimant");
   } else if (mode == "names") {
     check("sync_names_differ", [&]() -> std::string {
       return expect_error("sync_global_devices under different names", absl::StatusCode::kFailedPrecondition,

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/kernel_sharing.h"
 #include "mcx/backend/cpu/codegen/kernel_store.h"
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
 #include "mcx/backend/cpu/elementwise.h"
@@ -143,10 +144,33 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGr
       k->symbol += "_recompiled";
     }
   }
-  MCX_ASSIGN_OR_RETURN(std::string object, llvm_compile_object(g, k->symbol));
+  // Another process of the job may compile it for us (kernel_sharing.h).
+  ShareOutcome shared;
+  if (sharing_enabled()) shared = share_or_claim(key);
+  if (shared.kind == ShareOutcome::kFromPeer) {
+    absl::StatusOr<FusedKernelFn> fn = llvm_load_object(shared.object, k->symbol);
+    if (fn.ok()) {
+      if (store) store->save(key, shared.object, ms_since(t0));  // node-local caches warm up too
+      k->fn = *fn;
+      k->from_peer = true;
+      k->compile_ms = ms_since(t0);
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      ++r.stats.kernels_from_peers;
+      r.stats.load_ms_total += k->compile_ms;
+      return std::shared_ptr<const GeneratedKernel>(std::move(k));
+    }
+    log_warn("[codegen] a shared kernel {} did not load, compiling it: {}", k->symbol, std::string(fn.status().message()));
+    k->symbol += "_recompiled";
+  } else if (!shared.why.empty()) {
+    log_warn("[codegen] compiling kernel {} here: {}", k->symbol, shared.why);
+  }
+  absl::StatusOr<std::string> object = llvm_compile_object(g, k->symbol);
+  if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
+  if (!object.ok()) return object.status();
   const double compile_ms = ms_since(t0);
-  if (store) store->save(key, object, compile_ms);
-  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(object, k->symbol));
+  if (store) store->save(key, *object, compile_ms);
+  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(*object, k->symbol));
   k->compile_ms = ms_since(t0);
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -36,6 +36,7 @@ struct GeneratedKernel {
   FusedKernelFn fn = nullptr;
   std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>")
   bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
+  bool from_peer = false;   // object code another process of the job compiled (kernel_sharing.h)
   double compile_ms = 0;    // compile (IR, optimisation, machine code) and link, or load and link
 };
 
@@ -61,7 +62,8 @@ std::string unsupported_reason(const FusedGroup& g);
 std::string signature(const FusedGroup& g);
 
 // Returns g's kernel: the one already made in this process for g's signature, else its object code from the
-// kernel store (kernel_store.h: the persistent compilation cache) linked in, else compiled (IR, O3, machine
+// kernel store (kernel_store.h: the persistent compilation cache) linked in, else (MCX_SHARE_COMPILED, in a
+// job) the object another process of the job compiled (kernel_sharing.h), else compiled (IR, O3, machine
 // code: typically 5-20 ms per kernel on one core), offered to the store and linked in. Errors:
 // Unimplemented when not built with LLVM or unsupported_reason(g) is not empty; Internal when LLVM fails
 // (its message included). A stored object that does not load is logged and compiled instead.
@@ -75,6 +77,7 @@ std::string target_description();
 struct CodegenStats {
   int64_t kernels_compiled = 0;  // distinct signatures compiled
   int64_t kernels_loaded = 0;    // distinct signatures loaded from the kernel store
+  int64_t kernels_from_peers = 0;  // distinct signatures another process of the job compiled (MCX_SHARE_COMPILED)
   int64_t kernel_reuses = 0;     // compile_fused calls answered by a kernel already in this process
   double compile_ms_total = 0;
   double load_ms_total = 0;

@@ -1,0 +1,39 @@
+// The job's key-value store (the coordination service) as the layers below distributed see it: distributed
+// installs an implementation when initialize() succeeds and removes it at shutdown(), so that, e.g., the code
+// generator can share compiled kernels between the processes of a job without depending on the distributed
+// layer (the registry pattern of topology.h and peer_group.h; docs/architecture.md).
+//
+// Thread-safety: the registry functions are thread-safe; implementations are thread-safe. Every call that
+// may block takes a timeout.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mcx {
+
+class JobKeyValue {
+ public:
+  virtual ~JobKeyValue() = default;
+  virtual int process_index() const = 0;
+  virtual int process_count() const = 0;
+  // Creates key with value unless it exists. true: this call created it; false: it existed already (or is
+  // another writer's under identity binding). Errors: the service's (Unavailable, ResourceExhausted, ...), or
+  // FailedPrecondition after shutdown.
+  virtual absl::StatusOr<bool> insert(std::string_view key, std::string_view value) = 0;
+  // Writes key (overwriting). Keys under this process's prefix (mcx/task/<index>/...) are always its own.
+  virtual absl::Status set(std::string_view key, std::string_view value) = 0;
+  // The value of key, waiting up to timeout for it to appear: DeadlineExceeded (or NotFound) when it does not.
+  virtual absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout) = 0;
+};
+
+// Installs (or, with nullptr, removes) the job's store.
+void set_job_key_value(std::shared_ptr<JobKeyValue> store);
+// The installed store, or nullptr outside a multi-process job.
+std::shared_ptr<JobKeyValue> job_key_value();
+
+}  // namespace mcx
