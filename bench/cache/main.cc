@@ -2,7 +2,10 @@
 // and running, with the code generator's counts. bench/cache/run.sh runs it in fresh processes on a cold and
 // then a warm compilation cache (MCX_COMPILATION_CACHE_DIR) and prints the ratios.
 //
-//   bench_cache --program mlp20|mlp100|spmd4 [--part call|compile] [--batch 64]
+//   bench_cache --program mlp20|mlp100|spmd4 [--part call|compile] [--batch 64] [--distributed]
+//
+// --distributed: join the job mcx-run started (distributed::initialize) first, so that MCX_SHARE_COMPILED can
+// share kernels between the processes; the line then also has "process" and "kernels_from_peers".
 //
 // Programs: mlpN = jit(value_and_grad) of an N-layer, 256-wide ReLU MLP (the loss is a mean of squares);
 // spmd4 = the 20-layer step on 4 CPU devices with the batch sharded (partitioner + per-device compile).
@@ -18,6 +21,7 @@
 #include "CLI/CLI.hpp"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/executable.h"
+#include "mcx/distributed/distributed.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/mesh.h"
 #include "mcx/trace/grad.h"
@@ -51,11 +55,14 @@ int main(int argc, char** argv) {
   app.add_option("--program", program, "mlp20, mlp100 or spmd4")->check(CLI::IsMember({"mlp20", "mlp100", "spmd4"}));
   app.add_option("--batch", batch, "rows of x")->check(CLI::PositiveNumber);
   app.add_option("--part", part, "call or compile")->check(CLI::IsMember({"call", "compile"}));
+  bool distributed = false;
+  app.add_flag("--distributed", distributed, "join the job mcx-run started");
   CLI11_PARSE(app, argc, argv);
   const bool spmd = program == "spmd4";
   const int layers = program == "mlp100" ? 100 : 20;
   if (spmd) mcx::set_cpu_device_count(4);
   try {
+    if (distributed) mcx::distributed::initialize();
     const int width = 256;
     Tree params;
     auto key = mcx::random::key(7);
@@ -110,8 +117,14 @@ int main(int argc, char** argv) {
     const mcx::cpu::codegen::CodegenStats st = mcx::cpu::codegen::stats();
     j["kernels_compiled"] = st.kernels_compiled;
     j["kernels_loaded"] = st.kernels_loaded;
+    if (distributed) {
+      j["process"] = mcx::process_index();
+      j["kernels_from_peers"] = st.kernels_from_peers;
+    }
     j["codegen"] = mcx::cpu::codegen::enabled();
     std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    if (distributed) mcx::distributed::shutdown();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cache: %s\n", e.what());
     return 1;
