@@ -18,6 +18,8 @@
 #include "mcx/cache/kernel_cache.h"
 #include "mcx/core/buffer.h"
 #include "mcx/core/hash.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace mcx::cache {
 namespace {
@@ -28,21 +30,7 @@ using cpu::FusedGroup;
 using cpu::FusedNode;
 using ir::OpKind;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "mcx_kernel_cache_test_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 // Three groups with different signatures: transcendental, integer and comparison chains.
 std::vector<FusedGroup> groups() {
@@ -65,15 +53,8 @@ std::vector<FusedGroup> groups() {
 
 // Runs this binary as KernelCacheChild.CompileAndRun with the cache in dir; returns its output.
 std::string run_child(const std::string& dir) {
-  const std::string cmd = "MCX_TEST_KERNEL_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir + " timeout 120 /proc/" +
-                          std::to_string(getpid()) + "/exe --gtest_filter=KernelCacheChild.CompileAndRun 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "popen failed";
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  pclose(p);
-  return out;
+  return test::run_command("MCX_TEST_KERNEL_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir + " timeout 120 /proc/" +
+                           std::to_string(getpid()) + "/exe --gtest_filter=KernelCacheChild.CompileAndRun 2>&1");
 }
 
 // The value after "name=" in the child's report line.

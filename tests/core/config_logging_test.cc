@@ -9,6 +9,7 @@
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "tests/support/run_command.h"
 
 namespace mcx {
 namespace {
@@ -189,16 +190,8 @@ TEST(LoggingTest, PrefixLevelAndFormatting) {
 
 // Runs this binary again with MCX_LOG_LEVEL set, so the logger is created fresh from the environment.
 std::string run_child(const std::string& level) {
-  const std::string cmd = "MCX_TEST_LOGGING_CHILD=1 MCX_LOG_LEVEL=" + level +
-                          " timeout 30 /proc/" + std::to_string(getpid()) +
-                          "/exe --gtest_filter=LoggingChild.ReportLevel 2>&1";
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return "popen failed";
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  pclose(p);
-  return out;
+  return test::run_command("MCX_TEST_LOGGING_CHILD=1 MCX_LOG_LEVEL=" + level + " timeout 30 /proc/" +
+                           std::to_string(getpid()) + "/exe --gtest_filter=LoggingChild.ReportLevel 2>&1");
 }
 
 TEST(LoggingTest, LevelFromEnvironment) {

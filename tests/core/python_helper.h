@@ -1,6 +1,8 @@
 // Helpers for core tests that use Debian's numpy as an independent reference.
 #pragma once
 
+#include "tests/support/temp_dir.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,23 +12,7 @@
 
 namespace mcx::testing {
 
-// A fresh temporary directory, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mcx_core_test_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempDir = test::TempDir;
 
 inline bool have_numpy() {
   static const bool ok = std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;

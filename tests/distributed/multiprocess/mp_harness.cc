@@ -20,17 +20,6 @@ std::string live_scope_worker_path() { return MCX_TEST_LIVE_SCOPE_WORKER; }
 std::string hello_path() { return MCX_TEST_HELLO; }
 std::string make_certs_script() { return MCX_TEST_MAKE_CERTS; }
 
-TempDir::TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "mcx_mp_XXXXXX").string();
-  char* p = mkdtemp(tmpl.data());
-  path_ = p ? p : "";
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
 bool make_certs(const std::string& dir, int n) {
   Harness h;
   int i = h.spawn("make_certs", {"bash", make_certs_script(), dir, std::to_string(n)});

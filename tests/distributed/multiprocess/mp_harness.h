@@ -15,6 +15,8 @@
 
 #include "tools/common/subprocess.h"
 
+#include "tests/support/temp_dir.h"
+
 namespace mcx::mptest {
 
 using tools::Clock;
@@ -31,17 +33,7 @@ std::string live_scope_worker_path();            // live_scope_worker
 std::string hello_path();                        // hello_distributed
 std::string make_certs_script();
 
-// A fresh temporary directory, removed (recursively) by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = test::TempDir;
 
 // Runs make_certs.sh into dir for n tasks; returns false (and prints why) on failure.
 bool make_certs(const std::string& dir, int n);

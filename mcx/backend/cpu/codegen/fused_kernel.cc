@@ -104,79 +104,67 @@ std::string signature(const FusedGroup& g) {
 
 namespace {
 
-std::string symbol_of(const std::string& sig) {
-  const Sha256Digest d = sha256(sig);
-  std::string symbol = "mcx_fused_";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 12; ++i) {
-    symbol += kHex[d[i] >> 4];
-    symbol += kHex[d[i] & 15];
-  }
-  return symbol;
-}
+std::string symbol_of(const std::string& sig) { return "mcx_fused_" + to_hex(sha256(sig)).substr(0, 24); }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Loads g's object code from the kernel store, or compiles it (and offers it to the store).
+enum class Source { kStore, kPeer, kCompiled };
+
+// Links object into the JIT as k's code and counts where it came from.
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<GeneratedKernel> k, std::string_view object,
+                                                            Source source, std::chrono::steady_clock::time_point t0) {
+  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(object, k->symbol));
+  k->from_store = source == Source::kStore;
+  k->from_peer = source == Source::kPeer;
+  k->compile_ms = ms_since(t0);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  switch (source) {
+    case Source::kStore: ++r.stats.kernels_loaded; break;
+    case Source::kPeer: ++r.stats.kernels_from_peers; break;
+    case Source::kCompiled: ++r.stats.kernels_compiled; break;
+  }
+  (source == Source::kCompiled ? r.stats.compile_ms_total : r.stats.load_ms_total) += k->compile_ms;
+  return std::shared_ptr<const GeneratedKernel>(std::move(k));
+}
+
+// g's kernel from the kernel store, else from another process of the job, else compiled (and offered to both).
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGroup& g, const std::string& sig) {
   auto k = std::make_shared<GeneratedKernel>();
   k->symbol = symbol_of(sig);
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<KernelStore> store = kernel_store();
   const KernelKey key{sig, target_description()};
+  // An object that does not link may be partly defined in the JIT: the fallback compiles under another name.
+  auto fall_back = [&](const char* what, const absl::Status& why) {
+    log_warn("[codegen] {} kernel {} did not load, compiling it: {}", what, k->symbol, std::string(why.message()));
+    k->symbol += "_recompiled";
+  };
   if (store) {
     if (std::optional<std::string> object = store->load(key)) {
-      absl::StatusOr<FusedKernelFn> fn = llvm_load_object(*object, k->symbol);
-      if (fn.ok()) {
-        k->fn = *fn;
-        k->from_store = true;
-        k->compile_ms = ms_since(t0);
-        Registry& r = registry();
-        std::lock_guard<std::mutex> lock(r.mu);
-        ++r.stats.kernels_loaded;
-        r.stats.load_ms_total += k->compile_ms;
-        return std::shared_ptr<const GeneratedKernel>(std::move(k));
-      }
-      // The object may be partly defined in the JIT now: compile under another name.
-      log_warn("[codegen] stored kernel {} did not load, compiling it: {}", k->symbol, std::string(fn.status().message()));
-      k->symbol += "_recompiled";
+      auto linked = link(k, *object, Source::kStore, t0);
+      if (linked.ok()) return linked;
+      fall_back("stored", linked.status());
     }
   }
   // Another process of the job may compile it for us (kernel_sharing.h).
   ShareOutcome shared;
   if (sharing_enabled()) shared = share_or_claim(key);
   if (shared.kind == ShareOutcome::kFromPeer) {
-    absl::StatusOr<FusedKernelFn> fn = llvm_load_object(shared.object, k->symbol);
-    if (fn.ok()) {
-      if (store) store->save(key, shared.object, ms_since(t0));  // node-local caches warm up too
-      k->fn = *fn;
-      k->from_peer = true;
-      k->compile_ms = ms_since(t0);
-      Registry& r = registry();
-      std::lock_guard<std::mutex> lock(r.mu);
-      ++r.stats.kernels_from_peers;
-      r.stats.load_ms_total += k->compile_ms;
-      return std::shared_ptr<const GeneratedKernel>(std::move(k));
-    }
-    log_warn("[codegen] a shared kernel {} did not load, compiling it: {}", k->symbol, std::string(fn.status().message()));
-    k->symbol += "_recompiled";
+    if (store) store->save(key, shared.object, ms_since(t0));  // node-local caches warm up too
+    auto linked = link(k, shared.object, Source::kPeer, t0);
+    if (linked.ok()) return linked;
+    fall_back("shared", linked.status());
   } else if (!shared.why.empty()) {
     log_warn("[codegen] compiling kernel {} here: {}", k->symbol, shared.why);
   }
   absl::StatusOr<std::string> object = llvm_compile_object(g, k->symbol);
   if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
   if (!object.ok()) return object.status();
-  const double compile_ms = ms_since(t0);
-  if (store) store->save(key, *object, compile_ms);
-  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(*object, k->symbol));
-  k->compile_ms = ms_since(t0);
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  ++r.stats.kernels_compiled;
-  r.stats.compile_ms_total += k->compile_ms;
-  return std::shared_ptr<const GeneratedKernel>(std::move(k));
+  if (store) store->save(key, *object, ms_since(t0));
+  return link(k, *object, Source::kCompiled, t0);
 }
 
 }  // namespace

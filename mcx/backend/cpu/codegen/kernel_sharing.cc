@@ -24,14 +24,7 @@ const Flag<double> kShareTimeoutFlag(
 constexpr size_t kMaxSharedObjectBytes = size_t{4} << 20;
 
 std::string digest_of(const KernelKey& key) {
-  const Sha256Digest d = sha256(absl::StrCat(key.signature, "\n", key.target));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (int i = 0; i < 16; ++i) {
-    hex += kHex[d[i] >> 4];
-    hex += kHex[d[i] & 15];
-  }
-  return hex;
+  return to_hex(sha256(absl::StrCat(key.signature, "\n", key.target))).substr(0, 32);
 }
 
 std::string owner_key(const std::string& digest) { return absl::StrCat("mcx/compiled_kernels/", digest, "/owner"); }

@@ -17,31 +17,29 @@ T one(T x) {
 }  // namespace
 }  // namespace mcx::cpu::codegen
 
+// Each name in a float ("...f") and a double version; erf is scalar libm in the interpreter too.
+#define MCX_CG_UNARY(name, fn)                             \
+  float mcx_cg_##name##f(float x) { return one<fn>(x); } \
+  double mcx_cg_##name(double x) { return one<fn>(x); }
+
 extern "C" {
 // NOLINTBEGIN(readability-identifier-naming): C symbols named for the JIT.
 using mcx::cpu::VFn;
 using mcx::cpu::codegen::one;
-float mcx_cg_expf(float x) { return one<VFn::kExp>(x); }
-float mcx_cg_logf(float x) { return one<VFn::kLog>(x); }
-float mcx_cg_log1pf(float x) { return one<VFn::kLog1p>(x); }
-float mcx_cg_expm1f(float x) { return one<VFn::kExpm1>(x); }
-float mcx_cg_tanhf(float x) { return one<VFn::kTanh>(x); }
-float mcx_cg_sinf(float x) { return one<VFn::kSin>(x); }
-float mcx_cg_cosf(float x) { return one<VFn::kCos>(x); }
+MCX_CG_UNARY(exp, VFn::kExp)
+MCX_CG_UNARY(log, VFn::kLog)
+MCX_CG_UNARY(log1p, VFn::kLog1p)
+MCX_CG_UNARY(expm1, VFn::kExpm1)
+MCX_CG_UNARY(tanh, VFn::kTanh)
+MCX_CG_UNARY(sin, VFn::kSin)
+MCX_CG_UNARY(cos, VFn::kCos)
 float mcx_cg_erff(float x) { return std::erf(x); }
+double mcx_cg_erf(double x) { return std::erf(x); }
 float mcx_cg_powf(float x, float y) {
   float r;
   mcx::cpu::vpow(&x, &y, &r, 1);
   return r;
 }
-double mcx_cg_exp(double x) { return one<VFn::kExp>(x); }
-double mcx_cg_log(double x) { return one<VFn::kLog>(x); }
-double mcx_cg_log1p(double x) { return one<VFn::kLog1p>(x); }
-double mcx_cg_expm1(double x) { return one<VFn::kExpm1>(x); }
-double mcx_cg_tanh(double x) { return one<VFn::kTanh>(x); }
-double mcx_cg_sin(double x) { return one<VFn::kSin>(x); }
-double mcx_cg_cos(double x) { return one<VFn::kCos>(x); }
-double mcx_cg_erf(double x) { return std::erf(x); }
 double mcx_cg_pow(double x, double y) {
   double r;
   mcx::cpu::vpow(&x, &y, &r, 1);
@@ -49,6 +47,7 @@ double mcx_cg_pow(double x, double y) {
 }
 // NOLINTEND(readability-identifier-naming)
 }
+#undef MCX_CG_UNARY
 
 namespace mcx::cpu::codegen {
 
