@@ -1,10 +1,8 @@
 #include "mcx/cache/kernel_cache.h"
 
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 
@@ -13,12 +11,6 @@
 #endif
 
 namespace mcx::cache {
-namespace {
-
-std::mutex g_mu;
-std::shared_ptr<KernelCache> g_installed;  // guarded by g_mu
-
-}  // namespace
 
 absl::StatusOr<CacheKey> KernelCache::entry_key(const cpu::codegen::KernelKey& key) {
   CacheKey k;
@@ -55,18 +47,15 @@ void KernelCache::save(const cpu::codegen::KernelKey& key, std::string_view obje
 
 absl::StatusOr<std::shared_ptr<KernelCache>> install_kernel_cache(CacheOptions options) {
   MCX_ASSIGN_OR_RETURN(CacheOptions resolved, resolve_options(std::move(options)));
-  if (resolved.directory->empty()) return std::shared_ptr<KernelCache>();
+  if (!resolved.directory.has_value() || resolved.directory->empty()) return std::shared_ptr<KernelCache>();
   MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> cache, CompilationCache::open(resolved));
   auto store = std::make_shared<KernelCache>(std::shared_ptr<CompilationCache>(std::move(cache)));
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_installed = store;
   cpu::codegen::set_kernel_store(store);
   return store;
 }
 
 std::shared_ptr<KernelCache> installed_kernel_cache() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_installed;
+  return std::dynamic_pointer_cast<KernelCache>(cpu::codegen::kernel_store());
 }
 
 }  // namespace mcx::cache

@@ -43,7 +43,7 @@ class KernelCache final : public cpu::codegen::KernelStore {
 // CompilationCache::open (a directory other users may write, a bad flag value).
 absl::StatusOr<std::shared_ptr<KernelCache>> install_kernel_cache(CacheOptions options = {});
 
-// The store install_kernel_cache installed, or nullptr.
+// The installed kernel store if it is a KernelCache (what install_kernel_cache installs), else nullptr.
 std::shared_ptr<KernelCache> installed_kernel_cache();
 
 }  // namespace mcx::cache

@@ -17,15 +17,16 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   return get_or_compile(program_key(program), program);
 }
 
-absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& program_key,
+absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& key,
                                                                               const ir::Program& program) {
   // Whether kernels are generated is a compile option: an executable compiled with it must not answer a
-  // lookup made without it (tests and benchmarks switch it within one process).
-  const std::string key = program_key + (cpu::codegen::enabled() ? "|codegen" : "|interpreter");
+  // lookup made without it (tests and benchmarks switch it within one process). One table per setting, so
+  // the key (which holds constants' bytes) is not copied on this hot path.
+  const int table = cpu::codegen::enabled() ? 1 : 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(key);
-    if (it != entries_.end()) {
+    auto it = entries_[table].find(key);
+    if (it != entries_[table].end()) {
       ++hits_;
       return it->second;
     }
@@ -33,13 +34,13 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   }
   MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::CpuExecutable::compile(program));
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = entries_.emplace(key, exe);
+  auto [it, inserted] = entries_[table].emplace(key, exe);
   return it->second;
 }
 
 int64_t ExecutableCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(entries_.size());
+  return static_cast<int64_t>(entries_[0].size() + entries_[1].size());
 }
 int64_t ExecutableCache::hits() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -51,7 +52,7 @@ int64_t ExecutableCache::misses() const {
 }
 void ExecutableCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  entries_.clear();
+  for (auto& table : entries_) table.clear();
 }
 
 absl::StatusOr<std::vector<ArrayValue>> execute(const cpu::CpuExecutable& exe,

@@ -1,12 +1,12 @@
 // Compiled executables, cached by the structure of the program.
 //
 // The key is program_key(): the program's canonical encoding (ir/fingerprint.h: op kinds, operand numbering,
-// attributes including constant data bit for bit, parameter and result types, symbolic constraints), plus
-// whether kernels are generated. Two programs that differ only in their name share an entry. Compilation
-// happens outside the lock; when two threads compile the same key at once, both compile and the first insert
-// wins (the work is duplicated, never the entry). The lock is a std::mutex rather than absl::Mutex because
-// Debian's abseil is not built with ThreadSanitizer annotations, so TSAN cannot see absl::Mutex and reports
-// false races.
+// attributes including constant data bit for bit, parameter and result types, symbolic constraints), in the
+// table of the current code-generation setting. Two programs that differ only in their name share an entry.
+// Compilation happens outside the lock; when two threads compile the same key at once, both compile and the
+// first insert wins (the work is duplicated, never the entry). The lock is a std::mutex rather than
+// absl::Mutex because Debian's abseil is not built with ThreadSanitizer annotations, so TSAN cannot see
+// absl::Mutex and reports false races.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,8 @@ class ExecutableCache {
 
  private:
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, ExecutablePtr> entries_;  // guarded by mu_
+  // [0]: compiled with code generation off, [1]: on (codegen::enabled() at compile time).
+  absl::flat_hash_map<std::string, ExecutablePtr> entries_[2];  // guarded by mu_
   int64_t hits_ = 0;                                          // guarded by mu_
   int64_t misses_ = 0;                                        // guarded by mu_
 };

@@ -534,18 +534,20 @@ void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue
 // logged once per process: it is a bug in the generator, not in the program).
 void generate_kernels(Plan& plan) {
   if (!codegen::enabled()) return;
-  std::vector<FusedGroup*> todo;
+  std::vector<FusedGroup*> candidates;
   for (Plan::GroupPlan& gp : plan.groups) {
-    if (static_cast<int>(gp.group.nodes.size()) >= codegen::kMinNodesToGenerate) todo.push_back(&gp.group);
+    if (static_cast<int>(gp.group.nodes.size()) >= codegen::kMinNodesToGenerate) candidates.push_back(&gp.group);
   }
-  parallel_for(static_cast<int64_t>(todo.size()), 1, [&](int64_t b, int64_t e) {
+  parallel_for(static_cast<int64_t>(candidates.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
-      absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> kernel = codegen::compile_fused(*todo[k]);
+      absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> kernel = codegen::compile_fused(*candidates[k]);
       if (kernel.ok()) {
-        todo[k]->kernel = *std::move(kernel);
+        candidates[k]->kernel = *std::move(kernel);
         continue;
       }
-      if (kernel.status().code() == absl::StatusCode::kUnimplemented) continue;  // a group it does not take
+      // Unimplemented: by design the generator does not take this group (unsupported_reason); it runs on
+      // the interpreter, which is the intended path for it, not a missing feature of this call.
+      if (kernel.status().code() == absl::StatusCode::kUnimplemented) continue;
       static std::once_flag logged;
       std::call_once(logged, [&] {
         log_warn("[cpu_compile] code generation failed, running the interpreter instead: {}",

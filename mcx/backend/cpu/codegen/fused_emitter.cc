@@ -18,9 +18,7 @@ namespace {
 
 using ir::OpKind;
 
-// 16-bit floats never reach the emitter (unsupported_reason), so "floating" means f32 or f64 here.
-bool is_float(DType t) { return is_floating(t); }
-bool is_signed_int(DType t) { return is_signed_integer(t); }
+// 16-bit floats never reach the emitter (unsupported_reason), so is_floating means f32 or f64 here.
 
 class Emitter {
  public:
@@ -75,10 +73,10 @@ class Emitter {
     return b_.CreateSelect(a_nan, a, b_.CreateSelect(c_nan, c, b_.CreateSelect(pick_a, a, c)));
   }
   llvm::Value* max_min(DType t, llvm::Value* a, llvm::Value* c, bool is_max) {
-    if (is_float(t)) return float_max_min(a, c, is_max);
+    if (is_floating(t)) return float_max_min(a, c, is_max);
     if (is_bool(t)) return is_max ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
     llvm::Value* pick_a;
-    if (is_signed_int(t)) pick_a = is_max ? b_.CreateICmpSGT(a, c) : b_.CreateICmpSLT(a, c);
+    if (is_signed_integer(t)) pick_a = is_max ? b_.CreateICmpSGT(a, c) : b_.CreateICmpSLT(a, c);
     else pick_a = is_max ? b_.CreateICmpUGT(a, c) : b_.CreateICmpULT(a, c);
     return b_.CreateSelect(pick_a, a, c);
   }
@@ -142,7 +140,7 @@ llvm::Value* Emitter::call_helper(std::string_view name, std::initializer_list<l
 absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   const bool d = t == DType::kFloat64;
   auto helper = [&](const char* f) { return call_helper(absl::StrCat("mcx_cg_", f, d ? "" : "f"), {x}); };
-  if (is_float(t)) {
+  if (is_floating(t)) {
     switch (k) {
       case OpKind::kExp: return helper("exp");
       case OpKind::kLog: return helper("log");
@@ -181,11 +179,11 @@ absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
   switch (k) {
     case OpKind::kNeg: return b_.CreateSub(zero, x);  // wraps
     case OpKind::kAbs:
-      return is_signed_int(t) ? b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x) : x;
+      return is_signed_integer(t) ? b_.CreateSelect(b_.CreateICmpSLT(x, zero), b_.CreateSub(zero, x), x) : x;
     case OpKind::kSign: {  // (x > 0) - (x < 0)
       llvm::Type* it = compute_type(t);
-      llvm::Value* pos = b_.CreateZExt(is_signed_int(t) ? b_.CreateICmpSGT(x, zero) : b_.CreateICmpUGT(x, zero), it);
-      if (!is_signed_int(t)) return pos;
+      llvm::Value* pos = b_.CreateZExt(is_signed_integer(t) ? b_.CreateICmpSGT(x, zero) : b_.CreateICmpUGT(x, zero), it);
+      if (!is_signed_integer(t)) return pos;
       return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(x, zero), it));
     }
     case OpKind::kNot: return b_.CreateNot(x);
@@ -196,7 +194,7 @@ absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
 
 absl::StatusOr<llvm::Value*> Emitter::binary(OpKind k, DType t, llvm::Value* a, llvm::Value* c) {
   if (k == OpKind::kMax || k == OpKind::kMin) return max_min(t, a, c, k == OpKind::kMax);
-  if (is_float(t)) {
+  if (is_floating(t)) {
     switch (k) {
       case OpKind::kAdd: return b_.CreateFAdd(a, c);
       case OpKind::kSub: return b_.CreateFSub(a, c);
@@ -215,7 +213,7 @@ absl::StatusOr<llvm::Value*> Emitter::binary(OpKind k, DType t, llvm::Value* a, 
       default: return no_rule(k, t);
     }
   }
-  const bool s = is_signed_int(t);
+  const bool s = is_signed_integer(t);
   switch (k) {
     case OpKind::kAdd: return b_.CreateAdd(a, c);  // wrapping: no nsw/nuw
     case OpKind::kSub: return b_.CreateSub(a, c);
@@ -249,7 +247,7 @@ absl::StatusOr<llvm::Value*> Emitter::binary(OpKind k, DType t, llvm::Value* a, 
 absl::StatusOr<llvm::Value*> Emitter::compare(OpKind k, DType t, llvm::Value* a, llvm::Value* c) {
   using P = llvm::CmpInst::Predicate;
   P p;
-  if (is_float(t)) {  // ordered, except != (true when either is NaN), as in C++
+  if (is_floating(t)) {  // ordered, except != (true when either is NaN), as in C++
     switch (k) {
       case OpKind::kEq: p = P::FCMP_OEQ; break;
       case OpKind::kNe: p = P::FCMP_UNE; break;
@@ -261,7 +259,7 @@ absl::StatusOr<llvm::Value*> Emitter::compare(OpKind k, DType t, llvm::Value* a,
     }
     return b_.CreateFCmp(p, a, c);
   }
-  const bool s = is_signed_int(t);
+  const bool s = is_signed_integer(t);
   switch (k) {
     case OpKind::kEq: p = P::ICMP_EQ; break;
     case OpKind::kNe: p = P::ICMP_NE; break;
@@ -278,16 +276,16 @@ absl::StatusOr<llvm::Value*> Emitter::convert(DType from, DType to, llvm::Value*
   llvm::Type* tt = compute_type(to);
   if (from == to) return x;
   if (is_bool(to)) {  // x != 0 (NaN converts to true)
-    return is_float(from) ? b_.CreateFCmpUNE(x, fconst(from, 0.0)) : b_.CreateICmpNE(x, iconst(from, 0));
+    return is_floating(from) ? b_.CreateFCmpUNE(x, fconst(from, 0.0)) : b_.CreateICmpNE(x, iconst(from, 0));
   }
-  if (is_bool(from)) return is_float(to) ? b_.CreateUIToFP(x, tt) : b_.CreateZExt(x, tt);
-  if (is_float(from) && is_float(to)) return b_.CreateFPCast(x, tt);
-  if (is_float(from)) {  // saturating, NaN -> 0 (elementwise.cc convert_value)
-    const auto id = is_signed_int(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
+  if (is_bool(from)) return is_floating(to) ? b_.CreateUIToFP(x, tt) : b_.CreateZExt(x, tt);
+  if (is_floating(from) && is_floating(to)) return b_.CreateFPCast(x, tt);
+  if (is_floating(from)) {  // saturating, NaN -> 0 (elementwise.cc convert_value)
+    const auto id = is_signed_integer(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat;
     return b_.CreateIntrinsic(id, {tt, x->getType()}, {x});
   }
-  if (is_float(to)) return is_signed_int(from) ? b_.CreateSIToFP(x, tt) : b_.CreateUIToFP(x, tt);
-  return b_.CreateIntCast(x, tt, /*isSigned=*/is_signed_int(from));
+  if (is_floating(to)) return is_signed_integer(from) ? b_.CreateSIToFP(x, tt) : b_.CreateUIToFP(x, tt);
+  return b_.CreateIntCast(x, tt, /*isSigned=*/is_signed_integer(from));
 }
 
 absl::StatusOr<llvm::Value*> Emitter::node(const FusedNode& n, const std::vector<llvm::Value*>& args,
@@ -295,7 +293,7 @@ absl::StatusOr<llvm::Value*> Emitter::node(const FusedNode& n, const std::vector
   switch (n.kind) {
     case OpKind::kConvert: return convert(n.operand_dtype, n.dtype, args[0]);
     case OpKind::kIsFinite: {
-      if (!is_float(n.operand_dtype)) return no_rule(n.kind, n.operand_dtype);
+      if (!is_floating(n.operand_dtype)) return no_rule(n.kind, n.operand_dtype);
       llvm::Value* mag = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
       return b_.CreateFCmpONE(mag, llvm::ConstantFP::getInfinity(compute_type(n.operand_dtype)));
     }

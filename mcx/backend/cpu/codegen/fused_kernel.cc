@@ -185,19 +185,12 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const Fused
   if (!built_with_llvm()) {
     return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
   }
-  // The registry answers first: a warm process meets the same few signatures in hundreds of groups.
+  // One entry per signature, decided once: a warm process meets the same few signatures in hundreds of
+  // groups, and a signature the generator does not take is not examined again.
   const std::string sig = signature(g);
   Registry& r = registry();
   std::shared_ptr<Entry> entry;
   {
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.by_signature.find(sig);
-    if (it != r.by_signature.end()) entry = it->second;
-  }
-  if (!entry) {
-    if (std::string why = unsupported_reason(g); !why.empty()) {
-      return absl::UnimplementedError(absl::StrCat("[codegen] group not generated: ", why));
-    }
     std::lock_guard<std::mutex> lock(r.mu);
     std::shared_ptr<Entry>& slot = r.by_signature[sig];
     if (!slot) slot = std::make_shared<Entry>();
@@ -206,9 +199,13 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const Fused
   bool made_here = false;
   std::call_once(entry->once, [&] {
     made_here = true;
-    entry->result = make_kernel(g, sig);
+    if (std::string why = unsupported_reason(g); !why.empty()) {
+      entry->result = absl::UnimplementedError(absl::StrCat("[codegen] group not generated: ", why));
+    } else {
+      entry->result = make_kernel(g, sig);
+    }
   });
-  if (!made_here) {
+  if (!made_here && entry->result.ok()) {
     std::lock_guard<std::mutex> lock(r.mu);
     ++r.stats.kernel_reuses;
   }

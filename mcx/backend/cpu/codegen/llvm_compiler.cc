@@ -13,7 +13,6 @@
 #include <dlfcn.h>
 
 #include <cmath>
-#include <cstring>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -157,6 +156,7 @@ class Session {
     auto* s = new Session(*jtmb);
     s->cpu_ = jtmb->getCPU();
     s->features_ = jtmb->getFeatures().getString();
+    s->feature_list_ = jtmb->getFeatures().getFeatures();
     // Kernels of one program load on several pool threads at once. Kernels have no static constructors
     // or destructors, so no platform support (the default one compiles an IR module of its own at start).
     auto jit = llvm::orc::LLJITBuilder()
@@ -172,10 +172,10 @@ class Session {
 
   bool host_has(const char* feature) const {
     if (*feature == '\0') return true;
-    return features_.find(absl::StrCat("+", feature, ",")) != std::string::npos ||
-           (features_.size() > std::strlen(feature) &&
-            features_.compare(features_.size() - std::strlen(feature) - 1, std::string::npos,
-                              absl::StrCat("+", feature)) == 0);
+    for (const std::string& f : feature_list_) {
+      if (f.size() > 1 && f[0] == '+' && f.compare(1, std::string::npos, feature) == 0) return true;
+    }
+    return false;
   }
 
   // Defines the helpers and the libmvec variants in the main JITDylib by address, and records which
@@ -233,6 +233,7 @@ class Session {
 
   llvm::orc::JITTargetMachineBuilder jtmb_;
   std::string cpu_, features_;
+  std::vector<std::string> feature_list_;  // "+avx2", "-avx512f", ...
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   VectorVariants variants_;  // written once in create()
   std::mutex mu_;            // serialises additions to the JITDylib
