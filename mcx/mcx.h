@@ -14,6 +14,7 @@
 #include "mcx/trace/array.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/export.h"
+#include "mcx/trace/forward.h"
 #include "mcx/trace/grad.h"
 #include "mcx/trace/jit.h"
 #include "mcx/trace/ops.h"

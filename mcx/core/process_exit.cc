@@ -1,5 +1,7 @@
 #include "mcx/core/process_exit.h"
 
+#include <openssl/crypto.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +60,11 @@ void run_at_exit(ExitStage stage, std::function<void()> step) {
   r.steps.push_back(Step{stage, getpid(), std::move(step)});
   if (!r.handler_installed) {
     r.handler_installed = true;
+    // OpenSSL frees its per-thread state through a thread-exit destructor that its own exit handler
+    // (OPENSSL_cleanup) disables. Initialising it first registers that handler before ours, so ours runs
+    // first: the workers this registry joins (which hash on the pool) exit while OpenSSL can still free
+    // what they hold, instead of leaking it (LeakSanitizer found 904 bytes of error state per worker).
+    OPENSSL_init_crypto(0, nullptr);
     std::atexit(run_exit_steps);
   }
 }

@@ -19,21 +19,6 @@ namespace {
 
 using internal::cat;
 
-absl::Status check_wrt(const Program& f, const std::vector<int>& wrt, std::string_view api) {
-  for (int p : wrt) {
-    if (p < 0 || p >= f.num_params()) {
-      return absl::InvalidArgumentError(cat("[", api, "] wrt index ", p, " is out of range: program '", f.name,
-                                            "' has ", f.num_params(), " parameters"));
-    }
-    if (!is_floating(f.params[p].dtype)) {
-      return absl::InvalidArgumentError(cat("[", api, "] parameter ", p, " of program '", f.name, "' is ",
-                                            f.params[p].to_string(),
-                                            "; gradients need a floating parameter (f16, bf16, f32 or f64)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Replays f's instructions into b with parameters bound to args; returns the id in b of every value of f.
 // Throws mcx::Error when an instruction is rejected.
 std::vector<ValueId> replay(ProgramBuilder& b, const Program& f, std::span<const ValueId> args) {
@@ -135,8 +120,27 @@ absl::StatusOr<Program> build_gradient_program(
 
 }  // namespace
 
+namespace internal {
+
+absl::Status check_wrt(const Program& f, const std::vector<int>& wrt, std::string_view api) {
+  for (int p : wrt) {
+    if (p < 0 || p >= f.num_params()) {
+      return absl::InvalidArgumentError(cat("[", api, "] wrt index ", p, " is out of range: program '", f.name,
+                                            "' has ", f.num_params(), " parameters"));
+    }
+    if (!is_floating(f.params[p].dtype)) {
+      return absl::InvalidArgumentError(cat("[", api, "] parameter ", p, " of program '", f.name, "' is ",
+                                            f.params[p].to_string(),
+                                            "; gradients need a floating parameter (f16, bf16, f32 or f64)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
 absl::StatusOr<Program> vjp_program(const Program& f, const std::vector<int>& wrt) {
-  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "vjp_program"));
+  MCX_RETURN_IF_ERROR(internal::check_wrt(f, wrt, "vjp_program"));
   return build_gradient_program(f, f.name + "_vjp", wrt, [&f](ProgramBuilder& b) {
     std::vector<ValueId> cts;
     for (ValueId r : f.results) cts.push_back(b.add_parameter(f.type(r)));
@@ -154,7 +158,7 @@ absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vect
     return absl::InvalidArgumentError(cat("[value_and_grad_program] the result of program '", f.name,
                                           "' must be a floating scalar, found ", rt.to_string()));
   }
-  MCX_RETURN_IF_ERROR(check_wrt(f, wrt, "value_and_grad_program"));
+  MCX_RETURN_IF_ERROR(internal::check_wrt(f, wrt, "value_and_grad_program"));
   return build_gradient_program(f, f.name + "_value_and_grad", wrt, [&rt](ProgramBuilder& b) {
     return std::vector<ValueId>{b.scalar_constant(rt.dtype, 1.0)};
   });

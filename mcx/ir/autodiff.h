@@ -17,6 +17,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,5 +41,11 @@ absl::StatusOr<Program> value_and_grad_program(const Program& f, const std::vect
 // (dimensions compared with b's scope). callee's scope constraints are not copied into b.
 absl::StatusOr<std::vector<ValueId>> inline_program(ProgramBuilder& b, const Program& callee,
                                                     std::span<const ValueId> args);
+
+namespace internal {
+// InvalidArgument ("[<api>] ...") unless every index in wrt names a floating parameter of f. Shared by the
+// reverse- and forward-mode transformations (forward.h).
+absl::Status check_wrt(const Program& f, const std::vector<int>& wrt, std::string_view api);
+}  // namespace internal
 
 }  // namespace mcx::ir

@@ -15,6 +15,8 @@ size_t arg_of_leaf(const FlatArgs& flat, size_t leaf) {
   return 0;
 }
 
+}  // namespace
+
 void check_floating_inputs(const char* api, const FlatArgs& flat, const std::vector<size_t>& wrt) {
   for (size_t leaf : wrt) {
     DType t = flat.avals[leaf].dtype;
@@ -32,8 +34,6 @@ std::vector<Array> with_captured(const FlatArgs& flat, const TracedFunction& tra
   args.insert(args.end(), traced.captured.begin(), traced.captured.end());
   return args;
 }
-
-}  // namespace
 
 std::vector<Array> value_and_grad_leaves(const char* api, const std::string& name, const FlatArgs& flat,
                                          const std::vector<size_t>& wrt,

@@ -1,6 +1,6 @@
 // VJP rules of the SPMD ops against central finite differences over all partitions at once, evaluated
 // by spmd_reference in float64: for F(x_0..x_{N-1}) = sum_d <ct_d, f(x)_d>, the VJP program run on
-// partition d must return dF/dx_d (op.h's pmap convention).
+// partition d must return dF/dx_d (op.h's pmap convention). Each case also checks the JVP rules (forward.h).
 #include <cmath>
 #include <string>
 
@@ -8,6 +8,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/autodiff.h"
 #include "mcx/ir/builder.h"
+#include "mcx/ir/forward.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/ir/spmd_rules.h"
 #include "tests/support/spmd_reference.h"
@@ -81,6 +82,43 @@ void check_spmd_vjp(const Program& f, int n, uint64_t seed) {
     EXPECT_TRUE(buffers_near((*out)[p][1], Buffer::from_vector<double>(fd, xdims), 1e-6, 1e-7))
         << "partition " << p << " of " << n;
   }
+
+  // Forward mode: the JVP program on every partition against central differences of f with every
+  // partition's input moved along its tangent, and against the VJP: sum_d <ct_d, (J t)_d> = sum_d <(J^T ct)_d, t_d>.
+  auto jvp = ir::jvp_program(f, {0});
+  ASSERT_TRUE(jvp.ok()) << jvp.status();
+  ASSERT_TRUE(ir::verify(*jvp).ok()) << ir::verify(*jvp);
+  std::vector<std::vector<Buffer>> jargs(n), plus(n), minus(n);
+  std::vector<Buffer> tangents(n);
+  const double h = 1e-6;
+  for (int p = 0; p < n; ++p) {
+    tangents[p] = random_buffer(DType::kFloat64, xdims, seed * 100 + 80 + p, -1, 1);
+    jargs[p] = {args[p][0], tangents[p]};
+    Buffer up = args[p][0].copy(), down = args[p][0].copy();
+    for (int64_t k = 0; k < up.num_elements(); ++k) {
+      up.mutable_data<double>()[k] += h * tangents[p].data<double>()[k];
+      down.mutable_data<double>()[k] -= h * tangents[p].data<double>()[k];
+    }
+    plus[p] = {up};
+    minus[p] = {down};
+  }
+  auto jout = spmd_reference_evaluate(*jvp, n, jargs);
+  ASSERT_TRUE(jout.ok()) << jout.status();
+  auto fp = spmd_reference_evaluate(f, n, plus);
+  auto fm = spmd_reference_evaluate(f, n, minus);
+  ASSERT_TRUE(fp.ok() && fm.ok());
+  double lhs = 0, rhs = 0;
+  for (int p = 0; p < n; ++p) {
+    std::vector<double> up = (*fp)[p][0].to_doubles(), down = (*fm)[p][0].to_doubles(), fd(up.size());
+    for (size_t k = 0; k < fd.size(); ++k) fd[k] = (up[k] - down[k]) / (2 * h);
+    EXPECT_TRUE(buffers_near((*jout)[p][1], Buffer::from_vector<double>(fd, zdims), 1e-6, 1e-7))
+        << "tangent on partition " << p << " of " << n;
+    std::vector<double> jt = (*jout)[p][1].to_doubles(), c = cts[p].to_doubles();
+    std::vector<double> g = (*out)[p][1].to_doubles(), t = tangents[p].to_doubles();
+    for (size_t k = 0; k < jt.size(); ++k) lhs += c[k] * jt[k];
+    for (size_t k = 0; k < g.size(); ++k) rhs += g[k] * t[k];
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-9 * std::max(1.0, std::fabs(lhs))) << "jvp and vjp disagree on " << n << " partitions";
 }
 
 class SpmdVjp : public ::testing::TestWithParam<int> {};

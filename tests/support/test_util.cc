@@ -10,6 +10,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/autodiff.h"
 #include "mcx/ir/builder.h"
+#include "mcx/ir/forward.h"
 #include "mcx/ir/shape_rules.h"
 #include "tests/support/reference_eval.h"
 
@@ -210,6 +211,115 @@ void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std:
   for (size_t i = 0; i < wrt.size(); ++i) {
     EXPECT_EQ((*out)[nres + i].abstract_value(), f.params[wrt[i]]) << "gradient type of parameter " << wrt[i];
     EXPECT_TRUE(buffers_near((*out)[nres + i], (*fd)[i], rtol, atol)) << "gradient of parameter " << wrt[i];
+  }
+  check_jvp(f, args, wrt, seed, rtol, atol);
+}
+
+namespace {
+
+double dot(const Buffer& a, const Buffer& b) {
+  double s = 0;
+  for (int64_t k = 0; k < a.num_elements(); ++k) s += a.element_as_double(k) * b.element_as_double(k);
+  return s;
+}
+double abs_dot(const Buffer& a, const Buffer& b) {
+  double s = 0;
+  for (int64_t k = 0; k < a.num_elements(); ++k) s += std::fabs(a.element_as_double(k) * b.element_as_double(k));
+  return s;
+}
+
+// args with args[wrt[i]] + scale * tangents[i] (float64 parameters).
+std::vector<Buffer> moved(const std::vector<Buffer>& args, const std::vector<int>& wrt,
+                          const std::vector<Buffer>& tangents, double scale) {
+  std::vector<Buffer> out = args;
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    Buffer b = args[wrt[i]].copy();
+    for (int64_t k = 0; k < b.num_elements(); ++k) {
+      b.mutable_data<double>()[k] += scale * tangents[i].data<double>()[k];
+    }
+    out[wrt[i]] = b;
+  }
+  return out;
+}
+
+}  // namespace
+
+void check_jvp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
+               double rtol, double atol) {
+  absl::StatusOr<ir::Program> jvp = ir::jvp_program(f, wrt);
+  ASSERT_TRUE(jvp.ok()) << jvp.status();
+  ASSERT_TRUE(ir::verify(*jvp).ok()) << ir::verify(*jvp);
+  const size_t nres = f.results.size();
+  ASSERT_EQ(jvp->results.size(), 2 * nres);
+  std::vector<Buffer> tangents;
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    ASSERT_EQ(args[wrt[i]].dtype(), DType::kFloat64) << "check_jvp: parameter " << wrt[i] << " must be float64";
+    tangents.push_back(random_buffer(DType::kFloat64, args[wrt[i]].dims(), seed * 37 + i, -1, 1));
+  }
+  std::vector<Buffer> jargs = args;
+  jargs.insert(jargs.end(), tangents.begin(), tangents.end());
+  auto out = reference_evaluate(*jvp, jargs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto primal = reference_evaluate(f, args);
+  ASSERT_TRUE(primal.ok()) << primal.status();
+  const double h = 1e-6;
+  auto plus = reference_evaluate(f, moved(args, wrt, tangents, h));
+  auto minus = reference_evaluate(f, moved(args, wrt, tangents, -h));
+  ASSERT_TRUE(plus.ok() && minus.ok());
+  for (size_t j = 0; j < nres; ++j) {
+    EXPECT_TRUE((*out)[j].bitwise_equal((*primal)[j])) << "jvp: primal result " << j;
+    const Buffer& t = (*out)[nres + j];
+    EXPECT_EQ(t.abstract_value(), f.type(f.results[j])) << "jvp: tangent type of result " << j;
+    if (!is_floating(t.dtype())) continue;
+    Buffer fd = Buffer::zeros(DType::kFloat64, t.dims());
+    for (int64_t k = 0; k < fd.num_elements(); ++k) {
+      fd.mutable_data<double>()[k] =
+          ((*plus)[j].element_as_double(k) - (*minus)[j].element_as_double(k)) / (2 * h);
+    }
+    Buffer t64 = Buffer::zeros(DType::kFloat64, t.dims());
+    for (int64_t k = 0; k < t64.num_elements(); ++k) t64.mutable_data<double>()[k] = t.element_as_double(k);
+    EXPECT_TRUE(buffers_near(t64, fd, rtol, atol)) << "jvp: tangent of result " << j;
+  }
+
+  // <ct, J t> = <J^T ct, t>.
+  absl::StatusOr<ir::Program> vjp = ir::vjp_program(f, wrt);
+  ASSERT_TRUE(vjp.ok()) << vjp.status();
+  std::vector<Buffer> vargs = args;
+  double lhs = 0, scale = 0;
+  for (size_t j = 0; j < nres; ++j) {
+    AbstractValue rt = f.type(f.results[j]);
+    std::vector<int64_t> dims = *to_concrete(rt.shape);
+    Buffer ct = is_floating(rt.dtype) ? random_buffer(rt.dtype, dims, seed * 41 + j, -1, 1) : Buffer::zeros(rt.dtype, dims);
+    if (is_floating(rt.dtype)) {
+      lhs += dot(ct, (*out)[nres + j]);
+      scale += abs_dot(ct, (*out)[nres + j]);
+    }
+    vargs.push_back(ct);
+  }
+  auto grads = reference_evaluate(*vjp, vargs);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  double rhs = 0;
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    rhs += dot((*grads)[nres + i], tangents[i]);
+    scale += abs_dot((*grads)[nres + i], tangents[i]);
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-9 * std::max(1.0, scale)) << "jvp and vjp disagree: <ct, J t> != <J^T ct, t>";
+
+  // linearize: primal once, then the linear part on the residuals.
+  absl::StatusOr<ir::LinearizedPrograms> lin = ir::linearize_programs(f, wrt);
+  ASSERT_TRUE(lin.ok()) << lin.status();
+  ASSERT_TRUE(ir::verify(lin->primal).ok()) << ir::verify(lin->primal);
+  ASSERT_TRUE(ir::verify(lin->linear).ok()) << ir::verify(lin->linear);
+  auto first = reference_evaluate(lin->primal, args);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), nres + static_cast<size_t>(lin->num_residuals));
+  std::vector<Buffer> largs(first->begin() + static_cast<std::ptrdiff_t>(nres), first->end());
+  largs.insert(largs.end(), tangents.begin(), tangents.end());
+  auto second = reference_evaluate(lin->linear, largs);
+  ASSERT_TRUE(second.ok()) << second.status();
+  for (size_t j = 0; j < nres; ++j) {
+    EXPECT_TRUE((*first)[j].bitwise_equal((*primal)[j])) << "linearize: primal result " << j;
+    EXPECT_TRUE((*second)[j].bitwise_equal((*out)[nres + j])) << "linearize: tangent of result " << j;
   }
 }
 

@@ -48,8 +48,18 @@ absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::spa
 // Checks ir::vjp_program(f, wrt) at args (float64 wrt parameters) against numerical_vjp for random
 // cotangents from seed: the program and its VJP verify, the VJP's primal results equal f's bitwise, and
 // each gradient has its parameter's type and is within rtol/atol of the central differences (gtest
-// failures, reported at the caller's test).
+// failures, reported at the caller's test). Then checks the forward mode on the same program (check_jvp),
+// so every VJP test also tests the JVP rules.
 void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
+               double rtol = 1e-6, double atol = 1e-8);
+
+// Checks ir::jvp_program(f, wrt) and ir::linearize_programs(f, wrt) at args (float64 wrt parameters) for
+// random tangents from seed: the programs verify; the primal results equal f's bitwise; each tangent has
+// its result's type and is within rtol/atol of the central difference of f along the tangents; the
+// tangents agree with the VJP program through <ct, J t> = <J^T ct, t> for random cotangents (to 1e-9 of
+// the terms' magnitude); and the linearized pair (primal, then linear on the residuals) gives the jvp
+// program's values bitwise.
+void check_jvp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
                double rtol = 1e-6, double atol = 1e-8);
 
 }  // namespace mcx::test

@@ -1,0 +1,150 @@
+#include "mcx/trace/forward.h"
+
+#include "absl/strings/str_cat.h"
+#include "mcx/ir/forward.h"
+#include "mcx/trace/dispatch.h"
+#include "mcx/trace/ops.h"
+#include "mcx/trace/trace_state.h"
+
+namespace mcx::detail {
+namespace {
+
+std::vector<size_t> all_leaves(const FlatArgs& flat) {
+  std::vector<size_t> all(flat.leaves.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
+}
+
+// Traces body over the primals' leaves (all of them differentiated).
+TracedFunction trace_for(const char* api, const std::string& name, const FlatArgs& primals, const LeafBody& body,
+                         TreeDef& out_tree) {
+  check_floating_inputs(api, primals, all_leaves(primals));
+  return trace_flat(absl::StrCat(api, " of '", name, "'"), name, primals.avals, primals.weak, current_scope(),
+                    [&](std::span<const Array> tracers) { return body(tracers, out_tree); });
+}
+
+std::vector<int> leaf_params(const FlatArgs& primals) {
+  std::vector<int> wrt;
+  for (size_t i = 0; i < primals.leaves.size(); ++i) wrt.push_back(static_cast<int>(i));
+  return wrt;
+}
+
+void check_tangent_types(const char* api, const std::vector<AbstractValue>& avals, const std::vector<Array>& tangents) {
+  if (tangents.size() != avals.size()) {
+    throw InvalidArgument(absl::StrCat("[", api, "] expected ", avals.size(), " tangent leaves, found ", tangents.size()));
+  }
+  for (size_t i = 0; i < tangents.size(); ++i) {
+    if (tangents[i].aval() != avals[i]) {
+      throw InvalidArgument(absl::StrCat("[", api, "] tangent ", i, " must have its primal's type ",
+                                         avals[i].to_string(), "; found ", tangents[i].aval().to_string()));
+    }
+  }
+}
+
+// Concrete dims of an array a Jacobian is taken over.
+std::vector<int64_t> static_dims(const char* api, const char* what, const Array& a) {
+  absl::StatusOr<std::vector<int64_t>> d = to_concrete(a.shape());
+  if (!d.ok()) {
+    throw InvalidArgument(absl::StrCat("[", api, "] the function's ", what, " has symbolic shape ",
+                                       a.aval().to_string(), "; a Jacobian needs static shapes"));
+  }
+  return *std::move(d);
+}
+
+int64_t num_elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The k-th standard basis vector of the space of arrays shaped like `like`: one at flat position k.
+Array basis_vector(const Array& like, const std::vector<int64_t>& dims, int64_t k) {
+  const int64_t n = num_elements(dims);
+  Array one_hot = astype(equal(iota(concrete_shape({n})), Array(static_cast<int32_t>(k))), like.dtype());
+  return reshape(one_hot, like.shape());
+}
+
+}  // namespace
+
+void check_tangents(const char* api, const FlatArgs& primals, const TreeDef& tangent_tree,
+                    const std::vector<Array>& tangents) {
+  const TreeDef primal_tree = TreeDef::tuple(primals.defs);
+  if (tangent_tree != primal_tree) {
+    throw InvalidArgument(absl::StrCat("[", api, "] the tangents' structure ", tangent_tree.to_string(),
+                                       " differs from the primals' ", primal_tree.to_string()));
+  }
+  check_tangent_types(api, primals.avals, tangents);
+}
+
+std::vector<Array> jvp_leaves(const std::string& name, const FlatArgs& primals, const std::vector<Array>& tangents,
+                              const LeafBody& body, TreeDef& out_tree) {
+  check_tangent_types("jvp", primals.avals, tangents);
+  TracedFunction traced = trace_for("jvp", name, primals, body, out_tree);
+  ir::Program program = value_or_throw(ir::jvp_program(traced.program, leaf_params(primals)));
+  std::vector<Array> args = with_captured(primals, traced);
+  args.insert(args.end(), tangents.begin(), tangents.end());
+  return call_program(program, args, "jvp");
+}
+
+std::pair<std::vector<Array>, std::shared_ptr<const LinearState>> linearize_leaves(const std::string& name,
+                                                                                   const FlatArgs& primals,
+                                                                                   const LeafBody& body) {
+  auto state = std::make_shared<LinearState>();
+  TracedFunction traced = trace_for("linearize", name, primals, body, state->out_tree);
+  ir::LinearizedPrograms lin = value_or_throw(ir::linearize_programs(traced.program, leaf_params(primals)));
+  std::vector<Array> res = call_program(lin.primal, with_captured(primals, traced), "linearize");
+  const size_t num_outputs = res.size() - static_cast<size_t>(lin.num_residuals);
+  state->linear = std::move(lin.linear);
+  state->residuals.assign(res.begin() + static_cast<std::ptrdiff_t>(num_outputs), res.end());
+  state->in_avals = primals.avals;
+  res.resize(num_outputs);
+  return {std::move(res), std::move(state)};
+}
+
+std::vector<Array> linear_apply(const LinearState& state, const std::vector<Array>& tangents, const char* api) {
+  check_tangent_types(api, state.in_avals, tangents);
+  std::vector<Array> args = state.residuals;
+  args.insert(args.end(), tangents.begin(), tangents.end());
+  return call_program(state.linear, args, api);
+}
+
+Array jacobian(const char* api, const std::string& name, const std::function<Array(const Array&)>& g,
+               const Array& x, bool forward) {
+  FlatArgs flat = flatten_args(x);
+  check_floating_inputs(api, flat, {0});
+  const std::vector<int64_t> x_dims = static_dims(api, "input", x);
+  LeafBody body = [&](std::span<const Array> tracers, TreeDef& tree) {
+    tree = TreeDef::leaf();
+    return std::vector<Array>{g(tracers[0])};
+  };
+  auto check_output = [&](const Array& y) {
+    if (!is_floating(y.dtype())) {
+      throw InvalidArgument(absl::StrCat("[", api, "] the function's output has dtype ", std::string(dtype_name(y.dtype())),
+                                         "; a Jacobian needs a floating output"));
+    }
+    return static_dims(api, "output", y);
+  };
+  std::vector<Array> slices;
+  std::vector<int64_t> y_dims;
+  if (forward) {
+    auto [outs, state] = linearize_leaves(name, flat, body);
+    y_dims = check_output(outs[0]);
+    for (int64_t k = 0; k < num_elements(x_dims); ++k) {
+      slices.push_back(linear_apply(*state, {basis_vector(x, x_dims, k)}, api)[0]);  // column k: shaped like y
+    }
+  } else {
+    auto [outs, state] = vjp_leaves(name, flat, body);
+    y_dims = check_output(outs[0]);
+    for (int64_t k = 0; k < num_elements(y_dims); ++k) {
+      slices.push_back(vjp_apply(*state, {basis_vector(outs[0], y_dims, k)})[0]);  // row k: shaped like x
+    }
+  }
+  std::vector<int64_t> j_dims = y_dims;
+  j_dims.insert(j_dims.end(), x_dims.begin(), x_dims.end());
+  if (slices.empty()) return zeros(concrete_shape(j_dims), x.dtype());
+  // Columns stack on a new last axis (y dims, then x's flat index); rows on a new first axis.
+  Array stacked = stack(slices, forward ? static_cast<int>(y_dims.size()) : 0);
+  return reshape(stacked, concrete_shape(j_dims));
+}
+
+}  // namespace mcx::detail
