@@ -1,12 +1,14 @@
 // VJP rules of the SPMD ops against central finite differences over all partitions at once, evaluated
 // by spmd_reference in float64: for F(x_0..x_{N-1}) = sum_d <ct_d, f(x)_d>, the VJP program run on
-// partition d must return dF/dx_d (op.h's pmap convention). Each case also checks the JVP rules (forward.h).
+// partition d must return dF/dx_d (op.h's pmap convention). Each case also checks the JVP rules (forward.h) and
+// the batching rules (batching.h).
 #include <cmath>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/autodiff.h"
+#include "mcx/ir/batching.h"
 #include "mcx/ir/builder.h"
 #include "mcx/ir/forward.h"
 #include "mcx/ir/shape_rules.h"
@@ -119,6 +121,32 @@ void check_spmd_vjp(const Program& f, int n, uint64_t seed) {
     for (size_t k = 0; k < g.size(); ++k) rhs += g[k] * t[k];
   }
   EXPECT_NEAR(lhs, rhs, 1e-9 * std::max(1.0, std::fabs(lhs))) << "jvp and vjp disagree on " << n << " partitions";
+
+  // vmap: the batched program on every partition, with the examples (args, tangents as a second example)
+  // stacked, gives each example's results.
+  auto batched = ir::vmap_program(f, {true}, DimExpr(2));
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  ASSERT_TRUE(ir::verify(*batched).ok()) << ir::verify(*batched);
+  std::vector<std::vector<Buffer>> bargs(n), second(n);
+  for (int p = 0; p < n; ++p) {
+    std::vector<double> both = args[p][0].to_doubles(), t = tangents[p].to_doubles();
+    both.insert(both.end(), t.begin(), t.end());
+    V dims = xdims;
+    dims.insert(dims.begin(), 2);
+    bargs[p] = {Buffer::from_vector<double>(both, dims)};
+    second[p] = {tangents[p]};
+  }
+  auto bout = spmd_reference_evaluate(*batched, n, bargs);
+  auto first_out = spmd_reference_evaluate(f, n, args);
+  auto second_out = spmd_reference_evaluate(f, n, second);
+  ASSERT_TRUE(bout.ok() && first_out.ok() && second_out.ok()) << bout.status();
+  for (int p = 0; p < n; ++p) {
+    std::vector<double> got = (*bout)[p][0].to_doubles(), want = (*first_out)[p][0].to_doubles();
+    std::vector<double> want2 = (*second_out)[p][0].to_doubles();
+    want.insert(want.end(), want2.begin(), want2.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-14) << "vmap, partition " << p << ", element " << k;
+  }
 }
 
 class SpmdVjp : public ::testing::TestWithParam<int> {};

@@ -1,6 +1,7 @@
 #include "tests/support/test_util.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/autodiff.h"
+#include "mcx/ir/batching.h"
 #include "mcx/ir/builder.h"
 #include "mcx/ir/forward.h"
 #include "mcx/ir/shape_rules.h"
@@ -213,6 +215,7 @@ void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std:
     EXPECT_TRUE(buffers_near((*out)[nres + i], (*fd)[i], rtol, atol)) << "gradient of parameter " << wrt[i];
   }
   check_jvp(f, args, wrt, seed, rtol, atol);
+  check_vmap(f, args, seed);
 }
 
 namespace {
@@ -320,6 +323,108 @@ void check_jvp(const ir::Program& f, const std::vector<Buffer>& args, const std:
   for (size_t j = 0; j < nres; ++j) {
     EXPECT_TRUE((*first)[j].bitwise_equal((*primal)[j])) << "linearize: primal result " << j;
     EXPECT_TRUE((*second)[j].bitwise_equal((*out)[nres + j])) << "linearize: tangent of result " << j;
+  }
+}
+
+namespace {
+
+// The buffers stacked along a new leading axis.
+Buffer stacked(const std::vector<Buffer>& parts) {
+  std::vector<int64_t> dims = parts[0].dims();
+  dims.insert(dims.begin(), static_cast<int64_t>(parts.size()));
+  Buffer out = Buffer::uninitialized(parts[0].dtype(), dims);
+  auto* dst = static_cast<std::byte*>(out.mutable_data());
+  for (const Buffer& p : parts) {
+    std::memcpy(dst, p.data(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+// Row i of a buffer's leading axis.
+Buffer row(const Buffer& b, int64_t i) {
+  std::vector<int64_t> dims(b.dims().begin() + 1, b.dims().end());
+  Buffer out = Buffer::uninitialized(b.dtype(), dims);
+  std::memcpy(out.mutable_data(), static_cast<const std::byte*>(b.data()) + static_cast<size_t>(i) * out.nbytes(),
+              out.nbytes());
+  return out;
+}
+
+}  // namespace
+
+void check_vmap(const ir::Program& f, const std::vector<Buffer>& args, uint64_t seed) {
+  constexpr int64_t kBatch = 3;
+  const size_t n = args.size();
+  // examples[i][p]: parameter p of example i (example 0 is args itself).
+  std::vector<std::vector<Buffer>> examples(kBatch, args);
+  for (int64_t i = 1; i < kBatch; ++i) {
+    for (size_t p = 0; p < n; ++p) {
+      if (args[p].dtype() != DType::kFloat64) continue;
+      examples[i][p] = random_buffer(DType::kFloat64, args[p].dims(), seed * 53 + static_cast<uint64_t>(i * 7 + p), -1, 1);
+      // Keep the sign of each element: domains of the tests (log, sqrt, away from zero) hold per element.
+      for (int64_t k = 0; k < args[p].num_elements(); ++k) {
+        const double a = args[p].data<double>()[k];
+        double& x = examples[i][p].mutable_data<double>()[k];
+        x = a * (1.0 + 0.25 * x);
+      }
+    }
+  }
+  std::vector<std::vector<bool>> choices;
+  std::vector<bool> all(n, true), floating(n, false), first(n, false), last(n, false);
+  for (size_t p = 0; p < n; ++p) floating[p] = args[p].dtype() == DType::kFloat64;
+  for (size_t p = 0; p < n; ++p) {
+    if (floating[p]) {
+      first[p] = true;
+      break;
+    }
+  }
+  for (size_t p = n; p-- > 0;) {
+    if (floating[p]) {
+      last[p] = true;
+      break;
+    }
+  }
+  choices.push_back(all);
+  if (floating != all) choices.push_back(floating);
+  if (first != floating) choices.push_back(first);
+  if (last != floating && last != first) choices.push_back(last);
+  for (const std::vector<bool>& batched : choices) {
+    bool any = false;
+    for (bool x : batched) any = any || x;
+    if (!any) continue;
+    std::string which;
+    for (bool x : batched) which += x ? "B" : "-";
+    SCOPED_TRACE("vmap over parameters " + which);
+    // Parameters not batched take example 0's value in every example.
+    std::vector<std::vector<Buffer>> used = examples;
+    for (int64_t i = 1; i < kBatch; ++i) {
+      for (size_t p = 0; p < n; ++p) {
+        if (!batched[p]) used[i][p] = args[p];
+      }
+    }
+    absl::StatusOr<ir::Program> v = ir::vmap_program(f, batched, DimExpr(kBatch));
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_TRUE(ir::verify(*v).ok()) << ir::verify(*v);
+    std::vector<Buffer> vargs;
+    for (size_t p = 0; p < n; ++p) {
+      if (!batched[p]) {
+        vargs.push_back(args[p]);
+        continue;
+      }
+      std::vector<Buffer> parts;
+      for (int64_t i = 0; i < kBatch; ++i) parts.push_back(used[i][p]);
+      vargs.push_back(stacked(parts));
+    }
+    auto out = reference_evaluate(*v, vargs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < kBatch; ++i) {
+      auto want = reference_evaluate(f, used[i]);
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (size_t j = 0; j < f.results.size(); ++j) {
+        ASSERT_EQ((*out)[j].dims().size(), (*want)[j].dims().size() + 1) << "result " << j;
+        EXPECT_TRUE(buffers_near(row((*out)[j], i), (*want)[j], 1e-13, 1e-14)) << "result " << j << ", example " << i;
+      }
+    }
   }
 }
 

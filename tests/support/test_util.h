@@ -48,8 +48,8 @@ absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::spa
 // Checks ir::vjp_program(f, wrt) at args (float64 wrt parameters) against numerical_vjp for random
 // cotangents from seed: the program and its VJP verify, the VJP's primal results equal f's bitwise, and
 // each gradient has its parameter's type and is within rtol/atol of the central differences (gtest
-// failures, reported at the caller's test). Then checks the forward mode on the same program (check_jvp),
-// so every VJP test also tests the JVP rules.
+// failures, reported at the caller's test). Then checks the forward mode (check_jvp) and vmap (check_vmap)
+// on the same program, so every VJP test also tests the JVP and batching rules.
 void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
                double rtol = 1e-6, double atol = 1e-8);
 
@@ -61,5 +61,12 @@ void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std:
 // program's values bitwise.
 void check_jvp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
                double rtol = 1e-6, double atol = 1e-8);
+
+// Checks ir::vmap_program(f, batched, 3) at examples made from args (float64 parameters get random
+// values per batch index from seed; the others repeat args) against f evaluated on each example, for
+// four choices of batched parameters: all of them, the floating ones, the first floating one alone and
+// the last floating one alone.
+// The batched program must verify and give each example's results to 1e-13.
+void check_vmap(const ir::Program& f, const std::vector<Buffer>& args, uint64_t seed);
 
 }  // namespace mcx::test
