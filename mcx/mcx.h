@@ -22,3 +22,4 @@
 #include "mcx/trace/pytree.h"
 #include "mcx/trace/random.h"
 #include "mcx/trace/shard_map.h"
+#include "mcx/trace/vmap.h"

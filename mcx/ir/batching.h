@@ -11,9 +11,10 @@
 //    shift their dimension attributes past the batch axis;
 //  - dot_general makes the batch axis a batch dimension of the product (both operands batched) or a free
 //    dimension moved to the front (one operand batched); take and scatter_add with unbatched indices move
-//    the batch axis behind the indexed axis;
-//  - every other case (conv_general_dilated, take/scatter_add/dynamic_slice with batched indices or starts,
-//    a batched threefry key, a batched pad value) is unrolled: the op is emitted once per batch index and
+//    the batch axis behind the indexed axis; conv_general_dilated with a shared kernel merges the batch
+//    axis into the image batch dimension;
+//  - every other case (a batched convolution kernel, take/scatter_add/dynamic_slice with batched indices
+//    or starts, a batched threefry key, a batched pad value) is unrolled: the op is emitted once per batch index and
 //    the results stacked. That needs a concrete batch size; with a symbolic one it is Unimplemented,
 //    naming the op.
 // Results that do not depend on a batched parameter are broadcast along the batch axis, so every result

@@ -148,6 +148,23 @@ ValueId scatter_add_rule(ProgramBuilder& b, const Instr& instr, std::span<const 
   return to_front(b, r, 1);
 }
 
+// conv_general_dilated with the image batched and the kernel shared: the batch axis is merged into the
+// image's batch dimension (one convolution of B * N images) and split off the result's batch dimension.
+ValueId conv_rule(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> ops, const DimExpr& size) {
+  const int64_t lhs_batch_dim = ints(instr, "lhs_spec")[0];
+  const int64_t out_batch_dim = ints(instr, "out_spec")[0];
+  ValueId x = from_front(b, ops[0], lhs_batch_dim);  // [..., B, N, ...]
+  Shape merged = b.type(x).shape;
+  const DimExpr n = merged[static_cast<size_t>(lhs_batch_dim) + 1];
+  merged[static_cast<size_t>(lhs_batch_dim)] = size * n;
+  merged.erase(merged.begin() + lhs_batch_dim + 1);
+  ValueId r = b.emit_or_throw(instr.kind, {b.reshape(x, merged), ops[1]}, instr.attrs);
+  Shape split = b.type(r).shape;
+  split[static_cast<size_t>(out_batch_dim)] = size;
+  split.insert(split.begin() + out_batch_dim + 1, n);
+  return to_front(b, b.reshape(r, split), out_batch_dim);
+}
+
 // The sharding_constraint's encoded PartitionSpec with an unconstrained leading dimension.
 std::vector<int64_t> sharding_with_batch(const std::vector<int64_t>& spec) { return prepend<int64_t>(-1, spec); }
 
@@ -242,6 +259,9 @@ ValueId emit_batching_rule(ProgramBuilder& b, const Instr& instr, std::span<cons
     }
     case OpKind::kDotGeneral:
       return dot_general_rule(b, instr, operands, batched);
+    case OpKind::kConvGeneralDilated:
+      if (!batched[1]) return conv_rule(b, instr, operands, size);
+      break;  // per-example kernels: unrolled
     case OpKind::kTake:
       if (!batched[1]) return take_rule(b, instr, operands);
       if (!batched[0]) return b.emit_or_throw(k, {x, operands[1]}, instr.attrs);  // rows for [B, k...] indices

@@ -1,7 +1,9 @@
 #include "mcx/trace/forward.h"
 
 #include "absl/strings/str_cat.h"
+#include "mcx/ir/batching.h"
 #include "mcx/ir/forward.h"
+#include "mcx/ir/passes.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/trace_state.h"
@@ -57,11 +59,22 @@ int64_t num_elements(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// The k-th standard basis vector of the space of arrays shaped like `like`: one at flat position k.
-Array basis_vector(const Array& like, const std::vector<int64_t>& dims, int64_t k) {
-  const int64_t n = num_elements(dims);
-  Array one_hot = astype(equal(iota(concrete_shape({n})), Array(static_cast<int32_t>(k))), like.dtype());
-  return reshape(one_hot, like.shape());
+// The standard basis of the space of arrays shaped like `like` (n elements), stacked: [n, like dims...].
+Array standard_basis(const Array& like, int64_t n) {
+  std::vector<int64_t> dims{n};
+  for (const DimExpr& d : like.shape()) dims.push_back(*d.constant_value());
+  return reshape(eye(n, like.dtype()), concrete_shape(dims));
+}
+
+// The program evaluated once per basis vector, as one batched program: params the shared arguments, then
+// the basis stacked along axis 0; its first result gains the leading axis.
+Array batched_over_basis(const char* api, const ir::Program& program, std::vector<Array> shared, const Array& basis,
+                         int64_t n) {
+  std::vector<bool> batched(shared.size(), false);
+  batched.push_back(true);
+  ir::Program batched_program = value_or_throw(ir::vmap_program(program, batched, DimExpr(n)));
+  shared.push_back(basis);
+  return call_program(batched_program, shared, api)[0];
 }
 
 }  // namespace
@@ -124,26 +137,34 @@ Array jacobian(const char* api, const std::string& name, const std::function<Arr
     }
     return static_dims(api, "output", y);
   };
-  std::vector<Array> slices;
   std::vector<int64_t> y_dims;
+  Array stacked;  // forward: [x elements, y dims...]; reverse: [y elements, x dims...]
+  int64_t n = 0;
   if (forward) {
     auto [outs, state] = linearize_leaves(name, flat, body);
     y_dims = check_output(outs[0]);
-    for (int64_t k = 0; k < num_elements(x_dims); ++k) {
-      slices.push_back(linear_apply(*state, {basis_vector(x, x_dims, k)}, api)[0]);  // column k: shaped like y
-    }
+    n = num_elements(x_dims);
+    if (n > 0) stacked = batched_over_basis(api, state->linear, state->residuals, standard_basis(x, n), n);
   } else {
     auto [outs, state] = vjp_leaves(name, flat, body);
     y_dims = check_output(outs[0]);
-    for (int64_t k = 0; k < num_elements(y_dims); ++k) {
-      slices.push_back(vjp_apply(*state, {basis_vector(outs[0], y_dims, k)})[0]);  // row k: shaped like x
-    }
+    n = num_elements(y_dims);
+    // The pullback alone: the vjp program's gradient result, without the primal outputs.
+    ir::Program pullback = state->vjp;
+    pullback.results = {pullback.results.back()};
+    pullback = ir::eliminate_dead_code(pullback);
+    if (n > 0) stacked = batched_over_basis(api, pullback, state->args, standard_basis(outs[0], n), n);
   }
   std::vector<int64_t> j_dims = y_dims;
   j_dims.insert(j_dims.end(), x_dims.begin(), x_dims.end());
-  if (slices.empty()) return zeros(concrete_shape(j_dims), x.dtype());
-  // Columns stack on a new last axis (y dims, then x's flat index); rows on a new first axis.
-  Array stacked = stack(slices, forward ? static_cast<int>(y_dims.size()) : 0);
+  if (n == 0) return zeros(concrete_shape(j_dims), x.dtype());
+  if (forward) {
+    // [x elements, y dims...] -> [y dims..., x elements]
+    std::vector<int64_t> perm;
+    for (size_t d = 1; d <= y_dims.size(); ++d) perm.push_back(static_cast<int64_t>(d));
+    perm.push_back(0);
+    stacked = transpose(stacked, std::move(perm));
+  }
   return reshape(stacked, concrete_shape(j_dims));
 }
 

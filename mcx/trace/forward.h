@@ -4,8 +4,8 @@
 //   auto [y, y_dot] = mcx::jvp(f, std::tuple{x}, std::tuple{x_dot});  // f(x) and J(x) x_dot, one pass
 //   auto [y2, f_lin] = mcx::linearize(f, x);                           // primal once ...
 //   mcx::Array y_dot2 = f_lin(x_dot);                                  // ... then J x_dot per call
-//   mcx::Array J = mcx::jacfwd(f)(x);     // shape f(x).shape + x.shape, one JVP per element of x
-//   mcx::Array J2 = mcx::jacrev(f)(x);    // same values, one VJP per element of f(x)
+//   mcx::Array J = mcx::jacfwd(f)(x);     // shape f(x).shape + x.shape, JVPs of every basis vector
+//   mcx::Array J2 = mcx::jacrev(f)(x);    // same values, VJPs of every output basis vector
 //   mcx::Array H = mcx::hessian(loss)(x); // jacfwd(jacrev(loss)): shape x.shape + x.shape
 //
 // As jax.jvp / jax.linearize / jax.jacfwd / jax.jacrev / jax.hessian. Each traces f to a Program and
@@ -14,9 +14,10 @@
 // max/min split evenly, abs'(0) = 0, ...): the forward rules are derived from the same VJP rules.
 //
 // Jacobians take one argument (argnums<I>, default 0), which must be an Array, and a function returning an
-// Array. jacfwd evaluates the linearized function once per element of the input and jacrev the pullback once
-// per element of the output (mcx has no vmap to batch them yet), so prefer jacfwd for few inputs and jacrev
-// for few outputs, as in JAX.
+// Array. jacfwd evaluates the linearized function on every standard basis vector of the input at once
+// (the linear program batched by vmap over an identity); jacrev does the same with the pullback over the
+// output's basis. So jacfwd costs one linear pass over n inputs, jacrev one over m outputs, and as in JAX
+// jacfwd suits few inputs and jacrev few outputs. The basis is materialised (n x n or m x m elements).
 //
 // Errors (mcx::InvalidArgument): "[jvp] tangent 0 must have its primal's type f32[3]; found f32[4]";
 // "[jvp] the tangents' structure tuple(*) differs from the primals' tuple(*, *)"; non-floating primals
@@ -69,8 +70,8 @@ std::vector<Array> linear_apply(const LinearState& state, const std::vector<Arra
 void check_tangents(const char* api, const FlatArgs& primals, const TreeDef& tangent_tree,
                     const std::vector<Array>& tangents);
 
-// d g / d x at x, shaped g(x).shape + x.shape: by linearize and one linear evaluation per element of x
-// (forward), or by vjp and one pullback per element of g(x) (reverse). `api` names the caller in errors.
+// d g / d x at x, shaped g(x).shape + x.shape: by linearize and the linear part batched over x's standard
+// basis (forward), or by vjp and the pullback batched over g(x)'s basis (reverse). `api` names the caller.
 Array jacobian(const char* api, const std::string& name, const std::function<Array(const Array&)>& g,
                const Array& x, bool forward);
 
@@ -188,7 +189,7 @@ struct JacobianOptions {
 };
 
 // jacfwd(f, argnums<I>)(args...): the Jacobian of f with respect to argument I (an Array), shaped
-// f(args).shape + args[I].shape, column by column with forward mode.
+// f(args).shape + args[I].shape, by forward mode.
 template <typename F>
 auto jacfwd(F&& f, JacobianOptions options = {}) {
   return detail::JacobianFn<std::decay_t<F>, 0, true>(std::forward<F>(f), std::move(options.name));
@@ -197,7 +198,7 @@ template <typename F, int I>
 auto jacfwd(F&& f, Argnums<I>, JacobianOptions options = {}) {
   return detail::JacobianFn<std::decay_t<F>, I, true>(std::forward<F>(f), std::move(options.name));
 }
-// jacrev(f, argnums<I>)(args...): the same Jacobian, row by row with reverse mode.
+// jacrev(f, argnums<I>)(args...): the same Jacobian by reverse mode.
 template <typename F>
 auto jacrev(F&& f, JacobianOptions options = {}) {
   return detail::JacobianFn<std::decay_t<F>, 0, false>(std::forward<F>(f), std::move(options.name));

@@ -6,16 +6,6 @@
 #include "mcx/trace/trace_state.h"
 
 namespace mcx::detail {
-namespace {
-
-size_t arg_of_leaf(const FlatArgs& flat, size_t leaf) {
-  for (size_t a = 0; a < flat.ranges.size(); ++a) {
-    if (leaf >= flat.ranges[a].first && leaf < flat.ranges[a].second) return a;
-  }
-  return 0;
-}
-
-}  // namespace
 
 void check_floating_inputs(const char* api, const FlatArgs& flat, const std::vector<size_t>& wrt) {
   for (size_t leaf : wrt) {

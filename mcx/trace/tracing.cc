@@ -45,5 +45,12 @@ void append_leaf_key(FlatArgs& flat) {
   }
 }
 
+size_t arg_of_leaf(const FlatArgs& flat, size_t leaf) {
+  for (size_t a = 0; a < flat.ranges.size(); ++a) {
+    if (leaf >= flat.ranges[a].first && leaf < flat.ranges[a].second) return a;
+  }
+  return 0;
+}
+
 }  // namespace detail
 }  // namespace mcx

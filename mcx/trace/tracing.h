@@ -86,6 +86,7 @@ struct FlatArgs {
 };
 
 void append_leaf_key(FlatArgs& flat);  // finishes `key` with the leaves' types (after all arguments)
+size_t arg_of_leaf(const FlatArgs& flat, size_t leaf);  // the argument a leaf belongs to
 
 template <typename T>
 void flatten_one(FlatArgs& flat, const T& arg) {
