@@ -82,6 +82,8 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kReduceWindow, "reduce_window", C::kOther, 1, true, 3},
     {OpKind::kErf, "erf", C::kUnary, 1, true, 4},
     {OpKind::kArgsort, "argsort", C::kOther, 1, false, 4},
+    {OpKind::kErfc, "erfc", C::kUnary, 1, true, 5},
+    {OpKind::kErfInv, "erf_inv", C::kUnary, 1, true, 5},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -14,6 +14,8 @@
 // <unary>              x                               -                                       like x
 //   neg abs sign exp log log1p expm1 tanh logistic sqrt rsqrt floor ceil round sin cos not stop_gradient
 //   erf (opset 4: the error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 to x)
+//   erfc erf_inv (opset 5: 1 - erf(x) without its cancellation for large x; the inverse of erf, +-inf at
+//   +-1, NaN outside [-1, 1])
 //   (round: half away from zero; not: logical for bool, bitwise for integers; floor/ceil/round and the
 //    transcendental ops need a floating dtype; abs/neg/sign any numeric)
 // is_finite            x (floating)                    -                                       bool like x
@@ -134,8 +136,8 @@
 namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
-// reduce_window. 4: erf, argsort.
-inline constexpr int kOpsetVersion = 4;
+// reduce_window. 4: erf, argsort. 5: erfc, erf_inv.
+inline constexpr int kOpsetVersion = 5;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -223,8 +225,11 @@ enum class OpKind : uint16_t {
   // special functions and sorting (opset 4)
   kErf,
   kArgsort,
+  // special functions (opset 5)
+  kErfc,
+  kErfInv,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kArgsort) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kErfInv) + 1;
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;

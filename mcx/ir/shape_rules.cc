@@ -153,6 +153,8 @@ DReq dtype_req(OpKind k) {
     case OpKind::kSin:
     case OpKind::kCos:
     case OpKind::kErf:
+    case OpKind::kErfc:
+    case OpKind::kErfInv:
     case OpKind::kIsFinite: return DReq::kFloating;
     case OpKind::kNot:
     case OpKind::kAnd:

@@ -156,6 +156,12 @@ std::vector<ValueId> unary_rule(E& e, OpKind k, ValueId x, ValueId y, ValueId ct
     case OpKind::kErf:  // d erf(x) = 2 / sqrt(pi) * exp(-x^2)
       g = e.mul(e.scale(ct, 2.0 / std::sqrt(std::numbers::pi)), e.un(OpKind::kExp, e.neg(e.mul(x, x))));
       break;
+    case OpKind::kErfc:  // d erfc(x) = -2 / sqrt(pi) * exp(-x^2)
+      g = e.mul(e.scale(ct, -2.0 / std::sqrt(std::numbers::pi)), e.un(OpKind::kExp, e.neg(e.mul(x, x))));
+      break;
+    case OpKind::kErfInv:  // d erf_inv(x) = sqrt(pi) / 2 * exp(erf_inv(x)^2)
+      g = e.mul(e.scale(ct, std::sqrt(std::numbers::pi) / 2.0), e.un(OpKind::kExp, e.mul(y, y)));
+      break;
     case OpKind::kConvert:
       // Only floating -> floating conversions carry cotangents (autodiff marks integer values inactive).
       if (is_floating(e.type(x).dtype)) g = e.b.convert(ct, e.type(x).dtype);

@@ -21,7 +21,7 @@
 //
 // Errors (mcx::InvalidArgument): "[jvp] tangent 0 must have its primal's type f32[3]; found f32[4]";
 // "[jvp] the tangents' structure tuple(*) differs from the primals' tuple(*, *)"; non-floating primals
-// ("differentiation needs floating inputs", as grad); "[jacfwd] the function's output has dtype i32; a
+// ("differentiation needs floating inputs", as grad); "[jacfwd] the function's output has dtype int32; a
 // Jacobian needs a floating output"; symbolic shapes in a Jacobian's input or output.
 //
 // Thread-safety: the returned function objects are immutable and may be called from any thread.

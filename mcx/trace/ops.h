@@ -74,6 +74,11 @@ Array sin(const Array& x);
 Array cos(const Array& x);
 // The error function (jax.lax.erf); a program using it is exported at opset 4.
 Array erf(const Array& x);
+// 1 - erf(x), accurate where erf(x) rounds to 1 (jax.lax.erfc), and the inverse error function
+// (jax.lax.erf_inv: +-inf at +-1, NaN outside [-1, 1]); programs using them are exported at opset 5.
+// mcx::random::erf_inv is XLA's single-precision polynomial, kept for bit-compatible normal sampling.
+Array erfc(const Array& x);
+Array erf_inv(const Array& x);
 Array logical_not(const Array& x);  // bool: logical; integers: bitwise
 Array isfinite(const Array& x);
 Array square(const Array& x);
@@ -145,6 +150,12 @@ Array var(const Array& x, Axes axes = {}, bool keepdims = false, int ddof = 0);
 Array argmax(const Array& x, int axis, bool keepdims = false);
 Array argmin(const Array& x, int axis, bool keepdims = false);
 Array cumsum(const Array& x, int axis, bool reverse = false);
+// Cumulative product, maximum and minimum along axis (jax.lax.cumprod/cummax/cummin; reverse scans from the
+// end), by a log-depth scan of multiply/maximum/minimum (ops_scan.cc). max/min propagate NaN; gradients
+// follow those ops (ties of maximum/minimum split the cotangent). The axis length must be static.
+Array cumprod(const Array& x, int axis, bool reverse = false);
+Array cummax(const Array& x, int axis, bool reverse = false);
+Array cummin(const Array& x, int axis, bool reverse = false);
 // log(sum(exp(x))) computed stably: the max is subtracted (under stop_gradient) and added back.
 Array logsumexp(const Array& x, Axes axes = {}, bool keepdims = false);
 

@@ -227,6 +227,8 @@ Array round(const Array& x) { return is_floating(x.dtype()) ? unary_any(OpKind::
 Array sin(const Array& x) { return unary_float(OpKind::kSin, x); }
 Array cos(const Array& x) { return unary_float(OpKind::kCos, x); }
 Array erf(const Array& x) { return unary_float(OpKind::kErf, x); }
+Array erfc(const Array& x) { return unary_float(OpKind::kErfc, x); }
+Array erf_inv(const Array& x) { return unary_float(OpKind::kErfInv, x); }
 Array logical_not(const Array& x) { return unary_any(OpKind::kNot, x); }
 Array isfinite(const Array& x) {
   if (!is_floating(x.dtype())) return full(x.shape(), Array(true), DType::kBool);

@@ -50,10 +50,6 @@ Array convert(const Array& x, DType t) {
   if (x.dtype() == t) return x;
   return bind(OpKind::kConvert, {x}, Attrs{{"dtype", t}});
 }
-Array broadcast(const Array& x, const Dims& dims, const Dims& broadcast_dimensions) {
-  return bind(OpKind::kBroadcastInDim, {x},
-              Attrs{{"shape", concrete_shape(dims)}, {"broadcast_dimensions", broadcast_dimensions}});
-}
 Array column(const Array& x2, int64_t col) {  // x2: [n, 2] -> [n]
   int64_t n = x2.dim(0);
   Array c = bind(OpKind::kSlice, {x2},

@@ -36,7 +36,7 @@
 namespace mcx {
 
 struct VmapOptions {
-  std::vector<std::optional<int>> in_axes;  // one per argument; empty: axis 0 of every array argument
+  std::vector<std::optional<int>> in_axes = {};  // one per argument; empty: axis 0 of every array argument
   int out_axes = 0;
   std::string name = "function";  // used in error messages ("traced in vmap of 'predict'")
 };

@@ -139,6 +139,15 @@ inline Program special_ops_program() {
        b.emit_or_throw(OpKind::kArgsort, {z}, {{"dimension", int64_t{0}}, {"descending", int64_t{1}}})});
 }
 
+// The ops of opset 5 (erfc, erf_inv) on f32 and f64 with a symbolic batch.
+inline Program special_functions_program() {
+  ProgramBuilder b("special_functions", value_or_throw(SymbolicScope::create({"b >= 1"})));
+  ValueId x = b.add_parameter(type_of("f32[b,3]"));
+  ValueId y = b.add_parameter(type_of("f64[2,b]"));
+  return std::move(b).build({b.emit_or_throw(OpKind::kErfc, {x}, {}), b.emit_or_throw(OpKind::kErfInv, {y}, {}),
+                             b.emit_or_throw(OpKind::kErfInv, {x}, {})});
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

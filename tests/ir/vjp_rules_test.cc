@@ -53,6 +53,7 @@ INSTANTIATE_TEST_SUITE_P(
                       UnaryCase{OpKind::kLogistic, -3, 3}, UnaryCase{OpKind::kSqrt, 0.2, 3},
                       UnaryCase{OpKind::kRsqrt, 0.2, 3}, UnaryCase{OpKind::kSin, -3, 3},
                       UnaryCase{OpKind::kCos, -3, 3}, UnaryCase{OpKind::kErf, -2, 2},
+                      UnaryCase{OpKind::kErfc, -2, 2}, UnaryCase{OpKind::kErfInv, -0.9, 0.9},
                       // Non-differentiable ops: the gradient is zero, as is the finite difference
                       // away from their jumps.
                       UnaryCase{OpKind::kFloor, 0.1, 0.9}, UnaryCase{OpKind::kCeil, 0.1, 0.9},

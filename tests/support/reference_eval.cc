@@ -154,6 +154,24 @@ Buffer to_buffer(const RVal& r) {
 
 // ---- elementwise -------------------------------------------------------------------------------------
 
+// erf_inv by bisection on erfl in long double: slow, independent of the backend's Halley iteration.
+double reference_erf_inv(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return std::nan("");
+  if (y == 0) return y;
+  if (y == 1 || y == -1) return std::copysign(std::numeric_limits<double>::infinity(), y);
+  const long double target = std::fabs(static_cast<long double>(y));
+  // erf_inv(y) < 2 y below 0.5 (so tiny arguments keep their relative resolution); erfl(7) rounds to 1.
+  long double lo = 0, hi = target < 0.5L ? 2 * target : 7;
+  for (int i = 0; i < 200; ++i) {
+    const long double mid = (lo + hi) / 2;
+    // Compare through erfc above 0.5, where 1 - y is exact and erfcl keeps its relative accuracy.
+    const bool below = target <= 0.5L ? erfl(mid) < target : erfcl(mid) > 1.0L - target;
+    (below ? lo : hi) = mid;
+  }
+  const double x = static_cast<double>((lo + hi) / 2);
+  return y < 0 ? -x : x;
+}
+
 double unary_float(OpKind k, double x) {
   switch (k) {
     case OpKind::kNeg: return -x;
@@ -173,6 +191,8 @@ double unary_float(OpKind k, double x) {
     case OpKind::kSin: return std::sin(x);
     case OpKind::kCos: return std::cos(x);
     case OpKind::kErf: return std::erf(x);
+    case OpKind::kErfc: return std::erfc(x);
+    case OpKind::kErfInv: return reference_erf_inv(x);
     case OpKind::kStopGradient: return x;
     default: return std::nan("");
   }

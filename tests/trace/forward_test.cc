@@ -177,9 +177,9 @@ TEST(ForwardErrorsTest, NameWhatWasExpected) {
   auto [y, f_lin] = linearize(sin_times_x, x);
   EXPECT_THAT(error_of([&] { f_lin(values({2}, 1)); }), HasSubstr("[linearize] tangent 0 must have its primal's type f64[3]"));
   EXPECT_THAT(error_of([&] { jacfwd([](const Array& a) { return astype(a, DType::kInt32); })(x); }),
-              HasSubstr("[jacfwd] the function's output has dtype i32; a Jacobian needs a floating output"));
+              HasSubstr("[jacfwd] the function's output has dtype int32; a Jacobian needs a floating output"));
   EXPECT_THAT(error_of([&] { jacrev(sin_times_x)(array({1, 2})); }),
-              HasSubstr("[jacrev] argument 0 (leaf 0, i32[2]) has dtype i32; differentiation needs floating inputs"));
+              HasSubstr("[jacrev] argument 0 (leaf 0, i32[2]) has dtype int32; differentiation needs floating inputs"));
 }
 
 }  // namespace

@@ -47,6 +47,8 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
       {"sin", [](const Array& x) { return sin(x); }, -3, 3},
       {"cos", [](const Array& x) { return cos(x); }, -3, 3},
       {"erf", [](const Array& x) { return erf(x); }, -3, 3},
+      {"erfc", [](const Array& x) { return erfc(x); }, -3, 6},
+      {"erf_inv", [](const Array& x) { return erf_inv(x); }, -0.999, 0.999},
       {"square", [](const Array& x) { return square(x); }, -3, 3},
       {"relu", [](const Array& x) { return relu(x); }, -3, 3},
       {"gelu_tanh", [](const Array& x) { return gelu(x, true); }, -3, 3},
@@ -68,6 +70,10 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
       {"argmin", [](const Array& x) { return argmin(x, 0, true); }, -3, 3},
       {"cumsum", [](const Array& x) { return cumsum(x, 1); }, -3, 3},
       {"cumsum_rev", [](const Array& x) { return cumsum(x, 0, true); }, -3, 3},
+      {"cumprod", [](const Array& x) { return cumprod(x, 1); }, -1.5, 1.5},
+      {"cumprod_rev", [](const Array& x) { return cumprod(x, 0, true); }, -1.5, 1.5},
+      {"cummax", [](const Array& x) { return cummax(x, 1); }, -3, 3},
+      {"cummin_rev", [](const Array& x) { return cummin(x, -1, true); }, -3, 3},
       {"logsumexp", [](const Array& x) { return logsumexp(x, 1); }, -3, 3},
       {"softmax", [](const Array& x) { return softmax(x); }, -3, 3},
       {"log_softmax", [](const Array& x) { return log_softmax(x, 0); }, -3, 3},
@@ -113,6 +119,94 @@ TEST(OpsTest, EagerJitAndReferenceAgree) {
 
 // Sorting: stability, NaN placement, descending order, top_k's ties and errors, integer keys, gradients (to the
 // elements where they were) and a symbolic batch.
+// erfc and erf_inv in double precision: against the reference evaluator's bisection on erfl (for erf_inv)
+// and libm's erfc, in the tails where 1 - erf loses every digit, and at the special values.
+TEST(OpsTest, ErfcAndErfInvAreAccurateInTheTails) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> ys = {0.0, -0.0, 1e-300, 1e-8, 0.3, -0.5, 0.5000001, 0.9, -0.99, 0.999999,
+                            1 - 1e-12, -(1 - 1e-15), 1.0, -1.0, 1.5, -2.0};
+  Array y = array(ys, {static_cast<int64_t>(ys.size())});
+  std::vector<double> got = erf_inv(y).to_vector<double>();
+  std::vector<double> ref = testing_util::reference([](const Array& a) { return erf_inv(a); }, y)[0].to_doubles();
+  for (size_t i = 0; i < ys.size(); ++i) {
+    SCOPED_TRACE(ys[i]);
+    if (std::isnan(ref[i]) || std::isinf(ref[i])) {
+      EXPECT_TRUE(std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i]);
+      continue;
+    }
+    EXPECT_NEAR(got[i], ref[i], 4e-16 * std::fabs(ref[i])) << "erf_inv";
+    if (std::fabs(ys[i]) < 1) {
+      EXPECT_NEAR(std::erf(got[i]), ys[i], 2.3e-16) << "erf(erf_inv(y))";
+    }
+  }
+  EXPECT_EQ(got[12], inf);
+  EXPECT_EQ(got[13], -inf);
+  EXPECT_TRUE(std::signbit(got[1]));
+  // erfc where erf rounds to 1: 1 - erf(x) is 0, erfc keeps full relative precision.
+  Array x = array(std::vector<double>{6.0, 10.0, 26.0, -3.0}, {4});
+  std::vector<double> c = erfc(x).to_vector<double>();
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(c[i], std::erfc(x.to_vector<double>()[i]));
+  EXPECT_GT(c[1], 0.0);
+  EXPECT_EQ((1.0 - erf(x)).to_vector<double>()[1], 0.0);
+  // f32: computed in double and rounded.
+  Array yf = array(std::vector<float>{0.25f, -0.999f, 0.9999999f}, {3});
+  std::vector<float> gf = erf_inv(yf).to_vector<float>();
+  std::vector<double> rf =
+      testing_util::reference([](const Array& a) { return erf_inv(astype(a, DType::kFloat64)); }, yf)[0].to_doubles();
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(gf[i], rf[i], 6e-8 * std::fabs(rf[i])) << yf.to_vector<float>()[i];
+}
+
+// Cumulative ops against a naive loop, over lengths that are and are not powers of two, both axes, both
+// directions; NaN propagation; integers; the gradient of cumprod against central differences.
+TEST(OpsTest, CumulativeOpsMatchANaiveLoop) {
+  for (int64_t len : {1, 2, 5, 8, 9}) {
+    for (int axis : {0, 1}) {
+      for (bool rev : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "length " << len << " axis " << axis << " reverse " << rev);
+        std::vector<int64_t> dims = axis == 0 ? std::vector<int64_t>{len, 3} : std::vector<int64_t>{3, len};
+        Array x = sample(dims, -1.7, 1.9);
+        std::vector<float> v = x.to_vector<float>();
+        auto expected = [&](int which) {
+          std::vector<double> out(v.size());
+          for (int64_t o = 0; o < 3; ++o) {
+            double acc = 0;
+            for (int64_t s = 0; s < len; ++s) {
+              const int64_t i = rev ? len - 1 - s : s;
+              const size_t at = static_cast<size_t>(axis == 0 ? i * 3 + o : o * len + i);
+              const double e = v[at];
+              acc = s == 0 ? e : (which == 0 ? static_cast<float>(acc) * static_cast<float>(e) : which == 1 ? std::max(acc, e) : std::min(acc, e));
+              out[at] = acc;
+            }
+          }
+          return out;
+        };
+        expect_allclose(cumprod(x, axis, rev), expected(0), 1e-6, 1e-7, "cumprod");
+        expect_allclose(cummax(x, axis, rev), expected(1), 0, 0, "cummax");
+        expect_allclose(cummin(x, axis, rev), expected(2), 0, 0, "cummin");
+      }
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> m = cummax(array(std::vector<float>{1, nan, 3}, {3}), 0).to_vector<float>();
+  EXPECT_EQ(m[0], 1.0f);
+  EXPECT_TRUE(std::isnan(m[1]) && std::isnan(m[2]));
+  EXPECT_EQ(cumprod(array({2, -3, 4}), 0).to_vector<int32_t>(), (std::vector<int32_t>{2, -6, -24}));
+  // d/dx_j sum(cumprod(x)) = sum_{i >= j} prod_{k <= i, k != j} x_k
+  std::vector<double> xs = {0.9, -1.2, 0.7, 1.3, -0.4};
+  Array x = array(xs, {5});
+  std::vector<double> g = grad([](const Array& a) { return sum(cumprod(a, 0)); })(x).to_vector<double>();
+  for (size_t j = 0; j < 5; ++j) {
+    double want = 0;
+    for (size_t i = j; i < 5; ++i) {
+      double p = 1;
+      for (size_t k = 0; k <= i; ++k) p *= k == j ? 1.0 : xs[k];
+      want += p;
+    }
+    EXPECT_NEAR(g[j], want, 1e-14) << j;
+  }
+  EXPECT_THAT(error_of([] { cummax(array({1.0f}), 1); }), HasSubstr("cummax"));
+}
+
 TEST(OpsTest, SortArgsortAndTopK) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Array x = array<float>({3, nan, -1, 3, 0, -0.0f, 2}, {7});

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "mcx/backend/cpu/vmath.h"
+#include "mcx/core/special_functions.h"
 
 namespace mcx::cpu {
 namespace {
@@ -104,6 +105,9 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
       case OpKind::kSin: return vmath(VFn::kSin, x, y, n);
       case OpKind::kCos: return vmath(VFn::kCos, x, y, n);
       case OpKind::kErf: return map1(x, y, n, [](T v) { return std::erf(v); });
+      case OpKind::kErfc: return map1(x, y, n, [](T v) { return std::erfc(v); });
+      case OpKind::kErfInv:
+        return map1(x, y, n, [](T v) { return static_cast<T>(erf_inv(static_cast<double>(v))); });
       case OpKind::kSqrt: return vmath(VFn::kSqrt, x, y, n);
       case OpKind::kRsqrt: return vmath(VFn::kRsqrt, x, y, n);
       case OpKind::kFloor: return map1(x, y, n, [](T v) { return std::floor(v); });

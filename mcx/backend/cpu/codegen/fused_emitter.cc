@@ -150,6 +150,8 @@ absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
       case OpKind::kSin: return helper("sin");
       case OpKind::kCos: return helper("cos");
       case OpKind::kErf: return helper("erf");
+      case OpKind::kErfc: return helper("erfc");
+      case OpKind::kErfInv: return helper("erf_inv");
       case OpKind::kLogistic: {  // 1 / (1 + exp(-x)), as vmath computes it
         llvm::Value* e = call_helper(absl::StrCat("mcx_cg_exp", d ? "" : "f"), {b_.CreateFNeg(x)});
         return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), e));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mcx/backend/cpu/vmath.h"
+#include "mcx/core/special_functions.h"
 
 namespace mcx::cpu::codegen {
 namespace {
@@ -35,6 +36,10 @@ MCX_CG_UNARY(sin, VFn::kSin)
 MCX_CG_UNARY(cos, VFn::kCos)
 float mcx_cg_erff(float x) { return std::erf(x); }
 double mcx_cg_erf(double x) { return std::erf(x); }
+float mcx_cg_erfcf(float x) { return std::erfc(x); }
+double mcx_cg_erfc(double x) { return std::erfc(x); }
+float mcx_cg_erf_invf(float x) { return static_cast<float>(mcx::erf_inv(static_cast<double>(x))); }
+double mcx_cg_erf_inv(double x) { return mcx::erf_inv(x); }
 float mcx_cg_powf(float x, float y) {
   float r;
   mcx::cpu::vpow(&x, &y, &r, 1);
@@ -60,8 +65,11 @@ const std::vector<MathHelper>& math_helpers() {
       {"mcx_cg_tanhf", reinterpret_cast<void*>(&mcx_cg_tanhf), "tanhf", 1, false},
       {"mcx_cg_sinf", reinterpret_cast<void*>(&mcx_cg_sinf), "sinf", 1, false},
       {"mcx_cg_cosf", reinterpret_cast<void*>(&mcx_cg_cosf), "cosf", 1, false},
-      // The interpreter computes erf with the scalar libm function: no vector variant, same values.
+      // The interpreter computes erf and erfc with the scalar libm functions and erf_inv with
+      // core/special_functions.h: no vector variants, same values.
       {"mcx_cg_erff", reinterpret_cast<void*>(&mcx_cg_erff), "", 1, false},
+      {"mcx_cg_erfcf", reinterpret_cast<void*>(&mcx_cg_erfcf), "", 1, false},
+      {"mcx_cg_erf_invf", reinterpret_cast<void*>(&mcx_cg_erf_invf), "", 1, false},
       {"mcx_cg_powf", reinterpret_cast<void*>(&mcx_cg_powf), "powf", 2, false},
       {"mcx_cg_exp", reinterpret_cast<void*>(&mcx_cg_exp), "exp", 1, true},
       {"mcx_cg_log", reinterpret_cast<void*>(&mcx_cg_log), "log", 1, true},
@@ -71,6 +79,8 @@ const std::vector<MathHelper>& math_helpers() {
       {"mcx_cg_sin", reinterpret_cast<void*>(&mcx_cg_sin), "sin", 1, true},
       {"mcx_cg_cos", reinterpret_cast<void*>(&mcx_cg_cos), "cos", 1, true},
       {"mcx_cg_erf", reinterpret_cast<void*>(&mcx_cg_erf), "", 1, true},
+      {"mcx_cg_erfc", reinterpret_cast<void*>(&mcx_cg_erfc), "", 1, true},
+      {"mcx_cg_erf_inv", reinterpret_cast<void*>(&mcx_cg_erf_inv), "", 1, true},
       {"mcx_cg_pow", reinterpret_cast<void*>(&mcx_cg_pow), "pow", 2, true},
   };
   return kHelpers;
