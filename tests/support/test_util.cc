@@ -187,6 +187,21 @@ absl::StatusOr<std::vector<Buffer>> numerical_vjp(const ir::Program& f, std::spa
   return grads;
 }
 
+namespace {
+
+// One cotangent per result of f: random in [-1, 1] for floating results (seeded seed + j), zeros otherwise.
+std::vector<Buffer> random_cotangents(const ir::Program& f, uint64_t seed) {
+  std::vector<Buffer> cts;
+  for (size_t j = 0; j < f.results.size(); ++j) {
+    AbstractValue t = f.type(f.results[j]);
+    std::vector<int64_t> dims = *to_concrete(t.shape);
+    cts.push_back(is_floating(t.dtype) ? random_buffer(t.dtype, dims, seed + j, -1, 1) : Buffer::zeros(t.dtype, dims));
+  }
+  return cts;
+}
+
+}  // namespace
+
 void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std::vector<int>& wrt, uint64_t seed,
                double rtol, double atol) {
   ASSERT_TRUE(ir::verify(f).ok()) << ir::verify(f);
@@ -195,12 +210,7 @@ void check_vjp(const ir::Program& f, const std::vector<Buffer>& args, const std:
   ASSERT_TRUE(ir::verify(*vjp).ok()) << ir::verify(*vjp);
   const size_t nres = f.results.size();
   ASSERT_EQ(vjp->results.size(), nres + wrt.size());
-  std::vector<Buffer> cts;
-  for (size_t j = 0; j < nres; ++j) {
-    AbstractValue t = f.type(f.results[j]);
-    std::vector<int64_t> dims = *to_concrete(t.shape);
-    cts.push_back(is_floating(t.dtype) ? random_buffer(t.dtype, dims, seed * 31 + j, -1, 1) : Buffer::zeros(t.dtype, dims));
-  }
+  std::vector<Buffer> cts = random_cotangents(f, seed * 31);
   std::vector<Buffer> vargs = args;
   vargs.insert(vargs.end(), cts.begin(), cts.end());
   auto out = reference_evaluate(*vjp, vargs);
@@ -288,16 +298,14 @@ void check_jvp(const ir::Program& f, const std::vector<Buffer>& args, const std:
   absl::StatusOr<ir::Program> vjp = ir::vjp_program(f, wrt);
   ASSERT_TRUE(vjp.ok()) << vjp.status();
   std::vector<Buffer> vargs = args;
+  const std::vector<Buffer> cts = random_cotangents(f, seed * 41);
   double lhs = 0, scale = 0;
   for (size_t j = 0; j < nres; ++j) {
-    AbstractValue rt = f.type(f.results[j]);
-    std::vector<int64_t> dims = *to_concrete(rt.shape);
-    Buffer ct = is_floating(rt.dtype) ? random_buffer(rt.dtype, dims, seed * 41 + j, -1, 1) : Buffer::zeros(rt.dtype, dims);
-    if (is_floating(rt.dtype)) {
-      lhs += dot(ct, (*out)[nres + j]);
-      scale += abs_dot(ct, (*out)[nres + j]);
+    if (is_floating(cts[j].dtype())) {
+      lhs += dot(cts[j], (*out)[nres + j]);
+      scale += abs_dot(cts[j], (*out)[nres + j]);
     }
-    vargs.push_back(ct);
+    vargs.push_back(cts[j]);
   }
   auto grads = reference_evaluate(*vjp, vargs);
   ASSERT_TRUE(grads.ok()) << grads.status();
