@@ -12,6 +12,8 @@
 //   conv2d       3x3 convolution, 32 -> 64 channels, SAME padding, on f32[64,28,28,32] (mcx: NHWC/HWIO;
 //                PyTorch: its NCHW default, and channels_last as peer "torch_channels_last")
 //   conv2d_grad  the same convolution forward and backward: sum(conv(x, w)) and its gradients for x and w
+//   per_example_grads  the gradient of each example's loss, 784-256-10 ReLU MLP, batch 128: mcx
+//                vmap(grad(loss)) under jit; PyTorch functorch.vmap(functorch.grad(loss)) (no numpy peer)
 //
 // In a build with the LLVM code generator each case also runs with it switched off, as peer
 // "mcx_interpreter" (ratio > 1: the generated kernels are faster than the interpreter's).
@@ -37,6 +39,7 @@
 #include "mcx/trace/ops.h"
 #include "mcx/trace/pytree.h"
 #include "mcx/trace/random.h"
+#include "mcx/trace/vmap.h"
 #include "nlohmann/json.hpp"
 
 #ifndef MCX_BENCH_PEERS_SCRIPT
@@ -49,8 +52,8 @@ using mcx::Array;
 using mcx::Tree;
 using mcx::bench::Timing;
 
-const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh", "gemm",       "softmax",
-                                            "mlp_step",    "conv2d",     "conv2d_grad"};
+const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh", "gemm",        "softmax",
+                                            "mlp_step",    "conv2d",     "conv2d_grad", "per_example_grads"};
 
 Array normal(uint32_t seed, std::vector<int64_t> dims, double scale = 1.0) {
   Array a = mcx::random::normal(mcx::random::fold_in(mcx::random::key(2026), seed), dims);
@@ -137,6 +140,20 @@ std::function<void()> mcx_case(const std::string& name) {
       wait(std::get<0>(g));
       wait(std::get<1>(g));
     };
+  }
+  if (name == "per_example_grads") {
+    Tree params = Tree::Dict{{"w0", normal(40, {784, 256}, 1.0 / 28)}, {"b0", normal(41, {256}, 0.01)},
+                             {"w1", normal(42, {256, 10}, 1.0 / 16)}, {"b1", normal(43, {10}, 0.01)}};
+    Array x = normal(44, {128, 784});
+    Array y = mcx::remainder(mcx::arange(128), 10);
+    // One example: x [784], y a scalar label.
+    auto loss = [](const Tree& p, const Array& xi, const Array& yi) {
+      Array h = mcx::relu(mcx::matmul(xi, p.at("w0")) + p.at("b0"));
+      Array logits = mcx::matmul(h, p.at("w1")) + p.at("b1");
+      return -mcx::sum(mcx::log_softmax(logits) * mcx::one_hot(yi, 10));
+    };
+    auto f = mcx::jit(mcx::vmap(mcx::grad(loss), {.in_axes = {std::nullopt, 0, 0}}), {.name = "per_example_grads"});
+    return [=] { wait(f(params, x, y)); };
   }
   throw mcx::InvalidArgument("[bench_core] unknown case '" + name + "'");
 }

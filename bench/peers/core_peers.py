@@ -16,6 +16,8 @@ Cases (shapes must match bench/core/main.cc):
   conv2d       3x3 convolution 32 -> 64 channels, padding 1, batch 64 of 28x28 (torch: NCHW; peer
                torch_channels_last: the same in channels_last memory format)
   conv2d_grad  the same convolution forward and backward (gradients of the summed output for x and w)
+  per_example_grads  each example's gradient, 784-256-10 ReLU MLP, batch 128 (torch only: functorch.vmap
+               of functorch.grad, as torch.func in later PyTorch releases)
 """
 import argparse
 import json
@@ -29,7 +31,8 @@ def parse_args():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--cases", default="elementwise,dense_tanh,gemm,softmax,mlp_step,conv2d,conv2d_grad")
+    p.add_argument("--cases",
+                   default="elementwise,dense_tanh,gemm,softmax,mlp_step,conv2d,conv2d_grad,per_example_grads")
     p.add_argument("--peers", default="numpy,torch,torch_channels_last")
     return p.parse_args()
 
@@ -185,7 +188,27 @@ def torch_cases(rng):
         return loss
     cases["mlp_step"] = step
     cases.update(torch_conv_cases(rng, torch.contiguous_format))
+    cases.update(torch_per_example_cases(rng))
     return cases
+
+
+def torch_per_example_cases(rng):
+    """per_example_grads: functorch.vmap(functorch.grad(loss)) over a batch of 128."""
+    import torch
+    import functorch
+    t = lambda arr: torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))  # noqa: E731
+    params = (t(rng.standard_normal((784, 256)) / 28), t(rng.standard_normal(256) * 0.01),
+              t(rng.standard_normal((256, 10)) / 16), t(rng.standard_normal(10) * 0.01))
+    xb = t(rng.standard_normal((128, 784)))
+    # functorch cannot vmap one_hot or integer indexing: the labels are one-hot encoded outside.
+    yb = torch.nn.functional.one_hot(torch.from_numpy(np.arange(128) % 10), 10).float()
+
+    def loss(p, x, y):
+        h = torch.relu(x @ p[0] + p[1])
+        logits = h @ p[2] + p[3]
+        return -(torch.log_softmax(logits, dim=-1) * y).sum()
+    per_example = functorch.vmap(functorch.grad(loss), in_dims=(None, 0, 0))
+    return {"per_example_grads": lambda: per_example(params, xb, yb)}
 
 
 def torch_conv_cases(rng, memory_format):
