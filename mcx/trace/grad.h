@@ -48,13 +48,13 @@ struct GradOptions {
 namespace detail {
 
 // InvalidArgument naming the argument and leaf unless every leaf in wrt is floating ("[api] argument 1
-// (leaf 2, i32[3]) has dtype i32; differentiation needs floating inputs ...").
+// (leaf 2, i32[3]) has dtype int32; differentiation needs floating inputs ...").
 void check_floating_inputs(const char* api, const FlatArgs& flat, const std::vector<size_t>& wrt);
 // The arguments of a traced program: the leaves, then the enclosing tracers the function captured.
 std::vector<Array> with_captured(const FlatArgs& flat, const TracedFunction& traced);
 
 // Traces body (flat leaves -> flat outputs) and returns {value, d value / d leaves[wrt[0]], ...}.
-// `api` is "grad" or "value_and_grad" for error messages. arg_of_leaf maps a leaf to its argument index.
+// `api` is "grad" or "value_and_grad" for error messages.
 std::vector<Array> value_and_grad_leaves(
     const char* api, const std::string& name, const FlatArgs& flat, const std::vector<size_t>& wrt,
     const std::function<std::vector<Array>(std::span<const Array>)>& body);

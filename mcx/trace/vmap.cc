@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/ir/batching.h"
 #include "mcx/trace/dispatch.h"
-#include "mcx/trace/grad.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/trace_state.h"
 
