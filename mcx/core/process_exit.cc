@@ -64,7 +64,9 @@ void run_at_exit(ExitStage stage, std::function<void()> step) {
     // (OPENSSL_cleanup) disables. Initialising it first registers that handler before ours, so ours runs
     // first: the workers this registry joins (which hash on the pool) exit while OpenSSL can still free
     // what they hold, instead of leaking it (LeakSanitizer found 904 bytes of error state per worker).
-    OPENSSL_init_crypto(0, nullptr);
+    // LOAD_CONFIG is what OpenSSL's implicit initialisation does (options 0 would return at once without
+    // registering anything), so its configuration is also read here, on this thread.
+    OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, nullptr);
     std::atexit(run_exit_steps);
   }
 }
