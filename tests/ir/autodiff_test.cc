@@ -9,27 +9,13 @@
 #include "mcx/ir/builder.h"
 #include "mcx/ir/shape_rules.h"
 #include "tests/support/reference_eval.h"
+#include "tests/ir/ir_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::test {
 namespace {
 
-using ir::OpKind;
-using ir::Program;
 using ir::ProgramBuilder;
-using ir::ValueId;
-using V = std::vector<int64_t>;
-
-AbstractValue f64(V dims) { return {DType::kFloat64, concrete_shape(dims)}; }
-Buffer rnd(V dims, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  return random_buffer(DType::kFloat64, std::move(dims), seed, lo, hi);
-}
-
-int count_ops(const Program& p, OpKind k) {
-  int n = 0;
-  for (const ir::Instr& in : p.instrs) n += in.kind == k;
-  return n;
-}
 
 // Compares the gradient outputs of a (params..., cts...) -> (results..., grads...) program, or of a
 // value_and_grad program (cts empty), with central differences of f.

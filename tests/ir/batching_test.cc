@@ -6,21 +6,14 @@
 #include "mcx/ir/batching.h"
 #include "mcx/ir/builder.h"
 #include "mcx/ir/passes.h"
+#include "tests/ir/ir_test_util.h"
 #include "tests/support/reference_eval.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::test {
 namespace {
 
-using ir::OpKind;
-using ir::Program;
 using ir::ProgramBuilder;
-using ir::ValueId;
-using V = std::vector<int64_t>;
-
-AbstractValue f64(V dims) { return {DType::kFloat64, concrete_shape(dims)}; }
-AbstractValue i32(V dims) { return {DType::kInt32, concrete_shape(dims)}; }
-Buffer rnd(V dims, uint64_t seed) { return random_buffer(DType::kFloat64, std::move(dims), seed, -1, 1); }
 
 TEST(Vmap, BatchedIndicesAndStartsAgainstEachExample) {
   // take with batched indices (x unbatched and batched), dynamic_slice with a batched start, scatter_add

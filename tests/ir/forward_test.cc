@@ -7,27 +7,15 @@
 #include "mcx/ir/builder.h"
 #include "mcx/ir/forward.h"
 #include "mcx/ir/passes.h"
+#include "tests/ir/ir_test_util.h"
 #include "tests/support/reference_eval.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::test {
 namespace {
 
-using ir::OpKind;
-using ir::Program;
 using ir::ProgramBuilder;
-using ir::ValueId;
-using V = std::vector<int64_t>;
 
-AbstractValue f64(V dims) { return {DType::kFloat64, concrete_shape(dims)}; }
-Buffer rnd(V dims, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  return random_buffer(DType::kFloat64, std::move(dims), seed, lo, hi);
-}
-int count_ops(const Program& p, OpKind k) {
-  int n = 0;
-  for (const ir::Instr& in : p.instrs) n += in.kind == k;
-  return n;
-}
 ValueId matmul(ProgramBuilder& b, ValueId x, ValueId w) {
   return b.emit_or_throw(OpKind::kDotGeneral, {x, w},
                          {{"lhs_batch", V{}}, {"rhs_batch", V{}}, {"lhs_contracting", V{1}}, {"rhs_contracting", V{0}}});
