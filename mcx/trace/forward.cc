@@ -25,10 +25,10 @@ TracedFunction trace_for(const char* api, const std::string& name, const FlatArg
                     [&](std::span<const Array> tracers) { return body(tracers, out_tree); });
 }
 
+// The same leaves as program parameter indices.
 std::vector<int> leaf_params(const FlatArgs& primals) {
-  std::vector<int> wrt;
-  for (size_t i = 0; i < primals.leaves.size(); ++i) wrt.push_back(static_cast<int>(i));
-  return wrt;
+  const std::vector<size_t> all = all_leaves(primals);
+  return std::vector<int>(all.begin(), all.end());
 }
 
 void check_tangent_types(const char* api, const std::vector<AbstractValue>& avals, const std::vector<Array>& tangents) {
