@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+# The benchmarks have no tests; bench/run.sh builds them in a build directory of its own.
+bash scripts/build.sh -DMCX_BUILD_BENCH=OFF
 # The digits data (from Debian's python3-sklearn .deb) lets the demo's smoke test run; without it that test
 # reports itself skipped.
 bash scripts/fetch-digits.sh || echo "test.sh: could not fetch the digits data; train_digits_smoke will be skipped"
