@@ -17,6 +17,8 @@ function(mcx_add_layer name dir)
     $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}> $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${name} PUBLIC ${L_DEPS})
+  # Each layer precompiles the standard and absl headers its sources share (cmake/pch/library.h).
+  target_precompile_headers(${name} PRIVATE ${CMAKE_SOURCE_DIR}/cmake/pch/library.h)
   set_property(GLOBAL APPEND PROPERTY MCX_LAYERS ${name})
 endfunction()
 

@@ -21,5 +21,6 @@
 #include "mcx/trace/placement.h"
 #include "mcx/trace/pytree.h"
 #include "mcx/trace/random.h"
+#include "mcx/trace/remat.h"
 #include "mcx/trace/shard_map.h"
 #include "mcx/trace/vmap.h"

@@ -1,5 +1,6 @@
 #include "mcx/core/host_allocator.h"
 
+#include <atomic>
 #include <bit>
 #include <new>
 
@@ -95,8 +96,30 @@ size_t host_size_class(size_t bytes) {
   return (bytes + quarter - 1) / quarter * quarter;
 }
 
-void* host_allocate(size_t bytes) { return process_cache().allocate(bytes); }
-void host_free(void* block, size_t bytes) { process_cache().free(block, bytes); }
+namespace {
+std::atomic<int64_t> live_bytes{0};
+std::atomic<int64_t> peak_live_bytes{0};
+
+void raise_peak(int64_t live) {
+  int64_t peak = peak_live_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !peak_live_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void* host_allocate(size_t bytes) {
+  void* block = process_cache().allocate(bytes);
+  raise_peak(live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) + static_cast<int64_t>(bytes));
+  return block;
+}
+void host_free(void* block, size_t bytes) {
+  process_cache().free(block, bytes);
+  live_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+HostMemoryStats host_memory_stats() {
+  return {live_bytes.load(std::memory_order_relaxed), peak_live_bytes.load(std::memory_order_relaxed)};
+}
+void reset_host_memory_peak() { peak_live_bytes.store(live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 HostCacheStats host_cache_stats() { return process_cache().stats(); }
 void host_cache_release() { process_cache().release(); }
 

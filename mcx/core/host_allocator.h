@@ -63,6 +63,18 @@ void host_free(void* block, size_t bytes);
 
 HostCacheStats host_cache_stats();
 
+// The bytes of array storage in use: asked for through host_allocate and not yet returned (blocks held by the
+// cache for reuse are not in use), and the most that was in use at once since the process started or since
+// the last reset_host_memory_peak(). What a program's peak memory is measured by (e.g. with and without
+// mcx::remat). Counts requested bytes, before rounding to size classes.
+struct HostMemoryStats {
+  int64_t live_bytes = 0;
+  int64_t peak_live_bytes = 0;
+};
+HostMemoryStats host_memory_stats();
+// Sets the peak to the bytes in use now.
+void reset_host_memory_peak();
+
 // Releases every cached block to the C library.
 void host_cache_release();
 

@@ -1,5 +1,6 @@
 // Reverse-mode autodiff as a program transformation (see autodiff.h). The primal program is replayed into
-// a new builder, then the instructions are walked backwards emitting each op's VJP rule (vjp_rules.h).
+// a new builder, then the instructions are walked backwards emitting each op's VJP rule (vjp_rules.h); the
+// rules read forward values, recomputed ones inside remat regions (remat.h).
 //
 // Activity analysis keeps the backward pass minimal: a value is active when it is floating, depends on a
 // wrt parameter through differentiable ops, and reaches a result. Only active values get cotangents and
@@ -11,6 +12,8 @@
 #include <string>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/passes.h"
+#include "mcx/ir/remat.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/ir/vjp_rules.h"
 
@@ -63,6 +66,8 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
     for (ValueId v : f.instrs[i].operands) active[v] = active[v] || fwd[v];
   }
 
+  // Forward values the rules read; inside remat regions, recomputed copies (remat.h).
+  internal::Recomputation recompute(b, f, map);
   std::vector<std::optional<ValueId>> ct(nv);
   auto accumulate = [&](ValueId v, ValueId contribution) {
     const AbstractValue& want = f.type(v);
@@ -84,10 +89,10 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
     std::vector<ValueId> ops;
     std::vector<bool> needed;
     for (ValueId o : in.operands) {
-      ops.push_back(map[o]);
+      ops.push_back(recompute.primal(o));
       needed.push_back(active[o]);
     }
-    std::vector<ValueId> contributions = internal::emit_vjp_rule(b, in, ops, map[v], *ct[v], needed);
+    std::vector<ValueId> contributions = internal::emit_vjp_rule(b, in, ops, recompute.primal(v), *ct[v], needed);
     for (size_t k = 0; k < in.operands.size() && k < contributions.size(); ++k) {
       if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
     }
@@ -112,7 +117,9 @@ absl::StatusOr<Program> build_gradient_program(
     VjpValues v = emit_vjp(b, f, args, cts, wrt);
     std::vector<ValueId> results = v.primal_results;
     results.insert(results.end(), v.grads.begin(), v.grads.end());
-    return std::move(b).build(std::move(results));
+    Program g = std::move(b).build(std::move(results));
+    // Rules that ignore an operand still asked for its recomputed copy: drop the copies nothing reads.
+    return count_remat_regions(f) > 0 ? eliminate_dead_code(g) : g;
   } catch (const std::exception& e) {
     return status_from_exception(e);
   }

@@ -11,6 +11,8 @@
 // y == 0 is 0; convert passes cotangents only between floating types; integer-valued, bool and
 // non-differentiable ops (sign floor ceil round comparisons argmax/argmin iota constant stop_gradient
 // threefry2x32 is_finite not and or xor) contribute zero.
+// Values inside remat regions (remat_barrier, remat.h) are recomputed in the backward pass from the
+// region's inputs rather than read from the forward pass, so they need not stay live in between.
 // Errors: InvalidArgument for bad wrt indices or non-floating wrt parameters; shape-rule errors of the
 // emitted ops (e.g. an inconclusive symbolic comparison) are returned, never thrown.
 // Thread-safety: pure functions of their arguments (inline_program mutates only the given builder).

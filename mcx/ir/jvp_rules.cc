@@ -45,6 +45,7 @@ RuleKind rule_kind(const Instr& instr) {
     case OpKind::kAllToAll:
     case OpKind::kCollectivePermute:
     case OpKind::kShardingConstraint:
+    case OpKind::kRematBarrier:
       return RuleKind::kLinear;
     case OpKind::kAllReduce:
     case OpKind::kReduceScatter:

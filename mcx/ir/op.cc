@@ -84,6 +84,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kArgsort, "argsort", C::kOther, 1, false, 4},
     {OpKind::kErfc, "erfc", C::kUnary, 1, true, 5},
     {OpKind::kErfInv, "erf_inv", C::kUnary, 1, true, 5},
+    {OpKind::kRematBarrier, "remat_barrier", C::kUnary, 1, true, 6},
 }};
 
 constexpr bool table_in_enum_order() {

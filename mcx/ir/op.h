@@ -18,6 +18,12 @@
 //   +-1, NaN outside [-1, 1])
 //   (round: half away from zero; not: logical for bool, bitwise for integers; floor/ceil/round and the
 //    transcendental ops need a floating dtype; abs/neg/sign any numeric)
+// remat_barrier        x                               region: int (>= 0), role: int (0, 1, 2) like x
+//   (opset 6) The identity, marking a rematerialised region (checkpoint): role 0 marks an input of region
+//   `region`, role 1 an output, role 2 an input of its recomputation in a backward pass. Reverse mode
+//   recomputes the values computed from a region's inputs instead of keeping them (autodiff.h). Its own
+//   attributes keep the recomputed copy apart from the forward one under common-subexpression elimination.
+//   Any dtype; element-wise (class unary), so it partitions and batches like one; the CPU backend aliases it.
 // is_finite            x (floating)                    -                                       bool like x
 // convert              x                               dtype                                   dtype like x
 // <binary>             x, y                            -                                       like x
@@ -136,8 +142,8 @@
 namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
-// reduce_window. 4: erf, argsort. 5: erfc, erf_inv.
-inline constexpr int kOpsetVersion = 5;
+// reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier.
+inline constexpr int kOpsetVersion = 6;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -228,8 +234,10 @@ enum class OpKind : uint16_t {
   // special functions (opset 5)
   kErfc,
   kErfInv,
+  // rematerialisation (opset 6)
+  kRematBarrier,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kErfInv) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kRematBarrier) + 1;
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;

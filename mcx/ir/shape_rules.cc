@@ -118,6 +118,7 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
               "padding_low", "rhs_dilation", "rhs_spec", "window_strides"};
     case OpKind::kReduceWindow:
       return {"padding_high", "padding_low", "reduce", "window_dimensions", "window_strides"};
+    case OpKind::kRematBarrier: return {"region", "role"};
     default: return {};
   }
 }
@@ -191,8 +192,18 @@ absl::Status check_same_types(const Rule& r, int from, int to) {
   return absl::OkStatus();
 }
 
+// remat_barrier's attributes: a region id >= 0 and a role in {0 input, 1 output, 2 recomputed input}.
+absl::Status check_remat_attrs(const Rule& r) {
+  MCX_ASSIGN_OR_RETURN(int64_t region, r.get_int("region"));
+  MCX_ASSIGN_OR_RETURN(int64_t role, r.get_int("role"));
+  if (region < 0) return r.err("attribute 'region' is ", region, ", expected >= 0");
+  if (role < 0 || role > 2) return r.err("attribute 'role' is ", role, ", expected 0 (input), 1 (output) or 2 (recomputed input)");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AbstractValue> elementwise(const Rule& r) {
   OpClass c = op_info(r.kind).op_class;
+  if (r.kind == OpKind::kRematBarrier) MCX_RETURN_IF_ERROR(check_remat_attrs(r));
   DReq req = dtype_req(r.kind);
   if (r.kind == OpKind::kSelect) {
     if (!is_bool(r.op(0).dtype)) return r.err("predicate must be bool, found ", r.t(0));

@@ -142,6 +142,7 @@ std::vector<ValueId> unary_rule(E& e, OpKind k, ValueId x, ValueId y, ValueId ct
   ValueId g = kNone;
   switch (k) {
     case OpKind::kNeg: g = e.neg(ct); break;
+    case OpKind::kRematBarrier: g = ct; break;
     case OpKind::kAbs: g = e.mul(ct, e.un(OpKind::kSign, x)); break;
     case OpKind::kExp: g = e.mul(ct, y); break;
     case OpKind::kLog: g = e.div(ct, x); break;

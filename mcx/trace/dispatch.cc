@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/ir/remat.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/program_runner.h"
@@ -90,11 +91,16 @@ std::vector<Array> call_program(const ir::Program& program, const std::vector<Ar
     }
   }
   if (detail::TraceContext* top = detail::current_trace()) {
-    // Inline: replay the instructions into the enclosing trace.
+    // Inline: replay the instructions into the enclosing trace, its remat regions renumbered apart from
+    // the trace's own.
+    const int64_t regions = ir::count_remat_regions(program);
+    const ir::Program renumbered =
+        regions > 0 ? ir::renumber_remat_regions(program, top->new_remat_regions(regions)) : ir::Program{};
+    const ir::Program& inlined = regions > 0 ? renumbered : program;
     std::vector<int32_t> nodes;
     nodes.reserve(program.num_values());
     for (const Array& a : args) nodes.push_back(top->node_of(a, api));
-    for (const ir::Instr& in : program.instrs) {
+    for (const ir::Instr& in : inlined.instrs) {
       std::vector<int32_t> ops;
       ops.reserve(in.operands.size());
       for (ir::ValueId v : in.operands) ops.push_back(nodes[v]);

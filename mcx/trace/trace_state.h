@@ -65,6 +65,13 @@ class TraceContext : public std::enable_shared_from_this<TraceContext> {
 
   TracedFunction finish(const std::vector<Array>& outputs, const std::string& program_name);
 
+  // n fresh remat region ids of this trace (ir/remat.h); returns the first.
+  int64_t new_remat_regions(int64_t n) {
+    const int64_t first = next_remat_region_;
+    next_remat_region_ += n;
+    return first;
+  }
+
  private:
   enum class NodeKind : uint8_t { kParam, kCaptured, kInstr };
   struct Node {
@@ -86,6 +93,7 @@ class TraceContext : public std::enable_shared_from_this<TraceContext> {
   absl::flat_hash_map<const ArrayImpl*, int32_t> constants_;
   std::vector<Array> constant_keepalive_;  // keeps constant impls alive so their addresses stay unique
   absl::flat_hash_map<std::pair<const TraceContext*, int32_t>, int32_t> captured_nodes_;
+  int64_t next_remat_region_ = 0;
 };
 
 // The innermost active trace on this thread, or nullptr.

@@ -32,10 +32,11 @@ TEST(Serialize, EveryOpRoundTrips) {
   for (ir::OpKind k : kinds_used(ir::testing_programs::window_ops_program())) kinds.insert(k);
   for (ir::OpKind k : kinds_used(ir::testing_programs::special_ops_program())) kinds.insert(k);
   for (ir::OpKind k : kinds_used(ir::testing_programs::special_functions_program())) kinds.insert(k);
+  for (ir::OpKind k : kinds_used(ir::testing_programs::remat_program())) kinds.insert(k);
   ASSERT_EQ(kinds.size(), static_cast<size_t>(ir::kNumOpKinds))
       << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip), window_ops_program (WindowOpsRoundTrip), "
-         "special_ops_program (SpecialOpsRoundTrip) and special_functions_program (SpecialFunctionsRoundTrip) "
-         "must use every op";
+         "special_ops_program (SpecialOpsRoundTrip), special_functions_program (SpecialFunctionsRoundTrip) "
+         "and remat_program (RematBarrierRoundTrip) must use every op";
   Artifact a = make_artifact(p, "all_ops", 1234);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
@@ -105,6 +106,10 @@ TEST(Serialize, SpecialOpsRoundTrip) {
 TEST(Serialize, SpecialFunctionsRoundTrip) {
   expect_opset_round_trip(ir::testing_programs::special_functions_program(), 5, "erfc");
   EXPECT_EQ(ir::required_opset(ir::testing_programs::special_ops_program()), 4);
+}
+
+TEST(Serialize, RematBarrierRoundTrip) {
+  expect_opset_round_trip(ir::testing_programs::remat_program(), 6, "remat_barrier");
 }
 
 TEST(Serialize, ConstantsOfEveryDtypeKeepTheirBits) {

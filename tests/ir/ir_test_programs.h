@@ -148,6 +148,17 @@ inline Program special_functions_program() {
                              b.emit_or_throw(OpKind::kErfInv, {x}, {})});
 }
 
+// remat_barrier in each role (opset 6): a region over tanh of x, its output, and a recomputed input.
+inline Program remat_program() {
+  ProgramBuilder b("remat", value_or_throw(SymbolicScope::create({"b >= 1"})));
+  ValueId x = b.add_parameter(type_of("f32[b,3]"));
+  ValueId in = b.emit_or_throw(OpKind::kRematBarrier, {x}, {{"region", int64_t{0}}, {"role", int64_t{0}}});
+  ValueId out = b.emit_or_throw(OpKind::kRematBarrier, {b.unary(OpKind::kTanh, in)},
+                                {{"region", int64_t{0}}, {"role", int64_t{1}}});
+  ValueId again = b.emit_or_throw(OpKind::kRematBarrier, {x}, {{"region", int64_t{0}}, {"role", int64_t{2}}});
+  return std::move(b).build({out, again});
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

@@ -193,7 +193,8 @@ double unary_float(OpKind k, double x) {
     case OpKind::kErf: return std::erf(x);
     case OpKind::kErfc: return std::erfc(x);
     case OpKind::kErfInv: return reference_erf_inv(x);
-    case OpKind::kStopGradient: return x;
+    case OpKind::kStopGradient:
+    case OpKind::kRematBarrier: return x;
     default: return std::nan("");
   }
 }
@@ -205,7 +206,8 @@ absl::StatusOr<int64_t> unary_int(const Instr& in, DType t, int64_t x) {
     case OpKind::kAbs: return x < 0 ? static_cast<int64_t>(0 - ux) : x;
     case OpKind::kSign: return x > 0 ? 1 : (x < 0 ? -1 : 0);
     case OpKind::kNot: return t == DType::kBool ? (x == 0 ? 1 : 0) : static_cast<int64_t>(~ux);
-    case OpKind::kStopGradient: return x;
+    case OpKind::kStopGradient:
+    case OpKind::kRematBarrier: return x;
     default: return err(in, absl::StrCat("not defined on ", std::string(dtype_name(t))));
   }
 }

@@ -117,7 +117,8 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
       case OpKind::kAbs: return map1(x, y, n, [](T v) { return std::fabs(v); });
       case OpKind::kSign:
         return map1(x, y, n, [](T v) { return v > 0 ? T(1) : (v < 0 ? T(-1) : v); });
-      case OpKind::kStopGradient: return map1(x, y, n, [](T v) { return v; });
+      case OpKind::kStopGradient:
+      case OpKind::kRematBarrier: return map1(x, y, n, [](T v) { return v; });
       default: break;
     }
   } else if constexpr (kInt<T>) {
@@ -131,7 +132,8 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
       case OpKind::kSign:
         return map1(x, y, n, [](T v) { return static_cast<T>((v > 0) - (v < T(0))); });
       case OpKind::kNot: return map1(x, y, n, [](T v) { return static_cast<T>(~v); });
-      case OpKind::kStopGradient: return map1(x, y, n, [](T v) { return v; });
+      case OpKind::kStopGradient:
+      case OpKind::kRematBarrier: return map1(x, y, n, [](T v) { return v; });
       default: break;
     }
   } else {  // bool
@@ -139,7 +141,8 @@ void unary(OpKind k, const T* x, T* y, int64_t n) {
       case OpKind::kNot: return map1(x, y, n, [](T v) { return !v; });
       case OpKind::kAbs:
       case OpKind::kSign:
-      case OpKind::kStopGradient: return map1(x, y, n, [](T v) { return v; });
+      case OpKind::kStopGradient:
+      case OpKind::kRematBarrier: return map1(x, y, n, [](T v) { return v; });
       default: break;
     }
   }

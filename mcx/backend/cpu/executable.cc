@@ -35,13 +35,16 @@ using ir::ValueId;
 
 namespace {
 
-// sharding_constraint is the identity on values: an alias, like a reshape to the same dims.
+// sharding_constraint and remat_barrier are the identity on values: aliases, like a reshape to the same dims.
 bool is_view_op(OpKind k) {
   return k == OpKind::kBroadcastInDim || k == OpKind::kTranspose || k == OpKind::kSlice ||
-         k == OpKind::kReverse || k == OpKind::kReshape || k == OpKind::kShardingConstraint;
+         k == OpKind::kReverse || k == OpKind::kReshape || k == OpKind::kShardingConstraint ||
+         k == OpKind::kRematBarrier;
 }
 
-bool is_fusible(OpKind k) { return ir::is_elementwise(k) || k == OpKind::kConvert || k == OpKind::kIsFinite; }
+bool is_fusible(OpKind k) {
+  return (ir::is_elementwise(k) && k != OpKind::kRematBarrier) || k == OpKind::kConvert || k == OpKind::kIsFinite;
+}
 
 struct RtValue {
   Buffer base;  // keeps the storage alive
@@ -226,7 +229,8 @@ RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<
         v.strides[d] = -v.strides[d];
       }
       break;
-    default: {  // reshape
+    case OpKind::kRematBarrier: break;  // the identity: the same view
+    default: {  // reshape and sharding_constraint
       if (!x.view.is_contiguous()) {
         r.base = materialize(x.view);
         v = view_of(r.base);

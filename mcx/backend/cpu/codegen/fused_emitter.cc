@@ -166,14 +166,14 @@ absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
       case OpKind::kSign:  // x > 0 ? 1 : (x < 0 ? -1 : x): keeps -0, +0 and NaN
         return b_.CreateSelect(b_.CreateFCmpOGT(x, fconst(t, 0.0)), fconst(t, 1.0),
                                b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(t, 0.0)), fconst(t, -1.0), x));
-      case OpKind::kStopGradient: return x;
+      case OpKind::kStopGradient: case OpKind::kRematBarrier: return x;
       default: return no_rule(k, t);
     }
   }
   if (is_bool(t)) {
     switch (k) {
       case OpKind::kNot: return b_.CreateXor(x, b_.getTrue());
-      case OpKind::kAbs: case OpKind::kSign: case OpKind::kStopGradient: return x;
+      case OpKind::kAbs: case OpKind::kSign: case OpKind::kStopGradient: case OpKind::kRematBarrier: return x;
       default: return no_rule(k, t);
     }
   }
@@ -189,7 +189,7 @@ absl::StatusOr<llvm::Value*> Emitter::unary(OpKind k, DType t, llvm::Value* x) {
       return b_.CreateSub(pos, b_.CreateZExt(b_.CreateICmpSLT(x, zero), it));
     }
     case OpKind::kNot: return b_.CreateNot(x);
-    case OpKind::kStopGradient: return x;
+    case OpKind::kStopGradient: case OpKind::kRematBarrier: return x;
     default: return no_rule(k, t);
   }
 }
