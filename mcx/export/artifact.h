@@ -43,6 +43,7 @@ inline constexpr uint32_t kMinOpsetVersion = 1;
 struct Limits {
   size_t max_bytes = size_t{1} << 31;        // FlatBuffers' own 2 GiB limit
   int max_vjp_depth = 4;                     // nested exported VJPs
+  int max_region_depth = 16;                 // control-flow ops nested in control-flow regions
   int max_rank = 64;
   size_t max_dim_text = 256;                 // characters per dimension expression / constraint
   int max_exponent = 8;                      // sum of the "^n" exponents in one expression

@@ -41,6 +41,12 @@ Offset<fb::Attr> encode_attr(FlatBufferBuilder& fbb, const std::string& name, co
   if (const auto* t = std::get_if<DType>(&attr)) {
     return fb::CreateAttr(fbb, name_off, fb::AttrKind::DType, 0, 0, 0, to_fb(*t));
   }
+  if (const auto* regions = std::get_if<ir::Regions>(&attr)) {
+    std::vector<Offset<fb::Program>> programs;
+    for (const auto& region : *regions) programs.push_back(encode_program(fbb, *region));
+    return fb::CreateAttr(fbb, name_off, fb::AttrKind::Regions, 0, 0, 0, fb::DType::Bool, 0,
+                          fbb.CreateVector(programs));
+  }
   const Buffer& b = std::get<Buffer>(attr);
   auto dims = fbb.CreateVector(b.dims());
   auto data = fbb.CreateVector(static_cast<const uint8_t*>(b.data()), b.nbytes());
@@ -105,7 +111,7 @@ absl::Status check_int(int64_t v, const Limits& limits, std::string_view what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, std::string_view what) {
+absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, std::string_view what, int depth) {
   switch (a->kind()) {
     case fb::AttrKind::Int:
       MCX_RETURN_IF_ERROR(check_int(a->int_value(), limits, what));
@@ -130,9 +136,22 @@ absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, st
       MCX_ASSIGN_OR_RETURN(Buffer b, decode_constant(a->constant(), limits, what));
       return ir::Attr(std::move(b));
     }
+    case fb::AttrKind::Regions: {
+      if (depth >= limits.max_region_depth) {
+        return fail(what, ": control-flow regions nest deeper than the limit ", limits.max_region_depth);
+      }
+      ir::Regions regions;
+      if (a->regions() == nullptr || a->regions()->size() == 0) return fail(what, ": regions attribute without programs");
+      for (uint32_t i = 0; i < a->regions()->size(); ++i) {
+        auto region = decode_program(a->regions()->Get(i), limits, depth + 1);
+        if (!region.ok()) return fail(what, " region ", i, ": ", region.status().message());
+        regions.push_back(std::make_shared<const ir::Program>(*std::move(region)));
+      }
+      return ir::Attr(std::move(regions));
+    }
   }
   return fail(what, ": unknown attribute kind ", static_cast<int>(a->kind()),
-              " (written by a newer producer? this reader knows kinds 0..4)");
+              " (written by a newer producer? this reader knows kinds 0..5)");
 }
 
 }  // namespace
@@ -245,7 +264,7 @@ Offset<fb::Program> encode_program(FlatBufferBuilder& fbb, const ir::Program& p)
                            fbb.CreateVector(instrs), fbb.CreateVector(p.results));
 }
 
-absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits) {
+absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits, int depth) {
   if (p == nullptr) return fail("the artifact has no program");
   ir::Program out;
   if (p->name() != nullptr) out.name = p->name()->str();
@@ -298,7 +317,7 @@ absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& l
       if (in->attrs() != nullptr) {
         for (const fb::Attr* a : *in->attrs()) {
           if (a->name() == nullptr) return fail(what, ": attribute without a name");
-          MCX_ASSIGN_OR_RETURN(ir::Attr attr, decode_attr(a, limits, cat(what, " attribute ", a->name()->str())));
+          MCX_ASSIGN_OR_RETURN(ir::Attr attr, decode_attr(a, limits, cat(what, " attribute ", a->name()->str()), depth));
           if (instr.attrs.has(a->name()->string_view())) return fail(what, ": duplicate attribute ", a->name()->str());
           instr.attrs.set(a->name()->str(), std::move(attr));
         }

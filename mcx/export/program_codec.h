@@ -25,6 +25,7 @@ absl::Status check_dim_text(std::string_view text, const Limits& limits, std::st
 std::vector<int64_t> read_int64s(const flatbuffers::Vector<int64_t>* v);
 absl::StatusOr<DType> decode_dtype(fb::DType t);
 absl::StatusOr<AbstractValue> decode_aval(const fb::AbstractValue* v, const Limits& limits, std::string_view what);
-absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits);
+// depth: how many control-flow regions enclose p (at most limits.max_region_depth).
+absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits, int depth = 0);
 
 }  // namespace mcx::exporting::codec

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "mcx/ir/program.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx::ir {
@@ -12,8 +13,8 @@ using internal::join;
 namespace {
 
 const char* attr_kind_name(size_t index) {
-  static const char* kNames[] = {"int", "ints", "dims", "dtype", "buffer"};
-  return index < 5 ? kNames[index] : "?";
+  static const char* kNames[] = {"int", "ints", "dims", "dtype", "buffer", "regions"};
+  return index < 6 ? kNames[index] : "?";
 }
 
 template <typename T>
@@ -36,6 +37,11 @@ bool attr_equal(const Attr& a, const Attr& b) {
         const T& y = std::get<T>(b);
         if constexpr (std::is_same_v<T, Buffer>) {
           return x.bitwise_equal(y);
+        } else if constexpr (std::is_same_v<T, Regions>) {
+          if (x.size() != y.size()) return false;
+          for (size_t i = 0; i < x.size(); ++i)
+            if (x[i] != y[i] && !structurally_equal(*x[i], *y[i])) return false;
+          return true;
         } else {
           return x == y;
         }
@@ -76,6 +82,7 @@ absl::StatusOr<std::vector<int64_t>> Attrs::get_ints(std::string_view name) cons
 absl::StatusOr<Shape> Attrs::get_dims(std::string_view name) const { return get_as<Shape>(*this, name, 2); }
 absl::StatusOr<DType> Attrs::get_dtype(std::string_view name) const { return get_as<DType>(*this, name, 3); }
 absl::StatusOr<Buffer> Attrs::get_buffer(std::string_view name) const { return get_as<Buffer>(*this, name, 4); }
+absl::StatusOr<Regions> Attrs::get_regions(std::string_view name) const { return get_as<Regions>(*this, name, 5); }
 
 bool operator==(const Attrs& a, const Attrs& b) {
   if (a.entries_.size() != b.entries_.size()) return false;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,8 +16,14 @@
 
 namespace mcx::ir {
 
-// int64 scalar, list of ints, list of (possibly symbolic) dimensions, a dtype, or a constant's data.
-using Attr = std::variant<int64_t, std::vector<int64_t>, Shape, DType, Buffer>;
+struct Program;
+// The sub-programs of a control-flow op (op.h: while, scan, cond), immutable and shared between copies of
+// the instruction. Never null.
+using Regions = std::vector<std::shared_ptr<const Program>>;
+
+// int64 scalar, list of ints, list of (possibly symbolic) dimensions, a dtype, a constant's data, or
+// sub-programs. Regions compare equal when they are the same objects or structurally equal programs.
+using Attr = std::variant<int64_t, std::vector<int64_t>, Shape, DType, Buffer, Regions>;
 
 class Attrs {
  public:
@@ -33,6 +40,7 @@ class Attrs {
   absl::StatusOr<Shape> get_dims(std::string_view name) const;
   absl::StatusOr<DType> get_dtype(std::string_view name) const;
   absl::StatusOr<Buffer> get_buffer(std::string_view name) const;
+  absl::StatusOr<Regions> get_regions(std::string_view name) const;
 
   // Entries sorted by name.
   const std::vector<std::pair<std::string, Attr>>& entries() const { return entries_; }

@@ -51,6 +51,9 @@ class Encoder {
             for (const DimExpr& d : v) dim(d);
           } else if constexpr (std::is_same_v<T, DType>) {
             u64(static_cast<uint64_t>(v));
+          } else if constexpr (std::is_same_v<T, Regions>) {
+            u64(v.size());
+            for (const auto& region : v) str(canonical_encoding(*region));
           } else {
             u64(static_cast<uint64_t>(v.dtype()));
             u64(v.dims().size());
@@ -70,7 +73,12 @@ class Encoder {
 
 int required_opset(const Program& p) {
   int need = 1;
-  for (const Instr& ins : p.instrs) need = std::max(need, op_info(ins.kind).opset);
+  for (const Instr& ins : p.instrs) {
+    need = std::max(need, op_info(ins.kind).opset);
+    for (const auto& [name, value] : ins.attrs.entries())
+      if (const auto* regions = std::get_if<Regions>(&value))
+        for (const auto& region : *regions) need = std::max(need, required_opset(*region));
+  }
   return need;
 }
 

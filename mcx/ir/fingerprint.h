@@ -26,8 +26,8 @@
 namespace mcx::ir {
 
 // The smallest opset (op.h kOpsetVersion history) holding every op of program: the largest
-// op_info(kind).opset of its instructions (1 for a program of opset-1 ops only, 2 with SPMD ops, 3 with
-// conv_general_dilated or reduce_window).
+// op_info(kind).opset of its instructions and of the regions of its control-flow ops, at any nesting (1 for
+// a program of opset-1 ops only, 2 with SPMD ops, 3 with conv_general_dilated or reduce_window, ...).
 int required_opset(const Program& program);
 
 // The canonical encoding (binary, not printable; ir::print_program gives text). Equal encodings mean programs

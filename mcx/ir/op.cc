@@ -85,6 +85,9 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kErfc, "erfc", C::kUnary, 1, true, 5},
     {OpKind::kErfInv, "erf_inv", C::kUnary, 1, true, 5},
     {OpKind::kRematBarrier, "remat_barrier", C::kUnary, 1, true, 6},
+    {OpKind::kWhile, "while", C::kOther, kVar, true, 7},
+    {OpKind::kScan, "scan", C::kOther, kVar, true, 7},
+    {OpKind::kCond, "cond", C::kOther, kVar, true, 7},
 }};
 
 constexpr bool table_in_enum_order() {

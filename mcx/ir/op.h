@@ -128,6 +128,26 @@
 // scatter: each window's cotangent goes to the first element (in row-major window order) equal to its
 // result.
 //
+// Control flow (opset 7; control_flow.h decodes and checks the attributes). Each op has sub-programs
+// (attribute regions) and several results; as every op has one result, a control-flow op with n results
+// is n sibling instructions with the same operands and attributes except `result` (0..n-1), each
+// yielding that result. Backends run a group of siblings once (siblings share their sub-programs).
+// while                carries..., cond consts...,     regions: [cond, body], num_carry: int,    carry `result`
+//                      body consts...                  num_cond_consts: int, result: int
+//   cond(carries..., cond consts...) -> bool[]; body(carries..., body consts...) -> carries; runs body
+//   while cond is true (zero times when it is false at first). The carry types are fixed.
+// scan                 carries..., xs..., consts...    regions: [body], num_carry, num_xs,      see below
+//                                                      length: int (>= 0), reverse: int (0/1), result
+//   body(carries..., x slices..., consts...) -> (carries..., y slices...). Every x has leading dim
+//   `length`; iteration t (t = length-1 down to 0 when reverse) sees x[t]. Results: the final carries,
+//   then each y stacked along a new leading dim of size `length` (y[t] written at row t).
+// cond                 index (i32[]), operands...,     regions: [branch_0, ...] (>= 1),        branch result
+//                      each branch's consts...         branch_consts: ints (one count per branch),
+//                                                      result: int
+//   Runs branch clamp(index, 0, n-1) on (operands..., its consts...); every branch has the same result
+//   types. Only the chosen branch runs.
+// VJP/JVP/batching/partitioning rules: none yet; those transformations refuse these ops with an error.
+//
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
 // comparisons, select's branches, reduce_max/min, argmax/argmin, reverse and the shape ops take any dtype;
@@ -142,8 +162,8 @@
 namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
-// reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier.
-inline constexpr int kOpsetVersion = 6;
+// reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier. 7: while, scan, cond.
+inline constexpr int kOpsetVersion = 7;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -236,8 +256,13 @@ enum class OpKind : uint16_t {
   kErfInv,
   // rematerialisation (opset 6)
   kRematBarrier,
+  // control flow (opset 7)
+  kWhile,
+  kScan,
+  kCond,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kRematBarrier) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCond) + 1;
+inline bool is_control_flow(OpKind k) { return k == OpKind::kWhile || k == OpKind::kScan || k == OpKind::kCond; }
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;

@@ -30,6 +30,8 @@ size_t hash_attr(const Attr& a) {
           for (const DimExpr& d : v) h = mix(h, d.hash());
         } else if constexpr (std::is_same_v<T, DType>) {
           h = mix(h, static_cast<size_t>(v));
+        } else if constexpr (std::is_same_v<T, Regions>) {
+          for (const auto& region : v) h = mix(h, region->instrs.size());  // equality compares the programs
         } else {
           h = mix(h, static_cast<size_t>(v.dtype()));
           for (int64_t d : v.dims()) h = mix(h, std::hash<int64_t>()(d));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "mcx/ir/control_flow.h"
 #include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/ir/window_rules.h"
@@ -119,6 +120,9 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kReduceWindow:
       return {"padding_high", "padding_low", "reduce", "window_dimensions", "window_strides"};
     case OpKind::kRematBarrier: return {"region", "role"};
+    case OpKind::kWhile: return {"regions", "num_carry", "num_cond_consts", "result"};
+    case OpKind::kScan: return {"regions", "num_carry", "num_xs", "length", "reverse", "result"};
+    case OpKind::kCond: return {"regions", "branch_consts", "result"};
     default: return {};
   }
 }
@@ -621,6 +625,9 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kShardingConstraint: return spmd_infer_type(kind, operands, attrs, scope);
     case OpKind::kConvGeneralDilated:
     case OpKind::kReduceWindow: return window_infer_type(kind, operands, attrs, scope);
+    case OpKind::kWhile:
+    case OpKind::kScan:
+    case OpKind::kCond: return control_flow_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

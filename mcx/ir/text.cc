@@ -184,9 +184,14 @@ class Parser {
  public:
   explicit Parser(std::string_view text) : s_(text) {}
 
+  // One program filling the whole text.
   absl::StatusOr<Program> program();
 
  private:
+  // One program from the current position (its value names apart from any enclosing program's).
+  absl::StatusOr<Program> program_text();
+  // The programs of a regions attribute after its '[': program {',' program} ']'.
+  absl::StatusOr<Regions> regions();
   // Position prefix for pos (default: the current position).
   std::string where(size_t pos) const {
     int line = 1, col = 1;
@@ -426,6 +431,11 @@ absl::StatusOr<Attr> Parser::attr_value() {
   skip_ws();
   size_t at = pos_;
   if (try_char('[')) {
+    skip_ws();
+    if (s_.substr(pos_, 7) == "program") {
+      MCX_ASSIGN_OR_RETURN(Regions r, regions());
+      return Attr(std::move(r));
+    }
     std::vector<int64_t> v;
     while (!try_char(']')) {
       if (!v.empty()) MCX_RETURN_IF_ERROR(expect_char(','));
@@ -482,7 +492,31 @@ absl::StatusOr<std::vector<std::string>> Parser::constraints() {
   return expected("'{' after the constraints");
 }
 
+absl::StatusOr<Regions> Parser::regions() {
+  Regions out;
+  do {
+    MCX_ASSIGN_OR_RETURN(Program p, program_text());
+    out.push_back(std::make_shared<const Program>(std::move(p)));
+  } while (try_char(','));
+  MCX_RETURN_IF_ERROR(expect_char(']'));
+  return out;
+}
+
 absl::StatusOr<Program> Parser::program() {
+  MCX_ASSIGN_OR_RETURN(Program p, program_text());
+  skip_ws();
+  if (pos_ != s_.size()) return expected("end of input after the program");
+  return p;
+}
+
+absl::StatusOr<Program> Parser::program_text() {
+  std::map<std::string, ValueId> enclosing;
+  enclosing.swap(names_);
+  struct Restore {
+    std::map<std::string, ValueId>& names;
+    std::map<std::string, ValueId>& saved;
+    ~Restore() { names.swap(saved); }
+  } restore{names_, enclosing};
   MCX_RETURN_IF_ERROR(expect_word("program"));
   MCX_RETURN_IF_ERROR(expect_char('@'));
   MCX_ASSIGN_OR_RETURN(std::string name, program_name());
@@ -595,8 +629,6 @@ absl::StatusOr<Program> Parser::program() {
   if (results.size() != result_types.size())
     return expected(cat(result_types.size(), " results as declared in the header"));
   MCX_RETURN_IF_ERROR(expect_char('}'));
-  skip_ws();
-  if (pos_ != s_.size()) return expected("end of input after the program");
   return std::move(b).build(std::move(results));
 }
 
@@ -614,6 +646,10 @@ std::string print_attr(const Attr& attr) {
           return cat("dims", shape_to_string(v));
         } else if constexpr (std::is_same_v<T, DType>) {
           return std::string(dtype_short_name(v));
+        } else if constexpr (std::is_same_v<T, Regions>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += cat(i ? ", " : "", print_program(*v[i]));
+          return out + "]";
         } else {
           return print_buffer(v);
         }

@@ -81,7 +81,10 @@ std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
     if (is_floating(a.in_avals[i].dtype)) wrt.push_back(static_cast<int>(i));
   }
   if (wrt.empty()) return nullptr;
-  ir::Program vjp = value_or_throw(ir::vjp_program(a.program, wrt));
+  absl::StatusOr<ir::Program> vjp_or = ir::vjp_program(a.program, wrt);
+  // A program reverse mode does not handle (control flow, opset 7) is exported without its VJP.
+  if (absl::IsUnimplemented(vjp_or.status())) return nullptr;
+  ir::Program vjp = value_or_throw(std::move(vjp_or));
   // Keep only the cotangents: the primal results are the first out_avals.size() results.
   vjp.results.erase(vjp.results.begin(), vjp.results.begin() + static_cast<long>(a.out_avals.size()));
   vjp = ir::eliminate_dead_code(vjp);
@@ -262,7 +265,7 @@ Exported Exported::deserialize(std::string_view bytes, const exporting::Limits& 
 Exported Exported::vjp() const {
   if (!state_->artifact.vjp) {
     throw InvalidArgument(cat("[Exported.vjp] '", fun_name(), "' was exported without a VJP (with_vjp = false, ",
-                              "or no floating inputs)"));
+                              "no floating inputs, or ops reverse mode does not differentiate, such as control flow)"));
   }
   std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp, /*validated=*/true).state_;

@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
+#include "mcx/ir/control_flow.h"
 #include "mcx/ir/op.h"
+#include "tests/support/reference_control_flow.h"
 #include "tests/support/reference_window.h"
 #include "tests/support/row_major.h"
 #include "tests/support/spmd_reference.h"
@@ -582,6 +584,12 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
   };
   if (in.kind != OpKind::kConvert && (ir::is_elementwise(in.kind) || in.kind == OpKind::kIsFinite)) {
     return eval_elementwise(in, ops, std::move(out));
+  }
+  if (ir::is_control_flow(in.kind)) {
+    std::vector<Buffer> bufs;
+    for (const RVal* v : ops) bufs.push_back(to_buffer(*v));
+    MCX_ASSIGN_OR_RETURN(std::vector<Buffer> r, reference_control_flow(in, bufs));
+    return from_buffer(r.at(static_cast<size_t>(ir::result_index(in))));
   }
   if (is_spmd_op(in.kind)) {  // partition 0 of 1
     std::vector<std::vector<Buffer>> bufs(1);

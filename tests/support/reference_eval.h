@@ -25,6 +25,7 @@
 //    all_to_all return x; axis_index is 0; collective_permute returns x for the pair (0, 0) and zeros
 //    when no pair targets 0 (a pair naming a partition > 0 is InvalidArgument); sharding_constraint is
 //    the identity. spmd_reference.h evaluates them on N partitions.
+//  - while, scan and cond run their regions iteration by iteration (reference_control_flow.h).
 // Static shapes only: a symbolic dimension in a parameter or instruction type is InvalidArgument.
 // Result shapes and dtypes are taken from the instructions' recorded types.
 //

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/collectives.h"
+#include "mcx/backend/cpu/control_flow.h"
 #include "mcx/backend/cpu/conv.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
@@ -26,6 +27,7 @@
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/ir/control_flow.h"
 #include "mcx/ir/shape_rules.h"
 
 namespace mcx::cpu {
@@ -60,7 +62,7 @@ struct CpuExecutable::Plan {
     std::vector<ValueId> outputs;   // values written out, parallel to group.outputs
     std::vector<int> inplace_leaf;  // per output: leaf index whose storage is reused, or -1
   };
-  enum class StepKind { kView, kOp, kFused, kRowRegion };
+  enum class StepKind { kView, kOp, kFused, kRowRegion, kControlFlow };
   struct Step {
     StepKind kind;
     ValueId value = -1;  // kView / kOp
@@ -72,6 +74,10 @@ struct CpuExecutable::Plan {
     DType dtype = DType::kFloat32;
     std::shared_ptr<const ConvGeometry> conv;      // conv_general_dilated
     std::shared_ptr<const WindowGeometry> window;  // reduce_window
+    // kControlFlow: the runner of a group of sibling instructions (value is the first of them) and the
+    // value of each result, -1 where no sibling yields it.
+    std::shared_ptr<const ControlFlowRunner> control_flow;
+    std::vector<ValueId> sibling_values;
     std::vector<ValueId> release;  // values dropped after this step
   };
 
@@ -243,6 +249,13 @@ RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<
   return r;
 }
 
+// The value as a Buffer of its own dims: its storage when the view covers it whole, else a copy.
+Buffer to_buffer(const RtValue& x) {
+  const bool whole = x.view.is_contiguous() && x.base.valid() && x.view.data == x.base.data() &&
+                     x.view.num_elements() == x.base.num_elements();
+  return whole ? x.base.reshaped(x.view.dims) : materialize(x.view);
+}
+
 RtValue from_buffer(Buffer b) {
   RtValue r;
   r.view = view_of(b);
@@ -288,6 +301,31 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
 
 bool is_reduction(OpKind k) {
   return k == OpKind::kReduceSum || k == OpKind::kReduceMax || k == OpKind::kReduceMin || k == OpKind::kReduceProd;
+}
+
+// A control-flow instruction v joins the step of an earlier sibling, or starts a step that runs the group.
+absl::Status schedule_control_flow(Plan& plan, ValueId v) {
+  const ir::Program& p = plan.program;
+  const ir::Instr& in = p.defining_instr(v);
+  const int result = ir::result_index(in);
+  for (auto it = plan.steps.rbegin(); it != plan.steps.rend(); ++it) {
+    if (it->kind != Plan::StepKind::kControlFlow || !ir::are_siblings(p.defining_instr(it->value), in)) continue;
+    if (it->sibling_values[result] < 0) {
+      it->sibling_values[result] = v;
+      return absl::OkStatus();
+    }
+    break;  // a duplicate sibling (no CSE ran): it gets a step of its own
+  }
+  std::vector<AbstractValue> operand_types;
+  for (ValueId o : in.operands) operand_types.push_back(p.type(o));
+  Plan::Step st;
+  st.kind = Plan::StepKind::kControlFlow;
+  st.value = v;
+  MCX_ASSIGN_OR_RETURN(st.control_flow, ControlFlowRunner::compile(in, operand_types));
+  st.sibling_values.assign(st.control_flow->num_results(), -1);
+  st.sibling_values[result] = v;
+  plan.steps.push_back(std::move(st));
+  return absl::OkStatus();
 }
 
 // Values a top-level step reads.
@@ -674,6 +712,10 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
       plan->steps.push_back(std::move(st));
       continue;
     }
+    if (ir::is_control_flow(in.kind)) {
+      MCX_RETURN_IF_ERROR(schedule_control_flow(*plan, v));
+      continue;
+    }
     Plan::Step st;
     st.kind = is_view_op(in.kind) ? Plan::StepKind::kView : Plan::StepKind::kOp;
     st.value = v;
@@ -731,6 +773,8 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
     }
   }
   for (const ir::Instr& in : p.instrs) plan->has_collectives |= ir::is_collective(in.kind);
+  for (const Plan::Step& st : plan->steps)
+    if (st.kind == Plan::StepKind::kControlFlow) plan->has_collectives |= st.control_flow->has_collectives();
   generate_kernels(*plan);
   return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
 }
@@ -781,6 +825,13 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
         }
         run_fused(gp.group, leaves, outs);
         for (size_t j = 0; j < gp.outputs.size(); ++j) rt[gp.outputs[j]] = from_buffer(std::move(out_bufs[j]));
+      } else if (st.kind == Plan::StepKind::kControlFlow) {
+        std::vector<Buffer> operands;
+        for (ValueId o : p.defining_instr(st.value).operands) operands.push_back(to_buffer(rt[o]));
+        absl::StatusOr<std::vector<Buffer>> r = st.control_flow->run(operands, ctx);
+        if (!r.ok()) return r.status();
+        for (size_t k = 0; k < st.sibling_values.size(); ++k)
+          if (st.sibling_values[k] >= 0) rt[st.sibling_values[k]] = from_buffer(std::move((*r)[k]));
       } else {
         const ir::Instr& in = p.defining_instr(st.value);
         if (st.kind == Plan::StepKind::kView) {
@@ -802,12 +853,7 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
   }
   std::vector<Buffer> results;
   results.reserve(p.results.size());
-  for (ValueId r : p.results) {
-    const RtValue& x = rt[r];
-    const bool whole = x.view.is_contiguous() && x.base.valid() && x.view.data == x.base.data() &&
-                       x.view.num_elements() == x.base.num_elements();
-    results.push_back(whole ? x.base.reshaped(x.view.dims) : materialize(x.view));
-  }
+  for (ValueId r : p.results) results.push_back(to_buffer(rt[r]));
   return results;
 }
 

@@ -1,0 +1,291 @@
+#include "mcx/ir/control_flow.h"
+
+#include <string>
+#include <utility>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/shape_rules.h"
+#include "mcx/ir/str_util.h"
+
+namespace mcx::ir {
+using internal::cat;
+using internal::op_error;
+using internal::with_op_prefix;
+namespace {
+
+absl::StatusOr<int64_t> get_int(OpKind kind, const Attrs& attrs, std::string_view name) {
+  auto v = attrs.get_int(name);
+  if (!v.ok()) return with_op_prefix(op_name(kind), v.status());
+  return *v;
+}
+
+absl::StatusOr<Regions> get_regions(OpKind kind, const Attrs& attrs, size_t expected) {
+  auto v = attrs.get_regions("regions");
+  if (!v.ok()) return with_op_prefix(op_name(kind), v.status());
+  if (expected > 0 && v->size() != expected)
+    return op_error(op_name(kind), "attribute 'regions' holds ", v->size(), " programs, expected ", expected);
+  if (v->empty()) return op_error(op_name(kind), "attribute 'regions' is empty, expected at least one branch");
+  for (size_t i = 0; i < v->size(); ++i)
+    if ((*v)[i] == nullptr) return op_error(op_name(kind), "region ", i, " is null");
+  return *std::move(v);
+}
+
+// A count attribute in [0, limit].
+absl::StatusOr<int> get_count(OpKind kind, const Attrs& attrs, std::string_view name, int64_t limit) {
+  MCX_ASSIGN_OR_RETURN(int64_t v, get_int(kind, attrs, name));
+  if (v < 0 || v > limit)
+    return op_error(op_name(kind), "attribute '", name, "' is ", v, ", expected a count in [0, ", limit, "]");
+  return static_cast<int>(v);
+}
+
+std::string types_str(std::span<const AbstractValue> types) {
+  std::string out = "(";
+  for (size_t i = 0; i < types.size(); ++i) out += cat(i ? ", " : "", types[i].to_string());
+  return out + ")";
+}
+
+// The region is a valid program whose parameters are exactly `params`.
+absl::Status check_region(OpKind kind, const Program& region, std::string_view what,
+                          std::span<const AbstractValue> params) {
+  if (absl::Status s = verify(region); !s.ok())
+    return op_error(op_name(kind), what, " is not a valid program: ", std::string(s.message()));
+  if (region.params.size() != params.size())
+    return op_error(op_name(kind), what, " takes ", region.params.size(), " parameters ",
+                    types_str(region.params), ", expected ", params.size(), " ", types_str(params));
+  for (size_t i = 0; i < params.size(); ++i)
+    if (region.params[i] != params[i])
+      return op_error(op_name(kind), what, " parameter ", i, " is ", region.params[i].to_string(), ", expected ",
+                      params[i].to_string());
+  return absl::OkStatus();
+}
+
+std::vector<AbstractValue> concat_types(std::span<const AbstractValue> a, std::span<const AbstractValue> b) {
+  std::vector<AbstractValue> out(a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<AbstractValue>> while_types(std::span<const AbstractValue> ops, const Attrs& attrs) {
+  constexpr OpKind k = OpKind::kWhile;
+  MCX_ASSIGN_OR_RETURN(WhileConfig c, get_while_config(attrs, ops.size()));
+  auto carries = ops.subspan(0, c.num_carry);
+  auto cond_consts = ops.subspan(c.num_carry, c.num_cond_consts);
+  auto body_consts = ops.subspan(c.num_carry + c.num_cond_consts);
+  MCX_RETURN_IF_ERROR(check_region(k, *c.cond, "cond", concat_types(carries, cond_consts)));
+  MCX_RETURN_IF_ERROR(check_region(k, *c.body, "body", concat_types(carries, body_consts)));
+  const std::vector<AbstractValue> pred = c.cond->result_types();
+  if (pred.size() != 1 || pred[0] != AbstractValue{DType::kBool, {}})
+    return op_error(op_name(k), "cond must return one bool[], found ", types_str(pred));
+  const std::vector<AbstractValue> out = c.body->result_types();
+  if (out.size() != carries.size())
+    return op_error(op_name(k), "body returns ", out.size(), " values, expected the ", carries.size(), " carries");
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] != carries[i])
+      return op_error(op_name(k), "carry ", i, ": body returns ", out[i].to_string(), ", the loop carries ",
+                      carries[i].to_string());
+  return out;
+}
+
+absl::StatusOr<std::vector<AbstractValue>> scan_types(std::span<const AbstractValue> ops, const Attrs& attrs,
+                                                      const SymbolicScope& scope) {
+  constexpr OpKind k = OpKind::kScan;
+  MCX_ASSIGN_OR_RETURN(ScanConfig c, get_scan_config(attrs, ops.size()));
+  auto carries = ops.subspan(0, c.num_carry);
+  std::vector<AbstractValue> params(carries.begin(), carries.end());
+  const DimExpr length(c.length);
+  for (int i = 0; i < c.num_xs; ++i) {
+    const AbstractValue& x = ops[c.num_carry + i];
+    if (x.rank() < 1 || !(x.shape[0] == length || scope.known_equal(x.shape[0], length)))
+      return op_error(op_name(k), "xs ", i, " is ", x.to_string(), ", expected a leading dimension of the length ",
+                      c.length);
+    params.push_back(AbstractValue{x.dtype, Shape(x.shape.begin() + 1, x.shape.end())});
+  }
+  for (size_t i = c.num_carry + c.num_xs; i < ops.size(); ++i) params.push_back(ops[i]);
+  MCX_RETURN_IF_ERROR(check_region(k, *c.body, "body", params));
+  const std::vector<AbstractValue> out = c.body->result_types();
+  if (static_cast<int>(out.size()) < c.num_carry)
+    return op_error(op_name(k), "body returns ", out.size(), " values, expected the ", c.num_carry,
+                    " carries first");
+  std::vector<AbstractValue> results;
+  for (int i = 0; i < c.num_carry; ++i) {
+    if (out[i] != carries[i])
+      return op_error(op_name(k), "carry ", i, ": body returns ", out[i].to_string(), ", the loop carries ",
+                      carries[i].to_string());
+    results.push_back(out[i]);
+  }
+  for (size_t i = c.num_carry; i < out.size(); ++i) {
+    Shape stacked{length};
+    stacked.insert(stacked.end(), out[i].shape.begin(), out[i].shape.end());
+    results.push_back(AbstractValue{out[i].dtype, std::move(stacked)});
+  }
+  return results;
+}
+
+absl::StatusOr<std::vector<AbstractValue>> cond_types(std::span<const AbstractValue> ops, const Attrs& attrs) {
+  constexpr OpKind k = OpKind::kCond;
+  MCX_ASSIGN_OR_RETURN(CondConfig c, get_cond_config(attrs, ops.size()));
+  if (ops[0] != AbstractValue{DType::kInt32, {}})
+    return op_error(op_name(k), "the branch index must be i32[], found ", ops[0].to_string());
+  const int n = c.num_operands(ops.size());
+  auto shared = ops.subspan(1, n);
+  size_t next = 1 + n;
+  std::vector<AbstractValue> results;
+  for (size_t b = 0; b < c.branches.size(); ++b) {
+    auto consts = ops.subspan(next, c.branch_consts[b]);
+    next += c.branch_consts[b];
+    MCX_RETURN_IF_ERROR(check_region(k, *c.branches[b], cat("branch ", b), concat_types(shared, consts)));
+    std::vector<AbstractValue> out = c.branches[b]->result_types();
+    if (b == 0) {
+      results = std::move(out);
+      continue;
+    }
+    if (out.size() != results.size())
+      return op_error(op_name(k), "branch ", b, " returns ", out.size(), " values ", types_str(out), ", branch 0 ",
+                      results.size(), " ", types_str(results));
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] != results[i])
+        return op_error(op_name(k), "result ", i, ": branch ", b, " returns ", out[i].to_string(), ", branch 0 ",
+                        results[i].to_string());
+  }
+  return results;
+}
+
+}  // namespace
+
+int CondConfig::num_operands(size_t total_operands) const {
+  int64_t consts = 0;
+  for (int64_t c : branch_consts) consts += c;
+  return static_cast<int>(static_cast<int64_t>(total_operands) - 1 - consts);
+}
+
+Attrs while_attrs(const WhileConfig& c) {
+  return Attrs{{"regions", Regions{c.cond, c.body}},
+               {"num_carry", int64_t{c.num_carry}},
+               {"num_cond_consts", int64_t{c.num_cond_consts}},
+               {"result", int64_t{c.result}}};
+}
+
+Attrs scan_attrs(const ScanConfig& c) {
+  return Attrs{{"regions", Regions{c.body}},         {"num_carry", int64_t{c.num_carry}},
+               {"num_xs", int64_t{c.num_xs}},        {"length", c.length},
+               {"reverse", int64_t{c.reverse ? 1 : 0}}, {"result", int64_t{c.result}}};
+}
+
+Attrs cond_attrs(const CondConfig& c) {
+  return Attrs{{"regions", c.branches}, {"branch_consts", c.branch_consts}, {"result", int64_t{c.result}}};
+}
+
+absl::StatusOr<WhileConfig> get_while_config(const Attrs& attrs, size_t num_operands) {
+  constexpr OpKind k = OpKind::kWhile;
+  WhileConfig c;
+  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 2));
+  c.cond = regions[0];
+  c.body = regions[1];
+  const int64_t n = static_cast<int64_t>(num_operands);
+  MCX_ASSIGN_OR_RETURN(c.num_carry, get_count(k, attrs, "num_carry", n));
+  MCX_ASSIGN_OR_RETURN(c.num_cond_consts, get_count(k, attrs, "num_cond_consts", n - c.num_carry));
+  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
+  if (result < 0 || result >= c.num_carry)
+    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a carry index in [0, ", c.num_carry, ")");
+  c.result = static_cast<int>(result);
+  return c;
+}
+
+absl::StatusOr<ScanConfig> get_scan_config(const Attrs& attrs, size_t num_operands) {
+  constexpr OpKind k = OpKind::kScan;
+  ScanConfig c;
+  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 1));
+  c.body = regions[0];
+  const int64_t n = static_cast<int64_t>(num_operands);
+  MCX_ASSIGN_OR_RETURN(c.num_carry, get_count(k, attrs, "num_carry", n));
+  MCX_ASSIGN_OR_RETURN(c.num_xs, get_count(k, attrs, "num_xs", n - c.num_carry));
+  MCX_ASSIGN_OR_RETURN(c.length, get_int(k, attrs, "length"));
+  if (c.length < 0) return op_error(op_name(k), "attribute 'length' is ", c.length, ", expected >= 0");
+  MCX_ASSIGN_OR_RETURN(int64_t reverse, get_int(k, attrs, "reverse"));
+  if (reverse != 0 && reverse != 1) return op_error(op_name(k), "attribute 'reverse' is ", reverse, ", expected 0 or 1");
+  c.reverse = reverse == 1;
+  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
+  const int64_t num_results = static_cast<int64_t>(c.body->results.size());
+  if (result < 0 || result >= num_results)
+    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a result index in [0, ", num_results, ")");
+  c.result = static_cast<int>(result);
+  return c;
+}
+
+absl::StatusOr<CondConfig> get_cond_config(const Attrs& attrs, size_t num_operands) {
+  constexpr OpKind k = OpKind::kCond;
+  CondConfig c;
+  MCX_ASSIGN_OR_RETURN(c.branches, get_regions(k, attrs, 0));
+  auto consts = attrs.get_ints("branch_consts");
+  if (!consts.ok()) return with_op_prefix(op_name(k), consts.status());
+  c.branch_consts = *std::move(consts);
+  if (c.branch_consts.size() != c.branches.size())
+    return op_error(op_name(k), "attribute 'branch_consts' has ", c.branch_consts.size(), " entries, expected one per branch (",
+                    c.branches.size(), ")");
+  int64_t total = 0;
+  for (int64_t v : c.branch_consts) {
+    if (v < 0) return op_error(op_name(k), "attribute 'branch_consts' has the count ", v, ", expected >= 0");
+    total += v;
+  }
+  if (num_operands < 1 || total > static_cast<int64_t>(num_operands) - 1)
+    return op_error(op_name(k), "takes the branch index and ", total, " branch constants, found ", num_operands,
+                    " operands");
+  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
+  const int64_t num_results = static_cast<int64_t>(c.branches[0]->results.size());
+  if (result < 0 || result >= num_results)
+    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a result index in [0, ", num_results, ")");
+  c.result = static_cast<int>(result);
+  return c;
+}
+
+absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind,
+                                                                     std::span<const AbstractValue> operands,
+                                                                     const Attrs& attrs, const SymbolicScope& scope) {
+  switch (kind) {
+    case OpKind::kWhile: return while_types(operands, attrs);
+    case OpKind::kScan: return scan_types(operands, attrs, scope);
+    case OpKind::kCond: return cond_types(operands, attrs);
+    default: break;
+  }
+  return absl::InternalError(cat("[", op_name(kind), "] is not a control-flow op"));
+}
+
+absl::StatusOr<AbstractValue> control_flow_infer_type(OpKind kind, std::span<const AbstractValue> operands,
+                                                      const Attrs& attrs, const SymbolicScope& scope) {
+  MCX_ASSIGN_OR_RETURN(std::vector<AbstractValue> types, control_flow_result_types(kind, operands, attrs, scope));
+  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(kind, attrs, "result"));
+  return types.at(static_cast<size_t>(result));  // in range: checked by the get_*_config above
+}
+
+Attrs with_result_index(Attrs attrs, int result) {
+  attrs.set("result", int64_t{result});
+  return attrs;
+}
+
+int result_index(const Instr& instr) {
+  auto r = instr.attrs.get_int("result");
+  return r.ok() ? static_cast<int>(*r) : 0;
+}
+
+bool are_siblings(const Instr& a, const Instr& b) {
+  if (a.kind != b.kind || !is_control_flow(a.kind) || a.operands != b.operands) return false;
+  return with_result_index(a.attrs, 0) == with_result_index(b.attrs, 0);
+}
+
+std::string control_flow_autodiff_error(OpKind kind, std::string_view mode) {
+  if (kind == OpKind::kWhile && mode == "reverse")
+    return "[grad] reverse-mode differentiation does not work for while loops (while_loop, or fori_loop with a "
+           "dynamic trip count): the number of iterations is not known when the backward pass is built; use "
+           "scan, or fori_loop with static bounds";
+  return cat("[", mode == "reverse" ? "grad" : "jvp", "] ", mode, "-mode differentiation of '", op_name(kind),
+             "' (control flow) is not implemented in this version; differentiate the unrolled loop (a C++ for "
+             "loop over the traced body) instead");
+}
+
+bool has_control_flow(const Program& program) {
+  for (const Instr& in : program.instrs)
+    if (is_control_flow(in.kind)) return true;
+  return false;
+}
+
+}  // namespace mcx::ir
