@@ -27,7 +27,9 @@ Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> encode_dims(FlatBufferB
   return fbb.CreateVectorOfStrings(dims);
 }
 
-Offset<fb::Attr> encode_attr(FlatBufferBuilder& fbb, const std::string& name, const ir::Attr& attr) {
+// region_index: the position of each region object in the enclosing program's table.
+Offset<fb::Attr> encode_attr(FlatBufferBuilder& fbb, const std::string& name, const ir::Attr& attr,
+                             const std::map<const ir::Program*, uint32_t>& region_index) {
   auto name_off = fbb.CreateString(name);
   if (const auto* i = std::get_if<int64_t>(&attr)) {
     return fb::CreateAttr(fbb, name_off, fb::AttrKind::Int, *i);
@@ -42,10 +44,10 @@ Offset<fb::Attr> encode_attr(FlatBufferBuilder& fbb, const std::string& name, co
     return fb::CreateAttr(fbb, name_off, fb::AttrKind::DType, 0, 0, 0, to_fb(*t));
   }
   if (const auto* regions = std::get_if<ir::Regions>(&attr)) {
-    std::vector<Offset<fb::Program>> programs;
-    for (const auto& region : *regions) programs.push_back(encode_program(fbb, *region));
+    std::vector<uint32_t> indices;
+    for (const auto& region : *regions) indices.push_back(region_index.at(region.get()));
     return fb::CreateAttr(fbb, name_off, fb::AttrKind::Regions, 0, 0, 0, fb::DType::Bool, 0,
-                          fbb.CreateVector(programs));
+                          fbb.CreateVector(indices));
   }
   const Buffer& b = std::get<Buffer>(attr);
   auto dims = fbb.CreateVector(b.dims());
@@ -111,7 +113,9 @@ absl::Status check_int(int64_t v, const Limits& limits, std::string_view what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, std::string_view what, int depth) {
+// table: the enclosing program's decoded regions.
+absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, std::string_view what,
+                                     const ir::Regions& table) {
   switch (a->kind()) {
     case fb::AttrKind::Int:
       MCX_RETURN_IF_ERROR(check_int(a->int_value(), limits, what));
@@ -137,15 +141,13 @@ absl::StatusOr<ir::Attr> decode_attr(const fb::Attr* a, const Limits& limits, st
       return ir::Attr(std::move(b));
     }
     case fb::AttrKind::Regions: {
-      if (depth >= limits.max_region_depth) {
-        return fail(what, ": control-flow regions nest deeper than the limit ", limits.max_region_depth);
-      }
       ir::Regions regions;
-      if (a->regions() == nullptr || a->regions()->size() == 0) return fail(what, ": regions attribute without programs");
-      for (uint32_t i = 0; i < a->regions()->size(); ++i) {
-        auto region = decode_program(a->regions()->Get(i), limits, depth + 1);
-        if (!region.ok()) return fail(what, " region ", i, ": ", region.status().message());
-        regions.push_back(std::make_shared<const ir::Program>(*std::move(region)));
+      if (a->region_indices() == nullptr || a->region_indices()->size() == 0) {
+        return fail(what, ": regions attribute without programs");
+      }
+      for (uint32_t i : *a->region_indices()) {
+        if (i >= table.size()) return fail(what, ": region index ", i, " out of range (", table.size(), " regions)");
+        regions.push_back(table[i]);
       }
       return ir::Attr(std::move(regions));
     }
@@ -247,21 +249,35 @@ Offset<fb::Program> encode_program(FlatBufferBuilder& fbb, const ir::Program& p)
       op_names.emplace_back(ir::op_name(in.kind));
     }
   }
+  // The distinct region objects, each encoded once (before this program's tables are started).
+  std::map<const ir::Program*, uint32_t> region_index;
+  std::vector<Offset<fb::Program>> regions;
+  for (const ir::Instr& in : p.instrs) {
+    for (const auto& [name, value] : in.attrs.entries()) {
+      const auto* rs = std::get_if<ir::Regions>(&value);
+      if (rs == nullptr) continue;
+      for (const auto& region : *rs) {
+        if (!region_index.emplace(region.get(), static_cast<uint32_t>(regions.size())).second) continue;
+        regions.push_back(encode_program(fbb, *region));
+      }
+    }
+  }
   std::vector<Offset<fb::AbstractValue>> params;
   for (const AbstractValue& v : p.params) params.push_back(encode_aval(fbb, v));
   std::vector<Offset<fb::Instr>> instrs;
   instrs.reserve(p.instrs.size());
   for (const ir::Instr& in : p.instrs) {
     std::vector<Offset<fb::Attr>> attrs;
-    for (const auto& [name, value] : in.attrs.entries()) attrs.push_back(encode_attr(fbb, name, value));
+    for (const auto& [name, value] : in.attrs.entries()) attrs.push_back(encode_attr(fbb, name, value, region_index));
     auto operands = fbb.CreateVector(in.operands);
     auto attrs_off = fbb.CreateVector(attrs);
     auto type = encode_aval(fbb, in.type);
     instrs.push_back(fb::CreateInstr(fbb, op_index.at(in.kind), operands, attrs_off, type));
   }
+  auto regions_off = regions.empty() ? 0 : fbb.CreateVector(regions);
   return fb::CreateProgram(fbb, fbb.CreateString(p.name), fbb.CreateVectorOfStrings(p.scope.constraints()),
                            fbb.CreateVectorOfStrings(op_names), fbb.CreateVector(params),
-                           fbb.CreateVector(instrs), fbb.CreateVector(p.results));
+                           fbb.CreateVector(instrs), fbb.CreateVector(p.results), regions_off);
 }
 
 absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& limits, int depth) {
@@ -280,6 +296,21 @@ absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& l
   if (!scope.ok()) return fail("program constraints: ", scope.status().message());
   out.scope = *std::move(scope);
 
+  ir::Regions regions;  // decoded once each; the instructions' attributes index them
+  if (p->regions() != nullptr) {
+    if (depth >= limits.max_region_depth) {
+      return fail("control-flow regions nest deeper than the limit ", limits.max_region_depth);
+    }
+    for (uint32_t i = 0; i < p->regions()->size(); ++i) {
+      auto region = decode_program(p->regions()->Get(i), limits, depth + 1);
+      if (!region.ok()) {
+        std::string m(region.status().message());
+        if (m.rfind("[deserialize] ", 0) == 0) m.erase(0, 14);
+        return fail("region ", i, ": ", m);
+      }
+      regions.push_back(std::make_shared<const ir::Program>(*std::move(region)));
+    }
+  }
   std::vector<ir::OpKind> ops;
   if (p->op_names() != nullptr) {
     for (const auto* n : *p->op_names()) {
@@ -317,7 +348,7 @@ absl::StatusOr<ir::Program> decode_program(const fb::Program* p, const Limits& l
       if (in->attrs() != nullptr) {
         for (const fb::Attr* a : *in->attrs()) {
           if (a->name() == nullptr) return fail(what, ": attribute without a name");
-          MCX_ASSIGN_OR_RETURN(ir::Attr attr, decode_attr(a, limits, cat(what, " attribute ", a->name()->str()), depth));
+          MCX_ASSIGN_OR_RETURN(ir::Attr attr, decode_attr(a, limits, cat(what, " attribute ", a->name()->str()), regions));
           if (instr.attrs.has(a->name()->string_view())) return fail(what, ": duplicate attribute ", a->name()->str());
           instr.attrs.set(a->name()->str(), std::move(attr));
         }

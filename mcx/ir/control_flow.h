@@ -60,9 +60,10 @@ absl::StatusOr<WhileConfig> get_while_config(const Attrs& attrs, size_t num_oper
 absl::StatusOr<ScanConfig> get_scan_config(const Attrs& attrs, size_t num_operands);
 absl::StatusOr<CondConfig> get_cond_config(const Attrs& attrs, size_t num_operands);
 
-// The types of all results of a control-flow op (every sibling's), after checking that its regions are
-// valid programs (verify) whose parameter and result types fit the operands: the error names e.g. "carry 1:
-// body returns f32[3], the loop carries f32[2]".
+// The types of all results of a control-flow op (every sibling's), after checking that its regions'
+// parameter and result types fit the operands: the error names e.g. "carry 1: body returns f32[3], the loop
+// carries f32[2]". The regions' bodies are not verified here but by verify() (shape_rules.h), once per
+// distinct region object.
 absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind,
                                                                      std::span<const AbstractValue> operands,
                                                                      const Attrs& attrs, const SymbolicScope& scope);

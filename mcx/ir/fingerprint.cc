@@ -1,6 +1,7 @@
 #include "mcx/ir/fingerprint.h"
 
 #include <algorithm>
+#include <map>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -53,7 +54,7 @@ class Encoder {
             u64(static_cast<uint64_t>(v));
           } else if constexpr (std::is_same_v<T, Regions>) {
             u64(v.size());
-            for (const auto& region : v) str(canonical_encoding(*region));
+            for (const auto& region : v) this->region(*region);
           } else {
             u64(static_cast<uint64_t>(v.dtype()));
             u64(v.dims().size());
@@ -64,9 +65,27 @@ class Encoder {
         },
         a);
   }
+  // A region: its encoding the first time the program holds an equal one, else a reference to that first
+  // one (siblings repeat their regions; nested loops would otherwise encode in exponential size). Equal
+  // regions in distinct objects encode the same way as shared ones.
+  void region(const Program& r) {
+    auto it = memo_.find(&r);
+    if (it == memo_.end()) it = memo_.emplace(&r, canonical_encoding(r)).first;
+    const auto seen = std::find(table_.begin(), table_.end(), it->second);
+    if (seen != table_.end()) {
+      u64(1);
+      u64(static_cast<uint64_t>(seen - table_.begin()));
+      return;
+    }
+    u64(0);
+    str(it->second);
+    table_.push_back(it->second);
+  }
 
  private:
   std::string& out_;
+  std::map<const Program*, std::string> memo_;
+  std::vector<std::string> table_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "mcx/ir/passes.h"
 
+#include <memory>
 #include <set>
 #include <string_view>
 #include <type_traits>
@@ -156,20 +157,46 @@ bool compare(int64_t a, const std::string& op, int64_t b) {
   return a == b;
 }
 
-}  // namespace
-
-absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string, int64_t>& dim_values) {
-  std::set<std::string> vars;
+// The dimension variables of p's types, attributes, constraints and regions (at any nesting).
+void collect_program_vars(const Program& p, std::set<std::string>& vars) {
   for (const AbstractValue& t : p.params) collect_vars(t.shape, vars);
   for (const Instr& ins : p.instrs) {
     collect_vars(ins.type.shape, vars);
-    for (const auto& [name, value] : ins.attrs.entries())
+    for (const auto& [name, value] : ins.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) collect_vars(*s, vars);
+      if (const Regions* r = std::get_if<Regions>(&value))
+        for (const auto& region : *r) collect_program_vars(*region, vars);
+    }
   }
   for (const auto& c : p.scope.parsed()) {
     for (const std::string& v : c.lhs.variables()) vars.insert(v);
     for (const std::string& v : c.rhs.variables()) vars.insert(v);
   }
+}
+
+// Specialised regions by their original objects: siblings share regions, and so do their specialisations.
+using RegionMemo = std::map<const Program*, std::shared_ptr<const Program>>;
+
+absl::StatusOr<Program> specialize_impl(const Program& p, const std::map<std::string, int64_t>& all_values,
+                                        bool is_region, RegionMemo& memo);
+
+}  // namespace
+
+absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string, int64_t>& dim_values) {
+  RegionMemo memo;
+  return specialize_impl(p, dim_values, false, memo);
+}
+
+namespace {
+
+// A region is specialised with the values of the variables it uses (it need not use all of its op's).
+absl::StatusOr<Program> specialize_impl(const Program& p, const std::map<std::string, int64_t>& all_values,
+                                        bool is_region, RegionMemo& memo) {
+  std::set<std::string> vars;
+  collect_program_vars(p, vars);
+  std::map<std::string, int64_t> dim_values;
+  for (const auto& [name, value] : all_values)
+    if (!is_region || vars.count(name)) dim_values.emplace(name, value);
   std::map<std::string, DimExpr> env;
   for (const auto& [name, value] : dim_values) {
     if (!vars.count(name))
@@ -223,6 +250,17 @@ absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string,
     for (const auto& [name, value] : ins.attrs.entries()) {
       if (const Shape* s = std::get_if<Shape>(&value)) {
         attrs.set(name, subst(*s));
+      } else if (const Regions* r = std::get_if<Regions>(&value)) {
+        Regions specialised;
+        for (const auto& region : *r) {
+          auto it = memo.find(region.get());
+          if (it == memo.end()) {
+            MCX_ASSIGN_OR_RETURN(Program sr, specialize_impl(*region, dim_values, true, memo));
+            it = memo.emplace(region.get(), std::make_shared<const Program>(std::move(sr))).first;
+          }
+          specialised.push_back(it->second);
+        }
+        attrs.set(name, std::move(specialised));
       } else {
         attrs.set(name, value);
       }
@@ -234,6 +272,8 @@ absl::StatusOr<Program> specialize(const Program& p, const std::map<std::string,
   }
   return std::move(b).build(p.results);
 }
+
+}  // namespace
 
 absl::StatusOr<std::map<std::string, int64_t>> solve_dimension_values(
     const Program& p, std::span<const std::vector<int64_t>> arg_dims) {

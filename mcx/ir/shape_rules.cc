@@ -1,6 +1,7 @@
 #include "mcx/ir/shape_rules.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -635,6 +636,7 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
 
 absl::Status verify(const Program& p) {
   const int np = p.num_params();
+  std::set<const Program*> verified_regions;  // siblings share their regions: each is verified once
   for (int i = 0; i < np; ++i)
     for (const DimExpr& d : p.params[i].shape)
       if (auto c = d.constant_value(); c && *c < 0)
@@ -661,6 +663,16 @@ absl::Status verify(const Program& p) {
     if (*t != ins.type)
       return fail(cat("recorded type ", ins.type.to_string(), " differs from inferred type ",
                                t->to_string()));
+    if (is_control_flow(ins.kind)) {
+      auto regions = ins.attrs.get_regions("regions");
+      if (!regions.ok()) return fail(std::string(regions.status().message()));
+      for (size_t r = 0; r < regions->size(); ++r) {
+        const Program* region = (*regions)[r].get();
+        if (!verified_regions.insert(region).second) continue;
+        if (absl::Status s = verify(*region); !s.ok())
+          return fail(cat("region ", r, " (@", region->name, "): ", std::string(s.message())));
+      }
+    }
   }
   for (size_t i = 0; i < p.results.size(); ++i) {
     ValueId v = p.results[i];

@@ -19,7 +19,8 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
                                          const Attrs& attrs, const SymbolicScope& scope);
 
 // Checks SSA order, operand counts, attributes and that every instruction's recorded type equals the
-// inferred one. The error names the instruction index and op.
+// inferred one, and verifies the regions of control-flow ops (each distinct region object once). The error
+// names the instruction index and op (and the region, for an error inside one).
 absl::Status verify(const Program& program);
 
 }  // namespace mcx::ir

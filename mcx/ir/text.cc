@@ -593,6 +593,18 @@ absl::StatusOr<Program> Parser::program_text() {
           if (an.empty()) return expected("an attribute name");
           if (attrs.has(an)) return error_at(an_at, cat("attribute '", an, "' is given twice"));
           MCX_RETURN_IF_ERROR(expect_char('='));
+          skip_ws();
+          if (s_.substr(pos_, 5) == "like ") {  // the regions of an earlier sibling
+            MCX_RETURN_IF_ERROR(expect_word("like"));
+            skip_ws();
+            size_t like_at = pos_;
+            MCX_ASSIGN_OR_RETURN(ValueId from, use());
+            const Attr* same = b.program().is_param(from) ? nullptr : b.program().defining_instr(from).attrs.find(an);
+            if (same == nullptr || !std::holds_alternative<Regions>(*same))
+              return error_at(like_at, cat("'like' names a value whose instruction has no '", an, "' regions"));
+            attrs.set(std::string(an), *same);
+            continue;
+          }
           MCX_ASSIGN_OR_RETURN(Attr v, attr_value());
           attrs.set(std::string(an), std::move(v));
         }
@@ -666,16 +678,27 @@ std::string print_program(const Program& p) {
   const auto& cs = p.scope.constraints();
   if (!cs.empty()) out += cat(" where ", internal::join(cs, ", "));
   out += " {\n";
+  // Regions printed in full, by the value of their instruction: a sibling's are printed "like %<value>".
+  std::vector<std::pair<ValueId, const Regions*>> printed;
+  auto print_value = [&](ValueId self, const Attr& value) -> std::string {
+    const Regions* r = std::get_if<Regions>(&value);
+    if (r == nullptr) return print_attr(value);
+    for (const auto& [v, earlier] : printed)
+      if (*earlier == *r) return cat("like %", v);  // the same region objects
+    printed.emplace_back(self, r);
+    return print_attr(value);
+  };
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
-    out += cat("  %", p.num_params() + static_cast<int>(i), " = ", op_name(ins.kind), "(");
+    const ValueId self = p.num_params() + static_cast<int>(i);
+    out += cat("  %", self, " = ", op_name(ins.kind), "(");
     for (size_t j = 0; j < ins.operands.size(); ++j) out += cat(j ? ", " : "", "%", ins.operands[j]);
     out += ")";
     if (!ins.attrs.entries().empty()) {
       out += " {";
       bool first = true;
       for (const auto& [name, value] : ins.attrs.entries()) {
-        out += cat(first ? "" : ", ", name, "=", print_attr(value));
+        out += cat(first ? "" : ", ", name, "=", print_value(self, value));
         first = false;
       }
       out += "}";

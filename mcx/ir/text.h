@@ -16,13 +16,16 @@
 //                               | 'dims' '[' dims ']'                      (dims, may be symbolic)
 //                               | dtype                                    (dtype)
 //                               | dtype '[' static dims ']' '{' elems '}'  (Buffer)
-//                               | '[' program {',' program} ']'            (regions) )
+//                               | '[' program {',' program} ']'            (regions)
+//                               | 'like' value                             (the regions of value's
+//                                                                           instruction, shared) )
 //   value      := '%' ([0-9]+ | identifier)        (any name when parsing; printed as %<id>)
 // Buffer elements: bool true/false; integers in decimal; floats in the shortest decimal form that
 // round-trips (std::to_chars), "inf", "-inf", "nan" for the default quiet NaN of the dtype, and
 // "nan:0x<bits>" for any other NaN, so every bit pattern (NaN payloads, -0) survives.
 // Constraints are printed as the scope stores their text. The regions of a control-flow op are printed in
-// full inside its attributes (each sibling repeats them); their value names are their own.
+// full inside the attributes of its first sibling (their value names are their own); siblings holding the
+// same region objects print "regions=like %<first>", so nested loops print in linear size.
 //
 // Parsing re-infers every instruction's type (shape_rules.h); a written type that differs from the
 // inferred one is an error, as is a result type in the header that differs from the returned value's.

@@ -2,6 +2,7 @@
 // program (the same body called in a C++ loop), the reference evaluator and closed forms; eagerly, under
 // jit (one trace however many iterations), nested, under vmap; and the errors a user meets.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -314,6 +315,23 @@ TEST(ControlFlowTextTest, TracedLoopsPrintAndParseBack) {
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << text;
   EXPECT_TRUE(ir::structurally_equal(*back, p));
   EXPECT_EQ(ir::print_program(*back), text);
+}
+
+TEST(ControlFlowTextTest, NestedLoopsPrintInLinearSizeAndKeepTheirSharing) {
+  // Each fori_loop has two results (counter and value), so each level's body is held by two siblings.
+  std::function<Array(int, const Array&)> nest = [&](int depth, const Array& x) -> Array {
+    if (depth == 0) return x + 1.0f;
+    return fori_loop(0, 2, [&](const Array&, const Array& v) { return nest(depth - 1, v); }, x);
+  };
+  ir::Program p = trace([&](const Array& x) { return nest(12, x); }, zeros({2}));
+  std::string text = ir::print_program(p);
+  EXPECT_LT(text.size(), 20000u);  // a full copy per sibling would be 2^12 bodies
+  EXPECT_THAT(text, HasSubstr("regions=like %"));
+  auto back = ir::parse_program(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ir::print_program(*back), text);
+  EXPECT_EQ(jit([&](const Array& x) { return nest(12, x); })(zeros({2})).to_vector<float>(),
+            (std::vector<float>{4096, 4096}));
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// Exporting functions with control flow (opset 7): the regions survive serialisation, a symbolic batch
+// reaches into loop bodies, the artifact records the opset it needs, has no VJP (reverse mode does not
+// differentiate control flow yet) and says so, and a nesting deeper than the reader's limit is refused.
+#include <functional>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/mcx.h"
+#include "tests/trace/trace_test_util.h"
+
+namespace mcx {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::error_of;
+using testing_util::expect_same_values;
+using testing_util::random_array;
+
+TEST(ControlFlowExport, RoundTripsWithASymbolicBatchAndMatchesEager) {
+  auto f = [](const Array& h0, const Array& xs) {
+    auto [c, ys] = scan([](const Array& c, const Array& x) { return std::pair{tanh(c + x), sum(c, {1})}; }, h0, xs);
+    Array d = cond(sum(c, {0, 1}) > 0.0f, [](const Array& v) { return v * 2.0f; }, [](const Array& v) { return -v; }, c);
+    Array n = while_loop([](const Array& i) { return i < 3; }, [](const Array& i) { return i + 1; },
+                         Array(Buffer::scalar<int32_t>(0)));
+    return std::pair{d * astype(n, DType::kFloat32), ys};
+  };
+  Exported e = export_fn(f, {.name = "looped", .creation_time_unix_ms = 1})(
+      AbstractValue{DType::kFloat32, symbolic_shape("b, 4")}, AbstractValue{DType::kFloat32, concrete_shape({5, 4})});
+  EXPECT_EQ(e.artifact().opset_version, 7u);
+  EXPECT_FALSE(e.has_vjp());
+  EXPECT_THAT(error_of([&] { e.vjp(); }), HasSubstr("such as control flow"));
+  Exported back = Exported::deserialize(e.serialize());
+  Array xs = random_array({5, 4}, 2);
+  for (int64_t b : {1, 3}) {
+    Array h0 = random_array({b, 4}, 10 + b);
+    auto [want_d, want_ys] = f(h0, xs);
+    std::vector<Array> got = back.call(h0, xs);
+    ASSERT_EQ(got.size(), 2u);
+    expect_same_values(got[0], want_d, 1e-6, 1e-6, "d");
+    expect_same_values(got[1], want_ys, 1e-6, 1e-6, "ys");
+  }
+}
+
+TEST(ControlFlowExport, RegionsNestedDeeperThanTheLimitAreRefused) {
+  std::function<Array(int, const Array&)> nest = [&](int depth, const Array& x) -> Array {
+    if (depth == 0) return x + 1.0f;
+    return fori_loop(0, 1, [&](const Array&, const Array& v) { return nest(depth - 1, v); }, x);
+  };
+  Exported shallow = export_fn([&](const Array& x) { return nest(15, x); }, {.with_vjp = false})(zeros({2}));
+  EXPECT_EQ(Exported::deserialize(shallow.serialize()).call(zeros({2}))[0].to_vector<float>(),
+            (std::vector<float>{1, 1}));
+  Exported deep = export_fn([&](const Array& x) { return nest(17, x); }, {.with_vjp = false})(zeros({2}));
+  EXPECT_THAT(error_of([&] { Exported::deserialize(deep.serialize()); }),
+              HasSubstr("control-flow regions nest deeper than the limit 16"));
+}
+
+}  // namespace
+}  // namespace mcx
