@@ -8,10 +8,13 @@
 #include "mcx/ir/autodiff.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/control_flow.h"
+#include "mcx/ir/control_flow_autodiff.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/remat.h"
 #include "mcx/ir/str_util.h"
@@ -48,7 +51,6 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
                    std::span<const ValueId> cts, const std::vector<int>& wrt) {
   const int np = f.num_params();
   const int nv = f.num_values();
-  std::vector<ValueId> map = replay(b, f, args);
 
   // Forward: depends on a wrt parameter through differentiable ops, and is floating.
   std::vector<bool> fwd(nv, false);
@@ -64,6 +66,30 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
     if (!active[np + i]) continue;
     for (ValueId v : f.instrs[i].operands) active[v] = active[v] || fwd[v];
+  }
+
+  // Sibling groups of control-flow ops (control_flow.h): the first sibling of each, and whether any sibling
+  // is active. An active scan is replayed with residuals (control_flow_vjp.h) and differentiated as a whole
+  // at its first sibling, when the cotangents of all its siblings are complete.
+  const std::vector<int> group_first = sibling_group_firsts(f);
+  std::vector<bool> group_active(f.instrs.size(), false);
+  for (size_t i = 0; i < f.instrs.size(); ++i)
+    if (group_first[i] >= 0 && active[np + i]) group_active[group_first[i]] = true;
+  std::vector<ValueId> map(nv, -1);
+  for (int p = 0; p < np; ++p) map[p] = args[p];
+  std::map<int, std::vector<ValueId>> scan_forward;  // first sibling -> results and stacked carries in b
+  for (size_t i = 0; i < f.instrs.size(); ++i) {
+    const Instr& in = f.instrs[i];
+    std::vector<ValueId> ops;
+    ops.reserve(in.operands.size());
+    for (ValueId v : in.operands) ops.push_back(map[v]);
+    const int first = group_first[i];
+    if (in.kind == OpKind::kScan && group_active[first]) {  // first >= 0 for a scan
+      if (first == static_cast<int>(i)) scan_forward[first] = internal::emit_scan_with_residuals(b, in, ops);
+      map[np + i] = scan_forward.at(first).at(result_index(in));
+      continue;
+    }
+    map[np + i] = b.emit_or_throw(in.kind, std::move(ops), in.attrs);
   }
 
   // Forward values the rules read; inside remat regions, recomputed copies (remat.h).
@@ -84,8 +110,26 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   }
   for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
     const ValueId v = np + i;
-    if (!active[v] || !ct[v]) continue;
     const Instr& in = f.instrs[i];
+    if (in.kind == OpKind::kScan && group_active[group_first[i]]) {  // group_first >= 0 for a scan
+      if (group_first[i] != i) continue;  // the group is differentiated at its first sibling
+      std::vector<ValueId> ops;
+      std::vector<bool> needed;
+      for (ValueId o : in.operands) {
+        ops.push_back(recompute.primal(o));
+        needed.push_back(active[o]);
+      }
+      const std::vector<ValueId>& forward = scan_forward.at(i);
+      std::vector<std::optional<ValueId>> result_cts(
+          value_or_throw(get_scan_config(in.attrs, in.operands.size())).body->results.size());
+      for (int j = i; j < static_cast<int>(f.instrs.size()); ++j)
+        if (group_first[j] == i && active[np + j]) result_cts[result_index(f.instrs[j])] = ct[np + j];
+      std::vector<ValueId> contributions = internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed);
+      for (size_t k = 0; k < in.operands.size(); ++k)
+        if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
+      continue;
+    }
+    if (!active[v] || !ct[v]) continue;
     std::vector<ValueId> ops;
     std::vector<bool> needed;
     for (ValueId o : in.operands) {

@@ -286,6 +286,21 @@ std::string control_flow_autodiff_error(OpKind kind, std::string_view mode) {
              "loop over the traced body) instead");
 }
 
+std::vector<int> sibling_group_firsts(const Program& program) {
+  std::vector<int> first(program.instrs.size(), -1);
+  for (int i = 0; i < static_cast<int>(program.instrs.size()); ++i) {
+    if (!is_control_flow(program.instrs[i].kind)) continue;
+    first[i] = i;
+    for (int j = i - 1; j >= 0; --j) {
+      if (first[j] == j && are_siblings(program.instrs[j], program.instrs[i])) {
+        first[i] = j;
+        break;
+      }
+    }
+  }
+  return first;
+}
+
 bool has_control_flow(const Program& program) {
   for (const Instr& in : program.instrs)
     if (is_control_flow(in.kind)) return true;

@@ -83,6 +83,10 @@ bool are_siblings(const Instr& a, const Instr& b);
 // for any of them; while loops in reverse mode never will be (as in JAX, their trip count is unknown).
 std::string control_flow_autodiff_error(OpKind kind, std::string_view mode);
 
+// Per instruction of program: the index of the first instruction of its sibling group (its own index for
+// the first), or -1 for an instruction that is not a control-flow op.
+std::vector<int> sibling_group_firsts(const Program& program);
+
 // Whether an instruction of program is a control-flow op.
 bool has_control_flow(const Program& program);
 

@@ -1,0 +1,189 @@
+#include "mcx/ir/control_flow_autodiff.h"
+
+#include <memory>
+#include <utility>
+
+#include "mcx/core/error.h"
+#include "mcx/ir/autodiff.h"
+#include "mcx/ir/forward.h"
+#include "mcx/ir/passes.h"
+
+namespace mcx::ir::internal {
+namespace {
+
+ScanConfig scan_config_of(const Instr& instr) {
+  return value_or_throw(get_scan_config(instr.attrs, instr.operands.size()));
+}
+
+// Zeros of type t (any shape, symbolic included).
+ValueId zeros_of(ProgramBuilder& b, const AbstractValue& t) {
+  ValueId c = b.scalar_constant(t.dtype, 0.0);
+  return t.rank() == 0 ? c : b.broadcast_in_dim(c, t.shape, {});
+}
+
+// Emits every result of a scan with the given configuration (result index ignored) on operands.
+std::vector<ValueId> emit_scan(ProgramBuilder& b, ScanConfig config, std::span<const ValueId> operands) {
+  const int n = static_cast<int>(config.body->results.size());
+  std::vector<ValueId> out;
+  std::vector<ValueId> ops(operands.begin(), operands.end());
+  for (int k = 0; k < n; ++k) {
+    config.result = k;
+    out.push_back(b.emit_or_throw(OpKind::kScan, ops, scan_attrs(config)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ValueId> emit_scan_with_residuals(ProgramBuilder& b, const Instr& instr,
+                                              std::span<const ValueId> operands) {
+  ScanConfig config = scan_config_of(instr);
+  Program body = *config.body;  // the same body, also returning the carries it was given
+  for (int i = 0; i < config.num_carry; ++i) body.results.push_back(i);
+  config.body = std::make_shared<const Program>(std::move(body));
+  return emit_scan(b, std::move(config), operands);
+}
+
+std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> forward,
+                                   std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed) {
+  const ScanConfig fwd = scan_config_of(instr);
+  const Program& body = *fwd.body;
+  const int nc = fwd.num_carry, nx = fwd.num_xs;
+  const int nk = static_cast<int>(operands.size()) - nc - nx;
+  const int ny = static_cast<int>(body.results.size()) - nc;
+  const std::vector<AbstractValue> out_types = body.result_types();
+  auto floating = [](const AbstractValue& t) { return is_floating(t.dtype); };
+  std::vector<int> fc, fx, fk, fy;  // floating carries, xs, consts, ys (indices within their group)
+  for (int i = 0; i < nc; ++i) if (floating(body.params[i])) fc.push_back(i);
+  for (int i = 0; i < nx; ++i) if (floating(body.params[nc + i])) fx.push_back(i);
+  for (int i = 0; i < nk; ++i) if (floating(body.params[nc + nx + i])) fk.push_back(i);
+  for (int i = 0; i < ny; ++i) if (floating(out_types[nc + i])) fy.push_back(i);
+  std::vector<int> wrt;  // the body's floating parameters: carries, x slices, consts
+  for (int i : fc) wrt.push_back(i);
+  for (int i : fx) wrt.push_back(nc + i);
+  for (int i : fk) wrt.push_back(nc + nx + i);
+  const Program body_vjp = value_or_throw(vjp_program(body, wrt));
+
+  // The backward body: carries (cotangents of the floating carries, sums of the floating constants'
+  // cotangents), xs (the stacked carries, the xs, the ys' cotangents), constants (the forward constants).
+  ProgramBuilder bb(body.name + "_vjp", body.scope);
+  std::vector<ValueId> ct_carry, acc, carry_in, x_in, ct_y, k_in;
+  for (int i : fc) ct_carry.push_back(bb.add_parameter(body.params[i]));
+  for (int i : fk) acc.push_back(bb.add_parameter(body.params[nc + nx + i]));
+  for (int i = 0; i < nc; ++i) carry_in.push_back(bb.add_parameter(body.params[i]));
+  for (int i = 0; i < nx; ++i) x_in.push_back(bb.add_parameter(body.params[nc + i]));
+  for (int i : fy) ct_y.push_back(bb.add_parameter(out_types[nc + i]));
+  for (int i = 0; i < nk; ++i) k_in.push_back(bb.add_parameter(body.params[nc + nx + i]));
+  std::vector<ValueId> args = carry_in;
+  args.insert(args.end(), x_in.begin(), x_in.end());
+  args.insert(args.end(), k_in.begin(), k_in.end());
+  for (int i = 0, f = 0; i < nc; ++i) {
+    const bool is_f = f < static_cast<int>(fc.size()) && fc[f] == i;
+    args.push_back(is_f ? ct_carry[f++] : zeros_of(bb, out_types[i]));
+  }
+  for (int i = 0, f = 0; i < ny; ++i) {
+    const bool is_f = f < static_cast<int>(fy.size()) && fy[f] == i;
+    args.push_back(is_f ? ct_y[f++] : zeros_of(bb, out_types[nc + i]));
+  }
+  std::vector<ValueId> v = value_or_throw(inline_program(bb, body_vjp, args));
+  const size_t g0 = body.results.size();  // the gradients follow the primal results, in wrt order
+  std::vector<ValueId> bwd_results;
+  for (size_t j = 0; j < fc.size(); ++j) bwd_results.push_back(v[g0 + j]);
+  for (size_t j = 0; j < fk.size(); ++j)
+    bwd_results.push_back(bb.binary(OpKind::kAdd, acc[j], v[g0 + fc.size() + fx.size() + j]));
+  for (size_t j = 0; j < fx.size(); ++j) bwd_results.push_back(v[g0 + fc.size() + j]);
+
+  // The backward scan's operands, in the outer builder.
+  std::vector<ValueId> ops;
+  for (int i : fc) ops.push_back(result_cts[i] ? *result_cts[i] : b.full_like(forward[i], 0.0));
+  for (int i : fk) ops.push_back(b.full_like(operands[nc + nx + i], 0.0));
+  for (int i = 0; i < nc; ++i) ops.push_back(forward[nc + ny + i]);  // the stacked carries
+  for (int i = 0; i < nx; ++i) ops.push_back(operands[nc + i]);
+  for (int i : fy) ops.push_back(result_cts[nc + i] ? *result_cts[nc + i] : b.full_like(forward[nc + i], 0.0));
+  for (int i = 0; i < nk; ++i) ops.push_back(operands[nc + nx + i]);
+  ScanConfig bwd;
+  // The body VJP's primal results are not needed (only its gradients): drop what computes only them.
+  bwd.body = std::make_shared<const Program>(eliminate_dead_code(std::move(bb).build(std::move(bwd_results))));
+  bwd.num_carry = static_cast<int>(fc.size() + fk.size());
+  bwd.num_xs = nc + nx + static_cast<int>(fy.size());
+  bwd.length = fwd.length;
+  bwd.reverse = !fwd.reverse;
+  std::vector<ValueId> out = emit_scan(b, std::move(bwd), ops);
+
+  std::vector<ValueId> contributions(operands.size(), -1);
+  for (size_t j = 0; j < fc.size(); ++j) contributions[fc[j]] = out[j];
+  for (size_t j = 0; j < fk.size(); ++j) contributions[nc + nx + fk[j]] = out[fc.size() + j];
+  for (size_t j = 0; j < fx.size(); ++j) contributions[nc + fx[j]] = out[fc.size() + fk.size() + j];
+  for (size_t k = 0; k < contributions.size(); ++k)
+    if (k < needed.size() && !needed[k]) contributions[k] = -1;
+  return contributions;
+}
+
+std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> tangents) {
+  const ScanConfig fwd = scan_config_of(instr);
+  const Program& body = *fwd.body;
+  const int nc = fwd.num_carry, nx = fwd.num_xs;
+  const int nk = static_cast<int>(operands.size()) - nc - nx;
+  const int ny = static_cast<int>(body.results.size()) - nc;
+  const std::vector<AbstractValue> out_types = body.result_types();
+  std::vector<int> wrt;  // every floating parameter of the body
+  for (int p = 0; p < body.num_params(); ++p)
+    if (is_floating(body.params[p].dtype)) wrt.push_back(p);
+  const Program body_jvp = value_or_throw(jvp_program(body, wrt));
+  std::vector<int> position(body.num_params(), -1);  // parameter -> its tangent's index in wrt
+  for (size_t j = 0; j < wrt.size(); ++j) position[wrt[j]] = static_cast<int>(j);
+  auto floating_in = [&](int first, int count) {
+    std::vector<int> out;
+    for (int p = first; p < first + count; ++p)
+      if (position[p] >= 0) out.push_back(p);
+    return out;
+  };
+  const std::vector<int> fc = floating_in(0, nc), fx = floating_in(nc, nx), fk = floating_in(nc + nx, nk);
+  std::vector<int> fy;
+  for (int i = 0; i < ny; ++i)
+    if (is_floating(out_types[nc + i].dtype)) fy.push_back(i);
+
+  // The new body: (carries, their tangents, x slices, their tangents, consts, their tangents) ->
+  // (carries', their tangents, ys, the floating ys' tangents).
+  ProgramBuilder bb(body.name + "_jvp", body.scope);
+  std::vector<ValueId> primal(body.num_params()), tangent(wrt.size());
+  auto add_group = [&](int first, int count, const std::vector<int>& floating) {
+    for (int p = first; p < first + count; ++p) primal[p] = bb.add_parameter(body.params[p]);
+    for (int p : floating) tangent[position[p]] = bb.add_parameter(body.params[p]);
+  };
+  add_group(0, nc, fc);
+  add_group(nc, nx, fx);
+  add_group(nc + nx, nk, fk);
+  std::vector<ValueId> args = primal;
+  args.insert(args.end(), tangent.begin(), tangent.end());
+  std::vector<ValueId> v = value_or_throw(inline_program(bb, body_jvp, args));
+  const int nr = static_cast<int>(body.results.size());  // v: results, then their tangents
+  std::vector<ValueId> results;
+  for (int i = 0; i < nc; ++i) results.push_back(v[i]);
+  for (int p : fc) results.push_back(v[nr + p]);
+  for (int i = 0; i < ny; ++i) results.push_back(v[nc + i]);
+  for (int i : fy) results.push_back(v[nr + nc + i]);
+
+  std::vector<ValueId> ops;
+  auto add_operands = [&](int first, int count, const std::vector<int>& floating) {
+    for (int p = first; p < first + count; ++p) ops.push_back(operands[p]);
+    for (int p : floating) ops.push_back(tangents[p] >= 0 ? tangents[p] : b.full_like(operands[p], 0.0));
+  };
+  add_operands(0, nc, fc);
+  add_operands(nc, nx, fx);
+  add_operands(nc + nx, nk, fk);
+  ScanConfig jvp = fwd;
+  jvp.body = std::make_shared<const Program>(std::move(bb).build(std::move(results)));
+  jvp.num_carry = nc + static_cast<int>(fc.size());
+  jvp.num_xs = nx + static_cast<int>(fx.size());
+  std::vector<ValueId> out = emit_scan(b, std::move(jvp), ops);
+
+  std::vector<ValueId> result_tangents(body.results.size(), -1);
+  for (size_t j = 0; j < fc.size(); ++j) result_tangents[fc[j]] = out[nc + j];
+  for (size_t j = 0; j < fy.size(); ++j) result_tangents[nc + fy[j]] = out[nc + fc.size() + ny + j];
+  return result_tangents;
+}
+
+}  // namespace mcx::ir::internal
