@@ -111,7 +111,8 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
     const ValueId v = np + i;
     const Instr& in = f.instrs[i];
-    if (in.kind == OpKind::kScan && group_active[group_first[i]]) {  // group_first >= 0 for a scan
+    const bool grouped = in.kind == OpKind::kScan || in.kind == OpKind::kCond;
+    if (grouped && group_active[group_first[i]]) {  // group_first >= 0 for a control-flow op
       if (group_first[i] != i) continue;  // the group is differentiated at its first sibling
       std::vector<ValueId> ops;
       std::vector<bool> needed;
@@ -119,12 +120,22 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
         ops.push_back(recompute.primal(o));
         needed.push_back(active[o]);
       }
-      const std::vector<ValueId>& forward = scan_forward.at(i);
-      std::vector<std::optional<ValueId>> result_cts(
-          value_or_throw(get_scan_config(in.attrs, in.operands.size())).body->results.size());
-      for (int j = i; j < static_cast<int>(f.instrs.size()); ++j)
-        if (group_first[j] == i && active[np + j]) result_cts[result_index(f.instrs[j])] = ct[np + j];
-      std::vector<ValueId> contributions = internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed);
+      // The scan's forward results and stacked carries in b (a cond's backward branches recompute theirs).
+      std::vector<ValueId> forward;
+      std::vector<std::optional<ValueId>> result_cts;
+      if (in.kind == OpKind::kScan) {
+        forward = scan_forward.at(i);
+        result_cts.resize(value_or_throw(get_scan_config(in.attrs, in.operands.size())).body->results.size());
+      } else {
+        result_cts.resize(value_or_throw(get_cond_config(in.attrs, in.operands.size())).branches[0]->results.size());
+      }
+      for (int j = i; j < static_cast<int>(f.instrs.size()); ++j) {
+        if (group_first[j] != i) continue;
+        if (active[np + j]) result_cts[result_index(f.instrs[j])] = ct[np + j];
+      }
+      std::vector<ValueId> contributions =
+          in.kind == OpKind::kScan ? internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed)
+                                   : internal::emit_cond_vjp(b, in, ops, forward, result_cts, needed);
       for (size_t k = 0; k < in.operands.size(); ++k)
         if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
       continue;

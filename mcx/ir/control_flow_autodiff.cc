@@ -1,5 +1,6 @@
 #include "mcx/ir/control_flow_autodiff.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -19,6 +20,25 @@ ScanConfig scan_config_of(const Instr& instr) {
 ValueId zeros_of(ProgramBuilder& b, const AbstractValue& t) {
   ValueId c = b.scalar_constant(t.dtype, 0.0);
   return t.rank() == 0 ? c : b.broadcast_in_dim(c, t.shape, {});
+}
+
+// Emits every result of a cond with the given configuration (result index ignored) on operands.
+std::vector<ValueId> emit_cond(ProgramBuilder& b, CondConfig config, std::span<const ValueId> operands) {
+  const int n = static_cast<int>(config.branches[0]->results.size());
+  std::vector<ValueId> out;
+  std::vector<ValueId> ops(operands.begin(), operands.end());
+  for (int k = 0; k < n; ++k) {
+    config.result = k;
+    out.push_back(b.emit_or_throw(OpKind::kCond, ops, cond_attrs(config)));
+  }
+  return out;
+}
+
+std::vector<int> floating_params(const Program& p, int first, int count) {
+  std::vector<int> out;
+  for (int i = first; i < first + count; ++i)
+    if (is_floating(p.params[i].dtype)) out.push_back(i);
+  return out;
 }
 
 // Emits every result of a scan with the given configuration (result index ignored) on operands.
@@ -183,6 +203,120 @@ std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::s
   std::vector<ValueId> result_tangents(body.results.size(), -1);
   for (size_t j = 0; j < fc.size(); ++j) result_tangents[fc[j]] = out[nc + j];
   for (size_t j = 0; j < fy.size(); ++j) result_tangents[nc + fy[j]] = out[nc + fc.size() + ny + j];
+  return result_tangents;
+}
+
+std::vector<ValueId> emit_cond_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> /*forward: not needed, the branches recompute*/,
+                                   std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed) {
+  const CondConfig fwd = value_or_throw(get_cond_config(instr.attrs, instr.operands.size()));
+  const int n = fwd.num_operands(operands.size());
+  const size_t nb = fwd.branches.size();
+  const std::vector<AbstractValue> out_types = fwd.branches[0]->result_types();
+  std::vector<int> fy;
+  for (size_t i = 0; i < out_types.size(); ++i)
+    if (is_floating(out_types[i].dtype)) fy.push_back(static_cast<int>(i));
+  const std::vector<int> fo = floating_params(*fwd.branches[0], 0, n);  // the shared floating operands
+  std::vector<std::vector<int>> fk(nb);                                 // each branch's floating consts
+  std::vector<int> const_offset(nb);  // where branch i's consts start among the operands
+  for (size_t i = 0, at = 1 + n; i < nb; at += fwd.branch_consts[i], ++i) {
+    const_offset[i] = static_cast<int>(at);
+    fk[i] = floating_params(*fwd.branches[i], n, static_cast<int>(fwd.branch_consts[i]));
+  }
+  CondConfig bwd;
+  for (size_t i = 0; i < nb; ++i) {
+    const Program& branch = *fwd.branches[i];
+    std::vector<int> wrt = fo;
+    wrt.insert(wrt.end(), fk[i].begin(), fk[i].end());
+    ProgramBuilder bb(branch.name + "_vjp", branch.scope);
+    std::vector<ValueId> args, cts;
+    for (int p = 0; p < n; ++p) args.push_back(bb.add_parameter(branch.params[p]));
+    for (int y : fy) cts.push_back(bb.add_parameter(out_types[y]));
+    for (int p = n; p < branch.num_params(); ++p) args.push_back(bb.add_parameter(branch.params[p]));
+    for (size_t y = 0, f = 0; y < out_types.size(); ++y) {
+      const bool is_f = f < fy.size() && fy[f] == static_cast<int>(y);
+      args.push_back(is_f ? cts[f++] : zeros_of(bb, out_types[y]));
+    }
+    std::vector<ValueId> results;
+    if (!wrt.empty()) {
+      std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(vjp_program(branch, wrt)), args));
+      const size_t g0 = branch.results.size();
+      for (size_t j = 0; j < fo.size(); ++j) results.push_back(v[g0 + j]);
+      for (size_t other = 0; other < nb; ++other)
+        for (size_t j = 0; j < fk[other].size(); ++j)
+          results.push_back(other == i ? v[g0 + fo.size() + j]
+                                       : zeros_of(bb, fwd.branches[other]->params[fk[other][j]]));
+    } else {
+      for (int p : fo) results.push_back(zeros_of(bb, branch.params[p]));
+      for (size_t other = 0; other < nb; ++other)
+        for (int p : fk[other]) results.push_back(zeros_of(bb, fwd.branches[other]->params[p]));
+    }
+    bwd.branches.push_back(std::make_shared<const Program>(eliminate_dead_code(std::move(bb).build(std::move(results)))));
+    bwd.branch_consts.push_back(fwd.branch_consts[i]);
+  }
+  std::vector<ValueId> ops{operands[0]};
+  for (int p = 0; p < n; ++p) ops.push_back(operands[1 + p]);
+  for (int y : fy) ops.push_back(result_cts[y] ? *result_cts[y] : zeros_of(b, out_types[y]));
+  for (size_t i = 0; i < nb; ++i)
+    for (int64_t c = 0; c < fwd.branch_consts[i]; ++c) ops.push_back(operands[const_offset[i] + c]);
+  std::vector<ValueId> contributions(operands.size(), -1);
+  if (fo.empty() && std::all_of(fk.begin(), fk.end(), [](const auto& v) { return v.empty(); })) return contributions;
+  std::vector<ValueId> out = emit_cond(b, std::move(bwd), ops);
+  size_t next = 0;
+  for (int p : fo) contributions[1 + p] = out[next++];
+  for (size_t i = 0; i < nb; ++i)
+    for (int p : fk[i]) contributions[const_offset[i] + (p - n)] = out[next++];
+  for (size_t k = 0; k < contributions.size(); ++k)
+    if (k < needed.size() && !needed[k]) contributions[k] = -1;
+  return contributions;
+}
+
+std::vector<ValueId> emit_cond_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> tangents) {
+  const CondConfig fwd = value_or_throw(get_cond_config(instr.attrs, instr.operands.size()));
+  const int n = fwd.num_operands(operands.size());
+  const size_t nb = fwd.branches.size();
+  const std::vector<AbstractValue> out_types = fwd.branches[0]->result_types();
+  const int nr = static_cast<int>(out_types.size());
+  const std::vector<int> fo = floating_params(*fwd.branches[0], 0, n);
+  CondConfig jvp;
+  std::vector<ValueId> ops{operands[0]};
+  for (int p = 0; p < n; ++p) ops.push_back(operands[1 + p]);
+  for (int p : fo) ops.push_back(tangents[1 + p] >= 0 ? tangents[1 + p] : b.full_like(operands[1 + p], 0.0));
+  for (size_t i = 0, at = 1 + n; i < nb; at += fwd.branch_consts[i], ++i) {
+    const Program& branch = *fwd.branches[i];
+    const int nk = static_cast<int>(fwd.branch_consts[i]);
+    const std::vector<int> fk = floating_params(branch, n, nk);
+    std::vector<int> wrt = fo;
+    wrt.insert(wrt.end(), fk.begin(), fk.end());
+    // (operands, their tangents, consts, their tangents) -> (the floating results' tangents)
+    ProgramBuilder bb(branch.name + "_jvp", branch.scope);
+    std::vector<ValueId> primal, tangent;
+    for (int p = 0; p < n; ++p) primal.push_back(bb.add_parameter(branch.params[p]));
+    for (int p : fo) tangent.push_back(bb.add_parameter(branch.params[p]));
+    for (int p = n; p < n + nk; ++p) primal.push_back(bb.add_parameter(branch.params[p]));
+    for (int p : fk) tangent.push_back(bb.add_parameter(branch.params[p]));
+    std::vector<ValueId> results;
+    if (wrt.empty()) {
+      for (int y = 0; y < nr; ++y)
+        if (is_floating(out_types[y].dtype)) results.push_back(zeros_of(bb, out_types[y]));
+    } else {
+      std::vector<ValueId> args = primal;
+      args.insert(args.end(), tangent.begin(), tangent.end());
+      std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(jvp_program(branch, wrt)), args));
+      for (int y = 0; y < nr; ++y)
+        if (is_floating(out_types[y].dtype)) results.push_back(v[nr + y]);
+    }
+    jvp.branches.push_back(std::make_shared<const Program>(std::move(bb).build(std::move(results))));
+    jvp.branch_consts.push_back(nk + static_cast<int64_t>(fk.size()));
+    for (int c = 0; c < nk; ++c) ops.push_back(operands[at + c]);
+    for (int p : fk) ops.push_back(tangents[at + (p - n)] >= 0 ? tangents[at + (p - n)] : b.full_like(operands[at + (p - n)], 0.0));
+  }
+  std::vector<ValueId> result_tangents(nr, -1);
+  if (jvp.branches[0]->results.empty()) return result_tangents;
+  std::vector<ValueId> out = emit_cond(b, std::move(jvp), ops);
+  for (int y = 0, next = 0; y < nr; ++y)
+    if (is_floating(out_types[y].dtype)) result_tangents[y] = out[next++];
   return result_tangents;
 }
 

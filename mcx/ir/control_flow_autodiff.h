@@ -28,7 +28,7 @@ std::vector<ValueId> emit_scan_with_residuals(ProgramBuilder& b, const Instr& in
                                               std::span<const ValueId> operands);
 
 // The cotangent contribution to each operand of the scan (-1 where none or not needed). forward: the values
-// emit_scan_with_residuals returned; result_cts: per original result its cotangent, or nullopt (zero).
+// emit_scan_with_residuals returned (unused by emit_cond_vjp); result_cts: per original result its cotangent, or nullopt (zero).
 std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> forward,
                                    std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed);
@@ -37,6 +37,16 @@ std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::s
 // tangents (-1 for zero). The primal results are left to the caller (the scan itself), so that
 // linearize_programs finds them outside the tangent computation.
 std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> tangents);
+
+// cond (switch): the backward pass is a cond on the same index whose branches are the VJPs of the forward
+// branches (each recomputes its forward values from the operands); every backward branch returns the
+// cotangents of the shared floating operands and of every branch's floating constants (zeros for the
+// other branches'). Forward mode is a cond whose branches are the JVPs of the forward branches.
+std::vector<ValueId> emit_cond_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                   std::span<const ValueId> forward,
+                                   std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed);
+std::vector<ValueId> emit_cond_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> tangents);
 
 }  // namespace mcx::ir::internal

@@ -74,10 +74,10 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
     std::vector<ValueId> tangent(f.num_values(), -1);
     for (int p = 0; p < f.num_params(); ++p) map[p] = b.add_parameter(f.params[p]);
     for (int p : wrt) tangent[p] = b.add_parameter(f.params[p]);
-    // A scan's tangents come from one JVP scan per sibling group (control_flow_autodiff.h), emitted at its
-    // first sibling; the primal results keep coming from the scan itself.
+    // The tangents of a scan or cond come from one JVP op per sibling group (control_flow_autodiff.h),
+    // emitted at its first sibling; the primal results keep coming from the op itself.
     const std::vector<int> group_first = sibling_group_firsts(f);
-    std::map<int, std::vector<ValueId>> scan_tangents;
+    std::map<int, std::vector<ValueId>> group_tangents;
     for (size_t i = 0; i < f.instrs.size(); ++i) {
       const Instr& in = f.instrs[i];
       const ValueId v = f.num_params() + static_cast<int>(i);
@@ -89,10 +89,12 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
       }
       map[v] = b.emit_or_throw(in.kind, ops, in.attrs);
       const bool any_tangent = std::any_of(tangents.begin(), tangents.end(), [](ValueId t) { return t >= 0; });
-      if (in.kind == OpKind::kScan && any_tangent) {
+      if ((in.kind == OpKind::kScan || in.kind == OpKind::kCond) && any_tangent) {
         const int first = group_first[i];
-        if (first == static_cast<int>(i)) scan_tangents[first] = internal::emit_scan_jvp(b, in, ops, tangents);
-        tangent[v] = scan_tangents.at(first).at(result_index(in));
+        if (first == static_cast<int>(i))
+          group_tangents[first] = in.kind == OpKind::kScan ? internal::emit_scan_jvp(b, in, ops, tangents)
+                                                          : internal::emit_cond_jvp(b, in, ops, tangents);
+        tangent[v] = group_tangents.at(first).at(result_index(in));
         continue;
       }
       tangent[v] = internal::emit_jvp_rule(b, in, ops, map[v], tangents);

@@ -1,6 +1,7 @@
 // Programs shared by the IR tests (header-only so that the tests stay one executable).
 #pragma once
 
+#include <memory>
 #include <set>
 
 #include "mcx/core/error.h"
@@ -157,6 +158,47 @@ inline Program remat_program() {
                                 {{"region", int64_t{0}}, {"role", int64_t{1}}});
   ValueId again = b.emit_or_throw(OpKind::kRematBarrier, {x}, {{"region", int64_t{0}}, {"role", int64_t{2}}});
   return std::move(b).build({out, again});
+}
+
+// Opset 7: a scan with two results (a carry and a stacked output) over a symbolic batch, a while loop and
+// a cond, each region a small program of its own.
+inline Program control_flow_program() {
+  const SymbolicScope scope = value_or_throw(SymbolicScope::create({"b >= 1"}));
+  const AbstractValue row = type_of("f32[b,3]");
+  const AbstractValue i32 = type_of("i32[]");
+  ProgramBuilder sb("scan_body", scope);  // (c, x, k) -> (c + x * k, c)
+  ValueId c = sb.add_parameter(row), x = sb.add_parameter(row), k = sb.add_parameter(type_of("f32[]"));
+  ValueId next = sb.binary(OpKind::kAdd, c, sb.binary(OpKind::kMul, x, sb.broadcast_in_dim(k, row.shape, {})));
+  auto scan_body = std::make_shared<const Program>(std::move(sb).build({next, c}));
+  ProgramBuilder wc("while_cond");  // i < 3
+  ValueId i = wc.add_parameter(i32);
+  auto while_cond = std::make_shared<const Program>(
+      std::move(wc).build({wc.binary(OpKind::kLt, i, wc.scalar_constant(DType::kInt32, 3))}));
+  ProgramBuilder wb("while_body");  // i + 1
+  ValueId j = wb.add_parameter(i32);
+  auto while_body = std::make_shared<const Program>(
+      std::move(wb).build({wb.binary(OpKind::kAdd, j, wb.scalar_constant(DType::kInt32, 1))}));
+  ProgramBuilder b0("double", scope), b1("negate", scope);
+  ValueId v0 = b0.add_parameter(row), v1 = b1.add_parameter(row);
+  auto branch0 = std::make_shared<const Program>(std::move(b0).build({b0.binary(OpKind::kAdd, v0, v0)}));
+  auto branch1 = std::make_shared<const Program>(std::move(b1).build({b1.unary(OpKind::kNeg, v1)}));
+
+  ProgramBuilder b("control_flow", scope);
+  ValueId h0 = b.add_parameter(row), xs = b.add_parameter(type_of("f32[4,b,3]"));
+  ValueId scale = b.add_parameter(type_of("f32[]")), start = b.add_parameter(i32), index = b.add_parameter(i32);
+  auto scan_attrs_of = [&](int64_t result) {
+    return Attrs{{"regions", Regions{scan_body}}, {"num_carry", int64_t{1}}, {"num_xs", int64_t{1}},
+                 {"length", int64_t{4}}, {"reverse", int64_t{1}}, {"result", result}};
+  };
+  ValueId last = b.emit_or_throw(OpKind::kScan, {h0, xs, scale}, scan_attrs_of(0));
+  ValueId stacked = b.emit_or_throw(OpKind::kScan, {h0, xs, scale}, scan_attrs_of(1));
+  ValueId count = b.emit_or_throw(OpKind::kWhile, {start},
+                                  {{"regions", Regions{while_cond, while_body}}, {"num_carry", int64_t{1}},
+                                   {"num_cond_consts", int64_t{0}}, {"result", int64_t{0}}});
+  ValueId chosen = b.emit_or_throw(OpKind::kCond, {index, last},
+                                   {{"regions", Regions{branch0, branch1}}, {"branch_consts", std::vector<int64_t>{0, 0}},
+                                    {"result", int64_t{0}}});
+  return std::move(b).build({chosen, stacked, count});
 }
 
 inline std::set<OpKind> kinds_used(const Program& p) {

@@ -197,6 +197,26 @@ TEST(ScanTest, ReverseAndPytreesAndCumulativeSums) {
   expect_same_values(std::get<1>(ys), cumsum(xs * xs, 0), 1e-6, 1e-6, "stacked dict leaf");
 }
 
+TEST(ScanTest, ACarryPassedThroughIsNotOverwrittenInPlace) {
+  // The loop returns x itself (zero iterations): the element-wise op after it must not write into x's
+  // storage, which is the caller's argument.
+  Array x = array(std::vector<float>{1, 2, 3}, {3});
+  auto f = jit([](const Array& v) {
+    Array same = while_loop([](const Array& c) { return sum(c, {0}) < 0.0f; }, [](const Array& c) { return c; }, v);
+    return exp(same) + 1.0f;
+  });
+  Array y = f(x);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_NEAR(y.to_vector<float>()[0], std::exp(1.0f) + 1.0f, 1e-5);
+  auto g = jit([](const Array& v) {
+    auto [c, ys] = scan([](const Array& c, const Array&) { return std::pair{c, c}; }, v, zeros({2, 1}));
+    return c * 2.0f + sum(ys, {0});
+  });
+  Array z = g(x);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{4, 8, 12}));
+}
+
 TEST(ScanTest, LengthWithoutXsZeroLengthAndMismatchedLeadingDims) {
   auto [c, ys] = scan([](const Array& c, const std::vector<Array>&) { return std::pair{c * 2.0f, c}; },
                       f32_scalar(1), std::vector<Array>{}, {.length = 4});
@@ -242,6 +262,21 @@ TEST(ScanTest, NestedLoopsAndVmap) {
   Array batch = random_array({2, 4, 3}, 6);
   Array batched = vmap(f)(batch);
   expect_same_values(batched, stack(std::vector<Array>{f(row(batch, 0)), f(row(batch, 1))}, 0), 1e-6, 1e-6, "vmap");
+}
+
+TEST(ScanTest, RunsInAPartitionedJitOnShardedInputs) {
+  // 4 devices, the batch sharded: the partitioner has no rule for scan, so it runs replicated on gathered
+  // operands; the result must equal the single-device one and keep the requested sharding.
+  Mesh mesh = make_mesh({4}, {"data"});
+  Array xs = random_array({3, 8, 2}, 30);
+  Array h0 = random_array({8, 2}, 31);
+  auto f = [](const Array& h, const Array& seq) {
+    return scan([](const Array& c, const Array& x) { return std::pair{tanh(c + x), c * 2.0f}; }, h, seq).first * 3.0f;
+  };
+  Array want = f(h0, xs);
+  Array sharded = device_put(h0, NamedSharding(mesh, P("data")));
+  Array got = jit(f)(sharded, xs);
+  expect_same_values(got, want, 1e-6, 1e-6, "partitioned scan");
 }
 
 TEST(CondTest, RunsOnlyTheChosenBranchEagerlyAndUnderJit) {
@@ -349,7 +384,30 @@ TEST(ControlFlowAutodiffTest, ForwardModeMatchesReverseModeAndTheClosedForm) {
   expect_same_values(hessian(small)(v), hessian(small_unrolled)(v), 1e-4, 1e-5, "hessian");
 }
 
-TEST(ControlFlowAutodiffTest, WhileLoopsAndCondAreRefusedWithAClearError) {
+TEST(ControlFlowAutodiffTest, CondDifferentiatesTheChosenBranchInBothModes) {
+  Array w = random_array({3}, 20);
+  // true: sum(sin(x) * w); false: sum(x^3) (w closed over by one branch only: a branch constant).
+  auto f = [&](const Array& x, const Array& p) {
+    return cond(p, [&](const Array& v) { return sum(sin(v) * w); }, [](const Array& v) { return sum(v * v * v); }, x);
+  };
+  Array x = random_array({3}, 21);
+  for (bool p : {true, false}) {
+    Array g = grad(f)(x, Array(p));
+    Array want = p ? cos(x) * w : x * x * 3.0f;
+    expect_same_values(g, want, 1e-6, 1e-6, p ? "grad, true branch" : "grad, false branch");
+    expect_same_values(jit(grad(f))(x, Array(p)), want, 1e-6, 1e-6, "jit(grad)");
+    auto [y, y_dot] = jvp([&](const Array& v) { return f(v, Array(p)); }, std::tuple{x}, std::tuple{ones_like(x)});
+    EXPECT_NEAR(y_dot.item<float>(), sum(want).item<float>(), 1e-5);
+  }
+  // The gradient with respect to the constant only one branch reads: zero when the other branch runs.
+  auto of_w = [&](const Array& wv, const Array& p) {
+    return cond(p, [&](const Array& v) { return sum(sin(v) * wv); }, [](const Array& v) { return sum(v); }, x);
+  };
+  expect_same_values(grad(of_w)(w, Array(true)), sin(x), 1e-6, 1e-6, "d/dw, true");
+  EXPECT_EQ(grad(of_w)(w, Array(false)).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+}
+
+TEST(ControlFlowAutodiffTest, WhileLoopsAreRefusedWithAClearError) {
   auto wloss = [](const Array& x) {
     return while_loop([](const Array& v) { return v < 10.0f; }, [](const Array& v) { return v * 2.0f; }, x);
   };

@@ -760,8 +760,10 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
       for (size_t l = 0; l < gp.leaves.size(); ++l) {
         const ValueId lv = gp.leaves[l];
         if (used[l] || p.is_param(lv) || root[lv] != lv || plan->constants.count(lv) || pinned[lv]) continue;
-        // A collective's result may be storage shared with the other members of its group.
-        if (ir::is_collective(p.defining_instr(lv).kind)) continue;
+        // A collective's result may be storage shared with the other members of its group; a control-flow
+        // result may be its operand's storage (a carry a loop passes through, or zero iterations).
+        const OpKind lk = p.defining_instr(lv).kind;
+        if (ir::is_collective(lk) || ir::is_control_flow(lk)) continue;
         if (last_use[lv] != s || p.type(lv).dtype != ot.dtype || plan->dims[lv] != plan->dims[gp.outputs[j]]) continue;
         bool shared = false;
         for (size_t l2 = 0; l2 < gp.leaves.size(); ++l2) shared |= (l2 != l && root[gp.leaves[l2]] == lv);
