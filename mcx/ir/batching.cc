@@ -2,9 +2,13 @@
 // instructions without a batched operand are copied, the others go through their batching rule.
 #include "mcx/ir/batching.h"
 
+#include <map>
+
 #include "mcx/core/error.h"
 #include "mcx/ir/batching_rules.h"
 #include "mcx/ir/builder.h"
+#include "mcx/ir/control_flow.h"
+#include "mcx/ir/control_flow_batching.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
 
@@ -32,6 +36,8 @@ absl::StatusOr<Program> vmap_program(const Program& f, const std::vector<bool>& 
       map[p] = b.add_parameter(std::move(t));
       is_batched[p] = batched[p];
     }
+    const std::vector<int> group_first = sibling_group_firsts(f);
+    std::map<int, std::vector<ValueId>> groups;  // first sibling -> every result of the batched group
     for (size_t i = 0; i < f.instrs.size(); ++i) {
       const Instr& in = f.instrs[i];
       const ValueId v = f.num_params() + static_cast<int>(i);
@@ -45,6 +51,14 @@ absl::StatusOr<Program> vmap_program(const Program& f, const std::vector<bool>& 
       }
       if (!any_batched) {
         map[v] = b.emit_or_throw(in.kind, std::move(ops), in.attrs);
+        continue;
+      }
+      if (group_first[i] >= 0) {  // a control-flow group, batched as a whole at its first sibling
+        const int first = group_first[i];
+        if (first == static_cast<int>(i))
+          groups[first] = internal::emit_control_flow_batching(b, in, ops, ops_batched, size);
+        map[v] = groups.at(first).at(result_index(in));
+        is_batched[v] = true;
         continue;
       }
       map[v] = internal::emit_batching_rule(b, in, ops, ops_batched, size);

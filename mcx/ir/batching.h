@@ -13,6 +13,7 @@
 //    dimension moved to the front (one operand batched); take and scatter_add with unbatched indices move
 //    the batch axis behind the indexed axis; conv_general_dilated with a shared kernel merges the batch
 //    axis into the image batch dimension;
+//  - while, scan and cond: one vectorised op per sibling group (control_flow_batching.h);
 //  - every other case (a batched convolution kernel, take/scatter_add/dynamic_slice with batched indices
 //    or starts, a batched threefry key, a batched pad value) is unrolled: the op is emitted once per batch index and
 //    the results stacked. That needs a concrete batch size; with a symbolic one it is Unimplemented,

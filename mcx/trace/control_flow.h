@@ -20,9 +20,10 @@
 // as f32[3], the initial carry has f32[2]" (JAX's rule; use convert to keep a dtype). Functions must be pure
 // (they are traced, not called per iteration): a C++ side effect happens once, at trace time.
 //
-// Differentiation: forward only in this version. grad/vjp/jvp of a program with these ops raise
-// Unimplemented naming the op (while_loop in reverse mode never will be differentiable, as in JAX); vmap
-// batches them by running the op once per batch element. Partitioned (multi-device) programs run them
+// Transformations: grad/vjp and jvp/linearize/jacfwd/jacrev/hessian differentiate scan, fori_loop with
+// static bounds and cond (ir/control_flow_autodiff.h); while_loop (and fori_loop with Array bounds) is not
+// reverse-differentiable, as in JAX, nor forward-differentiable yet: Unimplemented naming the op. vmap
+// vectorises all of them (ir/control_flow_batching.h). Partitioned (multi-device) programs run them
 // replicated.
 //
 // Thread-safety: as tracing: each call stages into the calling thread's innermost trace.

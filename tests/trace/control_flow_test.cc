@@ -279,6 +279,39 @@ TEST(ScanTest, RunsInAPartitionedJitOnShardedInputs) {
   expect_same_values(got, want, 1e-6, 1e-6, "partitioned scan");
 }
 
+TEST(ControlFlowVmapTest, VectorisedLoopsEqualTheLoopOfSingleCalls) {
+  // Per example: a scan over its own sequence, a while loop with its own trip count (x doubles until it
+  // passes its own limit) and a cond on its own predicate; batched as one op each, not unrolled.
+  auto f = [](const Array& x, const Array& seq, const Array& limit) {
+    Array s = scan([](const Array& c, const Array& r) { return std::pair{c * 0.5f + r, c}; }, x, seq).first;
+    Array w = while_loop([&](const Array& v) { return sum(v, {0}) < limit; }, [](const Array& v) { return v * 2.0f; },
+                         abs(s) + 0.1f);
+    return cond(sum(w, {0}) > 50.0f, [](const Array& v) { return v - 50.0f; }, [](const Array& v) { return -v; }, w);
+  };
+  Array xs = random_array({5, 3}, 40);
+  Array seqs = random_array({5, 4, 3}, 41);
+  Array limits = array(std::vector<float>{1, 10, 100, 1000, 3}, {5});
+  Array batched = vmap(f)(xs, seqs, limits);
+  std::vector<Array> rows;
+  for (int64_t i = 0; i < 5; ++i) rows.push_back(f(row(xs, i), row(seqs, i), row(limits, i)));
+  expect_same_values(batched, stack(rows, 0), 1e-6, 1e-6, "vmap");
+  ir::Program p = trace(vmap(f), xs, seqs, limits);
+  EXPECT_EQ(count_ops(p, ir::OpKind::kWhile), 1) << ir::print_program(p);  // one loop for the batch
+  // The same with some arguments unbatched (in_axes None): a shared sequence and limit.
+  Array shared = vmap([&](const Array& x) { return f(x, row(seqs, 0), row(limits, 2)); })(xs);
+  std::vector<Array> rows2;
+  for (int64_t i = 0; i < 5; ++i) rows2.push_back(f(row(xs, i), row(seqs, 0), row(limits, 2)));
+  expect_same_values(shared, stack(rows2, 0), 1e-6, 1e-6, "vmap, shared operands");
+  // A batched index of switch_: every branch runs, each element takes its own branch's result.
+  std::vector<std::function<Array(const Array&)>> branches{[](const Array& v) { return v + 1.0f; },
+                                                           [](const Array& v) { return v * 10.0f; }};
+  Array idx = array(std::vector<int32_t>{0, 1, 5, -1, 1}, {5});
+  Array sw = vmap([&](const Array& i, const Array& v) { return switch_<Array, Array>(i, branches, v); })(idx, xs);
+  std::vector<Array> rows3;
+  for (int64_t i = 0; i < 5; ++i) rows3.push_back(switch_<Array, Array>(row(idx, i), branches, row(xs, i)));
+  expect_same_values(sw, stack(rows3, 0), 1e-6, 1e-6, "vmap of switch with a batched index");
+}
+
 TEST(CondTest, RunsOnlyTheChosenBranchEagerlyAndUnderJit) {
   auto f = [](const Array& p, const Array& x) {
     return cond(p, [](const Array& v) { return v * 2.0f; }, [](const Array& v) { return v - 1.0f; }, x);
