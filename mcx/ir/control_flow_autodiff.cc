@@ -271,6 +271,59 @@ std::vector<ValueId> emit_cond_vjp(ProgramBuilder& b, const Instr& instr, std::s
   return contributions;
 }
 
+std::vector<ValueId> emit_while_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                    std::span<const ValueId> tangents) {
+  const WhileConfig fwd = value_or_throw(get_while_config(instr.attrs, instr.operands.size()));
+  const Program& body = *fwd.body;
+  const int nc = fwd.num_carry, nq = fwd.num_cond_consts;
+  const int nb = static_cast<int>(operands.size()) - nc - nq;  // body constants
+  const std::vector<int> fc = floating_params(body, 0, nc), fb = floating_params(body, nc, nb);
+  std::vector<int> wrt = fc;
+  wrt.insert(wrt.end(), fb.begin(), fb.end());
+  const Program body_jvp = value_or_throw(jvp_program(body, wrt));
+  // cond: (carries, carry tangents, cond consts) -> the forward cond on the carries.
+  ProgramBuilder cb(fwd.cond->name + "_jvp", fwd.cond->scope);
+  std::vector<ValueId> cargs;
+  for (int i = 0; i < nc; ++i) cargs.push_back(cb.add_parameter(body.params[i]));
+  for (int i : fc) cb.add_parameter(body.params[i]);
+  for (int i = 0; i < nq; ++i) cargs.push_back(cb.add_parameter(fwd.cond->params[nc + i]));
+  std::vector<ValueId> pred = value_or_throw(inline_program(cb, *fwd.cond, cargs));
+  // body: (carries, carry tangents, body consts, their tangents) -> (carries', carry tangents').
+  ProgramBuilder bb(body.name + "_jvp", body.scope);
+  std::vector<ValueId> primal, tangent;
+  for (int i = 0; i < nc; ++i) primal.push_back(bb.add_parameter(body.params[i]));
+  for (int i : fc) tangent.push_back(bb.add_parameter(body.params[i]));
+  for (int i = 0; i < nb; ++i) primal.push_back(bb.add_parameter(body.params[nc + i]));
+  for (int i : fb) tangent.push_back(bb.add_parameter(body.params[i]));
+  std::vector<ValueId> args = primal;
+  args.insert(args.end(), tangent.begin(), tangent.end());
+  std::vector<ValueId> v = value_or_throw(inline_program(bb, body_jvp, args));
+  std::vector<ValueId> results(v.begin(), v.begin() + nc);
+  for (int i : fc) results.push_back(v[nc + i]);  // jvp_program: the results' tangents follow the results
+
+  WhileConfig jvp;
+  jvp.cond = std::make_shared<const Program>(std::move(cb).build(std::move(pred)));
+  jvp.body = std::make_shared<const Program>(std::move(bb).build(std::move(results)));
+  jvp.num_carry = nc + static_cast<int>(fc.size());
+  jvp.num_cond_consts = nq;
+  std::vector<ValueId> ops(operands.begin(), operands.begin() + nc);
+  for (int i : fc) ops.push_back(tangents[i] >= 0 ? tangents[i] : b.full_like(operands[i], 0.0));
+  for (int i = 0; i < nq; ++i) ops.push_back(operands[nc + i]);
+  for (int i = 0; i < nb; ++i) ops.push_back(operands[nc + nq + i]);
+  for (int i : fb) {
+    const int op = nq + i;  // body parameter i >= nc is operand nc + nq + (i - nc)
+    ops.push_back(tangents[op] >= 0 ? tangents[op] : b.full_like(operands[op], 0.0));
+  }
+  std::vector<ValueId> out;
+  for (int k = 0; k < jvp.num_carry; ++k) {
+    jvp.result = k;
+    out.push_back(b.emit_or_throw(OpKind::kWhile, ops, while_attrs(jvp)));
+  }
+  std::vector<ValueId> result_tangents(nc, -1);
+  for (size_t j = 0; j < fc.size(); ++j) result_tangents[fc[j]] = out[nc + j];
+  return result_tangents;
+}
+
 std::vector<ValueId> emit_cond_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> tangents) {
   const CondConfig fwd = value_or_throw(get_cond_config(instr.attrs, instr.operands.size()));

@@ -46,6 +46,11 @@ std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::s
 std::vector<ValueId> emit_cond_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> forward,
                                    std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed);
+// while: forward mode is a while loop over the primal and tangent carries (the condition reads the primal
+// carries only) whose body is the JVP of the forward body. (Reverse mode has no rule: the trip count is
+// unknown when the backward pass is built.)
+std::vector<ValueId> emit_while_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+                                    std::span<const ValueId> tangents);
 std::vector<ValueId> emit_cond_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> tangents);
 

@@ -74,7 +74,7 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
     std::vector<ValueId> tangent(f.num_values(), -1);
     for (int p = 0; p < f.num_params(); ++p) map[p] = b.add_parameter(f.params[p]);
     for (int p : wrt) tangent[p] = b.add_parameter(f.params[p]);
-    // The tangents of a scan or cond come from one JVP op per sibling group (control_flow_autodiff.h),
+    // The tangents of a control-flow op come from one JVP op per sibling group (control_flow_autodiff.h),
     // emitted at its first sibling; the primal results keep coming from the op itself.
     const std::vector<int> group_first = sibling_group_firsts(f);
     std::map<int, std::vector<ValueId>> group_tangents;
@@ -89,11 +89,13 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
       }
       map[v] = b.emit_or_throw(in.kind, ops, in.attrs);
       const bool any_tangent = std::any_of(tangents.begin(), tangents.end(), [](ValueId t) { return t >= 0; });
-      if ((in.kind == OpKind::kScan || in.kind == OpKind::kCond) && any_tangent) {
+      if (is_control_flow(in.kind) && any_tangent) {
         const int first = group_first[i];
-        if (first == static_cast<int>(i))
-          group_tangents[first] = in.kind == OpKind::kScan ? internal::emit_scan_jvp(b, in, ops, tangents)
-                                                          : internal::emit_cond_jvp(b, in, ops, tangents);
+        if (first == static_cast<int>(i)) {
+          group_tangents[first] = in.kind == OpKind::kScan    ? internal::emit_scan_jvp(b, in, ops, tangents)
+                                  : in.kind == OpKind::kWhile ? internal::emit_while_jvp(b, in, ops, tangents)
+                                                              : internal::emit_cond_jvp(b, in, ops, tangents);
+        }
         tangent[v] = group_tangents.at(first).at(result_index(in));
         continue;
       }

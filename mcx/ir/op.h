@@ -146,7 +146,9 @@
 //                                                      result: int
 //   Runs branch clamp(index, 0, n-1) on (operands..., its consts...); every branch has the same result
 //   types. Only the chosen branch runs.
-// VJP/JVP/batching/partitioning rules: none yet; those transformations refuse these ops with an error.
+// Transformations handle a sibling group as a whole: reverse mode through scan and cond, forward mode
+// through all three, vmap of all three (control_flow_autodiff.h, control_flow_batching.h); reverse mode
+// refuses while (unknown trip count). The partitioner has no rule: their operands are gathered.
 //
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,

@@ -21,8 +21,8 @@
 // (they are traced, not called per iteration): a C++ side effect happens once, at trace time.
 //
 // Transformations: grad/vjp and jvp/linearize/jacfwd/jacrev/hessian differentiate scan, fori_loop with
-// static bounds and cond (ir/control_flow_autodiff.h); while_loop (and fori_loop with Array bounds) is not
-// reverse-differentiable, as in JAX, nor forward-differentiable yet: Unimplemented naming the op. vmap
+// static bounds and cond (ir/control_flow_autodiff.h); while_loop (and fori_loop with Array bounds)
+// differentiates in forward mode only, as in JAX (grad raises Unimplemented naming the loop). vmap
 // vectorises all of them (ir/control_flow_batching.h). Partitioned (multi-device) programs run them
 // replicated.
 //
