@@ -266,6 +266,14 @@ Attrs with_result_index(Attrs attrs, int result) {
   return attrs;
 }
 
+std::vector<ValueId> emit_siblings(ProgramBuilder& b, OpKind kind, const Attrs& attrs,
+                                   std::span<const ValueId> operands, int num_results) {
+  std::vector<ValueId> ops(operands.begin(), operands.end());
+  std::vector<ValueId> out;
+  for (int k = 0; k < num_results; ++k) out.push_back(b.emit_or_throw(kind, ops, with_result_index(attrs, k)));
+  return out;
+}
+
 int result_index(const Instr& instr) {
   auto r = instr.attrs.get_int("result");
   return r.ok() ? static_cast<int>(*r) : 0;

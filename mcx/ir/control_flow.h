@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/attrs.h"
+#include "mcx/ir/builder.h"
 #include "mcx/ir/op.h"
 #include "mcx/ir/program.h"
 
@@ -70,6 +71,11 @@ absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind
 // The type of the sibling selected by attrs' `result` (the shape rule of infer_type).
 absl::StatusOr<AbstractValue> control_flow_infer_type(OpKind kind, std::span<const AbstractValue> operands,
                                                       const Attrs& attrs, const SymbolicScope& scope);
+
+// Emits the `num_results` siblings of a control-flow op (attrs with `result` set to 0..num_results-1) on
+// the operands; returns their values in result order. Throws mcx::Error when the op is rejected.
+std::vector<ValueId> emit_siblings(ProgramBuilder& b, OpKind kind, const Attrs& attrs,
+                                   std::span<const ValueId> operands, int num_results);
 
 // attrs with `result` replaced: the attributes of another sibling.
 Attrs with_result_index(Attrs attrs, int result);

@@ -16,22 +16,24 @@ ScanConfig scan_config_of(const Instr& instr) {
   return value_or_throw(get_scan_config(instr.attrs, instr.operands.size()));
 }
 
+// A scan's configuration, the sizes of its operand groups (carries, xs, constants) and its body's results.
+struct ScanParts {
+  explicit ScanParts(const Instr& instr)
+      : config(scan_config_of(instr)),
+        nc(config.num_carry),
+        nx(config.num_xs),
+        nk(static_cast<int>(instr.operands.size()) - nc - nx),
+        ny(static_cast<int>(config.body->results.size()) - nc),
+        out_types(config.body->result_types()) {}
+  ScanConfig config;
+  int nc, nx, nk, ny;
+  std::vector<AbstractValue> out_types;
+};
+
 // Zeros of type t (any shape, symbolic included).
 ValueId zeros_of(ProgramBuilder& b, const AbstractValue& t) {
   ValueId c = b.scalar_constant(t.dtype, 0.0);
   return t.rank() == 0 ? c : b.broadcast_in_dim(c, t.shape, {});
-}
-
-// Emits every result of a cond with the given configuration (result index ignored) on operands.
-std::vector<ValueId> emit_cond(ProgramBuilder& b, CondConfig config, std::span<const ValueId> operands) {
-  const int n = static_cast<int>(config.branches[0]->results.size());
-  std::vector<ValueId> out;
-  std::vector<ValueId> ops(operands.begin(), operands.end());
-  for (int k = 0; k < n; ++k) {
-    config.result = k;
-    out.push_back(b.emit_or_throw(OpKind::kCond, ops, cond_attrs(config)));
-  }
-  return out;
 }
 
 std::vector<int> floating_params(const Program& p, int first, int count) {
@@ -41,16 +43,13 @@ std::vector<int> floating_params(const Program& p, int first, int count) {
   return out;
 }
 
-// Emits every result of a scan with the given configuration (result index ignored) on operands.
-std::vector<ValueId> emit_scan(ProgramBuilder& b, ScanConfig config, std::span<const ValueId> operands) {
-  const int n = static_cast<int>(config.body->results.size());
-  std::vector<ValueId> out;
-  std::vector<ValueId> ops(operands.begin(), operands.end());
-  for (int k = 0; k < n; ++k) {
-    config.result = k;
-    out.push_back(b.emit_or_throw(OpKind::kScan, ops, scan_attrs(config)));
-  }
-  return out;
+std::vector<ValueId> emit_scan(ProgramBuilder& b, const ScanConfig& config, std::span<const ValueId> operands) {
+  return emit_siblings(b, OpKind::kScan, scan_attrs(config), operands, static_cast<int>(config.body->results.size()));
+}
+
+std::vector<ValueId> emit_cond(ProgramBuilder& b, const CondConfig& config, std::span<const ValueId> operands) {
+  return emit_siblings(b, OpKind::kCond, cond_attrs(config), operands,
+                       static_cast<int>(config.branches[0]->results.size()));
 }
 
 }  // namespace
@@ -67,12 +66,11 @@ std::vector<ValueId> emit_scan_with_residuals(ProgramBuilder& b, const Instr& in
 std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> forward,
                                    std::span<const std::optional<ValueId>> result_cts, const std::vector<bool>& needed) {
-  const ScanConfig fwd = scan_config_of(instr);
+  const ScanParts parts(instr);
+  const ScanConfig& fwd = parts.config;
   const Program& body = *fwd.body;
-  const int nc = fwd.num_carry, nx = fwd.num_xs;
-  const int nk = static_cast<int>(operands.size()) - nc - nx;
-  const int ny = static_cast<int>(body.results.size()) - nc;
-  const std::vector<AbstractValue> out_types = body.result_types();
+  const int nc = parts.nc, nx = parts.nx, nk = parts.nk, ny = parts.ny;
+  const std::vector<AbstractValue>& out_types = parts.out_types;
   auto floating = [](const AbstractValue& t) { return is_floating(t.dtype); };
   std::vector<int> fc, fx, fk, fy;  // floating carries, xs, consts, ys (indices within their group)
   for (int i = 0; i < nc; ++i) if (floating(body.params[i])) fc.push_back(i);
@@ -142,12 +140,11 @@ std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::s
 
 std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                    std::span<const ValueId> tangents) {
-  const ScanConfig fwd = scan_config_of(instr);
+  const ScanParts parts(instr);
+  const ScanConfig& fwd = parts.config;
   const Program& body = *fwd.body;
-  const int nc = fwd.num_carry, nx = fwd.num_xs;
-  const int nk = static_cast<int>(operands.size()) - nc - nx;
-  const int ny = static_cast<int>(body.results.size()) - nc;
-  const std::vector<AbstractValue> out_types = body.result_types();
+  const int nc = parts.nc, nx = parts.nx, nk = parts.nk, ny = parts.ny;
+  const std::vector<AbstractValue>& out_types = parts.out_types;
   std::vector<int> wrt;  // every floating parameter of the body
   for (int p = 0; p < body.num_params(); ++p)
     if (is_floating(body.params[p].dtype)) wrt.push_back(p);
@@ -314,11 +311,7 @@ std::vector<ValueId> emit_while_jvp(ProgramBuilder& b, const Instr& instr, std::
     const int op = nq + i;  // body parameter i >= nc is operand nc + nq + (i - nc)
     ops.push_back(tangents[op] >= 0 ? tangents[op] : b.full_like(operands[op], 0.0));
   }
-  std::vector<ValueId> out;
-  for (int k = 0; k < jvp.num_carry; ++k) {
-    jvp.result = k;
-    out.push_back(b.emit_or_throw(OpKind::kWhile, ops, while_attrs(jvp)));
-  }
+  std::vector<ValueId> out = emit_siblings(b, OpKind::kWhile, while_attrs(jvp), ops, jvp.num_carry);
   std::vector<ValueId> result_tangents(nc, -1);
   for (size_t j = 0; j < fc.size(); ++j) result_tangents[fc[j]] = out[nc + j];
   return result_tangents;

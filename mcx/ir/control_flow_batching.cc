@@ -29,18 +29,6 @@ std::shared_ptr<const Program> vmapped(const Program& p, const std::vector<bool>
   return std::make_shared<const Program>(value_or_throw(vmap_program(p, batched, size)));
 }
 
-// Every sibling of a control-flow op of `config` (its result index set per sibling).
-template <typename Config>
-std::vector<ValueId> emit_all(ProgramBuilder& b, OpKind kind, Config config, int n, std::vector<ValueId> ops,
-                              Attrs (*attrs_of)(const Config&)) {
-  std::vector<ValueId> out;
-  for (int k = 0; k < n; ++k) {
-    config.result = k;
-    out.push_back(b.emit_or_throw(kind, ops, attrs_of(config)));
-  }
-  return out;
-}
-
 std::vector<ValueId> batch_scan(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                 const std::vector<bool>& batched, const DimExpr& size) {
   ScanConfig c = value_or_throw(get_scan_config(instr.attrs, operands.size()));
@@ -58,7 +46,7 @@ std::vector<ValueId> batch_scan(ProgramBuilder& b, const Instr& instr, std::span
     ops.push_back(operands[i]);
   }
   c.body = vmapped(*c.body, body_batched, size);
-  std::vector<ValueId> out = emit_all(b, OpKind::kScan, c, nr, std::move(ops), &scan_attrs);
+  std::vector<ValueId> out = emit_siblings(b, OpKind::kScan, scan_attrs(c), ops, nr);
   for (int i = nc; i < nr; ++i) out[i] = swap_leading(b, out[i]);  // [T, B, ...] -> [B, T, ...]
   return out;
 }
@@ -107,7 +95,7 @@ std::vector<ValueId> batch_while(ProgramBuilder& b, const Instr& instr, std::spa
   for (int i = 0; i < nq; ++i) ops.push_back(operands[nc + i]);  // cond's constants
   for (int i = 0; i < nq; ++i) ops.push_back(operands[nc + i]);  // the body reads them too
   for (int i = 0; i < nb; ++i) ops.push_back(operands[nc + nq + i]);
-  return emit_all(b, OpKind::kWhile, batched_config, nc, std::move(ops), &while_attrs);
+  return emit_siblings(b, OpKind::kWhile, while_attrs(batched_config), ops, nc);
 }
 
 std::vector<ValueId> batch_cond(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
@@ -142,7 +130,7 @@ std::vector<ValueId> batch_cond(ProgramBuilder& b, const Instr& instr, std::span
   };
   if (!batched[0]) {
     for (size_t i = 0; i < c.branches.size(); ++i) c.branches[i] = branch_program(i);
-    return emit_all(b, OpKind::kCond, c, nr, std::vector<ValueId>(operands.begin(), operands.end()), &cond_attrs);
+    return emit_siblings(b, OpKind::kCond, cond_attrs(c), operands, nr);
   }
   // A batched index: every branch on the whole batch, then per element the result of its branch.
   const int64_t last = static_cast<int64_t>(c.branches.size()) - 1;
