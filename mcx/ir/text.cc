@@ -350,6 +350,7 @@ class Parser {
   std::string_view s_;
   size_t pos_ = 0;
   std::map<std::string, ValueId> names_;
+  int depth_ = 0;  // programs being parsed (the outermost and the regions it is inside)
 };
 
 absl::StatusOr<std::string> Parser::program_name() {
@@ -510,13 +511,21 @@ absl::StatusOr<Program> Parser::program() {
 }
 
 absl::StatusOr<Program> Parser::program_text() {
+  // Regions nest through recursion: bound it, so that hostile text cannot exhaust the stack.
+  constexpr int kMaxDepth = 64;
+  if (depth_ >= kMaxDepth) return expected(cat("at most ", kMaxDepth, " nested programs, not another 'program'"));
   std::map<std::string, ValueId> enclosing;
   enclosing.swap(names_);
+  ++depth_;
   struct Restore {
     std::map<std::string, ValueId>& names;
     std::map<std::string, ValueId>& saved;
-    ~Restore() { names.swap(saved); }
-  } restore{names_, enclosing};
+    int& depth;
+    ~Restore() {
+      names.swap(saved);
+      --depth;
+    }
+  } restore{names_, enclosing, depth_};
   MCX_RETURN_IF_ERROR(expect_word("program"));
   MCX_RETURN_IF_ERROR(expect_char('@'));
   MCX_ASSIGN_OR_RETURN(std::string name, program_name());

@@ -2,7 +2,7 @@
 //
 //   // sum of squares 0..9, in a loop that is staged once, not unrolled:
 //   mcx::Array total = mcx::fori_loop(0, 10, [](const mcx::Array& i, const mcx::Array& acc) {
-//     return acc + mcx::convert(i * i, mcx::DType::kFloat32);
+//     return acc + mcx::astype(i * i, mcx::DType::kFloat32);
 //   }, mcx::zeros({}, mcx::DType::kFloat32));
 //
 //   // a running sum with the per-step outputs stacked (scan):
@@ -17,7 +17,7 @@
 // and cached like any eager op). Carries and operands are pytrees (pytree.h); arrays the functions close
 // over become extra operands of the op. The carry's structure, dtypes and shapes must stay the same through
 // the loop: a change is InvalidArgument naming the leaf, e.g. "[while_loop] body_fun returns carry leaf [1]
-// as f32[3], the initial carry has f32[2]" (JAX's rule; use convert to keep a dtype). Functions must be pure
+// as f32[3], the initial carry has f32[2]" (JAX's rule; use astype to keep a dtype). Functions must be pure
 // (they are traced, not called per iteration): a C++ side effect happens once, at trace time.
 //
 // Transformations: grad/vjp and jvp/linearize/jacfwd/jacrev/hessian differentiate scan, fori_loop with
