@@ -13,6 +13,7 @@
 #include "mcx/spmd/partition_spec.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/control_flow.h"
+#include "mcx/trace/custom_rules.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/export.h"
 #include "mcx/trace/forward.h"

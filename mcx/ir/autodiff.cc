@@ -15,6 +15,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/control_flow_autodiff.h"
+#include "mcx/ir/custom_rules.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/remat.h"
 #include "mcx/ir/str_util.h"
@@ -68,25 +69,30 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
     for (ValueId v : f.instrs[i].operands) active[v] = active[v] || fwd[v];
   }
 
-  // Sibling groups of control-flow ops (control_flow.h): the first sibling of each, and whether any sibling
-  // is active. An active scan is replayed with residuals (control_flow_vjp.h) and differentiated as a whole
-  // at its first sibling, when the cotangents of all its siblings are complete.
+  // Sibling groups of ops with regions (control_flow.h): the first sibling of each, and whether any sibling
+  // is active. An active scan is replayed with residuals (control_flow_autodiff.h), an active custom_vjp_call
+  // by its fwd (custom_rules.h); each group is differentiated as a whole at its first sibling, when the
+  // cotangents of all its siblings are complete.
   const std::vector<int> group_first = sibling_group_firsts(f);
   std::vector<bool> group_active(f.instrs.size(), false);
   for (size_t i = 0; i < f.instrs.size(); ++i)
     if (group_first[i] >= 0 && active[np + i]) group_active[group_first[i]] = true;
   std::vector<ValueId> map(nv, -1);
   for (int p = 0; p < np; ++p) map[p] = args[p];
-  std::map<int, std::vector<ValueId>> scan_forward;  // first sibling -> results and stacked carries in b
+  std::map<int, std::vector<ValueId>> group_forward;  // first sibling -> results then residuals, in b
   for (size_t i = 0; i < f.instrs.size(); ++i) {
     const Instr& in = f.instrs[i];
     std::vector<ValueId> ops;
     ops.reserve(in.operands.size());
     for (ValueId v : in.operands) ops.push_back(map[v]);
     const int first = group_first[i];
-    if (in.kind == OpKind::kScan && group_active[first]) {  // first >= 0 for a scan
-      if (first == static_cast<int>(i)) scan_forward[first] = internal::emit_scan_with_residuals(b, in, ops);
-      map[np + i] = scan_forward.at(first).at(result_index(in));
+    const bool replayed = in.kind == OpKind::kScan || in.kind == OpKind::kCustomVjpCall;
+    if (replayed && group_active[first]) {  // first >= 0 for an op with regions
+      if (first == static_cast<int>(i)) {
+        group_forward[first] = in.kind == OpKind::kScan ? internal::emit_scan_with_residuals(b, in, ops)
+                                                        : internal::emit_custom_vjp_forward(b, in, ops);
+      }
+      map[np + i] = group_forward.at(first).at(result_index(in));
       continue;
     }
     map[np + i] = b.emit_or_throw(in.kind, std::move(ops), in.attrs);
@@ -111,8 +117,8 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
     const ValueId v = np + i;
     const Instr& in = f.instrs[i];
-    const bool grouped = in.kind == OpKind::kScan || in.kind == OpKind::kCond;
-    if (grouped && group_active[group_first[i]]) {  // group_first >= 0 for a control-flow op
+    const bool grouped = in.kind == OpKind::kScan || in.kind == OpKind::kCond || is_custom_call(in.kind);
+    if (grouped && group_active[group_first[i]]) {  // group_first >= 0 for an op with regions
       if (group_first[i] != i) continue;  // the group is differentiated at its first sibling
       std::vector<ValueId> ops;
       std::vector<bool> needed;
@@ -120,22 +126,22 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
         ops.push_back(recompute.primal(o));
         needed.push_back(active[o]);
       }
-      // The scan's forward results and stacked carries in b (a cond's backward branches recompute theirs).
+      // The replayed forward values in b (a cond's backward branches and a custom_jvp_call's transposed rule
+      // recompute theirs).
       std::vector<ValueId> forward;
-      std::vector<std::optional<ValueId>> result_cts;
-      if (in.kind == OpKind::kScan) {
-        forward = scan_forward.at(i);
-        result_cts.resize(value_or_throw(get_scan_config(in.attrs, in.operands.size())).body->results.size());
-      } else {
-        result_cts.resize(value_or_throw(get_cond_config(in.attrs, in.operands.size())).branches[0]->results.size());
-      }
+      if (auto it = group_forward.find(i); it != group_forward.end()) forward = it->second;
+      std::vector<std::optional<ValueId>> result_cts(num_group_results(in));
+      // Identical ops (same operands and attributes, e.g. one function called twice on the same values
+      // without CSE) form one group whose result may appear more than once: their cotangents add up.
       for (int j = i; j < static_cast<int>(f.instrs.size()); ++j) {
-        if (group_first[j] != i) continue;
-        if (active[np + j]) result_cts[result_index(f.instrs[j])] = ct[np + j];
+        if (group_first[j] != i || !active[np + j] || !ct[np + j]) continue;
+        std::optional<ValueId>& slot = result_cts[result_index(f.instrs[j])];
+        slot = slot ? b.binary(OpKind::kAdd, *slot, *ct[np + j]) : *ct[np + j];
       }
       std::vector<ValueId> contributions =
-          in.kind == OpKind::kScan ? internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed)
-                                   : internal::emit_cond_vjp(b, in, ops, forward, result_cts, needed);
+          in.kind == OpKind::kScan   ? internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed)
+          : in.kind == OpKind::kCond ? internal::emit_cond_vjp(b, in, ops, forward, result_cts, needed)
+                                     : internal::emit_custom_call_vjp(b, in, ops, forward, result_cts, needed);
       for (size_t k = 0; k < in.operands.size(); ++k)
         if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
       continue;

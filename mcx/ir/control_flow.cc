@@ -154,6 +154,96 @@ absl::StatusOr<std::vector<AbstractValue>> cond_types(std::span<const AbstractVa
   return results;
 }
 
+// The operands of a custom call: args, then each region's constants in region order (counts in `consts`).
+struct CustomOperands {
+  std::span<const AbstractValue> args;
+  std::vector<std::span<const AbstractValue>> consts;
+};
+
+CustomOperands split_custom_operands(std::span<const AbstractValue> ops, int num_args,
+                                     const std::vector<int64_t>& region_consts) {
+  CustomOperands out{ops.subspan(0, num_args), {}};
+  size_t at = num_args;
+  for (int64_t n : region_consts) {
+    out.consts.push_back(ops.subspan(at, n));
+    at += n;
+  }
+  return out;
+}
+
+// The region's results start with `expected` (named `what` in the error).
+absl::Status check_results_start(OpKind k, const Program& region, std::string_view region_name, std::string_view what,
+                                 std::span<const AbstractValue> expected, size_t offset) {
+  const std::vector<AbstractValue> out = region.result_types();
+  if (out.size() < offset + expected.size())
+    return op_error(op_name(k), region_name, " returns ", out.size(), " values ", types_str(out), ", expected at least ",
+                    offset + expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (out[offset + i] != expected[i])
+      return op_error(op_name(k), region_name, " returns ", what, " ", i, " as ", out[offset + i].to_string(),
+                      ", expected ", expected[i].to_string());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AbstractValue>> custom_vjp_types(std::span<const AbstractValue> ops, const Attrs& attrs) {
+  constexpr OpKind k = OpKind::kCustomVjpCall;
+  MCX_ASSIGN_OR_RETURN(CustomVjpConfig c, get_custom_vjp_config(attrs, ops.size()));
+  const CustomOperands o = split_custom_operands(ops, c.num_args, c.region_consts);
+  MCX_RETURN_IF_ERROR(check_region(k, *c.fun, "fun", concat_types(o.args, o.consts[0])));
+  MCX_RETURN_IF_ERROR(check_region(k, *c.fwd, "fwd", concat_types(o.args, o.consts[1])));
+  const std::vector<AbstractValue> outs = c.fun->result_types();
+  MCX_RETURN_IF_ERROR(check_results_start(k, *c.fwd, "fwd", "output", outs, 0));
+  const std::vector<AbstractValue> fwd_out = c.fwd->result_types();
+  std::vector<AbstractValue> bwd_params(fwd_out.begin() + static_cast<int64_t>(outs.size()), fwd_out.end());
+  bwd_params.insert(bwd_params.end(), outs.begin(), outs.end());
+  MCX_RETURN_IF_ERROR(check_region(k, *c.bwd, "bwd", concat_types(bwd_params, o.consts[2])));
+  if (c.bwd->results.size() != o.args.size())
+    return op_error(op_name(k), "bwd returns ", c.bwd->results.size(), " cotangents, expected one per argument (",
+                    o.args.size(), ")");
+  MCX_RETURN_IF_ERROR(check_results_start(k, *c.bwd, "bwd", "the cotangent of argument", o.args, 0));
+  return outs;
+}
+
+absl::StatusOr<std::vector<AbstractValue>> custom_jvp_types(std::span<const AbstractValue> ops, const Attrs& attrs) {
+  constexpr OpKind k = OpKind::kCustomJvpCall;
+  MCX_ASSIGN_OR_RETURN(CustomJvpConfig c, get_custom_jvp_config(attrs, ops.size()));
+  const CustomOperands o = split_custom_operands(ops, c.num_args, c.region_consts);
+  MCX_RETURN_IF_ERROR(check_region(k, *c.fun, "fun", concat_types(o.args, o.consts[0])));
+  MCX_RETURN_IF_ERROR(check_region(k, *c.jvp, "jvp", concat_types(concat_types(o.args, o.args), o.consts[1])));
+  const std::vector<AbstractValue> outs = c.fun->result_types();
+  if (c.jvp->results.size() != 2 * outs.size())
+    return op_error(op_name(k), "jvp returns ", c.jvp->results.size(), " values, expected the ", outs.size(),
+                    " outputs and their ", outs.size(), " tangents");
+  MCX_RETURN_IF_ERROR(check_results_start(k, *c.jvp, "jvp", "output", outs, 0));
+  MCX_RETURN_IF_ERROR(check_results_start(k, *c.jvp, "jvp", "the tangent of output", outs, outs.size()));
+  return outs;
+}
+
+// The region_consts attribute: `n` non-negative counts that fit in the operands after the args.
+absl::StatusOr<std::vector<int64_t>> get_region_consts(OpKind k, const Attrs& attrs, size_t n, int64_t room) {
+  auto consts = attrs.get_ints("region_consts");
+  if (!consts.ok()) return with_op_prefix(op_name(k), consts.status());
+  if (consts->size() != n)
+    return op_error(op_name(k), "attribute 'region_consts' has ", consts->size(), " entries, expected ", n,
+                    " (one per region)");
+  int64_t total = 0;
+  for (int64_t v : *consts) {
+    if (v < 0) return op_error(op_name(k), "attribute 'region_consts' has the count ", v, ", expected >= 0");
+    total += v;
+  }
+  if (total != room)
+    return op_error(op_name(k), "attribute 'region_consts' counts ", total, " constants, but ", room,
+                    " operands follow the arguments");
+  return *std::move(consts);
+}
+
+absl::StatusOr<int> get_result(OpKind k, const Attrs& attrs, int64_t num_results) {
+  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
+  if (result < 0 || result >= num_results)
+    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a result index in [0, ", num_results, ")");
+  return static_cast<int>(result);
+}
+
 }  // namespace
 
 int CondConfig::num_operands(size_t total_operands) const {
@@ -177,6 +267,20 @@ Attrs scan_attrs(const ScanConfig& c) {
 
 Attrs cond_attrs(const CondConfig& c) {
   return Attrs{{"regions", c.branches}, {"branch_consts", c.branch_consts}, {"result", int64_t{c.result}}};
+}
+
+Attrs custom_vjp_attrs(const CustomVjpConfig& c) {
+  return Attrs{{"regions", Regions{c.fun, c.fwd, c.bwd}},
+               {"num_args", int64_t{c.num_args}},
+               {"region_consts", c.region_consts},
+               {"result", int64_t{c.result}}};
+}
+
+Attrs custom_jvp_attrs(const CustomJvpConfig& c) {
+  return Attrs{{"regions", Regions{c.fun, c.jvp}},
+               {"num_args", int64_t{c.num_args}},
+               {"region_consts", c.region_consts},
+               {"result", int64_t{c.result}}};
 }
 
 absl::StatusOr<WhileConfig> get_while_config(const Attrs& attrs, size_t num_operands) {
@@ -208,11 +312,7 @@ absl::StatusOr<ScanConfig> get_scan_config(const Attrs& attrs, size_t num_operan
   MCX_ASSIGN_OR_RETURN(int64_t reverse, get_int(k, attrs, "reverse"));
   if (reverse != 0 && reverse != 1) return op_error(op_name(k), "attribute 'reverse' is ", reverse, ", expected 0 or 1");
   c.reverse = reverse == 1;
-  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
-  const int64_t num_results = static_cast<int64_t>(c.body->results.size());
-  if (result < 0 || result >= num_results)
-    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a result index in [0, ", num_results, ")");
-  c.result = static_cast<int>(result);
+  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.body->results.size())));
   return c;
 }
 
@@ -234,11 +334,37 @@ absl::StatusOr<CondConfig> get_cond_config(const Attrs& attrs, size_t num_operan
   if (num_operands < 1 || total > static_cast<int64_t>(num_operands) - 1)
     return op_error(op_name(k), "takes the branch index and ", total, " branch constants, found ", num_operands,
                     " operands");
-  MCX_ASSIGN_OR_RETURN(int64_t result, get_int(k, attrs, "result"));
-  const int64_t num_results = static_cast<int64_t>(c.branches[0]->results.size());
-  if (result < 0 || result >= num_results)
-    return op_error(op_name(k), "attribute 'result' is ", result, ", expected a result index in [0, ", num_results, ")");
-  c.result = static_cast<int>(result);
+  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.branches[0]->results.size())));
+  return c;
+}
+
+absl::StatusOr<CustomVjpConfig> get_custom_vjp_config(const Attrs& attrs, size_t num_operands) {
+  constexpr OpKind k = OpKind::kCustomVjpCall;
+  CustomVjpConfig c;
+  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 3));
+  c.fun = regions[0];
+  c.fwd = regions[1];
+  c.bwd = regions[2];
+  const int64_t n = static_cast<int64_t>(num_operands);
+  MCX_ASSIGN_OR_RETURN(c.num_args, get_count(k, attrs, "num_args", n));
+  MCX_ASSIGN_OR_RETURN(c.region_consts, get_region_consts(k, attrs, 3, n - c.num_args));
+  if (c.fwd->results.size() < c.fun->results.size())
+    return op_error(op_name(k), "fwd returns ", c.fwd->results.size(), " values, expected fun's ",
+                    c.fun->results.size(), " outputs then the residuals");
+  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.fun->results.size())));
+  return c;
+}
+
+absl::StatusOr<CustomJvpConfig> get_custom_jvp_config(const Attrs& attrs, size_t num_operands) {
+  constexpr OpKind k = OpKind::kCustomJvpCall;
+  CustomJvpConfig c;
+  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 2));
+  c.fun = regions[0];
+  c.jvp = regions[1];
+  const int64_t n = static_cast<int64_t>(num_operands);
+  MCX_ASSIGN_OR_RETURN(c.num_args, get_count(k, attrs, "num_args", n));
+  MCX_ASSIGN_OR_RETURN(c.region_consts, get_region_consts(k, attrs, 2, n - c.num_args));
+  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.fun->results.size())));
   return c;
 }
 
@@ -249,9 +375,11 @@ absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind
     case OpKind::kWhile: return while_types(operands, attrs);
     case OpKind::kScan: return scan_types(operands, attrs, scope);
     case OpKind::kCond: return cond_types(operands, attrs);
+    case OpKind::kCustomVjpCall: return custom_vjp_types(operands, attrs);
+    case OpKind::kCustomJvpCall: return custom_jvp_types(operands, attrs);
     default: break;
   }
-  return absl::InternalError(cat("[", op_name(kind), "] is not a control-flow op"));
+  return absl::InternalError(cat("[", op_name(kind), "] is not an op with regions"));
 }
 
 absl::StatusOr<AbstractValue> control_flow_infer_type(OpKind kind, std::span<const AbstractValue> operands,
@@ -274,17 +402,30 @@ std::vector<ValueId> emit_siblings(ProgramBuilder& b, OpKind kind, const Attrs& 
   return out;
 }
 
+int num_group_results(const Instr& instr) {
+  if (!has_regions(instr.kind)) return 0;
+  auto regions = instr.attrs.get_regions("regions");
+  if (!regions.ok() || regions->empty()) return 0;
+  // A while's results are its body's (region 1); every other op's are its first region's (scan body,
+  // branch 0, fun).
+  const size_t r = instr.kind == OpKind::kWhile ? 1 : 0;
+  return r < regions->size() && (*regions)[r] ? static_cast<int>((*regions)[r]->results.size()) : 0;
+}
+
 int result_index(const Instr& instr) {
   auto r = instr.attrs.get_int("result");
   return r.ok() ? static_cast<int>(*r) : 0;
 }
 
 bool are_siblings(const Instr& a, const Instr& b) {
-  if (a.kind != b.kind || !is_control_flow(a.kind) || a.operands != b.operands) return false;
+  if (a.kind != b.kind || !has_regions(a.kind) || a.operands != b.operands) return false;
   return with_result_index(a.attrs, 0) == with_result_index(b.attrs, 0);
 }
 
 std::string control_flow_autodiff_error(OpKind kind, std::string_view mode) {
+  if (kind == OpKind::kCustomVjpCall && mode == "forward")
+    return "[jvp] can't apply forward-mode autodiff (jvp) to a custom_vjp function: it defines only a reverse-mode "
+           "rule; use custom_jvp (whose rule serves both modes) or differentiate in reverse mode";
   if (kind == OpKind::kWhile && mode == "reverse")
     return "[grad] reverse-mode differentiation does not work for while loops (while_loop, or fori_loop with a "
            "dynamic trip count): the number of iterations is not known when the backward pass is built; use "
@@ -297,7 +438,7 @@ std::string control_flow_autodiff_error(OpKind kind, std::string_view mode) {
 std::vector<int> sibling_group_firsts(const Program& program) {
   std::vector<int> first(program.instrs.size(), -1);
   for (int i = 0; i < static_cast<int>(program.instrs.size()); ++i) {
-    if (!is_control_flow(program.instrs[i].kind)) continue;
+    if (!has_regions(program.instrs[i].kind)) continue;
     first[i] = i;
     for (int j = i - 1; j >= 0; --j) {
       if (first[j] == j && are_siblings(program.instrs[j], program.instrs[i])) {
@@ -309,9 +450,9 @@ std::vector<int> sibling_group_firsts(const Program& program) {
   return first;
 }
 
-bool has_control_flow(const Program& program) {
+bool has_custom_calls(const Program& program) {
   for (const Instr& in : program.instrs)
-    if (is_control_flow(in.kind)) return true;
+    if (is_custom_call(in.kind)) return true;
   return false;
 }
 

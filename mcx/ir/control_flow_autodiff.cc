@@ -30,7 +30,17 @@ struct ScanParts {
   std::vector<AbstractValue> out_types;
 };
 
-// Zeros of type t (any shape, symbolic included).
+std::vector<ValueId> emit_scan(ProgramBuilder& b, const ScanConfig& config, std::span<const ValueId> operands) {
+  return emit_siblings(b, OpKind::kScan, scan_attrs(config), operands, static_cast<int>(config.body->results.size()));
+}
+
+std::vector<ValueId> emit_cond(ProgramBuilder& b, const CondConfig& config, std::span<const ValueId> operands) {
+  return emit_siblings(b, OpKind::kCond, cond_attrs(config), operands,
+                       static_cast<int>(config.branches[0]->results.size()));
+}
+
+}  // namespace
+
 ValueId zeros_of(ProgramBuilder& b, const AbstractValue& t) {
   ValueId c = b.scalar_constant(t.dtype, 0.0);
   return t.rank() == 0 ? c : b.broadcast_in_dim(c, t.shape, {});
@@ -42,17 +52,6 @@ std::vector<int> floating_params(const Program& p, int first, int count) {
     if (is_floating(p.params[i].dtype)) out.push_back(i);
   return out;
 }
-
-std::vector<ValueId> emit_scan(ProgramBuilder& b, const ScanConfig& config, std::span<const ValueId> operands) {
-  return emit_siblings(b, OpKind::kScan, scan_attrs(config), operands, static_cast<int>(config.body->results.size()));
-}
-
-std::vector<ValueId> emit_cond(ProgramBuilder& b, const CondConfig& config, std::span<const ValueId> operands) {
-  return emit_siblings(b, OpKind::kCond, cond_attrs(config), operands,
-                       static_cast<int>(config.branches[0]->results.size()));
-}
-
-}  // namespace
 
 std::vector<ValueId> emit_scan_with_residuals(ProgramBuilder& b, const Instr& instr,
                                               std::span<const ValueId> operands) {

@@ -22,6 +22,11 @@
 
 namespace mcx::ir::internal {
 
+// Zeros of type t (any shape, symbolic included).
+ValueId zeros_of(ProgramBuilder& b, const AbstractValue& t);
+// The indices in [first, first + count) of p's floating parameters.
+std::vector<int> floating_params(const Program& p, int first, int count);
+
 // Emits the scan of `instr` (any sibling) with residuals into b on `operands` (values in b). Returns the
 // value of every original result (index = result) followed by the stacked carries (one per carry).
 std::vector<ValueId> emit_scan_with_residuals(ProgramBuilder& b, const Instr& instr,

@@ -9,6 +9,7 @@
 #include "mcx/ir/batching.h"
 #include "mcx/ir/batching_rules.h"
 #include "mcx/ir/control_flow.h"
+#include "mcx/ir/custom_rules.h"
 
 namespace mcx::ir::internal {
 namespace {
@@ -160,9 +161,11 @@ std::vector<ValueId> emit_control_flow_batching(ProgramBuilder& b, const Instr& 
     case OpKind::kScan: return batch_scan(b, instr, operands, batched, size);
     case OpKind::kWhile: return batch_while(b, instr, operands, batched, size);
     case OpKind::kCond: return batch_cond(b, instr, operands, batched, size);
+    case OpKind::kCustomVjpCall:
+    case OpKind::kCustomJvpCall: return emit_custom_call_batching(b, instr, operands, batched, size);
     default: break;
   }
-  throw Internal(std::string("[vmap] ") + std::string(op_name(instr.kind)) + " is not a control-flow op");
+  throw Internal(std::string("[vmap] ") + std::string(op_name(instr.kind)) + " has no regions");
 }
 
 }  // namespace mcx::ir::internal

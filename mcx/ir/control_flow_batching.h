@@ -1,4 +1,4 @@
-// vmap through the control-flow ops (op.h, opset 7), used by batching.cc. Internal to the IR layer.
+// vmap through the ops with regions (op.h, opsets 7 and 8), used by batching.cc. Internal to the IR layer.
 //
 // A sibling group is batched as a whole, at its first sibling, into one vectorised op (not one op per batch
 // element):
@@ -10,6 +10,7 @@
 //  - cond: with an unbatched index, one cond of the vmapped branches; with a batched index every branch
 //    runs on the whole batch and each element selects its branch's result (as JAX, which turns a batched
 //    cond into select).
+//  - custom_vjp_call, custom_jvp_call: custom_rules.h.
 // Every result of the group is batched. Errors are thrown as mcx::Error (batching.cc converts them).
 #pragma once
 

@@ -13,6 +13,7 @@
 #include "mcx/ir/builder.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/control_flow_autodiff.h"
+#include "mcx/ir/custom_rules.h"
 #include "mcx/ir/jvp_rules.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
@@ -74,8 +75,8 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
     std::vector<ValueId> tangent(f.num_values(), -1);
     for (int p = 0; p < f.num_params(); ++p) map[p] = b.add_parameter(f.params[p]);
     for (int p : wrt) tangent[p] = b.add_parameter(f.params[p]);
-    // The tangents of a control-flow op come from one JVP op per sibling group (control_flow_autodiff.h),
-    // emitted at its first sibling; the primal results keep coming from the op itself.
+    // The tangents of an op with regions come from one JVP per sibling group (control_flow_autodiff.h,
+    // custom_rules.h), emitted at its first sibling; the primal results keep coming from the op itself.
     const std::vector<int> group_first = sibling_group_firsts(f);
     std::map<int, std::vector<ValueId>> group_tangents;
     for (size_t i = 0; i < f.instrs.size(); ++i) {
@@ -89,12 +90,13 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
       }
       map[v] = b.emit_or_throw(in.kind, ops, in.attrs);
       const bool any_tangent = std::any_of(tangents.begin(), tangents.end(), [](ValueId t) { return t >= 0; });
-      if (is_control_flow(in.kind) && any_tangent) {
+      if (has_regions(in.kind) && any_tangent) {
         const int first = group_first[i];
         if (first == static_cast<int>(i)) {
           group_tangents[first] = in.kind == OpKind::kScan    ? internal::emit_scan_jvp(b, in, ops, tangents)
                                   : in.kind == OpKind::kWhile ? internal::emit_while_jvp(b, in, ops, tangents)
-                                                              : internal::emit_cond_jvp(b, in, ops, tangents);
+                                  : in.kind == OpKind::kCond  ? internal::emit_cond_jvp(b, in, ops, tangents)
+                                                              : internal::emit_custom_jvp_jvp(b, in, ops, tangents);
         }
         tangent[v] = group_tangents.at(first).at(result_index(in));
         continue;

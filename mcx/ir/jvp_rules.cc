@@ -137,7 +137,7 @@ ValueId emit_jvp_rule(ProgramBuilder& b, const Instr& instr, std::span<const Val
   bool any = false;
   for (size_t k = 0; k < tangents.size(); ++k) any = any || tangents[k] != kZero;
   if (!any) return kZero;
-  if (is_control_flow(instr.kind)) throw Unimplemented(control_flow_autodiff_error(instr.kind, "forward"));
+  if (has_regions(instr.kind)) throw Unimplemented(control_flow_autodiff_error(instr.kind, "forward"));
   switch (rule_kind(instr)) {
     case RuleKind::kLinear:
       return linear_rule(b, instr, operands, tangents);

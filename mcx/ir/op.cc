@@ -88,6 +88,8 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kWhile, "while", C::kOther, kVar, true, 7},
     {OpKind::kScan, "scan", C::kOther, kVar, true, 7},
     {OpKind::kCond, "cond", C::kOther, kVar, true, 7},
+    {OpKind::kCustomVjpCall, "custom_vjp_call", C::kOther, kVar, true, 8},
+    {OpKind::kCustomJvpCall, "custom_jvp_call", C::kOther, kVar, true, 8},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -148,7 +148,23 @@
 //   types. Only the chosen branch runs.
 // Transformations handle a sibling group as a whole: reverse mode through scan and cond, forward mode
 // through all three, vmap of all three (control_flow_autodiff.h, control_flow_batching.h); reverse mode
-// refuses while (unknown trip count). The partitioner has no rule: their operands are gathered.
+// refuses while (unknown trip count). The partitioner partitions their regions (spmd/region_partition.h).
+//
+// Custom differentiation rules (opset 8; control_flow.h decodes and checks the attributes), as
+// jax.custom_vjp / jax.custom_jvp: sibling groups like the control-flow ops, computing fun(args...) while
+// carrying the user's rule for the transformations. Backends and the partitioner inline `fun`
+// (custom_rules.h: inline_custom_calls) before compiling, so the rule costs nothing at run time.
+// custom_vjp_call      args..., fun consts...,         regions: [fun, fwd, bwd],               fun result
+//                      fwd consts..., bwd consts...    num_args: int, region_consts: ints (3), result
+//   fun(args..., fun consts...) -> outs; fwd(args..., fwd consts...) -> (outs..., residuals...);
+//   bwd(residuals..., cotangents of outs..., bwd consts...) -> cotangents of args (the args' types).
+//   Reverse mode runs fwd then bwd; forward mode refuses it (as JAX).
+// custom_jvp_call      args..., fun consts...,         regions: [fun, jvp],                    fun result
+//                      jvp consts...                   num_args: int, region_consts: ints (2), result
+//   jvp(args..., tangents of args..., jvp consts...) -> (outs..., tangents of outs...), linear in the
+//   tangents. Forward mode runs jvp; reverse mode transposes it (the VJP of jvp with respect to its tangents).
+// The constants are arrays the functions close over; differentiating with respect to one is an error
+// (pass it as an argument), as JAX refuses custom rules that close over traced values.
 //
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
@@ -165,7 +181,8 @@ namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
 // reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier. 7: while, scan, cond.
-inline constexpr int kOpsetVersion = 7;
+// 8: custom_vjp_call, custom_jvp_call.
+inline constexpr int kOpsetVersion = 8;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -262,9 +279,17 @@ enum class OpKind : uint16_t {
   kWhile,
   kScan,
   kCond,
+  // custom differentiation rules (opset 8)
+  kCustomVjpCall,
+  kCustomJvpCall,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCond) + 1;
-inline bool is_control_flow(OpKind k) { return k == OpKind::kWhile || k == OpKind::kScan || k == OpKind::kCond; }
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCustomJvpCall) + 1;
+inline bool is_custom_call(OpKind k) { return k == OpKind::kCustomVjpCall || k == OpKind::kCustomJvpCall; }
+// Ops with sub-programs (attribute `regions`) and several results as sibling instructions: the
+// control-flow ops and the custom-rule calls.
+inline bool has_regions(OpKind k) {
+  return k == OpKind::kWhile || k == OpKind::kScan || k == OpKind::kCond || is_custom_call(k);
+}
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||
          k == OpKind::kAllToAll || k == OpKind::kCollectivePermute;

@@ -124,6 +124,8 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kWhile: return {"regions", "num_carry", "num_cond_consts", "result"};
     case OpKind::kScan: return {"regions", "num_carry", "num_xs", "length", "reverse", "result"};
     case OpKind::kCond: return {"regions", "branch_consts", "result"};
+    case OpKind::kCustomVjpCall:
+    case OpKind::kCustomJvpCall: return {"regions", "num_args", "region_consts", "result"};
     default: return {};
   }
 }
@@ -628,7 +630,9 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kReduceWindow: return window_infer_type(kind, operands, attrs, scope);
     case OpKind::kWhile:
     case OpKind::kScan:
-    case OpKind::kCond: return control_flow_infer_type(kind, operands, attrs, scope);
+    case OpKind::kCond:
+    case OpKind::kCustomVjpCall:
+    case OpKind::kCustomJvpCall: return control_flow_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));
@@ -663,7 +667,7 @@ absl::Status verify(const Program& p) {
     if (*t != ins.type)
       return fail(cat("recorded type ", ins.type.to_string(), " differs from inferred type ",
                                t->to_string()));
-    if (is_control_flow(ins.kind)) {
+    if (has_regions(ins.kind)) {
       auto regions = ins.attrs.get_regions("regions");
       if (!regions.ok()) return fail(std::string(regions.status().message()));
       for (size_t r = 0; r < regions->size(); ++r) {

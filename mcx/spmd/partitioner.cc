@@ -9,10 +9,13 @@
 #include <utility>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/control_flow.h"
+#include "mcx/ir/custom_rules.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/spmd/layout.h"
 #include "mcx/spmd/propagation.h"
+#include "mcx/spmd/region_partition.h"
 #include "mcx/spmd/reshard.h"
 
 namespace mcx::spmd {
@@ -67,6 +70,8 @@ class Partitioner {
   absl::StatusOr<std::optional<ir::ValueId>> rematerialize(ir::ValueId v, const Layout& to);
   absl::Status partition_instr(int index);
   absl::Status sharding_constraint(int index);
+  // An op with regions (region_partition.h): its sibling group is partitioned at its first sibling.
+  absl::Status partition_region_op(int index);
 
   const ir::Program& g_;
   const MeshAxes& mesh_;
@@ -76,6 +81,12 @@ class Partitioner {
   std::vector<Layout> layout_;        // per global value: its layout
   std::vector<ir::ValueId> local_;    // per global value: its local value in that layout
   std::map<std::pair<ir::ValueId, Layout>, ir::ValueId> resharded_;
+  std::vector<int> group_first_;  // per instruction: its sibling group's first (-1: no regions)
+  struct Group {
+    std::vector<ir::ValueId> locals;
+    std::vector<Layout> layouts;
+  };
+  std::map<int, Group> groups_;  // first sibling -> every result of the partitioned group
 };
 
 absl::StatusOr<ir::ValueId> Partitioner::local_as(ir::ValueId v, const Layout& to) {
@@ -145,10 +156,46 @@ absl::Status Partitioner::sharding_constraint(int index) {
   return absl::OkStatus();
 }
 
+absl::Status Partitioner::partition_region_op(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const ir::ValueId self = g_.num_params() + index;
+  const int first = group_first_[index];
+  if (first == index) {
+    std::vector<Layout> in;
+    for (ir::ValueId v : instr.operands) in.push_back(layout_[v]);
+    MCX_ASSIGN_OR_RETURN(internal::RegionOpPlan plan, internal::plan_region_op(g_, index, in, mesh_));
+    std::vector<ir::ValueId> operands;
+    for (size_t k = 0; k < instr.operands.size(); ++k) {
+      MCX_ASSIGN_OR_RETURN(ir::ValueId o, local_as(instr.operands[k], plan.operands[k]));
+      operands.push_back(o);
+    }
+    Group group;
+    for (size_t r = 0; r < plan.results.size(); ++r) {
+      MCX_ASSIGN_OR_RETURN(ir::ValueId local,
+                           b_.emit(instr.kind, operands, ir::with_result_index(plan.attrs, static_cast<int>(r))));
+      group.locals.push_back(local);
+    }
+    group.layouts = std::move(plan.results);
+    internal::add_stats(stats_, std::move(plan.stats));
+    groups_[first] = std::move(group);
+  }
+  const Group& group = groups_.at(first);
+  const size_t r = static_cast<size_t>(ir::result_index(instr));
+  local_[self] = group.locals.at(r);
+  layout_[self] = group.layouts.at(r);
+  std::vector<int64_t> want = internal::local_dims(layout_[self], mesh_, internal::static_dims(g_, self));
+  AbstractValue expected{instr.type.dtype, concrete_shape(want)};
+  if (b_.type(local_[self]) != expected)
+    return absl::InternalError(cat("[partition] ", ir::op_name(instr.kind), " %", self, ": local op has type ",
+                                   b_.type(local_[self]).to_string(), ", expected ", expected.to_string()));
+  return absl::OkStatus();
+}
+
 absl::Status Partitioner::partition_instr(int index) {
   const ir::Instr& instr = g_.instrs[index];
   const ir::ValueId self = g_.num_params() + index;
   if (instr.kind == OpKind::kShardingConstraint) return sharding_constraint(index);
+  if (ir::has_regions(instr.kind)) return partition_region_op(index);
   std::vector<Layout> in;
   for (ir::ValueId v : instr.operands) in.push_back(layout_[v]);
   MCX_ASSIGN_OR_RETURN(internal::OpPlan plan, internal::plan_instr(g_, index, in, mesh_));
@@ -186,6 +233,7 @@ absl::StatusOr<PartitionedProgram> Partitioner::run(std::span<const PartitionSpe
                                           g_.results.size(), ")"));
   layout_.assign(g_.num_values(), Layout{});
   local_.assign(g_.num_values(), -1);
+  group_first_ = ir::sibling_group_firsts(g_);
   for (int p = 0; p < g_.num_params(); ++p) {
     std::vector<int64_t> dims = internal::static_dims(g_, p);
     MCX_RETURN_IF_ERROR(validate_spec(in_specs[p], mesh_, dims, cat("partition: in_specs[", p, "]")));
@@ -237,6 +285,11 @@ absl::StatusOr<PartitionedProgram> Partitioner::run(std::span<const PartitionSpe
 absl::StatusOr<PartitionedProgram> partition(const ir::Program& global, const MeshAxes& mesh,
                                              std::span<const PartitionSpec> in_specs,
                                              std::span<const std::optional<PartitionSpec>> out_specs) {
+  if (ir::has_custom_calls(global)) {  // their functions are partitioned like the rest of the program
+    MCX_ASSIGN_OR_RETURN(ir::Program inlined, ir::inline_custom_calls(global));
+    Partitioner p(inlined, mesh);
+    return p.run(in_specs, out_specs);
+  }
   Partitioner p(global, mesh);
   return p.run(in_specs, out_specs);
 }

@@ -66,10 +66,10 @@ struct PartitionedProgram {
 };
 
 // Partitions `global` (static shapes; may contain sharding_constraint, must not contain collectives or
-// axis_index) for a mesh. in_specs: one fully specified spec per parameter. out_specs: empty, or one
-// optional spec per result (nullopt or Unconstrained dims: propagated). Errors: InvalidArgument for specs
-// that do not fit the mesh or the value (validate_spec messages), for symbolic shapes, or for a program
-// with collectives.
+// axis_index; custom-rule calls are inlined first, ir/custom_rules.h) for a mesh. in_specs: one fully
+// specified spec per parameter. out_specs: empty, or one optional spec per result (nullopt or Unconstrained
+// dims: propagated). Errors: InvalidArgument for specs that do not fit the mesh or the value (validate_spec
+// messages), for symbolic shapes, or for a program with collectives.
 absl::StatusOr<PartitionedProgram> partition(const ir::Program& global, const MeshAxes& mesh,
                                              std::span<const PartitionSpec> in_specs,
                                              std::span<const std::optional<PartitionSpec>> out_specs);

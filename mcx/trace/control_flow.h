@@ -23,8 +23,8 @@
 // Transformations: grad/vjp and jvp/linearize/jacfwd/jacrev/hessian differentiate scan, fori_loop with
 // static bounds and cond (ir/control_flow_autodiff.h); while_loop (and fori_loop with Array bounds)
 // differentiates in forward mode only, as in JAX (grad raises Unimplemented naming the loop). vmap
-// vectorises all of them (ir/control_flow_batching.h). Partitioned (multi-device) programs run them
-// replicated.
+// vectorises all of them (ir/control_flow_batching.h). On a mesh they run partitioned: each body works
+// on local shards with its collectives inside (spmd/region_partition.h).
 //
 // Thread-safety: as tracing: each call stages into the calling thread's innermost trace.
 #pragma once

@@ -1,6 +1,7 @@
 // Exporting functions with control flow (opset 7): the regions survive serialisation, a symbolic batch
 // reaches into loop bodies, the artifact records the opset it needs, a floating while loop leaves it without
-// a VJP (and it says so), and a nesting deeper than the reader's limit is refused.
+// a VJP (and it says so), and a nesting deeper than the reader's limit is refused. Custom derivative rules
+// (opset 8) survive too: the exported VJP and a VJP taken of the deserialised artifact use the rule.
 #include <functional>
 
 #include "gmock/gmock.h"
@@ -57,6 +58,23 @@ TEST(ControlFlowExport, RegionsNestedDeeperThanTheLimitAreRefused) {
   Exported deep = export_fn([&](const Array& x) { return nest(17, x); }, {.with_vjp = false})(zeros({2}));
   EXPECT_THAT(error_of([&] { Exported::deserialize(deep.serialize()); }),
               HasSubstr("control-flow regions nest deeper than the limit 16"));
+}
+
+TEST(CustomRulesExport, TheArtifactKeepsTheRule) {
+  // Gradient clipping: the identity (scaled) whose backward pass clips the cotangent to [-1, 1].
+  auto clipped = custom_vjp([](const Array& x) { return x * 3.0f; },
+                            [](const Array& x) { return std::pair{x * 3.0f, std::vector<Array>{}}; },
+                            [](const std::vector<Array>&, const Array& g) { return clip(g * 3.0f, Array(-1.0f), Array(1.0f)); });
+  Exported e = export_fn(clipped, {.name = "clipped"})(AbstractValue{DType::kFloat32, symbolic_shape("b")});
+  EXPECT_EQ(e.artifact().opset_version, 8u);
+  ASSERT_TRUE(e.has_vjp());
+  Exported back = Exported::deserialize(e.serialize());
+  Array x = Array(Buffer::from_vector<float>({1.0f, -2.0f, 0.5f}, {3}));
+  EXPECT_EQ(back.call(x)[0].to_vector<float>(), (std::vector<float>{3.0f, -6.0f, 1.5f}));
+  Array ct = Array(Buffer::from_vector<float>({0.1f, 5.0f, -2.0f}, {3}));
+  std::vector<Array> g = back.vjp().call(x, ct);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{0.3f * 1.0f, 1.0f, -1.0f}));
 }
 
 }  // namespace

@@ -201,6 +201,38 @@ inline Program control_flow_program() {
   return std::move(b).build({chosen, stacked, count});
 }
 
+// A custom_vjp_call and a custom_jvp_call (opset 8) of negation, with a constant in bwd and a symbolic dim.
+inline Program custom_rules_program() {
+  const SymbolicScope scope = value_or_throw(SymbolicScope::create({"b >= 1"}));
+  const AbstractValue row = type_of("f32[b,3]");
+  auto unary = [&](const char* name, auto&& body) {
+    ProgramBuilder pb(name, scope);
+    ValueId x = pb.add_parameter(row);
+    std::vector<ValueId> out = body(pb, x);
+    return std::make_shared<const Program>(std::move(pb).build(std::move(out)));
+  };
+  auto fun = unary("neg", [](ProgramBuilder& pb, ValueId x) { return std::vector<ValueId>{pb.unary(OpKind::kNeg, x)}; });
+  auto fwd = unary("neg_fwd", [](ProgramBuilder& pb, ValueId x) { return std::vector<ValueId>{pb.unary(OpKind::kNeg, x), x}; });
+  ProgramBuilder bb("neg_bwd", scope);  // (residual x, ct, k) -> -ct * k
+  bb.add_parameter(row);
+  ValueId ct = bb.add_parameter(row), k = bb.add_parameter(type_of("f32[]"));
+  auto bwd = std::make_shared<const Program>(std::move(bb).build(
+      {bb.binary(OpKind::kMul, bb.unary(OpKind::kNeg, ct), bb.broadcast_in_dim(k, row.shape, {}))}));
+  ProgramBuilder jb("neg_jvp", scope);  // (x, t) -> (-x, -t)
+  ValueId jx = jb.add_parameter(row), jt = jb.add_parameter(row);
+  auto jvp = std::make_shared<const Program>(std::move(jb).build({jb.unary(OpKind::kNeg, jx), jb.unary(OpKind::kNeg, jt)}));
+
+  ProgramBuilder b("custom_rules", scope);
+  ValueId x = b.add_parameter(row), scale = b.add_parameter(type_of("f32[]"));
+  ValueId v = b.emit_or_throw(OpKind::kCustomVjpCall, {x, scale},
+                              {{"regions", Regions{fun, fwd, bwd}}, {"num_args", int64_t{1}},
+                               {"region_consts", std::vector<int64_t>{0, 0, 1}}, {"result", int64_t{0}}});
+  ValueId j = b.emit_or_throw(OpKind::kCustomJvpCall, {v},
+                              {{"regions", Regions{fun, jvp}}, {"num_args", int64_t{1}},
+                               {"region_consts", std::vector<int64_t>{0, 0}}, {"result", int64_t{0}}});
+  return std::move(b).build({j});
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

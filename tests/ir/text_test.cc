@@ -34,8 +34,10 @@ TEST(Text, RoundTripsEveryOpKind) {
   Program functions = testing_programs::special_functions_program();
   Program remat = testing_programs::remat_program();
   Program control = testing_programs::control_flow_program();
+  Program custom = testing_programs::custom_rules_program();
   auto used = testing_programs::kinds_used(p);
   for (OpKind k : testing_programs::kinds_used(control)) used.insert(k);
+  for (OpKind k : testing_programs::kinds_used(custom)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(functions)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(remat)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(spmd)) used.insert(k);
@@ -44,12 +46,13 @@ TEST(Text, RoundTripsEveryOpKind) {
   for (int i = 0; i < kNumOpKinds; ++i)
     EXPECT_TRUE(used.count(static_cast<OpKind>(i)))
         << "all_ops_program + spmd_ops_program + window_ops_program + special_ops_program + "
-           "special_functions_program + remat_program + control_flow_program lack "
+           "special_functions_program + remat_program + control_flow_program + custom_rules_program lack "
         << op_name(static_cast<OpKind>(i));
   expect_round_trip(special);
   expect_round_trip(functions);
   expect_round_trip(remat);
   expect_round_trip(control);
+  expect_round_trip(custom);
   expect_round_trip(p);
   expect_round_trip(spmd);
   expect_round_trip(window);

@@ -91,10 +91,18 @@ absl::StatusOr<std::vector<Buffer>> reference_control_flow(const ir::Instr& in, 
       MCX_ASSIGN_OR_RETURN(ir::CondConfig c, ir::get_cond_config(in.attrs, ops.size()));
       return run_cond(c, ops);
     }
+    case OpKind::kCustomVjpCall: {  // fun on (args..., fun consts...), the rule aside
+      MCX_ASSIGN_OR_RETURN(ir::CustomVjpConfig c, ir::get_custom_vjp_config(in.attrs, ops.size()));
+      return reference_evaluate(*c.fun, join(ops.subspan(0, c.num_args), ops.subspan(c.num_args, c.region_consts[0])));
+    }
+    case OpKind::kCustomJvpCall: {
+      MCX_ASSIGN_OR_RETURN(ir::CustomJvpConfig c, ir::get_custom_jvp_config(in.attrs, ops.size()));
+      return reference_evaluate(*c.fun, join(ops.subspan(0, c.num_args), ops.subspan(c.num_args, c.region_consts[0])));
+    }
     default: break;
   }
   return absl::InvalidArgumentError(absl::StrCat("[reference_evaluate] ", std::string(ir::op_name(in.kind)),
-                                                 " is not a control-flow op"));
+                                                 " is not an op with regions"));
 }
 
 }  // namespace mcx::test

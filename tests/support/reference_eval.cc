@@ -585,7 +585,7 @@ absl::StatusOr<RVal> eval_instr(const Instr& in, const std::vector<const RVal*>&
   if (in.kind != OpKind::kConvert && (ir::is_elementwise(in.kind) || in.kind == OpKind::kIsFinite)) {
     return eval_elementwise(in, ops, std::move(out));
   }
-  if (ir::is_control_flow(in.kind)) {
+  if (ir::has_regions(in.kind)) {
     std::vector<Buffer> bufs;
     for (const RVal* v : ops) bufs.push_back(to_buffer(*v));
     MCX_ASSIGN_OR_RETURN(std::vector<Buffer> r, reference_control_flow(in, bufs));

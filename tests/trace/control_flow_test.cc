@@ -273,9 +273,22 @@ TEST(ScanTest, NestedLoopsAndVmap) {
   expect_same_values(batched, stack(std::vector<Array>{f(row(batch, 0)), f(row(batch, 1))}, 0), 1e-6, 1e-6, "vmap");
 }
 
+TEST(ScanTest, TheSameScanTwiceGetsBothCotangents) {
+  // Two identical scans (same body, same operands) are one sibling group in the program; the gradient
+  // must count both uses, with and without jit's CSE.
+  Array xs = random_array({4, 3}, 32);
+  auto once = [&](const Array& h) {
+    return sum(scan([](const Array& c, const Array& x) { return std::pair{tanh(c * x), c}; }, h, xs).first, {0});
+  };
+  auto twice = [&](const Array& h) { return once(h) + once(h); };
+  Array h = random_array({3}, 33);
+  expect_same_values(grad(twice)(h), 2.0f * grad(once)(h), 1e-6, 1e-7, "grad");
+  expect_same_values(jit(grad(twice))(h), 2.0f * grad(once)(h), 1e-6, 1e-7, "jit(grad)");
+}
+
 TEST(ScanTest, RunsInAPartitionedJitOnShardedInputs) {
-  // 4 devices, the batch sharded: the partitioner has no rule for scan, so it runs replicated on gathered
-  // operands; the result must equal the single-device one and keep the requested sharding.
+  // 4 devices, only the initial carry sharded (xs replicated): the result must equal the single-device one.
+  // (control_flow_sharding_test.cc checks the partitioned structure.)
   Mesh mesh = make_mesh({4}, {"data"});
   Array xs = random_array({3, 8, 2}, 30);
   Array h0 = random_array({8, 2}, 31);

@@ -28,6 +28,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/ir/control_flow.h"
+#include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
 
 namespace mcx::cpu {
@@ -604,7 +605,12 @@ void generate_kernels(Plan& plan) {
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
   MCX_RETURN_IF_ERROR(ir::verify(program));
   auto plan = std::make_unique<Plan>();
-  plan->program = program;
+  // Custom-rule calls run their function, inlined so that it fuses with its neighbours.
+  if (ir::has_custom_calls(program)) {
+    MCX_ASSIGN_OR_RETURN(plan->program, ir::inline_custom_calls(program));
+  } else {
+    plan->program = program;
+  }
   const ir::Program& p = plan->program;
   const int P = p.num_params();
   const int V = p.num_values();
@@ -712,7 +718,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
       plan->steps.push_back(std::move(st));
       continue;
     }
-    if (ir::is_control_flow(in.kind)) {
+    if (ir::has_regions(in.kind)) {
       MCX_RETURN_IF_ERROR(schedule_control_flow(*plan, v));
       continue;
     }
@@ -763,7 +769,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
         // A collective's result may be storage shared with the other members of its group; a control-flow
         // result may be its operand's storage (a carry a loop passes through, or zero iterations).
         const OpKind lk = p.defining_instr(lv).kind;
-        if (ir::is_collective(lk) || ir::is_control_flow(lk)) continue;
+        if (ir::is_collective(lk) || ir::has_regions(lk)) continue;
         if (last_use[lv] != s || p.type(lv).dtype != ot.dtype || plan->dims[lv] != plan->dims[gp.outputs[j]]) continue;
         bool shared = false;
         for (size_t l2 = 0; l2 < gp.leaves.size(); ++l2) shared |= (l2 != l && root[gp.leaves[l2]] == lv);
