@@ -338,34 +338,33 @@ absl::StatusOr<CondConfig> get_cond_config(const Attrs& attrs, size_t num_operan
   return c;
 }
 
+absl::StatusOr<CustomCallParts> get_custom_call_parts(OpKind kind, const Attrs& attrs, size_t num_operands) {
+  if (!is_custom_call(kind)) return absl::InternalError(cat("[", op_name(kind), "] is not a custom-rule call"));
+  const size_t num_regions = kind == OpKind::kCustomVjpCall ? 3 : 2;
+  CustomCallParts c;
+  MCX_ASSIGN_OR_RETURN(c.regions, get_regions(kind, attrs, num_regions));
+  const int64_t n = static_cast<int64_t>(num_operands);
+  MCX_ASSIGN_OR_RETURN(c.num_args, get_count(kind, attrs, "num_args", n));
+  MCX_ASSIGN_OR_RETURN(c.region_consts, get_region_consts(kind, attrs, num_regions, n - c.num_args));
+  MCX_ASSIGN_OR_RETURN(c.result, get_result(kind, attrs, static_cast<int64_t>(c.regions[0]->results.size())));
+  return c;
+}
+
 absl::StatusOr<CustomVjpConfig> get_custom_vjp_config(const Attrs& attrs, size_t num_operands) {
   constexpr OpKind k = OpKind::kCustomVjpCall;
-  CustomVjpConfig c;
-  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 3));
-  c.fun = regions[0];
-  c.fwd = regions[1];
-  c.bwd = regions[2];
-  const int64_t n = static_cast<int64_t>(num_operands);
-  MCX_ASSIGN_OR_RETURN(c.num_args, get_count(k, attrs, "num_args", n));
-  MCX_ASSIGN_OR_RETURN(c.region_consts, get_region_consts(k, attrs, 3, n - c.num_args));
+  MCX_ASSIGN_OR_RETURN(CustomCallParts parts, get_custom_call_parts(k, attrs, num_operands));
+  CustomVjpConfig c{parts.regions[0], parts.regions[1], parts.regions[2], parts.num_args,
+                    std::move(parts.region_consts), parts.result};
   if (c.fwd->results.size() < c.fun->results.size())
     return op_error(op_name(k), "fwd returns ", c.fwd->results.size(), " values, expected fun's ",
                     c.fun->results.size(), " outputs then the residuals");
-  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.fun->results.size())));
   return c;
 }
 
 absl::StatusOr<CustomJvpConfig> get_custom_jvp_config(const Attrs& attrs, size_t num_operands) {
-  constexpr OpKind k = OpKind::kCustomJvpCall;
-  CustomJvpConfig c;
-  MCX_ASSIGN_OR_RETURN(Regions regions, get_regions(k, attrs, 2));
-  c.fun = regions[0];
-  c.jvp = regions[1];
-  const int64_t n = static_cast<int64_t>(num_operands);
-  MCX_ASSIGN_OR_RETURN(c.num_args, get_count(k, attrs, "num_args", n));
-  MCX_ASSIGN_OR_RETURN(c.region_consts, get_region_consts(k, attrs, 2, n - c.num_args));
-  MCX_ASSIGN_OR_RETURN(c.result, get_result(k, attrs, static_cast<int64_t>(c.fun->results.size())));
-  return c;
+  MCX_ASSIGN_OR_RETURN(CustomCallParts parts, get_custom_call_parts(OpKind::kCustomJvpCall, attrs, num_operands));
+  return CustomJvpConfig{parts.regions[0], parts.regions[1], parts.num_args, std::move(parts.region_consts),
+                         parts.result};
 }
 
 absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind,

@@ -73,6 +73,15 @@ struct CustomJvpConfig {
   int num_outs() const { return static_cast<int>(fun->results.size()); }
 };
 
+// What both custom-rule calls hold: their regions (fun first), the number of args and each region's count
+// of constants (the operands after the args, in region order).
+struct CustomCallParts {
+  Regions regions;
+  int num_args = 0;
+  std::vector<int64_t> region_consts;
+  int result = 0;
+};
+
 Attrs while_attrs(const WhileConfig& config);
 Attrs scan_attrs(const ScanConfig& config);
 Attrs cond_attrs(const CondConfig& config);
@@ -87,6 +96,7 @@ absl::StatusOr<ScanConfig> get_scan_config(const Attrs& attrs, size_t num_operan
 absl::StatusOr<CondConfig> get_cond_config(const Attrs& attrs, size_t num_operands);
 absl::StatusOr<CustomVjpConfig> get_custom_vjp_config(const Attrs& attrs, size_t num_operands);
 absl::StatusOr<CustomJvpConfig> get_custom_jvp_config(const Attrs& attrs, size_t num_operands);
+absl::StatusOr<CustomCallParts> get_custom_call_parts(OpKind kind, const Attrs& attrs, size_t num_operands);
 
 // The types of all results of an op with regions (every sibling's), after checking that its regions'
 // parameter and result types fit the operands: the error names e.g. "carry 1: body returns f32[3], the loop

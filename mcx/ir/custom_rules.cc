@@ -73,11 +73,9 @@ absl::StatusOr<Program> inline_custom_calls(const Program& program) {
       }
       const int first = group_first[i];
       if (first == static_cast<int>(i)) {
-        const Regions regions = value_or_throw(in.attrs.get_regions("regions"));
-        const int num_args = static_cast<int>(value_or_throw(in.attrs.get_int("num_args")));
-        const std::vector<int64_t> consts = value_or_throw(in.attrs.get_ints("region_consts"));
-        groups[first] = value_or_throw(
-            inline_program(b, *regions[0], with_slice(args_of(ops, num_args), ops, num_args, consts.at(0))));
+        const CustomCallParts c = value_or_throw(get_custom_call_parts(in.kind, in.attrs, ops.size()));
+        groups[first] = value_or_throw(inline_program(
+            b, *c.regions[0], with_slice(args_of(ops, c.num_args), ops, c.num_args, c.region_consts[0])));
       }
       map[v] = groups.at(first).at(result_index(in));
     }
@@ -171,9 +169,10 @@ std::vector<ValueId> emit_custom_jvp_jvp(ProgramBuilder& b, const Instr& instr, 
 std::vector<ValueId> emit_custom_call_batching(ProgramBuilder& b, const Instr& instr,
                                                std::span<const ValueId> operands, const std::vector<bool>& batched,
                                                const DimExpr& size) {
-  const Regions regions = value_or_throw(instr.attrs.get_regions("regions"));
-  const int n = static_cast<int>(value_or_throw(instr.attrs.get_int("num_args")));
-  const std::vector<int64_t> consts = value_or_throw(instr.attrs.get_ints("region_consts"));
+  const CustomCallParts parts = value_or_throw(get_custom_call_parts(instr.kind, instr.attrs, operands.size()));
+  const Regions& regions = parts.regions;
+  const int n = parts.num_args;
+  const std::vector<int64_t>& consts = parts.region_consts;
   std::vector<ValueId> ops;
   for (int i = 0; i < n; ++i) ops.push_back(batched[i] ? operands[i] : broadcast_batch(b, operands[i], size));
   ops.insert(ops.end(), operands.begin() + n, operands.end());
