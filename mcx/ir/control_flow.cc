@@ -429,9 +429,8 @@ std::string control_flow_autodiff_error(OpKind kind, std::string_view mode) {
     return "[grad] reverse-mode differentiation does not work for while loops (while_loop, or fori_loop with a "
            "dynamic trip count): the number of iterations is not known when the backward pass is built; use "
            "scan, or fori_loop with static bounds";
-  return cat("[", mode == "reverse" ? "grad" : "jvp", "] ", mode, "-mode differentiation of '", op_name(kind),
-             "' (control flow) is not implemented in this version; differentiate the unrolled loop (a C++ for "
-             "loop over the traced body) instead");
+  return cat("[", mode == "reverse" ? "grad" : "jvp", "] ", op_name(kind), " has no ", mode,
+             "-mode rule of its own: its sibling group is differentiated as a whole");
 }
 
 std::vector<int> sibling_group_firsts(const Program& program) {

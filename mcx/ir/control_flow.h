@@ -124,9 +124,10 @@ int result_index(const Instr& instr);
 // same attributes apart from `result`.
 bool are_siblings(const Instr& a, const Instr& b);
 
-// The error of differentiating an op with regions in `mode` ("reverse" or "forward") where no rule applies:
-// while loops in reverse mode (as in JAX, their trip count is unknown) and custom_vjp_call in forward mode
-// (as in JAX, a custom VJP gives no JVP).
+// The refusal of differentiating an op with regions in `mode` ("reverse" or "forward") where JAX refuses
+// too: while loops in reverse mode (their trip count is unknown) and custom_vjp_call in forward mode (a
+// custom VJP gives no JVP). For any other op it describes an internal error: the transformations handle
+// each sibling group as a whole and never ask a per-op rule.
 std::string control_flow_autodiff_error(OpKind kind, std::string_view mode);
 
 // Per instruction of program: the index of the first instruction of its sibling group (its own index for

@@ -149,7 +149,7 @@ std::vector<ValueId> emit_custom_call_vjp(ProgramBuilder& b, const Instr& instr,
   return custom_jvp_vjp(b, instr, operands, result_cts, needed);
 }
 
-std::vector<ValueId> emit_custom_jvp_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+std::vector<ValueId> emit_custom_call_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                          std::span<const ValueId> tangents) {
   if (instr.kind != OpKind::kCustomJvpCall) throw Unimplemented(control_flow_autodiff_error(instr.kind, "forward"));
   const CustomJvpConfig c = value_or_throw(get_custom_jvp_config(instr.attrs, operands.size()));

@@ -49,9 +49,10 @@ std::vector<ValueId> emit_custom_call_vjp(ProgramBuilder& b, const Instr& instr,
                                           std::span<const std::optional<ValueId>> result_cts,
                                           const std::vector<bool>& needed);
 
-// Forward mode of custom_jvp_call: the tangent of every output (-1 for non-floating outputs) given the
-// operands' tangents (-1 for zero).
-std::vector<ValueId> emit_custom_jvp_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
+// Forward mode: for custom_jvp_call, the tangent of every output (-1 for non-floating outputs) given the
+// operands' tangents (-1 for zero). A custom_vjp_call defines no forward rule: Unimplemented with JAX's
+// refusal (control_flow_autodiff_error), not a missing feature.
+std::vector<ValueId> emit_custom_call_jvp(ProgramBuilder& b, const Instr& instr, std::span<const ValueId> operands,
                                          std::span<const ValueId> tangents);
 
 // vmap: every output of the call of `instr`, batched along axis 0.

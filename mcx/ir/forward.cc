@@ -96,7 +96,7 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
           group_tangents[first] = in.kind == OpKind::kScan    ? internal::emit_scan_jvp(b, in, ops, tangents)
                                   : in.kind == OpKind::kWhile ? internal::emit_while_jvp(b, in, ops, tangents)
                                   : in.kind == OpKind::kCond  ? internal::emit_cond_jvp(b, in, ops, tangents)
-                                                              : internal::emit_custom_jvp_jvp(b, in, ops, tangents);
+                                                              : internal::emit_custom_call_jvp(b, in, ops, tangents);
         }
         tangent[v] = group_tangents.at(first).at(result_index(in));
         continue;

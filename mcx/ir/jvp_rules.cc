@@ -137,7 +137,8 @@ ValueId emit_jvp_rule(ProgramBuilder& b, const Instr& instr, std::span<const Val
   bool any = false;
   for (size_t k = 0; k < tangents.size(); ++k) any = any || tangents[k] != kZero;
   if (!any) return kZero;
-  if (has_regions(instr.kind)) throw Unimplemented(control_flow_autodiff_error(instr.kind, "forward"));
+  // Ops with regions are differentiated per sibling group (forward.cc) and never reach here.
+  if (has_regions(instr.kind)) throw Internal(control_flow_autodiff_error(instr.kind, "forward"));
   switch (rule_kind(instr)) {
     case RuleKind::kLinear:
       return linear_rule(b, instr, operands, tangents);

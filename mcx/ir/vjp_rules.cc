@@ -444,7 +444,10 @@ std::vector<ValueId> emit_vjp_rule(ProgramBuilder& b, const Instr& in, std::span
   const OpInfo& info = op_info(in.kind);
   const size_t n = ops.size();
   if (!info.differentiable) return std::vector<ValueId>(n, kNone);
-  if (has_regions(in.kind)) throw Unimplemented(control_flow_autodiff_error(in.kind, "reverse"));
+  // while is refused as JAX refuses it; every other op with regions is differentiated per sibling group
+  // (autodiff.cc) and never reaches here.
+  if (in.kind == OpKind::kWhile) throw Unimplemented(control_flow_autodiff_error(in.kind, "reverse"));
+  if (has_regions(in.kind)) throw Internal(control_flow_autodiff_error(in.kind, "reverse"));
   switch (info.op_class) {
     case OpClass::kUnary: return unary_rule(e, in.kind, ops[0], z, ct);
     case OpClass::kBinary: return binary_rule(e, in.kind, ops[0], ops[1], z, ct, need);

@@ -72,6 +72,8 @@ class Partitioner {
   absl::Status sharding_constraint(int index);
   // An op with regions (region_partition.h): its sibling group is partitioned at its first sibling.
   absl::Status partition_region_op(int index);
+  // Internal unless `local` (the per-device value of global value v) has v's local type under `layout`.
+  absl::Status check_local_type(ir::ValueId v, ir::ValueId local, const Layout& layout) const;
 
   const ir::Program& g_;
   const MeshAxes& mesh_;
@@ -156,6 +158,15 @@ absl::Status Partitioner::sharding_constraint(int index) {
   return absl::OkStatus();
 }
 
+absl::Status Partitioner::check_local_type(ir::ValueId v, ir::ValueId local, const Layout& layout) const {
+  const std::vector<int64_t> want = internal::local_dims(layout, mesh_, internal::static_dims(g_, v));
+  const AbstractValue expected{g_.type(v).dtype, concrete_shape(want)};
+  if (b_.type(local) == expected) return absl::OkStatus();
+  return absl::InternalError(cat("[partition] ", ir::op_name(g_.defining_instr(v).kind), " %", v, ": local op has type ",
+                                 b_.type(local).to_string(), ", expected ", expected.to_string(), " for layout ",
+                                 internal::layout_to_string(layout, mesh_)));
+}
+
 absl::Status Partitioner::partition_region_op(int index) {
   const ir::Instr& instr = g_.instrs[index];
   const ir::ValueId self = g_.num_params() + index;
@@ -183,12 +194,7 @@ absl::Status Partitioner::partition_region_op(int index) {
   const size_t r = static_cast<size_t>(ir::result_index(instr));
   local_[self] = group.locals.at(r);
   layout_[self] = group.layouts.at(r);
-  std::vector<int64_t> want = internal::local_dims(layout_[self], mesh_, internal::static_dims(g_, self));
-  AbstractValue expected{instr.type.dtype, concrete_shape(want)};
-  if (b_.type(local_[self]) != expected)
-    return absl::InternalError(cat("[partition] ", ir::op_name(instr.kind), " %", self, ": local op has type ",
-                                   b_.type(local_[self]).to_string(), ", expected ", expected.to_string()));
-  return absl::OkStatus();
+  return check_local_type(self, local_[self], layout_[self]);
 }
 
 absl::Status Partitioner::partition_instr(int index) {
@@ -209,12 +215,7 @@ absl::Status Partitioner::partition_instr(int index) {
     operands.push_back(o);
   }
   MCX_ASSIGN_OR_RETURN(ir::ValueId local, b_.emit(instr.kind, std::move(operands), plan.attrs));
-  std::vector<int64_t> want = internal::local_dims(plan.result, mesh_, internal::static_dims(g_, self));
-  AbstractValue expected{instr.type.dtype, concrete_shape(want)};
-  if (b_.type(local) != expected)
-    return absl::InternalError(cat("[partition] ", ir::op_name(instr.kind), " %", self, ": local op has type ",
-                                   b_.type(local).to_string(), ", expected ", expected.to_string(), " for layout ",
-                                   internal::layout_to_string(plan.result, mesh_)));
+  MCX_RETURN_IF_ERROR(check_local_type(self, local, plan.result));
   // Partial results are all-reduced at once: no consumer ever sees a partial value.
   MCX_ASSIGN_OR_RETURN(local_[self], em_.all_reduce(local, plan.reduce_axes, plan.reduce_op));
   layout_[self] = plan.result;
