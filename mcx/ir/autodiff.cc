@@ -18,6 +18,7 @@
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/remat.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/ir/vjp_rules.h"
 
@@ -117,7 +118,8 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
   for (int i = static_cast<int>(f.instrs.size()) - 1; i >= 0; --i) {
     const ValueId v = np + i;
     const Instr& in = f.instrs[i];
-    const bool grouped = in.kind == OpKind::kScan || in.kind == OpKind::kCond || is_custom_call(in.kind);
+    const bool grouped = in.kind == OpKind::kScan || in.kind == OpKind::kCond || is_custom_call(in.kind) ||
+                         in.kind == OpKind::kShardMap;
     if (grouped && group_active[group_first[i]]) {  // group_first >= 0 for an op with regions
       if (group_first[i] != i) continue;  // the group is differentiated at its first sibling
       std::vector<ValueId> ops;
@@ -139,9 +141,10 @@ VjpValues emit_vjp(ProgramBuilder& b, const Program& f, std::span<const ValueId>
         slot = slot ? b.binary(OpKind::kAdd, *slot, *ct[np + j]) : *ct[np + j];
       }
       std::vector<ValueId> contributions =
-          in.kind == OpKind::kScan   ? internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed)
-          : in.kind == OpKind::kCond ? internal::emit_cond_vjp(b, in, ops, forward, result_cts, needed)
-                                     : internal::emit_custom_call_vjp(b, in, ops, forward, result_cts, needed);
+          in.kind == OpKind::kScan       ? internal::emit_scan_vjp(b, in, ops, forward, result_cts, needed)
+          : in.kind == OpKind::kCond     ? internal::emit_cond_vjp(b, in, ops, forward, result_cts, needed)
+          : in.kind == OpKind::kShardMap ? internal::emit_shard_map_vjp(b, in, ops, result_cts, needed)
+                                         : internal::emit_custom_call_vjp(b, in, ops, forward, result_cts, needed);
       for (size_t k = 0; k < in.operands.size(); ++k)
         if (contributions[k] >= 0 && needed[k]) accumulate(in.operands[k], contributions[k]);
       continue;

@@ -5,6 +5,7 @@
 
 #include "mcx/core/error.h"
 #include "mcx/ir/shape_rules.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx::ir {
@@ -376,6 +377,7 @@ absl::StatusOr<std::vector<AbstractValue>> control_flow_result_types(OpKind kind
     case OpKind::kCond: return cond_types(operands, attrs);
     case OpKind::kCustomVjpCall: return custom_vjp_types(operands, attrs);
     case OpKind::kCustomJvpCall: return custom_jvp_types(operands, attrs);
+    case OpKind::kShardMap: return shard_map_result_types(operands, attrs);
     default: break;
   }
   return absl::InternalError(cat("[", op_name(kind), "] is not an op with regions"));

@@ -10,6 +10,7 @@
 #include "mcx/ir/batching_rules.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/custom_rules.h"
+#include "mcx/ir/shard_map.h"
 
 namespace mcx::ir::internal {
 namespace {
@@ -163,6 +164,7 @@ std::vector<ValueId> emit_control_flow_batching(ProgramBuilder& b, const Instr& 
     case OpKind::kCond: return batch_cond(b, instr, operands, batched, size);
     case OpKind::kCustomVjpCall:
     case OpKind::kCustomJvpCall: return emit_custom_call_batching(b, instr, operands, batched, size);
+    case OpKind::kShardMap: return emit_shard_map_batching(b, instr, operands, batched, size);
     default: break;
   }
   throw Internal(std::string("[vmap] ") + std::string(op_name(instr.kind)) + " has no regions");

@@ -16,6 +16,7 @@
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/jvp_rules.h"
 #include "mcx/ir/passes.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx::ir {
@@ -96,7 +97,8 @@ absl::StatusOr<Program> jvp_program(const Program& f, const std::vector<int>& wr
           group_tangents[first] = in.kind == OpKind::kScan    ? internal::emit_scan_jvp(b, in, ops, tangents)
                                   : in.kind == OpKind::kWhile ? internal::emit_while_jvp(b, in, ops, tangents)
                                   : in.kind == OpKind::kCond  ? internal::emit_cond_jvp(b, in, ops, tangents)
-                                                              : internal::emit_custom_call_jvp(b, in, ops, tangents);
+                                  : in.kind == OpKind::kShardMap ? internal::emit_shard_map_jvp(b, in, ops, tangents)
+                                                                 : internal::emit_custom_call_jvp(b, in, ops, tangents);
         }
         tangent[v] = group_tangents.at(first).at(result_index(in));
         continue;

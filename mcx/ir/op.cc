@@ -90,6 +90,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kCond, "cond", C::kOther, kVar, true, 7},
     {OpKind::kCustomVjpCall, "custom_vjp_call", C::kOther, kVar, true, 8},
     {OpKind::kCustomJvpCall, "custom_jvp_call", C::kOther, kVar, true, 8},
+    {OpKind::kShardMap, "shard_map", C::kOther, kVar, true, 9},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -166,6 +166,18 @@
 // The constants are arrays the functions close over; differentiating with respect to one is an error
 // (pass it as an argument), as JAX refuses custom rules that close over traced values.
 //
+// shard_map (opset 9; shard_map.h decodes and checks the attributes and states the transformation rules): a
+// sibling group like the control-flow ops whose region is a per-device program over a mesh, as a
+// jax.shard_map called inside jit or grad.
+// shard_map            operands... (global arrays)     regions: [body], mesh_shape: ints,      global result
+//                                                      in_specs: ints, out_specs: ints, result
+//   Operand i is split over the mesh as in_specs[i] says (per dimension a count n then n mesh-axis
+//   indices, the specs of all operands concatenated); body(local pieces...) -> local results, its
+//   collectives over partition ids of the mesh; result r is assembled from every device's local result
+//   as out_specs[r] says (a mesh axis it does not name: every device along it holds the same value). Runs
+//   only partitioned on a mesh of shape mesh_shape (the partitioner inlines the body); a split dimension
+//   must be static and divisible.
+//
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
 // comparisons, select's branches, reduce_max/min, argmax/argmin, reverse and the shape ops take any dtype;
@@ -181,8 +193,8 @@ namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
 // reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier. 7: while, scan, cond.
-// 8: custom_vjp_call, custom_jvp_call.
-inline constexpr int kOpsetVersion = 8;
+// 8: custom_vjp_call, custom_jvp_call. 9: shard_map.
+inline constexpr int kOpsetVersion = 9;
 
 enum class OpKind : uint16_t {
   // nullary
@@ -282,13 +294,15 @@ enum class OpKind : uint16_t {
   // custom differentiation rules (opset 8)
   kCustomVjpCall,
   kCustomJvpCall,
+  // a per-device body over a mesh (opset 9)
+  kShardMap,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCustomJvpCall) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kShardMap) + 1;
 inline bool is_custom_call(OpKind k) { return k == OpKind::kCustomVjpCall || k == OpKind::kCustomJvpCall; }
 // Ops with sub-programs (attribute `regions`) and several results as sibling instructions: the
-// control-flow ops and the custom-rule calls.
+// control-flow ops, the custom-rule calls and shard_map.
 inline bool has_regions(OpKind k) {
-  return k == OpKind::kWhile || k == OpKind::kScan || k == OpKind::kCond || is_custom_call(k);
+  return k == OpKind::kWhile || k == OpKind::kScan || k == OpKind::kCond || is_custom_call(k) || k == OpKind::kShardMap;
 }
 inline bool is_collective(OpKind k) {
   return k == OpKind::kAllReduce || k == OpKind::kAllGather || k == OpKind::kReduceScatter ||

@@ -126,6 +126,7 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kCond: return {"regions", "branch_consts", "result"};
     case OpKind::kCustomVjpCall:
     case OpKind::kCustomJvpCall: return {"regions", "num_args", "region_consts", "result"};
+    case OpKind::kShardMap: return {"regions", "mesh_shape", "in_specs", "out_specs", "result"};
     default: return {};
   }
 }
@@ -632,7 +633,8 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kScan:
     case OpKind::kCond:
     case OpKind::kCustomVjpCall:
-    case OpKind::kCustomJvpCall: return control_flow_infer_type(kind, operands, attrs, scope);
+    case OpKind::kCustomJvpCall:
+    case OpKind::kShardMap: return control_flow_infer_type(kind, operands, attrs, scope);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

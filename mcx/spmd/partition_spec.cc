@@ -6,6 +6,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/ir/str_util.h"
 
 namespace mcx {
@@ -263,34 +264,7 @@ bool is_fully_replicated(const PartitionSpec& spec, const MeshAxes& mesh) {
 }
 
 std::vector<std::vector<int64_t>> axis_groups(const MeshAxes& mesh, std::span<const int> axis_indices) {
-  const int64_t n = mesh.num_devices();
-  std::vector<bool> in_group(mesh.rank(), false);
-  for (int a : axis_indices) in_group[a] = true;
-  // Key: the position with the grouped coordinates zeroed; groups ordered by their smallest member.
-  std::map<int64_t, size_t> group_of_key;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> groups;  // (rank in group, position)
-  for (int64_t p = 0; p < n; ++p) {
-    std::vector<int64_t> c = mesh_coords(mesh, p);
-    int64_t rank_in_group = 0;
-    for (int a : axis_indices) rank_in_group = rank_in_group * mesh.sizes[a] + c[a];
-    for (int a = 0; a < mesh.rank(); ++a) {
-      if (in_group[a]) c[a] = 0;
-    }
-    int64_t key = mesh_position(mesh, c);
-    auto [it, inserted] = group_of_key.emplace(key, groups.size());
-    if (inserted) groups.emplace_back();
-    groups[it->second].emplace_back(rank_in_group, p);
-  }
-  std::vector<std::vector<int64_t>> out;
-  out.reserve(groups.size());
-  for (auto& g : groups) {
-    std::sort(g.begin(), g.end());
-    std::vector<int64_t> members;
-    members.reserve(g.size());
-    for (const auto& [r, p] : g) members.push_back(p);
-    out.push_back(std::move(members));
-  }
-  return out;
+  return ir::mesh_axis_groups(mesh.sizes, axis_indices);
 }
 
 std::vector<int64_t> encode_spec(const PartitionSpec& spec, const MeshAxes& mesh) {

@@ -9,9 +9,11 @@
 #include <utility>
 
 #include "mcx/core/error.h"
+#include "mcx/ir/autodiff.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/passes.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/spmd/layout.h"
 #include "mcx/spmd/propagation.h"
@@ -72,6 +74,10 @@ class Partitioner {
   absl::Status sharding_constraint(int index);
   // An op with regions (region_partition.h): its sibling group is partitioned at its first sibling.
   absl::Status partition_region_op(int index);
+  // shard_map: its operands resharded to its in_specs, its (per-device) body inlined; at its first sibling.
+  absl::Status partition_shard_map(int index);
+  // The local value and layout of sibling `index` from its group's partitioned results.
+  absl::Status take_group_result(int index);
   // Internal unless `local` (the per-device value of global value v) has v's local type under `layout`.
   absl::Status check_local_type(ir::ValueId v, ir::ValueId local, const Layout& layout) const;
 
@@ -169,7 +175,6 @@ absl::Status Partitioner::check_local_type(ir::ValueId v, ir::ValueId local, con
 
 absl::Status Partitioner::partition_region_op(int index) {
   const ir::Instr& instr = g_.instrs[index];
-  const ir::ValueId self = g_.num_params() + index;
   const int first = group_first_[index];
   if (first == index) {
     std::vector<Layout> in;
@@ -190,7 +195,45 @@ absl::Status Partitioner::partition_region_op(int index) {
     internal::add_stats(stats_, std::move(plan.stats));
     groups_[first] = std::move(group);
   }
-  const Group& group = groups_.at(first);
+  return take_group_result(index);
+}
+
+absl::Status Partitioner::partition_shard_map(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const int first = group_first_[index];
+  if (first == index) {
+    std::vector<AbstractValue> types;
+    for (ir::ValueId v : instr.operands) types.push_back(g_.type(v));
+    MCX_ASSIGN_OR_RETURN(ir::ShardMapConfig c, ir::get_shard_map_config(instr.attrs, types));
+    if (c.mesh_shape != mesh_.sizes)
+      return absl::InvalidArgumentError(cat("[partition] shard_map %", g_.num_params() + index,
+                                            " was made for a mesh of shape [", ir::internal::join(c.mesh_shape, ", "),
+                                            "], partitioning for mesh ", mesh_.to_string(),
+                                            " (one computation runs on one mesh)"));
+    auto layout_of = [&](const ir::SpecAxes& spec) {
+      Layout l(spec.size());
+      for (size_t d = 0; d < spec.size(); ++d)
+        for (int a : spec[d])
+          if (mesh_.sizes[a] > 1) l[d].push_back(a);  // size-1 axes split nothing (layout.h)
+      return l;
+    };
+    std::vector<ir::ValueId> operands;
+    for (size_t k = 0; k < instr.operands.size(); ++k) {
+      MCX_ASSIGN_OR_RETURN(ir::ValueId o, local_as(instr.operands[k], layout_of(c.in_specs[k])));
+      operands.push_back(o);
+    }
+    Group group;
+    MCX_ASSIGN_OR_RETURN(group.locals, ir::inline_program(b_, *c.body, operands));
+    for (const ir::SpecAxes& spec : c.out_specs) group.layouts.push_back(layout_of(spec));
+    groups_[first] = std::move(group);
+  }
+  return take_group_result(index);
+}
+
+absl::Status Partitioner::take_group_result(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const ir::ValueId self = g_.num_params() + index;
+  const Group& group = groups_.at(group_first_[index]);
   const size_t r = static_cast<size_t>(ir::result_index(instr));
   local_[self] = group.locals.at(r);
   layout_[self] = group.layouts.at(r);
@@ -201,6 +244,7 @@ absl::Status Partitioner::partition_instr(int index) {
   const ir::Instr& instr = g_.instrs[index];
   const ir::ValueId self = g_.num_params() + index;
   if (instr.kind == OpKind::kShardingConstraint) return sharding_constraint(index);
+  if (instr.kind == OpKind::kShardMap) return partition_shard_map(index);
   if (ir::has_regions(instr.kind)) return partition_region_op(index);
   std::vector<Layout> in;
   for (ir::ValueId v : instr.operands) in.push_back(layout_[v]);

@@ -66,7 +66,9 @@ struct PartitionedProgram {
 };
 
 // Partitions `global` (static shapes; may contain sharding_constraint, must not contain collectives or
-// axis_index; custom-rule calls are inlined first, ir/custom_rules.h) for a mesh. in_specs: one fully
+// axis_index outside shard_map bodies; custom-rule calls are inlined first, ir/custom_rules.h) for a mesh.
+// A shard_map op (ir/shard_map.h) gets its operands resharded to its in_specs and its per-device body
+// inlined; its results take its out_specs. Its mesh shape must be this mesh's (InvalidArgument otherwise). in_specs: one fully
 // specified spec per parameter. out_specs: empty, or one optional spec per result (nullopt or Unconstrained
 // dims: propagated). Errors: InvalidArgument for specs that do not fit the mesh or the value (validate_spec
 // messages), for symbolic shapes, or for a program with collectives.

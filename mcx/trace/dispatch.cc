@@ -78,7 +78,8 @@ Array bind(ir::OpKind kind, std::vector<Array> operands, ir::Attrs attrs) {
   return Array(std::move(outs.front()));
 }
 
-std::vector<Array> call_program(const ir::Program& program, const std::vector<Array>& args, const char* api) {
+std::vector<Array> call_program(const ir::Program& program, const std::vector<Array>& args, const char* api,
+                                const std::optional<Mesh>& mesh) {
   if (args.size() != program.params.size()) {
     throw InvalidArgument(absl::StrCat("[", api, "] expected ", program.params.size(), " arguments, found ",
                                        args.size()));
@@ -108,6 +109,7 @@ std::vector<Array> call_program(const ir::Program& program, const std::vector<Ar
     }
     std::vector<Array> outs;
     for (ir::ValueId r : program.results) outs.push_back(top->tracer(nodes[r]));
+    if (mesh) detail::note_trace_mesh(*mesh, api);
     return outs;
   }
   std::vector<ArrayValue> values;
@@ -118,6 +120,7 @@ std::vector<Array> call_program(const ir::Program& program, const std::vector<Ar
   }
   RunOptions options;
   options.what = api;
+  options.mesh = mesh;
   std::vector<ArrayValue> outs = value_or_throw(run_program(program, values, options));
   std::vector<Array> result;
   result.reserve(outs.size());

@@ -14,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mcx/ir/attrs.h"
 #include "mcx/ir/op.h"
 #include "mcx/ir/program.h"
+#include "mcx/runtime/mesh.h"
 #include "mcx/trace/array.h"
 
 namespace mcx {
@@ -30,8 +32,9 @@ Array bind(ir::OpKind kind, std::vector<Array> operands, ir::Attrs attrs = {});
 // transformed program, e.g. a gradient, composes with jit and grad); otherwise it is compiled (cached by
 // structure) and executed. args must match the parameter types ("[api] argument i: expected ..., found
 // ..." otherwise).
+// `mesh`: the mesh the program must run on (TracedFunction::mesh), if any.
 std::vector<Array> call_program(const ir::Program& program, const std::vector<Array>& args,
-                                const char* api = "call_program");
+                                const char* api = "call_program", const std::optional<Mesh>& mesh = std::nullopt);
 
 // Whether a trace is active on this thread (inside jit/grad/vjp/trace).
 bool in_trace();

@@ -69,6 +69,19 @@ std::vector<ShardingSpec> shardings_or_unspecified(const std::vector<ShardingSpe
   return given;
 }
 
+// A function that must run on a mesh (it calls shard_map or constrains shardings) records it when the caller
+// gave no shardings: its inputs replicated on the mesh's axes, nr_devices the mesh's size, so that
+// Exported.call and `mcx-export run` run it on a mesh of that shape. Given shardings are kept as they are.
+void record_mesh(const Mesh& mesh, const ExportOptions& options, Artifact& a) {
+  if (!options.in_shardings.empty() || !options.out_shardings.empty()) return;
+  ShardingSpec replicated;
+  replicated.unspecified = false;
+  replicated.mesh_axis_names = mesh.axes().names;
+  replicated.mesh_axis_sizes = mesh.axes().sizes;
+  a.in_shardings.assign(a.in_avals.size(), replicated);
+  a.nr_devices = static_cast<uint32_t>(mesh.size());
+}
+
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -147,6 +160,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.in_shardings = shardings_or_unspecified(options.in_shardings, a.in_avals.size(), "input", options.name);
   a.out_shardings = shardings_or_unspecified(options.out_shardings, a.out_avals.size(), "output", options.name);
   a.nr_devices = options.nr_devices;
+  if (traced.mesh) record_mesh(*traced.mesh, options, a);
   a.platforms = options.platforms;
   a.constraints = a.program.scope.constraints();
   a.disabled_safety_checks = options.disabled_safety_checks;

@@ -69,12 +69,12 @@ Array standard_basis(const Array& like, int64_t n) {
 // The program evaluated once per basis vector, as one batched program: params the shared arguments, then
 // the basis stacked along axis 0; its first result gains the leading axis.
 Array batched_over_basis(const char* api, const ir::Program& program, std::vector<Array> shared, const Array& basis,
-                         int64_t n) {
+                         int64_t n, const std::optional<Mesh>& mesh) {
   std::vector<bool> batched(shared.size(), false);
   batched.push_back(true);
   ir::Program batched_program = value_or_throw(ir::vmap_program(program, batched, DimExpr(n)));
   shared.push_back(basis);
-  return call_program(batched_program, shared, api)[0];
+  return call_program(batched_program, shared, api, mesh)[0];
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ std::vector<Array> jvp_leaves(const std::string& name, const FlatArgs& primals, 
   ir::Program program = value_or_throw(ir::jvp_program(traced.program, leaf_params(primals)));
   std::vector<Array> args = with_captured(primals, traced);
   args.insert(args.end(), tangents.begin(), tangents.end());
-  return call_program(program, args, "jvp");
+  return call_program(program, args, "jvp", traced.mesh);
 }
 
 std::pair<std::vector<Array>, std::shared_ptr<const LinearState>> linearize_leaves(const std::string& name,
@@ -105,7 +105,8 @@ std::pair<std::vector<Array>, std::shared_ptr<const LinearState>> linearize_leav
   auto state = std::make_shared<LinearState>();
   TracedFunction traced = trace_for("linearize", name, primals, body, state->out_tree);
   ir::LinearizedPrograms lin = value_or_throw(ir::linearize_programs(traced.program, leaf_params(primals)));
-  std::vector<Array> res = call_program(lin.primal, with_captured(primals, traced), "linearize");
+  std::vector<Array> res = call_program(lin.primal, with_captured(primals, traced), "linearize", traced.mesh);
+  state->mesh = traced.mesh;
   const size_t num_outputs = res.size() - static_cast<size_t>(lin.num_residuals);
   state->linear = std::move(lin.linear);
   state->residuals.assign(res.begin() + static_cast<std::ptrdiff_t>(num_outputs), res.end());
@@ -118,7 +119,7 @@ std::vector<Array> linear_apply(const LinearState& state, const std::vector<Arra
   check_tangent_types(api, state.in_avals, tangents);
   std::vector<Array> args = state.residuals;
   args.insert(args.end(), tangents.begin(), tangents.end());
-  return call_program(state.linear, args, api);
+  return call_program(state.linear, args, api, state.mesh);
 }
 
 Array jacobian(const char* api, const std::string& name, const std::function<Array(const Array&)>& g,
@@ -144,7 +145,7 @@ Array jacobian(const char* api, const std::string& name, const std::function<Arr
     auto [outs, state] = linearize_leaves(name, flat, body);
     y_dims = check_output(outs[0]);
     n = num_elements(x_dims);
-    if (n > 0) stacked = batched_over_basis(api, state->linear, state->residuals, standard_basis(x, n), n);
+    if (n > 0) stacked = batched_over_basis(api, state->linear, state->residuals, standard_basis(x, n), n, state->mesh);
   } else {
     auto [outs, state] = vjp_leaves(name, flat, body);
     y_dims = check_output(outs[0]);
@@ -153,7 +154,7 @@ Array jacobian(const char* api, const std::string& name, const std::function<Arr
     ir::Program pullback = state->vjp;
     pullback.results = {pullback.results.back()};
     pullback = ir::eliminate_dead_code(pullback);
-    if (n > 0) stacked = batched_over_basis(api, pullback, state->args, standard_basis(outs[0], n), n);
+    if (n > 0) stacked = batched_over_basis(api, pullback, state->args, standard_basis(outs[0], n), n, state->mesh);
   }
   std::vector<int64_t> j_dims = y_dims;
   j_dims.insert(j_dims.end(), x_dims.begin(), x_dims.end());

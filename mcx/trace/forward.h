@@ -28,6 +28,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "mcx/ir/program.h"
+#include "mcx/runtime/mesh.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/grad.h"
 #include "mcx/trace/pytree.h"
@@ -59,6 +61,7 @@ struct LinearState {
   std::vector<Array> residuals;
   std::vector<AbstractValue> in_avals;
   TreeDef out_tree;
+  std::optional<Mesh> mesh;  // the mesh the function runs on (TracedFunction::mesh)
 };
 std::pair<std::vector<Array>, std::shared_ptr<const LinearState>> linearize_leaves(const std::string& name,
                                                                                    const FlatArgs& primals,

@@ -38,7 +38,7 @@ std::vector<Array> value_and_grad_leaves(const char* api, const std::string& nam
   }
   std::vector<int> wrt_int(wrt.begin(), wrt.end());
   ir::Program vg = value_or_throw(ir::value_and_grad_program(traced.program, wrt_int));
-  return call_program(vg, with_captured(flat, traced), api);
+  return call_program(vg, with_captured(flat, traced), api, traced.mesh);
 }
 
 std::pair<std::vector<Array>, std::shared_ptr<const VjpState>> vjp_leaves(
@@ -55,7 +55,8 @@ std::pair<std::vector<Array>, std::shared_ptr<const VjpState>> vjp_leaves(
   state->args = with_captured(flat, traced);
   state->out_avals = traced.program.result_types();
   state->num_leaves = flat.leaves.size();
-  std::vector<Array> outs = call_program(traced.program, state->args, "vjp");
+  state->mesh = traced.mesh;
+  std::vector<Array> outs = call_program(traced.program, state->args, "vjp", state->mesh);
   std::vector<int> wrt(all.begin(), all.end());
   state->vjp = value_or_throw(ir::vjp_program(traced.program, wrt));
   return {std::move(outs), std::move(state)};
@@ -74,7 +75,7 @@ std::vector<Array> vjp_apply(const VjpState& state, const std::vector<Array>& co
     }
     args.push_back(cotangents[i]);
   }
-  std::vector<Array> res = call_program(state.vjp, args, "vjp");
+  std::vector<Array> res = call_program(state.vjp, args, "vjp", state.mesh);
   return std::vector<Array>(res.begin() + static_cast<std::ptrdiff_t>(state.out_avals.size()), res.end());
 }
 

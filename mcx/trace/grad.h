@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,7 @@ struct VjpState {
   std::vector<AbstractValue> out_avals;
   TreeDef out_tree;
   size_t num_leaves = 0;
+  std::optional<Mesh> mesh;   // the mesh the function runs on (TracedFunction::mesh)
 };
 std::pair<std::vector<Array>, std::shared_ptr<const VjpState>> vjp_leaves(
     const std::string& name, const FlatArgs& flat,

@@ -54,7 +54,6 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
     if (leaf.valid()) check_tracer_usable(leaf, "jit");
   }
   auto entry = std::make_shared<Entry>();
-  ConstraintMeshCollector constraint_meshes;
   TracedFunction traced = trace_flat(what, options_.name, flat.avals, flat.weak, SymbolicScope(),
                                      [&](std::span<const Array> tracers) {
                                        return trace_body(tracers, entry->out_tree);
@@ -64,7 +63,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   }
   entry->out_weak = std::move(traced.out_weak);
   entry->program = options_.optimize ? optimize_program(traced.program) : std::move(traced.program);
-  entry->run_options = run_options_for(what, flat, entry->program, constraint_meshes.mesh());
+  entry->run_options = run_options_for(what, flat, entry->program, traced.mesh);
   entry->run_options.program_key = program_key(entry->program);
 
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -90,7 +90,7 @@ Array with_sharding_constraint(const Array& x, const Sharding& sharding) {
   if (is_static(x.shape())) {
     throw_if_error(validate_spec(sharding.spec(), axes, dims, "with_sharding_constraint", /*allow_unconstrained=*/true));
   }
-  detail::note_constraint_mesh(sharding.mesh());
+  detail::note_trace_mesh(sharding.mesh(), "with_sharding_constraint");
   ir::Attrs attrs;
   attrs.set("sharding", encode_spec(sharding.spec(), axes));
   attrs.set("mesh_shape", axes.sizes);

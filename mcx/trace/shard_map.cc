@@ -6,8 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/communicator.h"
+#include "mcx/ir/shard_map.h"
 #include "mcx/runtime/program_runner.h"
 #include "mcx/runtime/spmd_executable.h"
+#include "mcx/trace/control_flow.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/trace_state.h"
 
@@ -183,19 +185,75 @@ int64_t ShardMapState::cache_size() const {
   return static_cast<int64_t>(impl_->entries.size());
 }
 
+namespace {
+
+// The local (per-device) types of the argument leaves and each leaf's spec (its argument's).
+struct LocalSignature {
+  std::vector<AbstractValue> avals;
+  std::vector<PartitionSpec> specs;
+};
+
+LocalSignature local_signature(const Mesh& mesh, const std::vector<PartitionSpec>& in_specs, const FlatArgs& flat) {
+  LocalSignature sig;
+  for (size_t a = 0; a < flat.ranges.size(); ++a) {
+    for (size_t i = flat.ranges[a].first; i < flat.ranges[a].second; ++i) {
+      const PartitionSpec& spec = in_specs[a];
+      std::vector<int64_t> dims = value_or_throw(to_concrete(flat.avals[i].shape));
+      throw_if_error(validate_spec(spec, mesh.axes(), dims, absl::StrCat("shard_map argument ", a)));
+      sig.avals.push_back({flat.avals[i].dtype, concrete_shape(shard_shape(spec, mesh.axes(), dims))});
+      sig.specs.push_back(spec);
+    }
+  }
+  return sig;
+}
+
+// One out spec per result of the traced body (a single spec applies to all), each checked on the result.
+std::vector<PartitionSpec> resolve_out_specs(const Mesh& mesh, const std::vector<PartitionSpec>& given,
+                                             const std::string& what, const ir::Program& body) {
+  const size_t n_out = body.results.size();
+  std::vector<PartitionSpec> specs;
+  if (given.size() == 1) {
+    specs.assign(n_out, given.front());
+  } else if (given.size() == n_out) {
+    specs = given;
+  } else {
+    throw InvalidArgument(absl::StrCat("[shard_map] ", what, " returns ", n_out, " arrays but has ", given.size(),
+                                       " out_specs (expected 1 or ", n_out, ")"));
+  }
+  const std::vector<AbstractValue> results = body.result_types();
+  for (size_t r = 0; r < n_out; ++r) {
+    // Out specs are checked on the local result: each sharded dim is multiplied back, so only axis
+    // existence and repetition can fail here.
+    std::vector<int64_t> dims = value_or_throw(to_concrete(results[r].shape));
+    for (int d = 0; d < static_cast<int>(dims.size()); ++d) dims[d] *= num_shards(specs[r], mesh.axes(), d);
+    throw_if_error(validate_spec(specs[r], mesh.axes(), dims, absl::StrCat("shard_map output ", r)));
+  }
+  return specs;
+}
+
+// A (validated) spec as mesh-axis indices per dimension of a value of the given rank.
+ir::SpecAxes spec_axes(const PartitionSpec& spec, const MeshAxes& axes, int rank) {
+  ir::SpecAxes out(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d)
+    for (const std::string& name : spec.dim(d).axes) out[d].push_back(axes.index_of(name));
+  return out;
+}
+
+}  // namespace
+
 std::vector<Array> ShardMapState::call(
     const FlatArgs& flat, const std::function<std::vector<Array>(std::span<const Array>, TreeDef&)>& trace_body,
     TreeDef& out_tree) {
   const std::string what = absl::StrCat("shard_map of '", impl_->name, "'");
-  if (in_trace()) {
-    throw InvalidArgument(absl::StrCat("[shard_map] ", what, " was called inside a jit/grad/vjp trace; shard_map "
-                                       "cannot be nested in traces yet: call it at top level and put grad inside "
-                                       "its body"));
-  }
   if (impl_->in_specs.size() != flat.ranges.size()) {
     throw InvalidArgument(absl::StrCat("[shard_map] ", what, " has ", impl_->in_specs.size(),
                                        " in_specs but was called with ", flat.ranges.size(), " arguments"));
   }
+  if (current_shard_map_mesh() != nullptr) {
+    throw InvalidArgument(absl::StrCat("[shard_map] ", what, " was called inside another shard_map's body; nested "
+                                       "shard_maps are not supported: give the outer one all the mesh axes"));
+  }
+  if (in_trace()) return call_in_trace(flat, trace_body, out_tree);
   std::shared_ptr<const Impl::Entry> entry;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -204,47 +262,20 @@ std::vector<Array> ShardMapState::call(
   }
   if (!entry) {
     auto e = std::make_shared<Impl::Entry>();
-    std::vector<AbstractValue> local_avals;
-    std::vector<PartitionSpec> leaf_specs;
-    for (size_t a = 0; a < flat.ranges.size(); ++a) {
-      for (size_t i = flat.ranges[a].first; i < flat.ranges[a].second; ++i) {
-        const PartitionSpec& spec = impl_->in_specs[a];
-        std::vector<int64_t> dims = value_or_throw(to_concrete(flat.avals[i].shape));
-        throw_if_error(validate_spec(spec, impl_->mesh.axes(), dims, absl::StrCat("shard_map argument ", a)));
-        local_avals.push_back({flat.avals[i].dtype, concrete_shape(shard_shape(spec, impl_->mesh.axes(), dims))});
-        leaf_specs.push_back(spec);
-        e->leaf_shardings.push_back(NamedSharding(impl_->mesh, spec));
-      }
-    }
+    LocalSignature sig = local_signature(impl_->mesh, impl_->in_specs, flat);
+    for (const PartitionSpec& spec : sig.specs) e->leaf_shardings.push_back(NamedSharding(impl_->mesh, spec));
     TracedFunction traced = [&] {
       ShardMapMeshScope scope(&impl_->mesh);
-      return trace_flat(what, impl_->name, local_avals, flat.weak, SymbolicScope(),
+      return trace_flat(what, impl_->name, sig.avals, flat.weak, SymbolicScope(),
                         [&](std::span<const Array> tracers) { return trace_body(tracers, e->out_tree); });
     }();
     if (!traced.captured.empty()) throw Internal(absl::StrCat("[shard_map] ", what, " captured enclosing tracers"));
     e->out_weak = std::move(traced.out_weak);
-    size_t n_out = traced.program.results.size();
-    std::vector<std::optional<PartitionSpec>> out_specs;
-    if (impl_->out_specs.size() == 1) {
-      out_specs.assign(n_out, impl_->out_specs.front());
-    } else if (impl_->out_specs.size() == n_out) {
-      out_specs.assign(impl_->out_specs.begin(), impl_->out_specs.end());
-    } else {
-      throw InvalidArgument(absl::StrCat("[shard_map] ", what, " returns ", n_out, " arrays but has ",
-                                         impl_->out_specs.size(), " out_specs (expected 1 or ", n_out, ")"));
-    }
-    std::vector<AbstractValue> results = traced.program.result_types();
-    for (size_t r = 0; r < n_out; ++r) {
-      // Out specs are checked on the local result: each sharded dim is multiplied back, so only axis
-      // existence and repetition can fail here.
-      std::vector<int64_t> dims = value_or_throw(to_concrete(results[r].shape));
-      for (int d = 0; d < static_cast<int>(dims.size()); ++d) dims[d] *= num_shards(*out_specs[r], impl_->mesh.axes(), d);
-      throw_if_error(validate_spec(*out_specs[r], impl_->mesh.axes(), dims, absl::StrCat("shard_map output ", r)));
-    }
+    std::vector<PartitionSpec> out_specs = resolve_out_specs(impl_->mesh, impl_->out_specs, what, traced.program);
     SpmdOptions options(impl_->mesh);
     options.name = what;
-    options.in_specs = std::move(leaf_specs);
-    options.out_specs = std::move(out_specs);
+    options.in_specs = std::move(sig.specs);
+    options.out_specs.assign(out_specs.begin(), out_specs.end());
     options.manual = true;
     e->exe = value_or_throw(SpmdExecutable::compile(traced.program, std::move(options)));
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -266,6 +297,42 @@ std::vector<Array> ShardMapState::call(
     result.push_back(entry->out_weak[r] ? with_weak_type(a, true) : a);
   }
   return result;
+}
+
+std::vector<Array> ShardMapState::call_in_trace(
+    const FlatArgs& flat, const std::function<std::vector<Array>(std::span<const Array>, TreeDef&)>& trace_body,
+    TreeDef& out_tree) {
+  const std::string what = absl::StrCat("shard_map of '", impl_->name, "'");
+  const Mesh& mesh = impl_->mesh;
+  LocalSignature sig = local_signature(mesh, impl_->in_specs, flat);
+  TreeDef tree;
+  TracedFunction traced = [&] {
+    ShardMapMeshScope scope(&mesh);
+    return trace_flat(what, impl_->name, sig.avals, flat.weak, current_scope(),
+                      [&](std::span<const Array> tracers) { return trace_body(tracers, tree); });
+  }();
+  const std::vector<PartitionSpec> out_specs = resolve_out_specs(mesh, impl_->out_specs, what, traced.program);
+  ir::ShardMapConfig config;
+  config.mesh_shape = mesh.axes().sizes;
+  std::vector<Array> operands = flat.leaves;
+  for (size_t i = 0; i < flat.leaves.size(); ++i)
+    config.in_specs.push_back(spec_axes(sig.specs[i], mesh.axes(), flat.avals[i].rank()));
+  // Arrays of the enclosing trace that the body closes over enter whole on every device (replicated).
+  for (const Array& c : traced.captured) {
+    operands.push_back(c);
+    config.in_specs.push_back(ir::SpecAxes(static_cast<size_t>(c.ndim())));
+  }
+  const std::vector<AbstractValue> results = traced.program.result_types();
+  for (size_t r = 0; r < results.size(); ++r)
+    config.out_specs.push_back(spec_axes(out_specs[r], mesh.axes(), results[r].rank()));
+  const std::vector<bool> out_weak = traced.out_weak;
+  config.body = std::make_shared<const ir::Program>(std::move(traced.program));
+  std::vector<Array> outs = bind_control_flow("shard_map", ir::OpKind::kShardMap, ir::shard_map_attrs(config), operands,
+                                              static_cast<int>(results.size()));
+  note_trace_mesh(mesh, "shard_map");
+  for (size_t r = 0; r < outs.size(); ++r) outs[r] = with_weak_type(outs[r], out_weak[r]);
+  out_tree = std::move(tree);
+  return outs;
 }
 
 }  // namespace detail

@@ -21,8 +21,14 @@
 // axis_index. They are IR ops with VJP rules, so grad inside the body works (pmap convention: the
 // gradient of each device's own output; average gradients with pmean for data parallelism).
 //
-// Limitations: shard_map cannot yet be called inside jit/grad/vjp traces (InvalidArgument saying so);
-// call grad inside the body instead.
+// Inside jit, grad, vjp, jvp and vmap (JAX allows both orders): the body is staged as a shard_map op of
+// the enclosing program, which then runs on this mesh (jit picks it even when no argument is sharded;
+// arguments are resharded to in_specs inside the computation). Differentiating a shard_map gives the
+// gradient of the global function: a result replicated over mesh axes (an out spec that does not name
+// them) counts once, and an argument replicated over axes gets its per-device cotangents summed over them
+// (ir/shard_map.h). Arrays the body closes over enter replicated. A shard_map called inside another
+// shard_map's body is InvalidArgument (nesting is not supported). Under eager control flow (a top-level
+// scan/cond whose body calls shard_map) the loop cannot pick the mesh: wrap the loop in jit.
 #pragma once
 
 #include <memory>
@@ -80,6 +86,11 @@ class ShardMapState {
   int64_t cache_size() const;
 
  private:
+  // Inside jit/grad/jvp/vmap: the body is traced on the local types and staged as a shard_map op (the
+  // enclosing computation then runs on this mesh).
+  std::vector<Array> call_in_trace(const FlatArgs& flat,
+                                   const std::function<std::vector<Array>(std::span<const Array>, TreeDef&)>& trace_body,
+                                   TreeDef& out_tree);
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -156,22 +156,21 @@ TracedFunction TraceContext::finish(const std::vector<Array>& outputs, const std
 }
 
 namespace {
-thread_local ConstraintMeshCollector* t_collector = nullptr;
+thread_local TraceMeshCollector* t_collector = nullptr;
 thread_local const Mesh* t_shard_map_mesh = nullptr;
 }  // namespace
 
-ConstraintMeshCollector::ConstraintMeshCollector() : previous_(t_collector) { t_collector = this; }
-ConstraintMeshCollector::~ConstraintMeshCollector() { t_collector = previous_; }
+TraceMeshCollector::TraceMeshCollector() : previous_(t_collector) { t_collector = this; }
+TraceMeshCollector::~TraceMeshCollector() { t_collector = previous_; }
 
-void note_constraint_mesh(const Mesh& mesh) {
-  ConstraintMeshCollector* c = t_collector;
-  if (c == nullptr) return;
-  if (!c->mesh_) {
-    c->mesh_ = mesh;
-  } else if (!(*c->mesh_ == mesh)) {
-    throw InvalidArgument(absl::StrCat("[with_sharding_constraint] one traced computation uses two meshes: ",
-                                       c->mesh_->to_string(), " and ", mesh.to_string()));
+void note_trace_mesh(const Mesh& mesh, const char* api) {
+  for (TraceMeshCollector* c = t_collector; c != nullptr; c = c->previous_) {
+    if (c->mesh_ && !(*c->mesh_ == mesh)) {
+      throw InvalidArgument(absl::StrCat("[", api, "] one traced computation uses two meshes: ", c->mesh_->to_string(),
+                                         " and ", mesh.to_string()));
+    }
   }
+  for (TraceMeshCollector* c = t_collector; c != nullptr; c = c->previous_) c->mesh_ = mesh;
 }
 
 const Mesh* current_shard_map_mesh() { return t_shard_map_mesh; }

@@ -121,21 +121,23 @@ void check_tracer_usable(const Array& a, const char* api);
 
 std::shared_ptr<const ArrayImpl> make_concrete(ArrayValue value, bool weak = false);
 
-// The meshes of with_sharding_constraint calls made while tracing on this thread. jit opens a collector
-// around its trace, so the program's constraints run on their mesh. A second, different mesh in one
-// trace is InvalidArgument (one computation runs on one mesh). Outside a collector nothing is recorded.
-void note_constraint_mesh(const Mesh& mesh);
-class ConstraintMeshCollector {
+// The mesh a traced computation must run on: with_sharding_constraint and shard_map, called while
+// tracing, note theirs. trace_flat opens a collector around each trace, and a note reaches every open
+// collector of this thread (a grad traced inside jit tells both), so jit, grad, vjp, jvp and vmap run
+// the program on that mesh. A second, different mesh in one trace is InvalidArgument naming `api` (one
+// computation runs on one mesh). Outside collectors nothing is recorded.
+void note_trace_mesh(const Mesh& mesh, const char* api);
+class TraceMeshCollector {
  public:
-  ConstraintMeshCollector();
-  ~ConstraintMeshCollector();
-  ConstraintMeshCollector(const ConstraintMeshCollector&) = delete;
-  ConstraintMeshCollector& operator=(const ConstraintMeshCollector&) = delete;
+  TraceMeshCollector();
+  ~TraceMeshCollector();
+  TraceMeshCollector(const TraceMeshCollector&) = delete;
+  TraceMeshCollector& operator=(const TraceMeshCollector&) = delete;
   const std::optional<Mesh>& mesh() const { return mesh_; }
 
  private:
-  friend void note_constraint_mesh(const Mesh& mesh);
-  ConstraintMeshCollector* previous_;
+  friend void note_trace_mesh(const Mesh& mesh, const char* api);
+  TraceMeshCollector* previous_;
   std::optional<Mesh> mesh_;
 };
 

@@ -13,6 +13,7 @@ TracedFunction trace_flat(const std::string& what, const std::string& program_na
                           const std::vector<AbstractValue>& in_avals, const std::vector<bool>& in_weak,
                           const SymbolicScope& scope,
                           const std::function<std::vector<Array>(std::span<const Array>)>& body) {
+  detail::TraceMeshCollector meshes;
   detail::TraceScope trace(what, scope);
   std::vector<Array> tracers;
   tracers.reserve(in_avals.size());
@@ -29,7 +30,9 @@ TracedFunction trace_flat(const std::string& what, const std::string& program_na
     if (typeid(e) != typeid(InvalidArgument) || absl::StrContains(message, " (traced in ")) throw;
     throw InvalidArgument(absl::StrCat(message, " (traced in ", what, ")"));
   }
-  return trace.context().finish(outs, program_name);
+  TracedFunction traced = trace.context().finish(outs, program_name);
+  traced.mesh = meshes.mesh();
+  return traced;
 }
 
 namespace detail {

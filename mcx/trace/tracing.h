@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -17,6 +18,7 @@
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/program.h"
+#include "mcx/runtime/mesh.h"
 #include "mcx/trace/array.h"
 #include "mcx/trace/pytree.h"
 
@@ -29,6 +31,9 @@ struct TracedFunction {
   ir::Program program;
   std::vector<Array> captured;
   std::vector<bool> out_weak;  // weak type of each result
+  // The mesh the program must run on, when it holds sharding constraints or shard_maps (their mesh;
+  // trace_state.h note_trace_mesh); pass it to call_program.
+  std::optional<Mesh> mesh;
 };
 
 // Traces body on fresh tracers of the given types in a new trace pushed on this thread's trace stack.

@@ -88,7 +88,7 @@ std::vector<Array> vmap_leaves(const std::string& name, const FlatArgs& flat,
   ir::Program program = value_or_throw(ir::vmap_program(traced.program, batched, *size));
   std::vector<Array> args = moved;
   args.insert(args.end(), traced.captured.begin(), traced.captured.end());
-  std::vector<Array> outs = call_program(program, args, "vmap");
+  std::vector<Array> outs = call_program(program, args, "vmap", traced.mesh);
   for (Array& out : outs) {
     const int rank = out.ndim();
     const int to = out_axes < 0 ? out_axes + rank : out_axes;

@@ -35,11 +35,12 @@ TEST(Serialize, EveryOpRoundTrips) {
   for (ir::OpKind k : kinds_used(ir::testing_programs::remat_program())) kinds.insert(k);
   for (ir::OpKind k : kinds_used(ir::testing_programs::control_flow_program())) kinds.insert(k);
   for (ir::OpKind k : kinds_used(ir::testing_programs::custom_rules_program())) kinds.insert(k);
+  for (ir::OpKind k : kinds_used(ir::testing_programs::shard_map_program())) kinds.insert(k);
   ASSERT_EQ(kinds.size(), static_cast<size_t>(ir::kNumOpKinds))
       << "all_ops_program, spmd_ops_program (SpmdOpsRoundTrip), window_ops_program (WindowOpsRoundTrip), "
          "special_ops_program (SpecialOpsRoundTrip), special_functions_program (SpecialFunctionsRoundTrip) "
          "remat_program (RematBarrierRoundTrip), control_flow_program (ControlFlowRoundTrip) and "
-         "custom_rules_program (CustomRulesRoundTrip) must use every op";
+         "custom_rules_program (CustomRulesRoundTrip) and shard_map_program (ShardMapRoundTrip) must use every op";
   Artifact a = make_artifact(p, "all_ops", 1234);
   std::string bytes = value_or_throw(serialize(a));
   Artifact b = value_or_throw(deserialize(bytes));
@@ -125,6 +126,12 @@ TEST(Serialize, ControlFlowRoundTrip) {
 TEST(Serialize, CustomRulesRoundTrip) {
   expect_opset_round_trip(ir::testing_programs::custom_rules_program(), 8, "custom_vjp_call");
   EXPECT_EQ(ir::required_opset(ir::testing_programs::control_flow_program()), 7);
+}
+
+// Opset 9: shard_map keeps its body, mesh shape and specs.
+TEST(Serialize, ShardMapRoundTrip) {
+  expect_opset_round_trip(ir::testing_programs::shard_map_program(), 9, "shard_map");
+  EXPECT_EQ(ir::required_opset(ir::testing_programs::custom_rules_program()), 8);
 }
 
 TEST(Serialize, ConstantsOfEveryDtypeKeepTheirBits) {

@@ -233,6 +233,29 @@ inline Program custom_rules_program() {
   return std::move(b).build({j});
 }
 
+// A shard_map (opset 9) over a 2x2 mesh: rows split over axis 0, a symbolic unsplit dim; the body sums over
+// axis 0 (replicated result) and negates (a result split like the operand).
+inline Program shard_map_program() {
+  const SymbolicScope scope = value_or_throw(SymbolicScope::create({"b >= 1"}));
+  ProgramBuilder pb("body", scope);
+  ValueId local = pb.add_parameter(type_of("f32[2,b]"));
+  ValueId summed = pb.emit_or_throw(OpKind::kAllReduce, {local},
+                                    {{"reduce", int64_t{0}}, {"replica_groups", std::vector<int64_t>{0, 2, 1, 3}},
+                                     {"group_size", int64_t{2}}});
+  auto body = std::make_shared<const Program>(std::move(pb).build({summed, pb.unary(OpKind::kNeg, local)}));
+  ProgramBuilder b("shard_map", scope);
+  ValueId x = b.add_parameter(type_of("f32[4,b]"));
+  Attrs attrs{{"regions", Regions{body}},
+              {"mesh_shape", std::vector<int64_t>{2, 2}},
+              {"in_specs", std::vector<int64_t>{1, 0, 0}},
+              {"out_specs", std::vector<int64_t>{0, 0, 1, 0, 0}},
+              {"result", int64_t{0}}};
+  ValueId sum = b.emit_or_throw(OpKind::kShardMap, {x}, attrs);
+  attrs.set("result", int64_t{1});
+  ValueId neg = b.emit_or_throw(OpKind::kShardMap, {x}, attrs);
+  return std::move(b).build({sum, neg});
+}
+
 inline std::set<OpKind> kinds_used(const Program& p) {
   std::set<OpKind> s;
   for (const Instr& i : p.instrs) s.insert(i.kind);

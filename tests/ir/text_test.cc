@@ -35,9 +35,11 @@ TEST(Text, RoundTripsEveryOpKind) {
   Program remat = testing_programs::remat_program();
   Program control = testing_programs::control_flow_program();
   Program custom = testing_programs::custom_rules_program();
+  Program shard_map = testing_programs::shard_map_program();
   auto used = testing_programs::kinds_used(p);
   for (OpKind k : testing_programs::kinds_used(control)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(custom)) used.insert(k);
+  for (OpKind k : testing_programs::kinds_used(shard_map)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(functions)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(remat)) used.insert(k);
   for (OpKind k : testing_programs::kinds_used(spmd)) used.insert(k);
@@ -46,13 +48,15 @@ TEST(Text, RoundTripsEveryOpKind) {
   for (int i = 0; i < kNumOpKinds; ++i)
     EXPECT_TRUE(used.count(static_cast<OpKind>(i)))
         << "all_ops_program + spmd_ops_program + window_ops_program + special_ops_program + "
-           "special_functions_program + remat_program + control_flow_program + custom_rules_program lack "
+           "special_functions_program + remat_program + control_flow_program + custom_rules_program + "
+           "shard_map_program lack "
         << op_name(static_cast<OpKind>(i));
   expect_round_trip(special);
   expect_round_trip(functions);
   expect_round_trip(remat);
   expect_round_trip(control);
   expect_round_trip(custom);
+  expect_round_trip(shard_map);
   expect_round_trip(p);
   expect_round_trip(spmd);
   expect_round_trip(window);

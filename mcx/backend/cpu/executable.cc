@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/control_flow.h"
@@ -604,6 +605,15 @@ void generate_kernels(Plan& plan) {
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
   MCX_RETURN_IF_ERROR(ir::verify(program));
+  for (const ir::Instr& in : program.instrs) {
+    if (in.kind != ir::OpKind::kShardMap) continue;
+    auto mesh = in.attrs.get_ints("mesh_shape");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[shard_map] program @", program.name, " holds a shard_map over a mesh of shape [",
+        mesh.ok() ? absl::StrJoin(*mesh, ", ") : std::string("?"),
+        "]; it runs only partitioned on such a mesh (jit and grad pick the mesh of the shard_map they trace), "
+        "not on one device"));
+  }
   auto plan = std::make_unique<Plan>();
   // Custom-rule calls run their function, inlined so that it fuses with its neighbours.
   if (ir::has_custom_calls(program)) {
