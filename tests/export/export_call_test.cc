@@ -284,6 +284,30 @@ TEST(ExportSharded, RunsWithTheRecordedShardingsOnNDevices) {
   expect_same_values(y, mlp(p, random_array({3, 6}, 2)), 1e-5, 1e-6, "two devices");
 }
 
+// A function that calls shard_map exports with its mesh recorded (inputs replicated on it, nr_devices its
+// size): the deserialised artifact runs on a mesh of that shape and its VJP is the global gradient.
+TEST(ExportSharded, AShardMapRecordsItsMeshAndDifferentiates) {
+  const Mesh mesh = make_mesh({4}, {"data"});
+  auto body = shard_map([](const Array& w, const Array& x) { return psum(sum(tanh(matmul(x, w))), "data"); }, mesh,
+                        {P(), P("data")}, {P()});
+  auto f = [&](const Array& w, const Array& x) { return body(w, x); };
+  const Exported e = Exported::deserialize(
+      export_fn(f, {.name = "sharded_loss"})(AbstractValue{DType::kFloat32, concrete_shape({6, 3})},
+                                             AbstractValue{DType::kFloat32, concrete_shape({8, 6})})
+          .serialize());
+  EXPECT_EQ(e.artifact().nr_devices, 4u);
+  EXPECT_EQ(e.artifact().in_shardings[1].to_string(), "{data: 4} P()");
+  EXPECT_EQ(e.artifact().opset_version, 9u);
+  const Array w = random_array({6, 3}, 40), x = random_array({8, 6}, 41);
+  auto plain = [](const Array& a, const Array& b) { return sum(tanh(matmul(b, a))); };
+  expect_same_values(e.call(w, x).at(0), plain(w, x), 1e-5, 1e-5);
+  ASSERT_TRUE(e.has_vjp());
+  const std::vector<Array> g = e.vjp().call_flat({w, x, Array(1.0f)});
+  auto [gw, gx] = grad(plain, argnums<0, 1>)(w, x);
+  expect_same_values(g.at(0), gw, 1e-5, 1e-6, "w");
+  expect_same_values(g.at(1), gx, 1e-5, 1e-6, "x");
+}
+
 TEST(ExportErrors, ShardingsMustMatchTheDeviceCount) {
   exporting::ShardingSpec s{false, {"data"}, {4}, {{"data"}}};
   ExportOptions o;

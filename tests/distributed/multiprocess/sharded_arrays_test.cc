@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 const std::vector<std::string> kExpectedChecks = {
     "initialize", "a_devices", "b_mesh_and_sharding", "c_process_local_data", "d_jit_elementwise",
     "e_device_get_partial", "g_thread_guard", "f_jit_sum_across_processes", "f_shard_map_psum_across_processes",
-    "f_exported_call_across_processes", "h_after_collectives", "shutdown"};
+    "f_jit_grad_of_shard_map_across_processes", "f_exported_call_across_processes", "h_after_collectives", "shutdown"};
 
 TEST(ShardedArrays, EveryCheckPassesInBothProcesses) {
   Harness h;

@@ -318,7 +318,8 @@ int run_checks(Checker& check, int pid) {
   if (!rows) {
     for (const char* n :
          {"c_process_local_data", "d_jit_elementwise", "e_device_get_partial", "g_thread_guard",
-          "f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_exported_call_across_processes",
+          "f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_jit_grad_of_shard_map_across_processes",
+          "f_exported_call_across_processes",
           "h_after_collectives"}) {
       check.skip(n, "no sharding from b_mesh_and_sharding");
     }
@@ -467,6 +468,16 @@ int run_checks(Checker& check, int pid) {
                                   {mcx::P("data")}, {mcx::P()}, "psum_total");
       return expect_total("shard_map with psum over 'data'", total(*x));
     });
+    // A shard_map inside jit(grad): the gradient of psum(sum(v * v)) / 2 over the rows is x itself; its total
+    // (another computation across the processes) is x's.
+    check.run("f_jit_grad_of_shard_map_across_processes", kQuick, [&] {
+      auto half_square = mcx::shard_map(
+          [](const mcx::Array& v) { return mcx::psum(mcx::sum(v * v), "data") * 0.5f; }, *mesh, {mcx::P("data")},
+          {mcx::P()}, "half_square");
+      mcx::Array g = mcx::jit(mcx::grad([&](const mcx::Array& v) { return half_square(v); }))(*x);
+      auto total = mcx::jit([](const mcx::Array& v) { return mcx::sum(v); }, {.name = "total", .in_shardings = {*rows}});
+      return expect_total("the total of jit(grad) of a shard_map (x itself)", total(g));
+    });
     // An artifact exported for 4 devices (rows over "data"), after a serialized round trip, runs on the job's
     // mesh spanning both processes (its sum needs the data plane).
     check.run("f_exported_call_across_processes", kQuick, [&] {
@@ -486,7 +497,8 @@ int run_checks(Checker& check, int pid) {
     });
   } else {
     for (const char* n :
-         {"f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_exported_call_across_processes",
+         {"f_jit_sum_across_processes", "f_shard_map_psum_across_processes", "f_jit_grad_of_shard_map_across_processes",
+          "f_exported_call_across_processes",
           "h_after_collectives"}) {
       check.skip(n, "no array from c_process_local_data");
     }
