@@ -23,6 +23,7 @@
 #include "mcx/trace/placement.h"
 #include "mcx/trace/pytree.h"
 #include "mcx/trace/random.h"
+#include "mcx/trace/debug_print.h"
 #include "mcx/trace/remat.h"
 #include "mcx/trace/shard_map.h"
 #include "mcx/trace/vmap.h"

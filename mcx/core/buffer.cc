@@ -112,4 +112,30 @@ std::string Buffer::to_string(int64_t max_elements) const {
   return out;
 }
 
+std::string Buffer::to_nested_string(int64_t max_elements) const {
+  if (num_elements_ > max_elements) return to_string(max_elements);
+  if (dims_.empty()) return format_element(*this, 0);
+  std::string out;
+  // Element i opens one bracket per trailing dimension it starts and closes one per dimension it ends.
+  const int rank = static_cast<int>(dims_.size());
+  if (num_elements_ == 0) return std::string(static_cast<size_t>(rank), '[') + std::string(static_cast<size_t>(rank), ']');
+  for (int64_t i = 0; i < num_elements_; ++i) {
+    int64_t stride = 1;
+    int opens = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      stride *= dims_[d];
+      if (i % stride == 0) ++opens;
+    }
+    if (i > 0) out += ", ";
+    out.append(static_cast<size_t>(opens), '[');
+    out += format_element(*this, i);
+    stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      stride *= dims_[d];
+      if ((i + 1) % stride == 0) out += ']';
+    }
+  }
+  return out;
+}
+
 }  // namespace mcx

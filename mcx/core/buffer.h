@@ -60,6 +60,9 @@ class Buffer {
   bool bitwise_equal(const Buffer& other) const;
   // "f32[2,3]{1, 2, 3, 4, 5, 6}" (elided in the middle beyond max_elements).
   std::string to_string(int64_t max_elements = 64) const;
+  // The values as numpy prints them, nested by dimension: "3.5", "[1, 2]", "[[1, 2], [3, 4]]"; beyond
+  // max_elements elements, to_string(max_elements) (type and elided values) instead.
+  std::string to_nested_string(int64_t max_elements = 1000) const;
 
  private:
   DType dtype_ = DType::kFloat32;

@@ -184,6 +184,10 @@ ValueId emit_batching_rule(ProgramBuilder& b, const Instr& instr, std::span<cons
       k == OpKind::kCollectivePermute) {
     return b.emit_or_throw(k, all_batched(b, operands, batched, size), instr.attrs);
   }
+  if (k == OpKind::kDebugPrint) {  // prints the batched values as they are (batch axis first)
+    const ValueId token = b.emit_or_throw(k, std::vector<ValueId>(operands.begin(), operands.end()), instr.attrs);
+    return broadcast_batch(b, token, size);
+  }
   Attrs a = instr.attrs;
   const ValueId x = operands[0];
   switch (k) {

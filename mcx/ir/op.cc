@@ -91,6 +91,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     {OpKind::kCustomVjpCall, "custom_vjp_call", C::kOther, kVar, true, 8},
     {OpKind::kCustomJvpCall, "custom_jvp_call", C::kOther, kVar, true, 8},
     {OpKind::kShardMap, "shard_map", C::kOther, kVar, true, 9},
+    {OpKind::kDebugPrint, "debug_print", C::kOther, kVar, false, 9},
 }};
 
 constexpr bool table_in_enum_order() {

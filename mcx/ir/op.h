@@ -177,6 +177,10 @@
 //   as out_specs[r] says (a mesh axis it does not name: every device along it holds the same value). Runs
 //   only partitioned on a mesh of shape mesh_shape (the partitioner inlines the body); a split dimension
 //   must be static and divisible.
+// debug_print          values... (any)                 format: Buffer (u8 text), partition: int i32[] (zero)
+//   (debug_print.h) Prints format with each "{}" replaced by the next value when the program runs: on
+//   every device that runs it (partition -1) or on partition `partition` only. Kept for its effect
+//   (has_side_effects); not differentiable; batches by printing the batched values.
 //
 // Dtype rules enforced by infer_type (shape_rules.cc): add sub mul div rem pow clamp neg abs sign,
 // reduce_sum/prod, cumsum, dot_general, scatter_add and iota need a numeric (non-bool) dtype; max/min,
@@ -193,7 +197,7 @@ namespace mcx::ir {
 
 // 1: the initial op set. 2: SPMD collectives, axis_index, sharding_constraint. 3: conv_general_dilated,
 // reduce_window. 4: erf, argsort. 5: erfc, erf_inv. 6: remat_barrier. 7: while, scan, cond.
-// 8: custom_vjp_call, custom_jvp_call. 9: shard_map.
+// 8: custom_vjp_call, custom_jvp_call. 9: shard_map, debug_print.
 inline constexpr int kOpsetVersion = 9;
 
 enum class OpKind : uint16_t {
@@ -294,10 +298,13 @@ enum class OpKind : uint16_t {
   // custom differentiation rules (opset 8)
   kCustomVjpCall,
   kCustomJvpCall,
-  // a per-device body over a mesh (opset 9)
+  // a per-device body over a mesh, printing from programs (opset 9)
   kShardMap,
+  kDebugPrint,
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kShardMap) + 1;
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kDebugPrint) + 1;
+// Ops kept for their effect, not their value: passes never drop, merge or fold them (debug_print).
+inline bool has_side_effects(OpKind k) { return k == OpKind::kDebugPrint; }
 inline bool is_custom_call(OpKind k) { return k == OpKind::kCustomVjpCall || k == OpKind::kCustomJvpCall; }
 // Ops with sub-programs (attribute `regions`) and several results as sibling instructions: the
 // control-flow ops, the custom-rule calls and shard_map.

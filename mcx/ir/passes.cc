@@ -62,11 +62,14 @@ bool same_instr(const Instr& a, const Instr& b) {
 
 }  // namespace
 
-Program eliminate_dead_code(const Program& p) {
+namespace {
+
+Program dead_code_eliminated(const Program& p, bool keep_effects) {
   const int np = p.num_params();
   std::vector<bool> live(p.num_values(), false);
   for (ValueId v : p.results) live[v] = true;
   for (int i = static_cast<int>(p.instrs.size()) - 1; i >= 0; --i) {
+    if (keep_effects && has_side_effects(p.instrs[i].kind)) live[np + i] = true;
     if (!live[np + i]) continue;
     for (ValueId v : p.instrs[i].operands) live[v] = true;
   }
@@ -87,6 +90,12 @@ Program eliminate_dead_code(const Program& p) {
   return out;
 }
 
+}  // namespace
+
+Program eliminate_dead_code(const Program& p) { return dead_code_eliminated(p, /*keep_effects=*/true); }
+
+Program drop_side_effects(const Program& p) { return dead_code_eliminated(p, /*keep_effects=*/false); }
+
 Program eliminate_common_subexpressions(const Program& p) {
   const int np = p.num_params();
   Program out = p;
@@ -97,6 +106,7 @@ Program eliminate_common_subexpressions(const Program& p) {
     Instr& ins = out.instrs[i];
     for (ValueId& v : ins.operands) v = canon[v];
     const ValueId self = np + static_cast<ValueId>(i);
+    if (has_side_effects(ins.kind)) continue;  // two prints of one value print twice
     size_t h = hash_instr(ins);
     auto [b, e] = seen.equal_range(h);
     for (auto it = b; it != e; ++it) {
@@ -120,7 +130,7 @@ absl::StatusOr<Program> fold_constants(const Program& p, const ConstantEvaluator
     if (ins.operands.empty()) continue;
     // A collective's value depends on the other partitions, and a sharding constraint must reach the
     // partitioner: neither is a function of its operands alone.
-    if (is_collective(ins.kind) || ins.kind == OpKind::kShardingConstraint) continue;
+    if (is_collective(ins.kind) || ins.kind == OpKind::kShardingConstraint || has_side_effects(ins.kind)) continue;
     bool all_const = true;
     for (ValueId v : ins.operands)
       all_const = all_const && !out.is_param(v) && out.defining_instr(v).kind == OpKind::kConstant;

@@ -15,12 +15,16 @@
 
 namespace mcx::ir {
 
-// Removes instructions whose values do not reach a result. Parameters are always kept.
+// Removes instructions whose values do not reach a result, except those kept for their effect (op.h
+// has_side_effects: debug_print) and what they read. Parameters are always kept.
 Program eliminate_dead_code(const Program& program);
+// Removes the instructions kept only for their effect, then dead code: a program that recomputes what
+// another one already ran (a pullback replaying its forward pass) prints nothing again.
+Program drop_side_effects(const Program& program);
 
 // Replaces an instruction by an earlier one with the same kind, operands (after earlier replacements),
 // attributes (constants compared bitwise, so constants with different data stay apart) and type.
-// Every op is pure, so every op takes part. The replaced instructions become dead and are removed.
+// Every op but those kept for their effect (never merged: two prints print twice) takes part. The replaced instructions become dead and are removed.
 // This includes the SPMD ops: every partition runs the same program, so two identical collectives (same
 // operand, attributes and groups) or axis_index ops give the same value on each partition, and merging
 // them removes the same collective on every member. Different groups or attributes never merge.

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "mcx/ir/control_flow.h"
+#include "mcx/ir/debug_print.h"
 #include "mcx/ir/spmd_rules.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/ir/window_rules.h"
@@ -127,6 +128,7 @@ std::vector<std::string_view> expected_attr_names(OpKind k) {
     case OpKind::kCustomVjpCall:
     case OpKind::kCustomJvpCall: return {"regions", "num_args", "region_consts", "result"};
     case OpKind::kShardMap: return {"regions", "mesh_shape", "in_specs", "out_specs", "result"};
+    case OpKind::kDebugPrint: return {"format", "partition"};
     default: return {};
   }
 }
@@ -635,6 +637,7 @@ absl::StatusOr<AbstractValue> infer_type(OpKind kind, std::span<const AbstractVa
     case OpKind::kCustomVjpCall:
     case OpKind::kCustomJvpCall:
     case OpKind::kShardMap: return control_flow_infer_type(kind, operands, attrs, scope);
+    case OpKind::kDebugPrint: return debug_print_infer_type(operands, attrs);
     default: break;
   }
   return absl::InternalError(cat("[", info.name, "] no shape rule"));

@@ -76,6 +76,8 @@ class Partitioner {
   absl::Status partition_region_op(int index);
   // shard_map: its operands resharded to its in_specs, its (per-device) body inlined; at its first sibling.
   absl::Status partition_shard_map(int index);
+  // debug_print: its operands gathered whole (it prints global values, on the partition its attribute names).
+  absl::Status debug_print(int index);
   // The local value and layout of sibling `index` from its group's partitioned results.
   absl::Status take_group_result(int index);
   // Internal unless `local` (the per-device value of global value v) has v's local type under `layout`.
@@ -230,6 +232,19 @@ absl::Status Partitioner::partition_shard_map(int index) {
   return take_group_result(index);
 }
 
+absl::Status Partitioner::debug_print(int index) {
+  const ir::Instr& instr = g_.instrs[index];
+  const ir::ValueId self = g_.num_params() + index;
+  std::vector<ir::ValueId> operands;
+  for (ir::ValueId v : instr.operands) {
+    MCX_ASSIGN_OR_RETURN(ir::ValueId o, local_as(v, internal::replicated(g_.type(v).rank())));
+    operands.push_back(o);
+  }
+  MCX_ASSIGN_OR_RETURN(local_[self], b_.emit(instr.kind, std::move(operands), instr.attrs));
+  layout_[self] = internal::replicated(0);
+  return absl::OkStatus();
+}
+
 absl::Status Partitioner::take_group_result(int index) {
   const ir::Instr& instr = g_.instrs[index];
   const ir::ValueId self = g_.num_params() + index;
@@ -245,6 +260,7 @@ absl::Status Partitioner::partition_instr(int index) {
   const ir::ValueId self = g_.num_params() + index;
   if (instr.kind == OpKind::kShardingConstraint) return sharding_constraint(index);
   if (instr.kind == OpKind::kShardMap) return partition_shard_map(index);
+  if (instr.kind == OpKind::kDebugPrint) return debug_print(index);
   if (ir::has_regions(instr.kind)) return partition_region_op(index);
   std::vector<Layout> in;
   for (ir::ValueId v : instr.operands) in.push_back(layout_[v]);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/ir/autodiff.h"
+#include "mcx/ir/passes.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/trace_state.h"
 
@@ -58,7 +59,8 @@ std::pair<std::vector<Array>, std::shared_ptr<const VjpState>> vjp_leaves(
   state->mesh = traced.mesh;
   std::vector<Array> outs = call_program(traced.program, state->args, "vjp", state->mesh);
   std::vector<int> wrt(all.begin(), all.end());
-  state->vjp = value_or_throw(ir::vjp_program(traced.program, wrt));
+  // The forward pass (and its prints) ran above; the pullback recomputes its values without printing again.
+  state->vjp = ir::drop_side_effects(value_or_throw(ir::vjp_program(traced.program, wrt)));
   return {std::move(outs), std::move(state)};
 }
 

@@ -128,7 +128,7 @@ TEST(Serialize, CustomRulesRoundTrip) {
   EXPECT_EQ(ir::required_opset(ir::testing_programs::control_flow_program()), 7);
 }
 
-// Opset 9: shard_map keeps its body, mesh shape and specs.
+// Opset 9: shard_map keeps its body, mesh shape and specs; debug_print its format.
 TEST(Serialize, ShardMapRoundTrip) {
   expect_opset_round_trip(ir::testing_programs::shard_map_program(), 9, "shard_map");
   EXPECT_EQ(ir::required_opset(ir::testing_programs::custom_rules_program()), 8);

@@ -6,6 +6,7 @@
 
 #include "mcx/core/error.h"
 #include "mcx/ir/builder.h"
+#include "mcx/ir/debug_print.h"
 
 namespace mcx::ir::testing_programs {
 
@@ -233,8 +234,9 @@ inline Program custom_rules_program() {
   return std::move(b).build({j});
 }
 
-// A shard_map (opset 9) over a 2x2 mesh: rows split over axis 0, a symbolic unsplit dim; the body sums over
-// axis 0 (replicated result) and negates (a result split like the operand).
+// The ops of opset 9: a shard_map over a 2x2 mesh (rows split over axis 0, a symbolic unsplit dim; the body
+// sums over axis 0, a replicated result, and negates, a result split like the operand) and debug_prints, one
+// in the body on every device, one at top level on partition 0.
 inline Program shard_map_program() {
   const SymbolicScope scope = value_or_throw(SymbolicScope::create({"b >= 1"}));
   ProgramBuilder pb("body", scope);
@@ -242,6 +244,7 @@ inline Program shard_map_program() {
   ValueId summed = pb.emit_or_throw(OpKind::kAllReduce, {local},
                                     {{"reduce", int64_t{0}}, {"replica_groups", std::vector<int64_t>{0, 2, 1, 3}},
                                      {"group_size", int64_t{2}}});
+  pb.emit_or_throw(OpKind::kDebugPrint, {local, summed}, debug_print_attrs("local {} summed {{{}}}", -1));
   auto body = std::make_shared<const Program>(std::move(pb).build({summed, pb.unary(OpKind::kNeg, local)}));
   ProgramBuilder b("shard_map", scope);
   ValueId x = b.add_parameter(type_of("f32[4,b]"));
@@ -253,6 +256,7 @@ inline Program shard_map_program() {
   ValueId sum = b.emit_or_throw(OpKind::kShardMap, {x}, attrs);
   attrs.set("result", int64_t{1});
   ValueId neg = b.emit_or_throw(OpKind::kShardMap, {x}, attrs);
+  b.emit_or_throw(OpKind::kDebugPrint, {}, debug_print_attrs("done", 0));
   return std::move(b).build({sum, neg});
 }
 

@@ -21,6 +21,7 @@
 #include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/control_flow.h"
 #include "mcx/backend/cpu/conv.h"
+#include "mcx/backend/cpu/debug_print.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
 #include "mcx/backend/cpu/reduce_window.h"
@@ -854,6 +855,12 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
         const ir::Instr& in = p.defining_instr(st.value);
         if (st.kind == Plan::StepKind::kView) {
           rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
+        } else if (in.kind == OpKind::kDebugPrint) {
+          std::vector<Buffer> ops;
+          for (ValueId o : in.operands) ops.push_back(to_buffer(rt[o]));
+          absl::StatusOr<Buffer> r = run_debug_print(in, ops, ctx);
+          if (!r.ok()) return r.status();
+          rt[st.value] = from_buffer(*std::move(r));
         } else if (is_spmd_kernel(in.kind)) {
           std::vector<View> ops;
           for (ValueId o : in.operands) ops.push_back(rt[o].view);
