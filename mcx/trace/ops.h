@@ -264,6 +264,12 @@ Array take_along_axis(const Array& x, const Array& indices, int axis);
 // gradient flows to the elements where they were. Bool arrays are refused (convert first).
 Array argsort(const Array& x, int axis = -1, bool descending = false);
 Array sort(const Array& x, int axis = -1, bool descending = false);
+// Multi-operand sort (jax.lax.sort with is_stable=True): every operand reordered along axis by the first
+// num_keys operands compared lexicographically (key 0 first; equal keys keep their order), e.g. values by
+// their keys, or rows by (year, day). All operands have one shape; InvalidArgument names the one that does
+// not, or a num_keys outside [1, number of operands]. Differentiable in the non-key operands and the keys
+// (the permutation is a gather; its VJP scatters).
+std::vector<Array> sort(const std::vector<Array>& operands, int axis, int num_keys = 1, bool descending = false);
 // The k largest elements along the last axis, in descending order, and their positions (jax.lax.top_k; ties
 // go to the lower position). InvalidArgument unless 0 <= k <= the last dimension.
 std::pair<Array, Array> top_k(const Array& x, int64_t k);

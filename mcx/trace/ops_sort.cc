@@ -57,6 +57,31 @@ Array sort(const Array& x, int axis, bool descending) {
   return take_along_axis(x, argsort(x, axis, descending), axis);
 }
 
+std::vector<Array> sort(const std::vector<Array>& operands, int axis, int num_keys, bool descending) {
+  if (operands.empty()) throw InvalidArgument("[sort] expected at least one operand, found none");
+  if (num_keys < 1 || num_keys > static_cast<int>(operands.size())) {
+    throw InvalidArgument("[sort] expected num_keys in [1, " + std::to_string(operands.size()) + "] (the number of "
+                          "operands), found " + std::to_string(num_keys));
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].valid()) throw InvalidArgument("[sort] operand " + std::to_string(i) + " is an empty Array");
+    if (!(operands[i].shape() == operands[0].shape())) {
+      throw InvalidArgument("[sort] every operand must have operand 0's shape " + operands[0].aval().to_string() +
+                            "; operand " + std::to_string(i) + " is " + operands[i].aval().to_string());
+    }
+  }
+  // Lexicographic and stable: stable sorts by the least significant key first, then by each more
+  // significant key in the order found so far.
+  Array order = argsort(operands[num_keys - 1], axis, descending);
+  for (int k = num_keys - 2; k >= 0; --k) {
+    order = take_along_axis(order, argsort(take_along_axis(operands[k], order, axis), axis, descending), axis);
+  }
+  std::vector<Array> sorted;
+  sorted.reserve(operands.size());
+  for (const Array& x : operands) sorted.push_back(take_along_axis(x, order, axis));
+  return sorted;
+}
+
 std::pair<Array, Array> top_k(const Array& x, int64_t k) {
   if (x.ndim() == 0) throw InvalidArgument("[top_k] expected an array of rank >= 1, found a scalar " + x.aval().to_string());
   const DimExpr n = x.shape().back();

@@ -238,6 +238,54 @@ TEST(OpsTest, SortArgsortAndTopK) {
   EXPECT_EQ(f(sample({1, 5}, -1, 1)).dims(), (std::vector<int64_t>{1, 5}));
 }
 
+// Multi-operand sort against std::stable_sort of (key0, key1, position) tuples, per row and per column, both
+// directions, keys with many ties; the values' gradient lands at their sorted positions.
+TEST(OpsTest, MultiOperandSortIsLexicographicAndStable) {
+  std::mt19937 gen(17);
+  std::uniform_int_distribution<int> small(0, 2);
+  const int64_t rows = 3, cols = 9;
+  std::vector<int32_t> k0(rows * cols), k1(rows * cols);
+  std::vector<float> vals(rows * cols);
+  for (size_t i = 0; i < k0.size(); ++i) {
+    k0[i] = small(gen);
+    k1[i] = small(gen);
+    vals[i] = static_cast<float>(i);
+  }
+  const Array a0 = array<int32_t>(k0, {rows, cols}), a1 = array<int32_t>(k1, {rows, cols});
+  const Array v = array<float>(vals, {rows, cols});
+  for (int axis : {0, 1}) {
+    for (bool descending : {false, true}) {
+      SCOPED_TRACE("axis " + std::to_string(axis) + (descending ? " descending" : " ascending"));
+      std::vector<Array> out = sort({a0, a1, v}, axis, /*num_keys=*/2, descending);
+      ASSERT_EQ(out.size(), 3u);
+      const std::vector<float> got = out[2].to_vector<float>();
+      const int64_t lines = axis == 1 ? rows : cols, n = axis == 1 ? cols : rows;
+      for (int64_t line = 0; line < lines; ++line) {
+        auto at = [&](int64_t j) { return axis == 1 ? line * cols + j : j * cols + line; };
+        std::vector<int64_t> order(n);
+        for (int64_t j = 0; j < n; ++j) order[j] = j;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
+          auto kp = std::make_pair(k0[at(p)], k1[at(p)]), kq = std::make_pair(k0[at(q)], k1[at(q)]);
+          return descending ? kq < kp : kp < kq;
+        });
+        for (int64_t j = 0; j < n; ++j) EXPECT_EQ(got[at(j)], vals[at(order[j])]) << "line " << line << " slot " << j;
+      }
+    }
+  }
+  // One key: the values follow the key's stable order; the keys come back sorted.
+  std::vector<Array> by_key = sort({array({2, 1, 2, 0}), array<float>({10, 20, 30, 40}, {4})}, 0);
+  EXPECT_EQ(by_key[0].to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 2}));
+  EXPECT_EQ(by_key[1].to_vector<float>(), (std::vector<float>{40, 20, 10, 30}));
+  // d/dv sum(sorted_v * w) puts w's entries at the values' original positions.
+  const Array w = array<float>({1, 10, 100, 1000}, {4});
+  Array g = grad([&](const Array& x) { return sum(sort({array({2, 1, 2, 0}), x}, 0)[1] * w); })(
+      array<float>({10, 20, 30, 40}, {4}));
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{100, 10, 1000, 1}));
+  EXPECT_THAT(error_of([&] { (void)sort({a0, array({1, 2})}, 1); }),
+              HasSubstr("[sort] every operand must have operand 0's shape i32[3,9]; operand 1 is i32[2]"));
+  EXPECT_THAT(error_of([&] { (void)sort({a0, v}, 1, 3); }), HasSubstr("[sort] expected num_keys in [1, 2]"));
+}
+
 TEST(OpsTest, BroadcastingAndPromotionTable) {
   Array f32 = array<float>({1, 2, 3}, {3});
   Array f64 = array<double>({1, 2, 3}, {3});
