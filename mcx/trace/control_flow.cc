@@ -13,25 +13,9 @@
 namespace mcx::detail {
 namespace {
 
-// "[1]['w']"-style path of leaf number `leaf` in def ("" for a tree that is one leaf).
-bool leaf_path(const TreeDef& def, size_t& leaf, std::string& out) {
-  if (def.kind() == TreeDef::Kind::kLeaf) {
-    if (leaf == 0) return true;
-    --leaf;
-    return false;
-  }
-  for (size_t i = 0; i < def.children().size(); ++i) {
-    const size_t len = out.size();
-    out += def.kind() == TreeDef::Kind::kDict ? absl::StrCat("['", def.keys()[i], "']") : absl::StrCat("[", i, "]");
-    if (leaf_path(def.children()[i], leaf, out)) return true;
-    out.resize(len);
-  }
-  return false;
-}
-
 std::string path_of(const TreeDef& def, size_t leaf) {
-  std::string out;
-  leaf_path(def, leaf, out);
+  const std::vector<std::string> paths = def.leaf_paths();
+  const std::string out = leaf < paths.size() ? paths[leaf] : std::string();
   return out.empty() ? std::string("(the whole value)") : out;
 }
 

@@ -151,7 +151,8 @@ class Exporter {
                                     auto [leaves, def] = tree_flatten(detail::call_rebuilt(f_, flat, tracers, args...));
                                     out_tree = std::move(def);
                                     return leaves;
-                                  });
+                                  },
+                                  detail::argument_leaf_names(flat));
     return detail::make_exported(options_, flat, is_input, t, out_tree);
   }
 

@@ -22,7 +22,8 @@ TracedFunction trace_for(const char* api, const std::string& name, const FlatArg
                          TreeDef& out_tree) {
   check_floating_inputs(api, primals, all_leaves(primals));
   return trace_flat(absl::StrCat(api, " of '", name, "'"), name, primals.avals, primals.weak, current_scope(),
-                    [&](std::span<const Array> tracers) { return body(tracers, out_tree); });
+                    [&](std::span<const Array> tracers) { return body(tracers, out_tree); },
+                    argument_leaf_names(primals));
 }
 
 // The same leaves as program parameter indices.

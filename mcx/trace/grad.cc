@@ -31,7 +31,8 @@ std::vector<Array> value_and_grad_leaves(const char* api, const std::string& nam
                                          const std::function<std::vector<Array>(std::span<const Array>)>& body) {
   check_floating_inputs(api, flat, wrt);
   TracedFunction traced =
-      trace_flat(absl::StrCat(api, " of '", name, "'"), name, flat.avals, flat.weak, current_scope(), body);
+      trace_flat(absl::StrCat(api, " of '", name, "'"), name, flat.avals, flat.weak, current_scope(), body,
+                 argument_leaf_names(flat));
   const std::vector<AbstractValue> outs = traced.program.result_types();
   if (outs.size() != 1 || outs[0].rank() != 0 || !is_floating(outs[0].dtype)) {
     throw InvalidArgument(absl::StrCat("[", api, "] the function must return a scalar floating array; found ",
@@ -52,7 +53,8 @@ std::pair<std::vector<Array>, std::shared_ptr<const VjpState>> vjp_leaves(
   TracedFunction traced = trace_flat(absl::StrCat("vjp of '", name, "'"), name, flat.avals, flat.weak,
                                      current_scope(), [&](std::span<const Array> tracers) {
                                        return body(tracers, state->out_tree);
-                                     });
+                                     },
+                                     argument_leaf_names(flat));
   state->args = with_captured(flat, traced);
   state->out_avals = traced.program.result_types();
   state->num_leaves = flat.leaves.size();

@@ -57,7 +57,8 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   TracedFunction traced = trace_flat(what, options_.name, flat.avals, flat.weak, SymbolicScope(),
                                      [&](std::span<const Array> tracers) {
                                        return trace_body(tracers, entry->out_tree);
-                                     });
+                                     },
+                                     argument_leaf_names(flat));
   if (!traced.captured.empty()) {
     throw Internal(absl::StrCat("[jit] ", what, " captured tracers of an enclosing trace at top level"));
   }

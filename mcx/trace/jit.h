@@ -172,7 +172,8 @@ ir::Program trace_with(const TraceOptions& options, const F& f, const Args&... a
   TracedFunction t = trace_flat("trace of '" + options.name + "'", options.name, flat.avals, flat.weak,
                                 options.scope, [&](std::span<const Array> tracers) {
                                   return tree_leaves(detail::call_rebuilt(f, flat, tracers, args...));
-                                });
+                                },
+                                detail::argument_leaf_names(flat));
   return std::move(t.program);
 }
 template <typename F, typename... Args>
@@ -190,7 +191,7 @@ ir::Program trace(const F& f, const SymbolicScope& scope, const Args&... args) {
 // abstract values of the arguments' types; nothing is computed, compiled or transferred, and no argument's
 // data is read. Arguments as trace() (AbstractValue leaves, arrays, pytrees, static values; symbolic
 // dimensions allowed, with their constraints in `scope`). Errors: those of tracing f, e.g. InvalidArgument
-// "[matmul] ... (traced in eval_shape of 'main')".
+// "[matmul] ... (traced in eval_shape of 'main' on args[0]: f32[b,784])".
 struct ShapeResult {
   std::vector<AbstractValue> leaves;  // one per result leaf, in tree_flatten order
   TreeDef tree;                       // the structure of f's result
@@ -206,7 +207,8 @@ ShapeResult eval_shape_with(const TraceOptions& options, const F& f, const Args&
                                   auto [leaves, def] = tree_flatten(detail::call_rebuilt(f, flat, tracers, args...));
                                   out_tree = std::move(def);
                                   return leaves;
-                                });
+                                },
+                                detail::argument_leaf_names(flat));
   return ShapeResult{t.program.result_types(), std::move(out_tree)};
 }
 template <typename F, typename... Args>

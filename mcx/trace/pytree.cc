@@ -113,6 +113,16 @@ std::string TreeDef::to_string() const {
   return "?";
 }
 
+std::vector<std::string> TreeDef::leaf_paths() const {
+  if (kind_ == Kind::kLeaf) return {std::string()};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    const std::string step = kind_ == Kind::kDict ? absl::StrCat("['", keys_[i], "']") : absl::StrCat("[", i, "]");
+    for (const std::string& rest : children_[i].leaf_paths()) out.push_back(step + rest);
+  }
+  return out;
+}
+
 bool operator==(const TreeDef& a, const TreeDef& b) {
   return a.kind_ == b.kind_ && a.num_leaves_ == b.num_leaves_ && a.keys_ == b.keys_ && a.children_ == b.children_;
 }

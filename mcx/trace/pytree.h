@@ -77,6 +77,9 @@ class TreeDef {
   const std::vector<std::string>& keys() const { return keys_; }
   size_t num_leaves() const { return num_leaves_; }
   std::string to_string() const;
+  // The path of every leaf in flattening order: "[1]['w']" (index of a list or tuple child, key of a dict
+  // child), "" for a tree that is one leaf.
+  std::vector<std::string> leaf_paths() const;
   friend bool operator==(const TreeDef& a, const TreeDef& b);
   friend bool operator!=(const TreeDef& a, const TreeDef& b) { return !(a == b); }
 

@@ -267,7 +267,8 @@ std::vector<Array> ShardMapState::call(
     TracedFunction traced = [&] {
       ShardMapMeshScope scope(&impl_->mesh);
       return trace_flat(what, impl_->name, sig.avals, flat.weak, SymbolicScope(),
-                        [&](std::span<const Array> tracers) { return trace_body(tracers, e->out_tree); });
+                        [&](std::span<const Array> tracers) { return trace_body(tracers, e->out_tree); },
+                        argument_leaf_names(flat));
     }();
     if (!traced.captured.empty()) throw Internal(absl::StrCat("[shard_map] ", what, " captured enclosing tracers"));
     e->out_weak = std::move(traced.out_weak);
@@ -309,7 +310,8 @@ std::vector<Array> ShardMapState::call_in_trace(
   TracedFunction traced = [&] {
     ShardMapMeshScope scope(&mesh);
     return trace_flat(what, impl_->name, sig.avals, flat.weak, current_scope(),
-                      [&](std::span<const Array> tracers) { return trace_body(tracers, tree); });
+                      [&](std::span<const Array> tracers) { return trace_body(tracers, tree); },
+                      argument_leaf_names(flat));
   }();
   const std::vector<PartitionSpec> out_specs = resolve_out_specs(mesh, impl_->out_specs, what, traced.program);
   ir::ShardMapConfig config;

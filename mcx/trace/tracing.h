@@ -42,10 +42,13 @@ struct TracedFunction {
 // propagate after the trace is popped; tracers that escape it are detected when used later. An
 // InvalidArgument from body (a shape or type error) gets " (traced in <what>)" appended, by the innermost
 // trace only: "[matmul] ... (traced in jit of 'mm')".
+// With `arg_names` (one per input, e.g. from argument_leaf_names) the note also lists the traced arguments
+// with their types: "(traced in jit of 'mm' on args[0]: f32[2,3], args[1]: f32[4,5])".
 TracedFunction trace_flat(const std::string& what, const std::string& program_name,
                           const std::vector<AbstractValue>& in_avals, const std::vector<bool>& in_weak,
                           const SymbolicScope& scope,
-                          const std::function<std::vector<Array>(std::span<const Array>)>& body);
+                          const std::function<std::vector<Array>(std::span<const Array>)>& body,
+                          const std::vector<std::string>& arg_names = {});
 
 namespace detail {
 
@@ -92,6 +95,8 @@ struct FlatArgs {
 
 void append_leaf_key(FlatArgs& flat);  // finishes `key` with the leaves' types (after all arguments)
 size_t arg_of_leaf(const FlatArgs& flat, size_t leaf);  // the argument a leaf belongs to
+// "args[1]['w']": each leaf's argument and path within it (static arguments have no leaves).
+std::vector<std::string> argument_leaf_names(const FlatArgs& flat);
 
 template <typename T>
 void flatten_one(FlatArgs& flat, const T& arg) {

@@ -83,7 +83,8 @@ std::vector<Array> vmap_leaves(const std::string& name, const FlatArgs& flat,
   }
   TracedFunction traced =
       trace_flat(absl::StrCat("vmap of '", name, "'"), name, example.avals, example.weak, current_scope(),
-                 [&](std::span<const Array> tracers) { return body(tracers, out_tree); });
+                 [&](std::span<const Array> tracers) { return body(tracers, out_tree); },
+                 argument_leaf_names(flat));
   batched.resize(batched.size() + traced.captured.size(), false);
   ir::Program program = value_or_throw(ir::vmap_program(traced.program, batched, *size));
   std::vector<Array> args = moved;

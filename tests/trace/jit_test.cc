@@ -100,14 +100,14 @@ TEST(JitTest, ConcretizationErrorInIf) {
 TEST(JitTest, ShapeErrorsNameTheTracedFunction) {
   auto mm = jit([](const Array& a, const Array& b) { return matmul(a, b); }, {.name = "mm"});
   const std::string msg = error_of([&] { mm(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); });
-  EXPECT_THAT(msg, HasSubstr("(traced in jit of 'mm')"));
+  EXPECT_THAT(msg, HasSubstr("(traced in jit of 'mm' on args[0]: f32[2,3], args[1]: f32[4,5])"));
   EXPECT_THAT(msg, HasSubstr("3"));
   // Nested traces: the innermost names itself, once (a jit called inside a trace is inlined into it).
   auto outer = jit([&](const Array& a, const Array& b) { return grad([&](const Array& x) { return sum(mm(x, b)); })(a); },
                    {.name = "outer"});
   const std::string nested = error_of([&] { outer(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); });
   EXPECT_THAT(nested, HasSubstr("(traced in grad of "));
-  EXPECT_THAT(nested, Not(HasSubstr("(traced in jit of 'outer')")));
+  EXPECT_THAT(nested, Not(HasSubstr("(traced in jit of 'outer'")));
   // Eager errors stay as they were.
   EXPECT_THAT(error_of([&] { matmul(zeros({2, 3}, DType::kFloat32), zeros({4, 5}, DType::kFloat32)); }),
               Not(HasSubstr("traced in")));
@@ -217,7 +217,11 @@ TEST(JitTest, EvalShapeGivesTypesAndStructureWithoutComputing) {
   EXPECT_EQ(eval_shape([](const Array& a) { return a * 2; }, ones({2, 3})).to_string(), "f32[2,3]");
   EXPECT_THAT(error_of([&] { (void)eval_shape([](const Array& a) { return a + ones({3}); }, x); }),
               HasSubstr("[add] shapes [b,784] and [3] cannot be broadcast: dimension 1 is 784 vs 3 (traced in "
-                        "eval_shape of 'main')"));
+                        "eval_shape of 'main' on args[0]: f32[b,784])"));
+  // Pytree arguments are named by their paths.
+  EXPECT_THAT(error_of([&] { (void)eval_shape([](const Tree& p, const Array& a) { return matmul(a, p.at("w")) + p.at("b"); },
+                                              params, ones({2, 5})); }),
+              HasSubstr("on args[0]['b']: f32[10], args[0]['w']: f32[784,10], args[1]: f32[2,5])"));
 }
 
 }  // namespace
