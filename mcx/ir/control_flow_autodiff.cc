@@ -80,7 +80,7 @@ std::vector<ValueId> emit_scan_vjp(ProgramBuilder& b, const Instr& instr, std::s
   for (int i : fc) wrt.push_back(i);
   for (int i : fx) wrt.push_back(nc + i);
   for (int i : fk) wrt.push_back(nc + nx + i);
-  const Program body_vjp = value_or_throw(vjp_program(body, wrt));
+  const Program body_vjp = drop_side_effects(value_or_throw(vjp_program(body, wrt)));
 
   // The backward body: carries (cotangents of the floating carries, sums of the floating constants'
   // cotangents), xs (the stacked carries, the xs, the ys' cotangents), constants (the forward constants).
@@ -147,7 +147,7 @@ std::vector<ValueId> emit_scan_jvp(ProgramBuilder& b, const Instr& instr, std::s
   std::vector<int> wrt;  // every floating parameter of the body
   for (int p = 0; p < body.num_params(); ++p)
     if (is_floating(body.params[p].dtype)) wrt.push_back(p);
-  const Program body_jvp = value_or_throw(jvp_program(body, wrt));
+  const Program body_jvp = drop_side_effects(value_or_throw(jvp_program(body, wrt)));
   std::vector<int> position(body.num_params(), -1);  // parameter -> its tangent's index in wrt
   for (size_t j = 0; j < wrt.size(); ++j) position[wrt[j]] = static_cast<int>(j);
   auto floating_in = [&](int first, int count) {
@@ -235,7 +235,7 @@ std::vector<ValueId> emit_cond_vjp(ProgramBuilder& b, const Instr& instr, std::s
     }
     std::vector<ValueId> results;
     if (!wrt.empty()) {
-      std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(vjp_program(branch, wrt)), args));
+      std::vector<ValueId> v = value_or_throw(inline_program(bb, drop_side_effects(value_or_throw(vjp_program(branch, wrt))), args));
       const size_t g0 = branch.results.size();
       for (size_t j = 0; j < fo.size(); ++j) results.push_back(v[g0 + j]);
       for (size_t other = 0; other < nb; ++other)
@@ -276,7 +276,7 @@ std::vector<ValueId> emit_while_jvp(ProgramBuilder& b, const Instr& instr, std::
   const std::vector<int> fc = floating_params(body, 0, nc), fb = floating_params(body, nc, nb);
   std::vector<int> wrt = fc;
   wrt.insert(wrt.end(), fb.begin(), fb.end());
-  const Program body_jvp = value_or_throw(jvp_program(body, wrt));
+  const Program body_jvp = drop_side_effects(value_or_throw(jvp_program(body, wrt)));
   // cond: (carries, carry tangents, cond consts) -> the forward cond on the carries.
   ProgramBuilder cb(fwd.cond->name + "_jvp", fwd.cond->scope);
   std::vector<ValueId> cargs;
@@ -348,7 +348,7 @@ std::vector<ValueId> emit_cond_jvp(ProgramBuilder& b, const Instr& instr, std::s
     } else {
       std::vector<ValueId> args = primal;
       args.insert(args.end(), tangent.begin(), tangent.end());
-      std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(jvp_program(branch, wrt)), args));
+      std::vector<ValueId> v = value_or_throw(inline_program(bb, drop_side_effects(value_or_throw(jvp_program(branch, wrt))), args));
       for (int y = 0; y < nr; ++y)
         if (is_floating(out_types[y].dtype)) results.push_back(v[nr + y]);
     }

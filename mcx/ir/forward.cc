@@ -35,18 +35,17 @@ absl::Status check_unique(const std::vector<int>& wrt, std::string_view api) {
 }
 
 // The program that computes `outputs` (values of src) from `inputs` (values of src, which become its
-// parameters in that order): the instructions that outputs need, stopping at the inputs, and with
-// `with_effects` every instruction kept for its effect (op.h has_side_effects) with what it needs. Throws
-// Internal when an output needs a parameter of src that is not an input (a bug in the caller's partition).
+// parameters in that order): the instructions that outputs and `effects` (instructions kept for their
+// effect, passes.h EffectScan) need, stopping at the inputs. Throws Internal when an output needs a
+// parameter of src that is not an input (a bug in the caller's partition).
 Program extract(const Program& src, std::string name, const std::vector<ValueId>& inputs,
-                const std::vector<ValueId>& outputs, bool with_effects) {
+                const std::vector<ValueId>& outputs, const std::vector<ValueId>& effects) {
   ProgramBuilder b(std::move(name), src.scope);
   std::vector<ValueId> map(src.num_values(), -1);
   for (ValueId v : inputs) map[v] = b.add_parameter(src.type(v));
   std::vector<bool> needed(src.num_values(), false);
   std::vector<ValueId> stack(outputs.begin(), outputs.end());
-  for (size_t i = 0; with_effects && i < src.instrs.size(); ++i)
-    if (has_side_effects(src.instrs[i].kind)) stack.push_back(src.num_params() + static_cast<ValueId>(i));
+  stack.insert(stack.end(), effects.begin(), effects.end());
   while (!stack.empty()) {
     const ValueId v = stack.back();
     stack.pop_back();
@@ -158,12 +157,19 @@ absl::StatusOr<LinearizedPrograms> linearize_programs(const Program& f, const st
     for (int p = 0; p < np; ++p) primal_inputs.push_back(p);
     std::vector<ValueId> primal_outputs(j.results.begin(), j.results.begin() + static_cast<std::ptrdiff_t>(m));
     primal_outputs.insert(primal_outputs.end(), residuals.begin(), residuals.end());
-    // The primal part runs the prints (they read primal values only: prints have no tangents).
-    out.primal = extract(j, f.name + "_primal", primal_inputs, primal_outputs, /*with_effects=*/true);
+    // The primal part runs the prints (those that read primal values only; the tangent parts of loops print
+    // nothing, drop_side_effects removed their prints).
+    std::vector<ValueId> effects;
+    EffectScan scan;
+    for (size_t i = 0; i < j.instrs.size(); ++i) {
+      const ValueId v = j.num_params() + static_cast<ValueId>(i);
+      if (!reads_tangent[v] && scan.has_effects(j.instrs[i])) effects.push_back(v);
+    }
+    out.primal = extract(j, f.name + "_primal", primal_inputs, primal_outputs, effects);
     std::vector<ValueId> linear_inputs = residuals;
     for (int p = np; p < np + nt; ++p) linear_inputs.push_back(p);
     std::vector<ValueId> linear_outputs(j.results.begin() + static_cast<std::ptrdiff_t>(m), j.results.end());
-    out.linear = extract(j, f.name + "_linear", linear_inputs, linear_outputs, /*with_effects=*/false);
+    out.linear = extract(j, f.name + "_linear", linear_inputs, linear_outputs, {});
     out.num_residuals = static_cast<int>(residuals.size());
     return out;
   } catch (const std::exception& e) {

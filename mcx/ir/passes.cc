@@ -62,14 +62,33 @@ bool same_instr(const Instr& a, const Instr& b) {
 
 }  // namespace
 
+bool EffectScan::has_effects(const Instr& instr) {
+  if (has_side_effects(instr.kind)) return true;
+  if (!has_regions(instr.kind)) return false;
+  auto regions = instr.attrs.get_regions("regions");
+  if (!regions.ok()) return false;
+  for (const auto& region : *regions)
+    if (region && has_effects(*region)) return true;
+  return false;
+}
+
+bool EffectScan::has_effects(const Program& program) {
+  if (auto it = memo_.find(&program); it != memo_.end()) return it->second;
+  bool effects = false;
+  for (const Instr& in : program.instrs) effects = effects || has_effects(in);
+  memo_[&program] = effects;
+  return effects;
+}
+
 namespace {
 
 Program dead_code_eliminated(const Program& p, bool keep_effects) {
   const int np = p.num_params();
   std::vector<bool> live(p.num_values(), false);
   for (ValueId v : p.results) live[v] = true;
+  EffectScan effects;
   for (int i = static_cast<int>(p.instrs.size()) - 1; i >= 0; --i) {
-    if (keep_effects && has_side_effects(p.instrs[i].kind)) live[np + i] = true;
+    if (keep_effects && effects.has_effects(p.instrs[i])) live[np + i] = true;
     if (!live[np + i]) continue;
     for (ValueId v : p.instrs[i].operands) live[v] = true;
   }
@@ -94,7 +113,39 @@ Program dead_code_eliminated(const Program& p, bool keep_effects) {
 
 Program eliminate_dead_code(const Program& p) { return dead_code_eliminated(p, /*keep_effects=*/true); }
 
-Program drop_side_effects(const Program& p) { return dead_code_eliminated(p, /*keep_effects=*/false); }
+namespace {
+
+// Rewrites programs without their effects, each distinct region once (siblings keep sharing theirs).
+class EffectStripper {
+ public:
+  Program strip(const Program& p) {
+    Program out = p;
+    for (Instr& in : out.instrs) {
+      if (!has_regions(in.kind) || !scan_.has_effects(in)) continue;
+      Regions regions = value_or_throw(in.attrs.get_regions("regions"));
+      for (auto& region : regions) region = stripped(region);
+      in.attrs.set("regions", std::move(regions));
+    }
+    return dead_code_eliminated(out, /*keep_effects=*/false);
+  }
+
+ private:
+  std::shared_ptr<const Program> stripped(const std::shared_ptr<const Program>& region) {
+    if (!region || !scan_.has_effects(*region)) return region;
+    auto it = done_.find(region.get());
+    if (it != done_.end()) return it->second;
+    auto s = std::make_shared<const Program>(strip(*region));
+    done_.emplace(region.get(), s);
+    return s;
+  }
+
+  EffectScan scan_;
+  std::unordered_map<const Program*, std::shared_ptr<const Program>> done_;
+};
+
+}  // namespace
+
+Program drop_side_effects(const Program& p) { return EffectStripper().strip(p); }
 
 Program eliminate_common_subexpressions(const Program& p) {
   const int np = p.num_params();
@@ -102,11 +153,12 @@ Program eliminate_common_subexpressions(const Program& p) {
   std::vector<ValueId> canon(p.num_values());
   for (int i = 0; i < p.num_values(); ++i) canon[i] = i;
   std::unordered_multimap<size_t, ValueId> seen;
+  EffectScan effects;
   for (size_t i = 0; i < out.instrs.size(); ++i) {
     Instr& ins = out.instrs[i];
     for (ValueId& v : ins.operands) v = canon[v];
     const ValueId self = np + static_cast<ValueId>(i);
-    if (has_side_effects(ins.kind)) continue;  // two prints of one value print twice
+    if (effects.has_effects(ins)) continue;  // two prints of one value print twice
     size_t h = hash_instr(ins);
     auto [b, e] = seen.equal_range(h);
     for (auto it = b; it != e; ++it) {

@@ -3,6 +3,8 @@
 // evaluator passed to fold_constants is called on the calling thread).
 #pragma once
 
+#include <unordered_map>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,11 +17,24 @@
 
 namespace mcx::ir {
 
-// Removes instructions whose values do not reach a result, except those kept for their effect (op.h
-// has_side_effects: debug_print) and what they read. Parameters are always kept.
+// Which instructions are kept for their effect: a debug_print (op.h has_side_effects), or an op with regions
+// one of whose regions holds such an instruction (a loop that prints). Each distinct region is scanned once
+// per EffectScan, so nested loops whose regions are shared by siblings cost linear time.
+class EffectScan {
+ public:
+  bool has_effects(const Instr& instr);
+  bool has_effects(const Program& program);
+
+ private:
+  std::unordered_map<const Program*, bool> memo_;
+};
+
+// Removes instructions whose values do not reach a result, except those kept for their effect
+// (EffectScan) and what they read. Parameters are always kept.
 Program eliminate_dead_code(const Program& program);
-// Removes the instructions kept only for their effect, then dead code: a program that recomputes what
-// another one already ran (a pullback replaying its forward pass) prints nothing again.
+// Removes the instructions kept only for their effect, inside regions too, then dead code: a program that
+// recomputes what another one already ran (a pullback replaying its forward pass, the backward body of a
+// loop, the tangent body of a loop next to its primal loop) prints nothing again.
 Program drop_side_effects(const Program& program);
 
 // Replaces an instruction by an earlier one with the same kind, operands (after earlier replacements),

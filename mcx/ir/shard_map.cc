@@ -281,7 +281,7 @@ std::vector<ValueId> emit_shard_map_vjp(ProgramBuilder& b, const Instr& instr, s
   }
   std::vector<ValueId> vjp_args = args;
   vjp_args.insert(vjp_args.end(), cts.begin(), cts.end());
-  const std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(vjp_program(body, wrt)), vjp_args));
+  const std::vector<ValueId> v = value_or_throw(inline_program(bb, drop_side_effects(value_or_throw(vjp_program(body, wrt))), vjp_args));
   std::vector<ValueId> grads;
   for (size_t j = 0; j < wrt.size(); ++j)
     grads.push_back(sum_over_axes(bb, v[out_types.size() + j], fwd.mesh_shape,
@@ -326,7 +326,7 @@ std::vector<ValueId> emit_shard_map_jvp(ProgramBuilder& b, const Instr& instr, s
   std::vector<ValueId> args;
   for (const AbstractValue& t : body.params) args.push_back(bb.add_parameter(t));
   for (int i : wrt) args.push_back(bb.add_parameter(body.params[i]));
-  const std::vector<ValueId> v = value_or_throw(inline_program(bb, value_or_throw(jvp_program(body, wrt)), args));
+  const std::vector<ValueId> v = value_or_throw(inline_program(bb, drop_side_effects(value_or_throw(jvp_program(body, wrt))), args));
   std::vector<ValueId> results;
   for (int r : fy) results.push_back(v[nr + r]);
 

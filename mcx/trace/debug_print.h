@@ -16,9 +16,9 @@
 //  - eagerly the line is printed when the op runs on its device; under jit at every call of the compiled
 //    program, in program order (prints are kept by every pass: they are never removed as dead code,
 //    merged or folded);
-//  - under grad/vjp/jvp/linearize it prints the primal values in the forward computation (nothing in the
-//    backward pass, except where a backward pass recomputes forward values: a scan's body, a shard_map's
-//    body and remat regions print again then);
+//  - under grad/vjp/jvp/linearize it prints the primal values in the forward computation, once: backward
+//    and tangent code that recomputes forward values (a loop's or shard_map's body, a pullback) prints
+//    nothing (ir/passes.h drop_side_effects); a loop whose body prints prints once per iteration;
 //  - under vmap it prints the batched values once (batch axis first);
 //  - on a mesh (a jit with sharded arguments) it prints the global values once, from partition 0 (the
 //    first device, so process 0 in a multi-process job); inside a shard_map body it prints on every device

@@ -148,6 +148,43 @@ TEST(DebugPrint, InsideLoopsEveryIterationPrints) {
   EXPECT_THAT(out.lines(r), ElementsAre("step 0 carry 1", "step 1 carry 2", "step 2 carry 4"));
 }
 
+// A loop's body prints once per iteration under every transformation: the backward and tangent bodies
+// (which recompute the forward body) print nothing; a loop whose only effect is printing is kept.
+TEST(DebugPrint, LoopsPrintOncePerIterationUnderAutodiff) {
+  CapturedLines out;
+  auto f = [](const Array& a) {
+    return fori_loop(0, 2, [](const Array& i, const Array& c) {
+      debug_print("carry {}", c);
+      return c * c;
+    }, a);
+  };
+  const std::vector<std::string> twice = {"carry 3", "carry 9"};
+  Array g = grad(f)(Array(3.0f));
+  EXPECT_EQ(out.lines(g), twice) << "grad";
+  g = jit(grad(f))(Array(3.0f));
+  EXPECT_EQ(out.lines(g), twice) << "jit(grad)";
+  auto [y, t] = jvp(f, std::tuple{Array(3.0f)}, std::tuple{Array(1.0f)});
+  EXPECT_EQ(out.lines(t), twice) << "jvp";
+  auto [value, lin] = linearize(f, Array(3.0f));
+  EXPECT_EQ(out.lines(value), twice) << "linearize";
+  EXPECT_EQ(out.lines(lin(Array(1.0f))), std::vector<std::string>{}) << "the linear part";
+  auto sm = shard_map([](const Array& a) {
+    debug_print("local {}", a);
+    return a * a;
+  }, make_mesh({1}, {"d"}), {P()}, {P()});
+  g = grad([&](const Array& a) { return sum(sm(a)); })(vec({2}));
+  EXPECT_EQ(out.lines(g), std::vector<std::string>{"local [2]"}) << "shard_map";
+  // A loop kept only for what it prints.
+  Array r = jit([](const Array& a) {
+    (void)fori_loop(0, 2, [](const Array& i, const Array& c) {
+      debug_print("only {}", i);
+      return c;
+    }, a);
+    return a;
+  })(Array(1.0f));
+  EXPECT_THAT(out.lines(r), ElementsAre("only 0", "only 1"));
+}
+
 TEST(DebugPrint, FormatErrorsAreClear) {
   Array x = Array(1.0f);
   EXPECT_THAT(error_of([&] { debug_print("{} and {}", x); }),
