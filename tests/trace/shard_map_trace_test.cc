@@ -1,8 +1,6 @@
 // shard_map inside jit, grad, jvp and vmap (a shard_map op staged into the enclosing program): values
 // against the eager shard_map and closed forms, gradients against the same loss written without
 // shard_map, over meshes of 1, 2, 3 and 4 devices and a 2x2 mesh; the errors a user meets.
-#include <random>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/mcx.h"
@@ -15,16 +13,7 @@ using ::testing::HasSubstr;
 using testing_util::error_of;
 using testing_util::expect_allclose;
 using testing_util::expect_same_values;
-
-Array uniform(std::vector<int64_t> dims, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return Array(Buffer::from_vector<float>(v, dims));
-}
+using testing_util::random_array;
 
 int count_ops(const ir::Program& p, ir::OpKind kind) {
   int n = 0;
@@ -45,7 +34,7 @@ TEST_P(ShardMapInTrace, JitOfShardMapEqualsEagerAndTheClosedForm) {
   const int n = GetParam();
   Mesh mesh = make_mesh({n}, {"data"});
   auto f = shard_map([](const Array& x) { return psum(sum(x * 2.0f), "data"); }, mesh, {P("data")}, {P()});
-  Array x = uniform({4 * n, 3}, 1);
+  Array x = random_array({4 * n, 3}, 1);
   auto jitted = jit([&](const Array& a) { return f(a * 3.0f) + 1.0f; }, {.name = "outer"});
   Array got = jitted(x);
   Array eager = f(x * 3.0f) + 1.0f;
@@ -65,7 +54,7 @@ TEST_P(ShardMapInTrace, GradOfShardMapIsTheGradientOfTheGlobalLoss) {
   const int n = GetParam();
   Mesh mesh = make_mesh({n}, {"data"});
   auto loss = shard_map(local_loss, mesh, {P(), P("data"), P("data")}, {P()});
-  Array w = uniform({3, 2}, 2), x = uniform({4 * n, 3}, 3), y = uniform({4 * n, 2}, 4);
+  Array w = random_array({3, 2}, 2), x = random_array({4 * n, 3}, 3), y = random_array({4 * n, 2}, 4);
   auto want = grad(full_loss, argnums<0, 1, 2>)(w, x, y);
   auto eager = grad(loss, argnums<0, 1, 2>)(w, x, y);
   auto jitted = jit(grad(loss, argnums<0, 1, 2>))(w, x, y);
@@ -84,12 +73,12 @@ TEST_P(ShardMapInTrace, ReplicatedResultsAndArgumentsCountOnce) {
   const int n = GetParam();
   Mesh mesh = make_mesh({n}, {"data"});
   auto sq = shard_map([](const Array& w) { return sum(w * w); }, mesh, {P()}, {P()});
-  Array w = uniform({5}, 5);
+  Array w = random_array({5}, 5);
   expect_same_values(grad(sq)(w), w * 2.0f, 1e-6, 1e-6);
   expect_same_values(jit(grad(sq))(w), w * 2.0f, 1e-6, 1e-6);
   // A sharded result summed outside the shard_map.
   auto cube = shard_map([](const Array& x) { return x * x * x; }, mesh, {P("data")}, {P("data")});
-  Array x = uniform({2 * n}, 6);
+  Array x = random_array({2 * n}, 6);
   expect_same_values(grad([&](const Array& a) { return sum(cube(a)); })(x), x * x * 3.0f, 1e-5, 1e-6);
 }
 
@@ -97,7 +86,7 @@ TEST_P(ShardMapInTrace, JvpAndVmapMatchThePlainFunction) {
   const int n = GetParam();
   Mesh mesh = make_mesh({n}, {"data"});
   auto loss = shard_map(local_loss, mesh, {P(), P("data"), P("data")}, {P()});
-  Array w = uniform({3, 2}, 7), x = uniform({2 * n, 3}, 8), y = uniform({2 * n, 2}, 9), t = uniform({3, 2}, 10);
+  Array w = random_array({3, 2}, 7), x = random_array({2 * n, 3}, 8), y = random_array({2 * n, 2}, 9), t = random_array({3, 2}, 10);
   auto f_loss = [&](const Array& v) { return loss(v, x, y); };
   auto f_full = [&](const Array& v) { return full_loss(v, x, y); };
   auto [value, tangent] = jvp(f_loss, std::make_tuple(w), std::make_tuple(t));
@@ -105,7 +94,7 @@ TEST_P(ShardMapInTrace, JvpAndVmapMatchThePlainFunction) {
   expect_same_values(value, want_value, 1e-5, 1e-6);
   expect_same_values(tangent, want_tangent, 1e-5, 1e-6);
   // vmap over a batch of weight matrices equals the loop of single calls.
-  Array ws = uniform({3, 3, 2}, 11);
+  Array ws = random_array({3, 3, 2}, 11);
   Array batched = vmap(f_loss)(ws);
   ASSERT_EQ(batched.dims(), (std::vector<int64_t>{3}));
   std::vector<double> want;
@@ -119,7 +108,7 @@ TEST_P(ShardMapInTrace, JvpAndVmapMatchThePlainFunction) {
 TEST_P(ShardMapInTrace, ClosedOverArraysEnterReplicated) {
   const int n = GetParam();
   Mesh mesh = make_mesh({n}, {"data"});
-  Array x = uniform({2 * n, 3}, 12), w = uniform({3, 4}, 13);
+  Array x = random_array({2 * n, 3}, 12), w = random_array({3, 4}, 13);
   auto f = [&](const Array& xs, const Array& ws) {
     auto body = shard_map([&](const Array& local) { return matmul(local, ws); }, mesh, {P("data")}, {P("data")});
     return sum(tanh(body(xs)));
@@ -137,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, ShardMapInTrace, ::testing::Values(1, 2, 3, 4)
 TEST(ShardMapInTrace2D, PsumOverOneAxisOfTwo) {
   Mesh mesh = make_mesh({2, 2}, {"a", "b"});
   auto f = shard_map([](const Array& x) { return psum(x * x, "b"); }, mesh, {P("a", "b")}, {P("a")});
-  Array x = uniform({4, 6}, 14);
+  Array x = random_array({4, 6}, 14);
   // Reference: rows split over a; each device's [2, 3] block squared, summed over the two column blocks.
   auto reference = [](const Array& a) {
     Array s = a * a;
@@ -155,14 +144,14 @@ TEST(ShardMapInTraceErrors, NestingAndTwoMeshesAreRefused) {
   Mesh other = make_mesh({4}, {"data"});
   auto inner = shard_map([](const Array& x) { return x; }, mesh, {P()}, {P()});
   auto outer = shard_map([&](const Array& x) { return inner(x); }, mesh, {P("data")}, {P("data")});
-  EXPECT_THAT(error_of([&] { outer(uniform({4}, 1)); }), HasSubstr("nested shard_maps are not supported"));
-  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return outer(x); })(uniform({4}, 1)); }),
+  EXPECT_THAT(error_of([&] { outer(random_array({4}, 1)); }), HasSubstr("nested shard_maps are not supported"));
+  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return outer(x); })(random_array({4}, 1)); }),
               HasSubstr("nested shard_maps are not supported"));
   auto on_other = shard_map([](const Array& x) { return x; }, other, {P("data")}, {P("data")});
-  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return inner(x) + on_other(x); })(uniform({4}, 1)); }),
+  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return inner(x) + on_other(x); })(random_array({4}, 1)); }),
               HasSubstr("one traced computation uses two meshes"));
   auto uneven = shard_map([](const Array& x) { return x; }, mesh, {P("data")}, {P("data")});
-  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return uneven(x); })(uniform({3}, 1)); }),
+  EXPECT_THAT(error_of([&] { jit([&](const Array& x) { return uneven(x); })(random_array({3}, 1)); }),
               HasSubstr("3"));
 }
 
