@@ -1,6 +1,7 @@
 #include "mcx/ir/shard_map.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -100,8 +101,15 @@ absl::StatusOr<ShardMapConfig> get_shard_map_config(const Attrs& attrs, std::spa
   if (!mesh.ok()) return with_op_prefix(kName, mesh.status());
   c.mesh_shape = *std::move(mesh);
   if (c.mesh_shape.empty()) return op_error(kName, "attribute 'mesh_shape' is empty, expected the mesh's axis sizes");
-  for (int64_t s : c.mesh_shape)
+  int64_t devices = 1;
+  for (int64_t s : c.mesh_shape) {
     if (s < 1) return op_error(kName, "attribute 'mesh_shape' has the axis size ", s, ", expected >= 1");
+    // Partition ids are i32 (op.h axis_index); the bound also keeps the products below from overflowing.
+    if (s > std::numeric_limits<int32_t>::max() / devices)
+      return op_error(kName, "attribute 'mesh_shape' [", internal::join(c.mesh_shape, ", "),
+                      "] has more than 2^31-1 devices");
+    devices *= s;
+  }
   if (c.body->num_params() != static_cast<int>(operands.size()))
     return op_error(kName, "the body takes ", c.body->num_params(), " parameters, found ", operands.size(), " operands");
   auto in = attrs.get_ints("in_specs");

@@ -12,6 +12,7 @@
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/shape_rules.h"
+#include "tests/ir/ir_test_programs.h"
 #include "mcx/ir/text.h"
 #include "tests/ir/ir_test_util.h"
 #include "tests/support/reference_eval.h"
@@ -215,6 +216,15 @@ TEST(ControlFlowProgram, SpecialisationReachesIntoRegions) {
   })");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("carry 0: body returns f32[2], the loop carries f32[3]"));
+}
+
+// A shard_map runs only partitioned on its mesh: the backend refuses it rather than run its body on one device.
+TEST(ShardMapProgram, TheCpuBackendRefusesItUnpartitioned) {
+  const ir::Program p = value_or_throw(ir::specialize(ir::testing_programs::shard_map_program(), {{"b", 3}}));
+  auto e = cpu::CpuExecutable::compile(p);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(e.status().message()), ::testing::HasSubstr("holds a shard_map over a mesh of shape [2, 2]"));
 }
 
 }  // namespace
