@@ -170,4 +170,85 @@ Array jacobian(const char* api, const std::string& name, const std::function<Arr
   return reshape(stacked, concrete_shape(j_dims));
 }
 
+namespace {
+
+// The one floating dtype of `leaves` (what names them in the error: "argument leaf", "output leaf").
+DType common_floating_dtype(const char* api, const char* what, const std::vector<Array>& leaves) {
+  if (leaves.empty()) throw InvalidArgument(absl::StrCat("[", api, "] the function has no ", what, "s"));
+  const DType t = leaves[0].dtype();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (!is_floating(leaves[i].dtype()) || leaves[i].dtype() != t) {
+      throw InvalidArgument(absl::StrCat("[", api, "] every ", what, " must have one floating dtype (", what, " 0 is ",
+                                         leaves[0].aval().to_string(), "); ", what, " ", i, " is ",
+                                         leaves[i].aval().to_string()));
+    }
+  }
+  return t;
+}
+
+Array raveled_concat(const std::vector<Array>& leaves) {
+  std::vector<Array> flat;
+  for (const Array& a : leaves) flat.push_back(reshape(a, Shape{DimExpr(static_cast<int64_t>(a.size()))}));
+  return flat.size() == 1 ? flat[0] : concatenate(flat, 0);
+}
+
+}  // namespace
+
+std::vector<std::vector<Array>> jacobian_blocks(const char* api, const std::string& name,
+                                                const std::function<std::vector<Array>(std::span<const Array>)>& g,
+                                                const std::vector<Array>& wrt, bool forward) {
+  common_floating_dtype(api, "argument leaf", wrt);
+  std::vector<std::vector<int64_t>> in_dims;
+  std::vector<int64_t> in_offsets{0};
+  for (const Array& x : wrt) {
+    in_dims.push_back(static_dims(api, "input", x));
+    in_offsets.push_back(in_offsets.back() + num_elements(in_dims.back()));
+  }
+  std::vector<std::vector<int64_t>> out_dims;
+  std::vector<int64_t> out_offsets{0};
+  const Array jac = jacobian(api, name, [&](const Array& flat_x) {
+    std::vector<Array> xs;
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      xs.push_back(reshape(slice(flat_x, Shape{DimExpr(in_offsets[k])}, Shape{DimExpr(in_offsets[k + 1])}),
+                           concrete_shape(in_dims[k])));
+    }
+    std::vector<Array> outs = g(xs);
+    common_floating_dtype(api, "output leaf", outs);
+    out_dims.clear();
+    out_offsets.assign(1, 0);
+    for (const Array& y : outs) {
+      out_dims.push_back(static_dims(api, "output", y));
+      out_offsets.push_back(out_offsets.back() + num_elements(out_dims.back()));
+    }
+    return raveled_concat(outs);
+  }, raveled_concat(wrt), forward);
+  std::vector<std::vector<Array>> blocks(out_dims.size());
+  for (size_t j = 0; j < out_dims.size(); ++j) {
+    for (size_t k = 0; k < wrt.size(); ++k) {
+      std::vector<int64_t> dims = out_dims[j];
+      dims.insert(dims.end(), in_dims[k].begin(), in_dims[k].end());
+      const Array block = slice(jac, Shape{DimExpr(out_offsets[j]), DimExpr(in_offsets[k])},
+                                Shape{DimExpr(out_offsets[j + 1]), DimExpr(in_offsets[k + 1])});
+      blocks[j].push_back(reshape(block, concrete_shape(dims)));
+    }
+  }
+  return blocks;
+}
+
+Tree tree_of(const TreeDef& def, std::span<const Array> leaves, size_t& at) {
+  switch (def.kind()) {
+    case TreeDef::Kind::kLeaf: return Tree(leaves[at++]);
+    case TreeDef::Kind::kDict: {
+      Tree::Dict dict;
+      for (size_t i = 0; i < def.children().size(); ++i) dict.emplace(def.keys()[i], tree_of(def.children()[i], leaves, at));
+      return Tree(std::move(dict));
+    }
+    default: {
+      Tree::List list;
+      for (const TreeDef& c : def.children()) list.push_back(tree_of(c, leaves, at));
+      return Tree(std::move(list));
+    }
+  }
+}
+
 }  // namespace mcx::detail

@@ -78,6 +78,15 @@ void check_tangents(const char* api, const FlatArgs& primals, const TreeDef& tan
 Array jacobian(const char* api, const std::string& name, const std::function<Array(const Array&)>& g,
                const Array& x, bool forward);
 
+// The Jacobian blocks of g: (wrt leaves) -> (output leaves) at `wrt`: blocks[j][k] = d out_j / d wrt_k, shaped
+// out_j.shape + wrt_k.shape, computed as one Jacobian of the raveled, concatenated leaves (jacobian above).
+// The wrt leaves must share one floating dtype and so must the outputs (InvalidArgument naming the leaf).
+std::vector<std::vector<Array>> jacobian_blocks(const char* api, const std::string& name,
+                                                const std::function<std::vector<Array>(std::span<const Array>)>& g,
+                                                const std::vector<Array>& wrt, bool forward);
+// A Tree shaped like def (tuples become lists) holding leaves[*at...] in order.
+Tree tree_of(const TreeDef& def, std::span<const Array> leaves, size_t& at);
+
 // Calls f(args...) with argument I replaced by x.
 template <int I, typename F, typename... Args>
 Array call_replacing(const F& f, const Array& x, const Args&... args) {
@@ -94,24 +103,59 @@ Array call_replacing(const F& f, const Array& x, const Args&... args) {
   }(std::index_sequence_for<Args...>{});
 }
 
-template <typename F, int I, bool kForward>
+template <typename F, bool kForward, int... I>
 class JacobianFn {
  public:
   JacobianFn(F f, std::string name) : f_(std::move(f)), name_(std::move(name)) {}
 
+  // One Array argument and an Array result: the Jacobian as one Array. Otherwise (pytrees, several argnums)
+  // a Tree: the output's structure, each output leaf holding the Jacobian blocks in the argument's
+  // structure (several argnums: a list with one entry per argnum), as jax.jacrev nests them.
   template <typename... Args>
-  Array operator()(const Args&... args) const {
-    static_assert(I >= 0 && I < static_cast<int>(sizeof...(Args)), "mcx::jacfwd/jacrev: argnum out of range");
-    static_assert(std::is_same_v<std::tuple_element_t<static_cast<size_t>(I), std::tuple<Args...>>, Array>,
-                  "mcx::jacfwd/jacrev: the differentiated argument must be an Array");
-    static_assert(std::is_same_v<std::decay_t<decltype(f_(args...))>, Array>,
-                  "mcx::jacfwd/jacrev: the function must return an Array");
-    const Array& x = std::get<static_cast<size_t>(I)>(std::forward_as_tuple(args...));
-    return jacobian(kForward ? "jacfwd" : "jacrev", name_,
-                    [&](const Array& xi) { return call_replacing<I>(f_, xi, args...); }, x, kForward);
+  auto operator()(const Args&... args) const {
+    static_assert(((I >= 0 && I < static_cast<int>(sizeof...(Args))) && ...), "mcx::jacfwd/jacrev: argnum out of range");
+    const char* api = kForward ? "jacfwd" : "jacrev";
+    if constexpr (sizeof...(I) == 1 && std::is_same_v<std::decay_t<decltype(f_(args...))>, Array> &&
+                  (std::is_same_v<std::tuple_element_t<static_cast<size_t>(I), std::tuple<Args...>>, Array> && ...)) {
+      constexpr int kI = (I + ...);
+      const Array& x = std::get<static_cast<size_t>(kI)>(std::forward_as_tuple(args...));
+      return jacobian(api, name_, [&](const Array& xi) { return call_replacing<kI>(f_, xi, args...); }, x, kForward);
+    } else {
+      FlatArgs flat = flatten_args(args...);
+      std::vector<size_t> wrt;
+      for (int a : {I...})
+        for (size_t l = flat.ranges[a].first; l < flat.ranges[a].second; ++l) wrt.push_back(l);
+      std::vector<Array> wrt_leaves;
+      for (size_t l : wrt) wrt_leaves.push_back(flat.leaves[l]);
+      TreeDef out_def;
+      auto g = [&](std::span<const Array> xs) {
+        std::vector<Array> leaves = flat.leaves;
+        for (size_t k = 0; k < wrt.size(); ++k) leaves[wrt[k]] = xs[k];
+        auto [outs, def] = tree_flatten(call_rebuilt(f_, flat, leaves, args...));
+        out_def = std::move(def);
+        return outs;
+      };
+      const std::vector<std::vector<Array>> blocks = jacobian_blocks(api, name_, g, wrt_leaves, kForward);
+      std::vector<TreeDef> arg_defs;
+      for (int a : {I...}) arg_defs.push_back(flat.defs[a]);
+      const TreeDef inner = arg_defs.size() == 1 ? arg_defs[0] : TreeDef::list(arg_defs);
+      std::vector<Array> all;
+      for (const auto& row : blocks) all.insert(all.end(), row.begin(), row.end());
+      size_t at = 0;
+      return tree_of(compose(out_def, inner), all, at);
+    }
   }
 
  private:
+  // outer with each leaf replaced by inner.
+  static TreeDef compose(const TreeDef& outer, const TreeDef& inner) {
+    if (outer.kind() == TreeDef::Kind::kLeaf) return inner;
+    std::vector<TreeDef> children;
+    for (const TreeDef& c : outer.children()) children.push_back(compose(c, inner));
+    if (outer.kind() == TreeDef::Kind::kDict) return TreeDef::dict(outer.keys(), std::move(children));
+    return TreeDef::list(std::move(children));
+  }
+
   F f_;
   std::string name_;
 };
@@ -191,24 +235,27 @@ struct JacobianOptions {
   std::string name = "function";  // used in error messages
 };
 
-// jacfwd(f, argnums<I>)(args...): the Jacobian of f with respect to argument I (an Array), shaped
-// f(args).shape + args[I].shape, by forward mode.
+// jacfwd(f, argnums<I>)(args...): the Jacobian of f with respect to argument I, by forward mode. An Array
+// argument and an Array result give one Array shaped f(args).shape + args[I].shape. Pytree arguments or
+// results, or several argnums (argnums<0, 2>), give a Tree: f's output structure whose every leaf holds the
+// blocks d out / d arg-leaf (shaped out.shape + leaf.shape) in the argument's structure, or a list of those
+// per argnum (tuples become lists), as jax.jacfwd nests them.
 template <typename F>
 auto jacfwd(F&& f, JacobianOptions options = {}) {
-  return detail::JacobianFn<std::decay_t<F>, 0, true>(std::forward<F>(f), std::move(options.name));
+  return detail::JacobianFn<std::decay_t<F>, true, 0>(std::forward<F>(f), std::move(options.name));
 }
-template <typename F, int I>
-auto jacfwd(F&& f, Argnums<I>, JacobianOptions options = {}) {
-  return detail::JacobianFn<std::decay_t<F>, I, true>(std::forward<F>(f), std::move(options.name));
+template <typename F, int... I>
+auto jacfwd(F&& f, Argnums<I...>, JacobianOptions options = {}) {
+  return detail::JacobianFn<std::decay_t<F>, true, I...>(std::forward<F>(f), std::move(options.name));
 }
-// jacrev(f, argnums<I>)(args...): the same Jacobian by reverse mode.
+// jacrev(f, argnums<I...>)(args...): the same Jacobian by reverse mode.
 template <typename F>
 auto jacrev(F&& f, JacobianOptions options = {}) {
-  return detail::JacobianFn<std::decay_t<F>, 0, false>(std::forward<F>(f), std::move(options.name));
+  return detail::JacobianFn<std::decay_t<F>, false, 0>(std::forward<F>(f), std::move(options.name));
 }
-template <typename F, int I>
-auto jacrev(F&& f, Argnums<I>, JacobianOptions options = {}) {
-  return detail::JacobianFn<std::decay_t<F>, I, false>(std::forward<F>(f), std::move(options.name));
+template <typename F, int... I>
+auto jacrev(F&& f, Argnums<I...>, JacobianOptions options = {}) {
+  return detail::JacobianFn<std::decay_t<F>, false, I...>(std::forward<F>(f), std::move(options.name));
 }
 // hessian(f, argnums<I>)(args...) = jacfwd(jacrev(f)): for a scalar f, shaped args[I].shape twice.
 template <typename F>

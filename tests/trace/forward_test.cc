@@ -166,6 +166,48 @@ TEST(JacobianTest, ReverseOverForwardAndUnderJit) {
   expect_same_values(jitted, hessian(f)(x), 1e-14, 1e-15);
 }
 
+// Pytree arguments and results, several argnums: every block equals the Jacobian of the function of that
+// one leaf (the Array form, checked above against closed forms), by both modes.
+TEST(JacobianTest, PytreesAndSeveralArgnumsNestOutputThenArgument) {
+  Tree params{{"w", Tree(values({3, 2}, 1))}, {"b", Tree(values({2}, 2))}};
+  Array x = values({4, 3}, 3);
+  auto layer = [](const Tree& p, const Array& xx) { return tanh(matmul(xx, p.at("w")) + p.at("b")); };
+  for (bool forward : {false, true}) {
+    SCOPED_TRACE(forward ? "jacfwd" : "jacrev");
+    Tree j = forward ? jacfwd(layer)(params, x) : jacrev(layer)(params, x);
+    ASSERT_TRUE(j.is_dict());
+    Array jw = jacrev([&](const Array& w) { return layer(Tree{{"w", Tree(w)}, {"b", params.at("b")}}, x); })(
+        params.at("w").array());
+    Array jb = jacrev([&](const Array& b) { return layer(Tree{{"w", params.at("w")}, {"b", Tree(b)}}, x); })(
+        params.at("b").array());
+    EXPECT_EQ(j.at("w").array().dims(), (std::vector<int64_t>{4, 2, 3, 2}));
+    expect_same_values(j.at("w").array(), jw, 1e-12, 1e-14);
+    expect_same_values(j.at("b").array(), jb, 1e-12, 1e-14);
+  }
+  // Two argnums and a tuple result: out leaf -> list over argnums.
+  auto g = [](const Array& a, const Array& b) { return std::make_tuple(a * b, sum(a)); };
+  Array a = values({3}, 4), b = values({3}, 5);
+  Tree j = jacrev(g, argnums<0, 1>)(a, b);
+  ASSERT_TRUE(j.is_list());
+  ASSERT_EQ(j.list().size(), 2u);
+  const Tree& d_prod = j.at(0);
+  const Tree& d_sum = j.at(1);
+  std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>(), diag_a, diag_b;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 3; ++c) {
+      diag_b.push_back(r == c ? bv[r] : 0.0);
+      diag_a.push_back(r == c ? av[r] : 0.0);
+    }
+  expect_allclose(d_prod.at(0).array(), diag_b, 1e-15, 0);  // d(a*b)/da = diag(b)
+  expect_allclose(d_prod.at(1).array(), diag_a, 1e-15, 0);
+  expect_allclose(d_sum.at(0).array(), {1, 1, 1}, 1e-15, 0);
+  expect_allclose(d_sum.at(1).array(), {0, 0, 0}, 1e-15, 0);
+  Tree jf = jacfwd(g, argnums<0, 1>)(a, b);
+  expect_same_values(jf.at(0).at(1).array(), d_prod.at(1).array(), 1e-15, 0);
+  EXPECT_THAT(error_of([&] { (void)jacrev(g, argnums<0, 1>)(a, astype(b, DType::kFloat32)); }),
+              HasSubstr("[jacrev] every argument leaf must have one floating dtype"));
+}
+
 TEST(ForwardErrorsTest, NameWhatWasExpected) {
   Array x = values({3}, 1);
   EXPECT_THAT(error_of([&] { jvp(sin_times_x, std::tuple{x}, std::tuple{values({4}, 2)}); }),
