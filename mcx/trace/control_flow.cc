@@ -47,7 +47,34 @@ TracedRegion trace_region(const char* api, const char* role, const std::vector<A
                           const std::vector<bool>& weak,
                           const std::function<std::vector<Array>(std::span<const Array>)>& fn) {
   TracedFunction t = trace_flat(absl::StrCat(api, " ", role), role, avals, weak, current_scope(), fn);
-  return TracedRegion{std::move(t.program), std::move(t.captured)};
+  return TracedRegion{std::move(t.program), std::move(t.captured), std::move(t.mesh)};
+}
+
+namespace {
+
+std::optional<Mesh> one_mesh(const char* api, std::span<const TracedRegion* const> regions) {
+  std::optional<Mesh> mesh;
+  for (const TracedRegion* r : regions) {
+    if (!r->mesh) continue;
+    if (mesh && !(*mesh == *r->mesh)) {
+      throw InvalidArgument(absl::StrCat("[", api, "] one traced computation uses two meshes: ", mesh->to_string(),
+                                         " and ", r->mesh->to_string()));
+    }
+    mesh = r->mesh;
+  }
+  return mesh;
+}
+
+}  // namespace
+
+std::optional<Mesh> mesh_of_regions(const char* api, std::initializer_list<const TracedRegion*> regions) {
+  return one_mesh(api, std::span<const TracedRegion* const>(regions.begin(), regions.size()));
+}
+
+std::optional<Mesh> mesh_of_regions(const char* api, const std::vector<TracedRegion>& regions) {
+  std::vector<const TracedRegion*> pointers;
+  for (const TracedRegion& r : regions) pointers.push_back(&r);
+  return one_mesh(api, pointers);
 }
 
 void check_same_structure(const char* api, const char* role, const char* what, const TreeDef& found,
@@ -69,7 +96,8 @@ void check_leaf_types(const char* api, const char* role, const char* what, const
 }
 
 std::vector<Array> bind_control_flow(const char* api, ir::OpKind kind, const ir::Attrs& attrs,
-                                     const std::vector<Array>& operands, int num_results) {
+                                     const std::vector<Array>& operands, int num_results,
+                                     const std::optional<Mesh>& mesh) {
   ir::ProgramBuilder b(api, current_scope());
   std::vector<ir::ValueId> params;
   for (const Array& a : operands) params.push_back(b.add_parameter(a.aval()));
@@ -79,7 +107,7 @@ std::vector<Array> bind_control_flow(const char* api, ir::OpKind kind, const ir:
     if (!v.ok()) throw InvalidArgument(absl::StrCat("[", api, "] ", std::string(v.status().message())));
     results.push_back(*v);
   }
-  return call_program(std::move(b).build(std::move(results)), operands, api);
+  return call_program(std::move(b).build(std::move(results)), operands, api, mesh);
 }
 
 std::vector<Array> while_loop_flat(const std::vector<Array>& init, const TreeDef& def,
@@ -109,7 +137,7 @@ std::vector<Array> while_loop_flat(const std::vector<Array>& init, const TreeDef
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   if (init.empty()) throw InvalidArgument("[while_loop] the carry has no arrays (init_val is an empty pytree)");
   return with_weak(bind_control_flow("while_loop", ir::OpKind::kWhile, ir::while_attrs(config), operands,
-                                     config.num_carry),
+                                     config.num_carry, mesh_of_regions("while_loop", {&cond, &body})),
                    init);
 }
 
@@ -148,7 +176,7 @@ std::vector<Array> scan_flat(const std::vector<Array>& init, const std::vector<A
   operands.insert(operands.end(), xs.begin(), xs.end());
   operands.insert(operands.end(), body.captured.begin(), body.captured.end());
   std::vector<Array> out = bind_control_flow("scan", ir::OpKind::kScan, ir::scan_attrs(config), operands,
-                                             config.num_carry + num_ys);
+                                             config.num_carry + num_ys, body.mesh);
   return with_weak(std::move(out), init);
 }
 
@@ -182,7 +210,8 @@ std::vector<Array> switch_flat(const char* api, const Array& index, const std::v
     all.insert(all.end(), branches[b].captured.begin(), branches[b].captured.end());
   }
   if (num_results == 0) return {};
-  return bind_control_flow(api, ir::OpKind::kCond, ir::cond_attrs(config), all, num_results);
+  return bind_control_flow(api, ir::OpKind::kCond, ir::cond_attrs(config), all, num_results,
+                           mesh_of_regions(api, branches));
 }
 
 Array fori_start(int64_t lower, int64_t upper) {

@@ -52,7 +52,12 @@ namespace detail {
 struct TracedRegion {
   ir::Program program;
   std::vector<Array> captured;
+  std::optional<Mesh> mesh;  // the mesh its shard_maps or sharding constraints need (TracedFunction::mesh)
 };
+
+// The one mesh the regions need (nullopt when none needs one); InvalidArgument naming both when two differ.
+std::optional<Mesh> mesh_of_regions(const char* api, std::initializer_list<const TracedRegion*> regions);
+std::optional<Mesh> mesh_of_regions(const char* api, const std::vector<TracedRegion>& regions);
 
 // Traces fn on tracers of the given types in a nested trace (of the current scope) and returns the
 // program. `api` and `role` name it in errors ("[scan] body_fun ...").
@@ -69,9 +74,11 @@ void check_same_structure(const char* api, const char* role, const char* what, c
                           const TreeDef& expected);
 
 // Emits the `num_results` siblings of a control-flow op (attrs without `result`) on the operands: into the
-// current trace, or run at once outside traces. Returns the results in order.
+// current trace, or run at once outside traces (on `mesh` when its regions need one: a loop whose body calls
+// shard_map). Returns the results in order.
 std::vector<Array> bind_control_flow(const char* api, ir::OpKind kind, const ir::Attrs& attrs,
-                                     const std::vector<Array>& operands, int num_results);
+                                     const std::vector<Array>& operands, int num_results,
+                                     const std::optional<Mesh>& mesh = std::nullopt);
 
 std::vector<Array> while_loop_flat(const std::vector<Array>& init, const TreeDef& def,
                                    const std::function<Array(std::span<const Array>)>& cond_fun,

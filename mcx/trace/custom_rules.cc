@@ -42,7 +42,7 @@ std::vector<Array> custom_vjp_flat(const std::vector<Array>& args, const TracedR
   config.num_args = static_cast<int>(args.size());
   std::vector<Array> operands = custom_operands(args, {&fun, &fwd, &bwd}, config.region_consts);
   return bind_control_flow("custom_vjp", ir::OpKind::kCustomVjpCall, ir::custom_vjp_attrs(config), operands,
-                           config.num_outs());
+                           config.num_outs(), mesh_of_regions("custom_vjp", {&fun, &fwd, &bwd}));
 }
 
 std::vector<Array> custom_jvp_flat(const std::vector<Array>& args, const TracedRegion& fun, const TracedRegion& jvp) {
@@ -52,7 +52,7 @@ std::vector<Array> custom_jvp_flat(const std::vector<Array>& args, const TracedR
   config.num_args = static_cast<int>(args.size());
   std::vector<Array> operands = custom_operands(args, {&fun, &jvp}, config.region_consts);
   return bind_control_flow("custom_jvp", ir::OpKind::kCustomJvpCall, ir::custom_jvp_attrs(config), operands,
-                           config.num_outs());
+                           config.num_outs(), mesh_of_regions("custom_jvp", {&fun, &jvp}));
 }
 
 }  // namespace mcx::detail

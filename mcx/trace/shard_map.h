@@ -27,8 +27,8 @@
 // gradient of the global function: a result replicated over mesh axes (an out spec that does not name
 // them) counts once, and an argument replicated over axes gets its per-device cotangents summed over them
 // (ir/shard_map.h). Arrays the body closes over enter replicated. A shard_map called inside another
-// shard_map's body is InvalidArgument (nesting is not supported). Under eager control flow (a top-level
-// scan/cond whose body calls shard_map) the loop cannot pick the mesh: wrap the loop in jit.
+// shard_map's body is InvalidArgument (nesting is not supported). A loop, cond or custom rule whose
+// function calls shard_map runs on its mesh, under jit or eagerly.
 #pragma once
 
 #include <memory>

@@ -120,6 +120,25 @@ TEST_P(ShardMapInTrace, ClosedOverArraysEnterReplicated) {
   expect_same_values(gw, want_w, 1e-5, 1e-6);
 }
 
+// A top-level (not jitted) loop whose body calls shard_map runs on the shard_map's mesh, as jit of it does.
+TEST_P(ShardMapInTrace, EagerLoopsAroundAShardMapRunOnItsMesh) {
+  const int n = GetParam();
+  Mesh mesh = make_mesh({n}, {"data"});
+  auto smooth = shard_map([](const Array& x) { return x * 0.5f + pmean(x, "data") * 0.5f; }, mesh, {P("data")},
+                          {P("data")});
+  auto loop = [&](const Array& x) {
+    return fori_loop(0, 3, [&](const Array&, const Array& c) { return smooth(c); }, x);
+  };
+  Array x = random_array({2 * n, 3}, 14);
+  Array eager = loop(x);
+  expect_same_values(eager, jit(loop)(x), 1e-6, 1e-6);
+  Array want = x;
+  for (int i = 0; i < 3; ++i) want = smooth(want);
+  expect_same_values(eager, want, 1e-6, 1e-6);
+  Array picked = cond(Array(true), [&](const Array& a) { return smooth(a); }, [](const Array& a) { return a; }, x);
+  expect_same_values(picked, smooth(x), 1e-6, 1e-6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ShardMapInTrace, ::testing::Values(1, 2, 3, 4));
 
 // A 2x2 mesh: blocks split over both axes, a psum over one of them, the result split over the other.
