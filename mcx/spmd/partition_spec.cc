@@ -1,7 +1,6 @@
 #include "mcx/spmd/partition_spec.h"
 
 #include <algorithm>
-#include <map>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_join.h"
