@@ -20,6 +20,9 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
 
 #include "mcx/ir/program.h"
 
@@ -33,6 +36,13 @@ int required_opset(const Program& program);
 // The canonical encoding (binary, not printable; ir::print_program gives text). Equal encodings mean programs
 // that compute the same function on the same types.
 std::string canonical_encoding(const Program& program);
+// Rebuilds a Program from its canonical encoding (the persistent compilation cache stores executables'
+// programs in this form). The result is structurally equal to the encoded program but for names: it is
+// called `name`, and its regions "region" (names are not encoded). Regions that were shared (siblings)
+// are shared again. The bytes are untrusted: a truncated, extended or malformed encoding is InvalidArgument
+// naming the byte offset and what was expected, never a crash; the decoded program must pass verify().
+absl::StatusOr<Program> decode_canonical_encoding(std::string_view bytes, std::string name = "main");
+
 // SHA-256 of canonical_encoding(program).
 std::array<uint8_t, 32> fingerprint(const Program& program);
 // Lower-case hex of fingerprint(program), 64 characters.

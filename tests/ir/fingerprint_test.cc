@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "ir_test_programs.h"
+#include "mcx/ir/shape_rules.h"
 #include "mcx/ir/text.h"
 
 namespace mcx::ir {
@@ -91,6 +92,71 @@ TEST(Fingerprint, DiffersForEveryStructuralChange) {
   std::set<std::string> seen;
   for (size_t i = 0; i < variants.size(); ++i)
     EXPECT_TRUE(seen.insert(fingerprint_hex(variants[i])).second) << "variant " << i << " collides";
+}
+
+TEST(CanonicalDecode, RoundTripsEveryOpWithRegionsConstantsAndConstraints) {
+  for (const Program& p : {small_program(), all_ops_program(), testing_programs::custom_rules_program(),
+                           testing_programs::shard_map_program()}) {
+    const std::string bytes = canonical_encoding(p);
+    absl::StatusOr<Program> back = decode_canonical_encoding(bytes, "again");
+    ASSERT_TRUE(back.ok()) << p.name << ": " << back.status();
+    EXPECT_EQ(back->name, "again");
+    EXPECT_EQ(canonical_encoding(*back), bytes) << p.name;
+  }
+  // Without regions (whose names are not encoded) the text is the same but for the program's name.
+  Program small = small_program();
+  small.name = "again";
+  EXPECT_EQ(print_program(value_or_throw(decode_canonical_encoding(canonical_encoding(small), "again"))),
+            print_program(small));
+}
+
+TEST(CanonicalDecode, SharedRegionsStayShared) {
+  const Program p = all_ops_program();
+  absl::StatusOr<Program> back = decode_canonical_encoding(canonical_encoding(p));
+  ASSERT_TRUE(back.ok()) << back.status();
+  // Siblings of one control-flow op hold the same region objects, so nested loops stay linear in size.
+  std::set<const Program*> original, decoded;
+  auto collect = [](const Program& q, std::set<const Program*>& out) {
+    int with_regions = 0;
+    for (const Instr& in : q.instrs)
+      if (auto r = in.attrs.get_regions("regions"); r.ok() && !r->empty()) {
+        ++with_regions;
+        out.insert(r->front().get());
+      }
+    return with_regions;
+  };
+  EXPECT_EQ(collect(p, original), collect(*back, decoded));
+  EXPECT_EQ(original.size(), decoded.size());
+}
+
+TEST(CanonicalDecode, EveryTruncationAndExtensionIsAnErrorNamingTheOffset) {
+  const std::string bytes = canonical_encoding(small_program());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    absl::StatusOr<Program> r = decode_canonical_encoding(bytes.substr(0, n));
+    ASSERT_FALSE(r.ok()) << "truncated to " << n;
+    EXPECT_NE(r.status().message().find("[decode_canonical_encoding]"), std::string::npos) << r.status();
+  }
+  absl::StatusOr<Program> longer = decode_canonical_encoding(bytes + "x");
+  ASSERT_FALSE(longer.ok());
+  EXPECT_NE(longer.status().message().find("1 bytes after the end"), std::string::npos) << longer.status();
+}
+
+TEST(CanonicalDecode, EveryFlippedByteIsAnErrorOrAVerifiedProgramNeverACrash) {
+  const std::string bytes = canonical_encoding(all_ops_program());
+  int errors = 0;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    std::string bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    absl::StatusOr<Program> r = decode_canonical_encoding(bad);
+    if (!r.ok()) {
+      ++errors;
+    } else {
+      EXPECT_TRUE(verify(*r).ok());  // a flip that still decodes (e.g. inside constant data) is a valid program
+    }
+  }
+  EXPECT_GT(errors, 0);
+  absl::StatusOr<Program> huge = decode_canonical_encoding(std::string(bytes.substr(0, 32)) + std::string(8, '\xff'));
+  ASSERT_FALSE(huge.ok());
 }
 
 }  // namespace
