@@ -22,6 +22,7 @@
 #include "mcx/backend/cpu/control_flow.h"
 #include "mcx/backend/cpu/conv.h"
 #include "mcx/backend/cpu/debug_print.h"
+#include "mcx/backend/cpu/executable_plan.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
 #include "mcx/backend/cpu/reduce_window.h"
@@ -58,148 +59,9 @@ struct RtValue {
 
 }  // namespace
 
-struct CpuExecutable::Plan {
-  struct GroupPlan {
-    FusedGroup group;
-    std::vector<ValueId> leaves;
-    std::vector<ValueId> outputs;   // values written out, parallel to group.outputs
-    std::vector<int> inplace_leaf;  // per output: leaf index whose storage is reused, or -1
-  };
-  enum class StepKind { kView, kOp, kFused, kRowRegion, kControlFlow };
-  struct Step {
-    StepKind kind;
-    ValueId value = -1;  // kView / kOp
-    int group = -1;      // kFused
-    int region = -1;     // kRowRegion
-    // Parsed attributes (meaning per op; see execute_op).
-    std::vector<int64_t> a, b, c, d;
-    int64_t i0 = 0, i1 = 0;
-    DType dtype = DType::kFloat32;
-    std::shared_ptr<const ConvGeometry> conv;      // conv_general_dilated
-    std::shared_ptr<const WindowGeometry> window;  // reduce_window
-    // kControlFlow: the runner of a group of sibling instructions (value is the first of them) and the
-    // value of each result, -1 where no sibling yields it.
-    std::shared_ptr<const ControlFlowRunner> control_flow;
-    std::vector<ValueId> sibling_values;
-    std::vector<ValueId> release;  // values dropped after this step
-  };
-
-  ir::Program program;
-  std::vector<std::vector<int64_t>> dims;  // concrete dims per value
-  std::map<ValueId, Buffer> constants;
-  // A run of steps over values whose dim 0 is the same "row" axis of size rows: fused groups with that
-  // leading dim, reductions that keep dim 0, and broadcasts of such values that map dim 0 to dim 0. It
-  // runs row block by row block (a block fits in L2), so e.g. softmax reads its input once from memory;
-  // values used only inside live in per-block storage. Results equal running the steps one by one.
-  struct RowRegion {
-    int64_t rows = 0;
-    int64_t max_block_rows = 1;          // cache-sized blocks (plan time); execute may pick smaller ones
-    std::vector<Step> steps;             // kView (internal broadcasts), kOp (reductions), kFused
-    std::map<ValueId, int> local;        // value made inside -> slot in the per-block table
-    std::map<ValueId, int> escape_slot;  // non-view value needed after the region -> full buffer index
-    std::vector<ValueId> escaping;       // parallel to the full buffers
-    std::vector<Step> post_views;        // internal views needed after the region, applied at full size
-    std::vector<ValueId> reads;          // values from outside the region
-    int64_t local_row_bytes = 0;         // per row: bytes of the values that live only inside a block
-  };
-
-  std::vector<GroupPlan> groups;
-  std::vector<RowRegion> regions;
-  std::vector<Step> steps;
-  bool has_collectives = false;
-};
-
 namespace {
 
 using Plan = CpuExecutable::Plan;
-
-absl::StatusOr<std::vector<int64_t>> concrete(const ir::Attrs& attrs, std::string_view name) {
-  MCX_ASSIGN_OR_RETURN(Shape s, attrs.get_dims(name));
-  return to_concrete(s);
-}
-
-absl::Status parse_attrs(const ir::Instr& in, Plan::Step& st) {
-  const ir::Attrs& at = in.attrs;
-  switch (in.kind) {
-    case OpKind::kIota: {
-      MCX_ASSIGN_OR_RETURN(st.dtype, at.get_dtype("dtype"));
-      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
-      break;
-    }
-    case OpKind::kBroadcastInDim: {
-      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("broadcast_dimensions"));
-      break;
-    }
-    case OpKind::kTranspose: {
-      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("permutation"));
-      break;
-    }
-    case OpKind::kSlice: {
-      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "start"));
-      MCX_ASSIGN_OR_RETURN(st.b, concrete(at, "limit"));
-      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("strides"));
-      break;
-    }
-    case OpKind::kReverse:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd: {
-      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("dimensions"));
-      break;
-    }
-    case OpKind::kDynamicSlice: {
-      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "sizes"));
-      break;
-    }
-    case OpKind::kConcatenate: {
-      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
-      break;
-    }
-    case OpKind::kPad: {
-      MCX_ASSIGN_OR_RETURN(st.a, concrete(at, "low"));
-      MCX_ASSIGN_OR_RETURN(st.b, concrete(at, "high"));
-      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("interior"));
-      break;
-    }
-    case OpKind::kArgMax:
-    case OpKind::kArgMin: {
-      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
-      MCX_ASSIGN_OR_RETURN(st.dtype, at.get_dtype("index_dtype"));
-      break;
-    }
-    case OpKind::kDotGeneral: {
-      MCX_ASSIGN_OR_RETURN(st.a, at.get_ints("lhs_batch"));
-      MCX_ASSIGN_OR_RETURN(st.b, at.get_ints("rhs_batch"));
-      MCX_ASSIGN_OR_RETURN(st.c, at.get_ints("lhs_contracting"));
-      MCX_ASSIGN_OR_RETURN(st.d, at.get_ints("rhs_contracting"));
-      break;
-    }
-    case OpKind::kCumsum: {
-      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
-      MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("reverse"));
-      break;
-    }
-    case OpKind::kArgsort: {
-      MCX_ASSIGN_OR_RETURN(st.i0, at.get_int("dimension"));
-      MCX_ASSIGN_OR_RETURN(st.i1, at.get_int("descending"));
-      break;
-    }
-    case OpKind::kConvGeneralDilated: {
-      MCX_ASSIGN_OR_RETURN(ConvGeometry g, conv_geometry(at, in.type.rank()));
-      st.conv = std::make_shared<const ConvGeometry>(std::move(g));
-      break;
-    }
-    case OpKind::kReduceWindow: {
-      MCX_ASSIGN_OR_RETURN(WindowGeometry g, window_geometry(at, in.type.rank()));
-      st.window = std::make_shared<const WindowGeometry>(std::move(g));
-      break;
-    }
-    default:
-      break;
-  }
-  return absl::OkStatus();
-}
 
 // The view op applied to an operand view (no data moves, except reshape of a non-contiguous value).
 RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<int64_t>& out_dims,
@@ -211,29 +73,34 @@ RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<
   const int esize = dtype_size(v.dtype);
   switch (in.kind) {
     case OpKind::kBroadcastInDim: {
+      const auto& to = std::get<step_attrs::BroadcastInDim>(st.attrs).broadcast_dimensions;
       std::vector<int64_t> strides(out_dims.size(), 0);
-      for (size_t i = 0; i < st.a.size(); ++i) {
-        if (x.view.dims[i] == out_dims[st.a[i]]) strides[st.a[i]] = x.view.strides[i];
+      for (size_t i = 0; i < to.size(); ++i) {
+        if (x.view.dims[i] == out_dims[to[i]]) strides[to[i]] = x.view.strides[i];
       }
       v.dims = out_dims;
       v.strides = std::move(strides);
       break;
     }
-    case OpKind::kTranspose:
-      for (size_t i = 0; i < st.a.size(); ++i) {
-        v.dims[i] = x.view.dims[st.a[i]];
-        v.strides[i] = x.view.strides[st.a[i]];
+    case OpKind::kTranspose: {
+      const auto& perm = std::get<step_attrs::Transpose>(st.attrs).permutation;
+      for (size_t i = 0; i < perm.size(); ++i) {
+        v.dims[i] = x.view.dims[perm[i]];
+        v.strides[i] = x.view.strides[perm[i]];
       }
       break;
-    case OpKind::kSlice:
+    }
+    case OpKind::kSlice: {
+      const auto& slice = std::get<step_attrs::Slice>(st.attrs);
       if (product(out_dims) > 0) {
-        for (size_t i = 0; i < out_dims.size(); ++i) v.data += st.a[i] * x.view.strides[i] * esize;
+        for (size_t i = 0; i < out_dims.size(); ++i) v.data += slice.start[i] * x.view.strides[i] * esize;
       }
-      for (size_t i = 0; i < out_dims.size(); ++i) v.strides[i] = x.view.strides[i] * st.c[i];
+      for (size_t i = 0; i < out_dims.size(); ++i) v.strides[i] = x.view.strides[i] * slice.strides[i];
       v.dims = out_dims;
       break;
+    }
     case OpKind::kReverse:
-      for (int64_t d : st.a) {
+      for (int64_t d : std::get<step_attrs::Axes>(st.attrs).dimensions) {
         if (v.dims[d] > 0) v.data += (v.dims[d] - 1) * v.strides[d] * esize;
         v.strides[d] = -v.strides[d];
       }
@@ -271,31 +138,50 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
   auto opv = [&](int i) -> const View& { return rt[in.operands[i]].view; };
   std::vector<View> rest;
   switch (in.kind) {
-    case OpKind::kIota: return iota(st.dtype, out_dims, st.i0);
+    case OpKind::kIota: {
+      const auto& a = std::get<step_attrs::Iota>(st.attrs);
+      return iota(a.dtype, out_dims, a.dimension);
+    }
     case OpKind::kReduceSum:
     case OpKind::kReduceMax:
     case OpKind::kReduceMin:
-    case OpKind::kReduceProd: return reduce(in.kind, opv(0), st.a);
+    case OpKind::kReduceProd: return reduce(in.kind, opv(0), std::get<step_attrs::Axes>(st.attrs).dimensions);
     case OpKind::kArgMax:
-    case OpKind::kArgMin: return arg_reduce(in.kind, opv(0), st.i0, st.dtype);
-    case OpKind::kDotGeneral: return dot_general(opv(0), opv(1), st.a, st.b, st.c, st.d);
-    case OpKind::kCumsum: return cumsum(opv(0), st.i0, st.i1 != 0);
-    case OpKind::kArgsort: return argsort(opv(0), st.i0, st.i1 != 0);
+    case OpKind::kArgMin: {
+      const auto& a = std::get<step_attrs::ArgReduce>(st.attrs);
+      return arg_reduce(in.kind, opv(0), a.dimension, a.index_dtype);
+    }
+    case OpKind::kDotGeneral: {
+      const auto& a = std::get<step_attrs::DotGeneral>(st.attrs);
+      return dot_general(opv(0), opv(1), a.lhs_batch, a.rhs_batch, a.lhs_contracting, a.rhs_contracting);
+    }
+    case OpKind::kCumsum: {
+      const auto& a = std::get<step_attrs::Cumsum>(st.attrs);
+      return cumsum(opv(0), a.dimension, a.reverse);
+    }
+    case OpKind::kArgsort: {
+      const auto& a = std::get<step_attrs::Argsort>(st.attrs);
+      return argsort(opv(0), a.dimension, a.descending);
+    }
     case OpKind::kConcatenate:
       for (size_t i = 0; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
-      return concatenate(rest, st.i0);
-    case OpKind::kPad: return pad(opv(0), opv(1), st.a, st.b, st.c);
+      return concatenate(rest, std::get<step_attrs::Concatenate>(st.attrs).dimension);
+    case OpKind::kPad: {
+      const auto& a = std::get<step_attrs::Pad>(st.attrs);
+      return pad(opv(0), opv(1), a.low, a.high, a.interior);
+    }
     case OpKind::kDynamicSlice:
       for (size_t i = 1; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
-      return dynamic_slice(opv(0), rest, st.a);
+      return dynamic_slice(opv(0), rest, std::get<step_attrs::DynamicSlice>(st.attrs).sizes);
     case OpKind::kDynamicUpdateSlice:
       for (size_t i = 2; i < in.operands.size(); ++i) rest.push_back(opv(static_cast<int>(i)));
       return dynamic_update_slice(opv(0), opv(1), rest);
     case OpKind::kTake: return take(opv(0), opv(1));
     case OpKind::kScatterAdd: return scatter_add(opv(0), opv(1), opv(2));
     case OpKind::kThreefry2x32: return threefry2x32(opv(0), opv(1));
-    case OpKind::kConvGeneralDilated: return conv_general_dilated(opv(0), opv(1), *st.conv, out_dims);
-    case OpKind::kReduceWindow: return reduce_window(opv(0), *st.window, out_dims);
+    case OpKind::kConvGeneralDilated:
+      return conv_general_dilated(opv(0), opv(1), std::get<ConvGeometry>(st.attrs), out_dims);
+    case OpKind::kReduceWindow: return reduce_window(opv(0), std::get<WindowGeometry>(st.attrs), out_dims);
     default:
       throw std::logic_error(absl::StrCat("[cpu] no kernel for op ", std::string(ir::op_name(in.kind))));
   }
@@ -355,7 +241,8 @@ void form_row_regions(Plan& plan) {
     const ir::Instr& in = p.defining_instr(st.value);
     if (!is_reduction(in.kind)) return -1;
     const auto& d = plan.dims[in.operands[0]];
-    if (d.empty() || std::find(st.a.begin(), st.a.end(), 0) != st.a.end()) return -1;
+    const auto& axes = std::get<step_attrs::Axes>(st.attrs).dimensions;
+    if (d.empty() || std::find(axes.begin(), axes.end(), 0) != axes.end()) return -1;
     return d[0];
   };
   std::vector<Plan::Step> out;
@@ -379,7 +266,9 @@ void form_row_regions(Plan& plan) {
           hoisted.push_back(j);
           continue;
         }
-        const bool row_broadcast = in.kind == OpKind::kBroadcastInDim && !st.a.empty() && st.a[0] == 0 &&
+        const auto* bcast = std::get_if<step_attrs::BroadcastInDim>(&st.attrs);
+        const bool row_broadcast = in.kind == OpKind::kBroadcastInDim && !bcast->broadcast_dimensions.empty() &&
+                                   bcast->broadcast_dimensions[0] == 0 &&
                                    plan.dims[st.value][0] == R && plan.dims[in.operands[0]][0] == R;
         if (!row_broadcast) break;
         made.push_back(st.value);
@@ -539,7 +428,7 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
       dst = apply_view(st, in, block_dims(st.value), input(in.operands[0]));
       continue;
     }
-    Buffer r = reduce(in.kind, input(in.operands[0]).view, st.a);
+    Buffer r = reduce(in.kind, input(in.operands[0]).view, std::get<step_attrs::Axes>(st.attrs).dimensions);
     dst = output(st.value);
     if (r.nbytes() > 0) std::memcpy(dst.view.data, r.data(), r.nbytes());
   }
@@ -625,16 +514,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
   const ir::Program& p = plan->program;
   const int P = p.num_params();
   const int V = p.num_values();
-  plan->dims.resize(V);
-  for (ValueId v = 0; v < V; ++v) {
-    auto d = to_concrete(p.type(v).shape);
-    if (!d.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("[cpu_compile] value ", v, " has symbolic type ",
-                                                     p.type(v).to_string(),
-                                                     "; specialise the program to concrete shapes first"));
-    }
-    plan->dims[v] = *std::move(d);
-  }
+  MCX_RETURN_IF_ERROR(fill_program_facts(*plan));
 
   // --- Fusion groups (see the header comment of fusion.h). A group stays open while none of its values
   // has been consumed outside it; an element-wise op joins the first open group of its operands.
@@ -690,11 +570,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
   for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
     const ir::Instr& in = p.instrs[i];
     const ValueId v = P + i;
-    if (in.kind == OpKind::kConstant) {
-      MCX_ASSIGN_OR_RETURN(Buffer c, in.attrs.get_buffer("value"));
-      plan->constants[v] = c;
-      continue;
-    }
+    if (in.kind == OpKind::kConstant) continue;  // fill_program_facts took its value
     if (group_of[v] >= 0) {
       const int g = group_of[v];
       if (last_member[g] != v) continue;
@@ -736,7 +612,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
     Plan::Step st;
     st.kind = is_view_op(in.kind) ? Plan::StepKind::kView : Plan::StepKind::kOp;
     st.value = v;
-    MCX_RETURN_IF_ERROR(parse_attrs(in, st));
+    MCX_ASSIGN_OR_RETURN(st.attrs, parse_step_attrs(in));
     plan->steps.push_back(std::move(st));
   }
 
