@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/byte_io.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
 #include "mcx/ir/shape_rules.h"
@@ -21,20 +22,9 @@ namespace {
 constexpr std::string_view kFormatTag = "mcx.ir.fingerprint.v1";
 
 // Writes the canonical byte stream: fixed-width little-endian integers, length-prefixed strings.
-class Encoder {
+class Encoder : public ByteWriter {
  public:
-  explicit Encoder(std::string& out) : out_(out) {}
-  void bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
-  void u64(uint64_t v) {
-    char b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-    out_.append(b, 8);
-  }
-  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-  void str(std::string_view s) {
-    u64(s.size());
-    bytes(s.data(), s.size());
-  }
+  explicit Encoder(std::string& out) : ByteWriter(out) {}
   void dim(const DimExpr& d) { str(d.to_string()); }
   void type(const AbstractValue& t) {
     u64(static_cast<uint64_t>(t.dtype));
@@ -87,7 +77,6 @@ class Encoder {
   }
 
  private:
-  std::string& out_;
   std::map<const Program*, std::string> memo_;
   std::vector<std::string> table_;
 };
@@ -142,9 +131,9 @@ namespace {
 
 // Reads what Encoder wrote. Every read is bounds-checked; counts are checked against the bytes left before
 // anything is allocated for them, so a hostile count cannot exhaust memory.
-class Decoder {
+class Decoder : public ByteReader {
  public:
-  explicit Decoder(std::string_view in) : in_(in) {}
+  explicit Decoder(std::string_view in) : ByteReader(in, "decode_canonical_encoding") {}
 
   absl::StatusOr<Program> program(std::string name, int depth) {
     if (depth > kMaxDepth) return error(absl::StrCat("regions nested at most ", kMaxDepth, " deep"));
@@ -206,37 +195,9 @@ class Decoder {
     return p;
   }
 
-  bool at_end() const { return pos_ == in_.size(); }
-  size_t position() const { return pos_; }
-
  private:
   static constexpr int kMaxDepth = 64;
 
-  absl::Status error(const std::string& expected) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[decode_canonical_encoding] at byte ", pos_, " of ", in_.size(), ": expected ", expected));
-  }
-  absl::StatusOr<uint64_t> u64() {
-    if (in_.size() - pos_ < 8) return error("8 more bytes (the encoding is truncated)");
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
-    pos_ += 8;
-    return v;
-  }
-  // A count of items that take at least min_item_bytes each.
-  absl::StatusOr<uint64_t> count(uint64_t min_item_bytes) {
-    MCX_ASSIGN_OR_RETURN(uint64_t n, u64());
-    if (n > (in_.size() - pos_) / min_item_bytes) {
-      return error(absl::StrCat("a count that fits the ", in_.size() - pos_, " bytes left, found ", n));
-    }
-    return n;
-  }
-  absl::StatusOr<std::string_view> str() {
-    MCX_ASSIGN_OR_RETURN(uint64_t n, count(1));
-    std::string_view s = in_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
   absl::StatusOr<DType> dtype() {
     MCX_ASSIGN_OR_RETURN(uint64_t t, u64());
     if (t >= static_cast<uint64_t>(kNumDTypes)) return error(absl::StrCat("a dtype, found ", t));
@@ -269,15 +230,6 @@ class Decoder {
     MCX_ASSIGN_OR_RETURN(t.dtype, dtype());
     MCX_ASSIGN_OR_RETURN(t.shape, shape());
     return t;
-  }
-  absl::StatusOr<std::vector<int64_t>> ints() {
-    MCX_ASSIGN_OR_RETURN(uint64_t n, count(8));
-    std::vector<int64_t> v(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      MCX_ASSIGN_OR_RETURN(uint64_t x, u64());
-      v[i] = static_cast<int64_t>(x);
-    }
-    return v;
   }
   absl::StatusOr<Attr> attr(std::vector<std::shared_ptr<const Program>>& regions, int depth) {
     MCX_ASSIGN_OR_RETURN(uint64_t index, u64());
@@ -333,18 +285,15 @@ class Decoder {
           return error(absl::StrCat("a constant of ", elements, " elements of ", std::string(dtype_short_name(t)), ", found ",
                                     nbytes, " bytes"));
         }
+        MCX_ASSIGN_OR_RETURN(std::string_view data, bytes(nbytes));
         Buffer b = Buffer::uninitialized(t, std::move(dims));
-        if (nbytes > 0) std::memcpy(b.mutable_data(), in_.data() + pos_, nbytes);
-        pos_ += nbytes;
+        if (nbytes > 0) std::memcpy(b.mutable_data(), data.data(), nbytes);
         return Attr(std::move(b));
       }
       default:
         return error(absl::StrCat("an attribute kind in [0, 5], found ", index));
     }
   }
-
-  std::string_view in_;
-  size_t pos_ = 0;
 };
 
 }  // namespace
@@ -353,7 +302,7 @@ absl::StatusOr<Program> decode_canonical_encoding(std::string_view bytes, std::s
   Decoder d(bytes);
   MCX_ASSIGN_OR_RETURN(Program p, d.program(std::move(name), 0));
   if (!d.at_end()) {
-    return absl::InvalidArgumentError(absl::StrCat("[decode_canonical_encoding] ", bytes.size() - d.position(),
+    return absl::InvalidArgumentError(absl::StrCat("[decode_canonical_encoding] ", d.remaining(),
                                                    " bytes after the end of the program"));
   }
   MCX_RETURN_IF_ERROR(verify(p));

@@ -41,7 +41,7 @@ absl::Status annotate(const absl::Status& s, OpKind kind, const std::string& whe
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const ControlFlowRunner>> ControlFlowRunner::compile(
-    const ir::Instr& instr, std::span<const AbstractValue> operands) {
+    const ir::Instr& instr, std::span<const AbstractValue> operands, const RegionCompiler& compile_region) {
   auto r = std::shared_ptr<ControlFlowRunner>(new ControlFlowRunner());
   r->kind_ = instr.kind;
   ir::Regions regions;
@@ -69,7 +69,7 @@ absl::StatusOr<std::shared_ptr<const ControlFlowRunner>> ControlFlowRunner::comp
                                               " is not a control-flow op"));
   }
   for (size_t i = 0; i < regions.size(); ++i) {
-    auto e = CpuExecutable::compile(*regions[i]);
+    auto e = compile_region ? compile_region(static_cast<int>(i), *regions[i]) : CpuExecutable::compile(*regions[i]);
     if (!e.ok()) return annotate(e.status(), instr.kind, absl::StrCat("region ", i, " (@", regions[i]->name, ")"));
     r->regions_.push_back(*std::move(e));
   }

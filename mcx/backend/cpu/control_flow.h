@@ -8,6 +8,7 @@
 // Thread-safety: immutable after compile(); run() may be called concurrently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -22,16 +23,25 @@ namespace mcx::cpu {
 
 class ControlFlowRunner {
  public:
-  // Compiles the regions of a control-flow instruction whose operands have the given types. Errors: those
-  // of CpuExecutable::compile for a region (named), or an invalid instruction.
+  // Makes the executable of region `index` (while: cond 0, body 1; scan: body 0; cond: branch k).
+  using RegionCompiler =
+      std::function<absl::StatusOr<std::shared_ptr<const CpuExecutable>>(int index, const ir::Program& region)>;
+
+  // Compiles the regions of a control-flow instruction whose operands have the given types, with
+  // CpuExecutable::compile, or with compile_region when given (a serialised executable's loader passes one
+  // that reads the regions' executables back). Errors: those of compiling a region (named), or an invalid
+  // instruction.
   static absl::StatusOr<std::shared_ptr<const ControlFlowRunner>> compile(const ir::Instr& instr,
-                                                                          std::span<const AbstractValue> operands);
+                                                                          std::span<const AbstractValue> operands,
+                                                                          const RegionCompiler& compile_region = {});
 
   // Every result of the op (all siblings', in `result` order) for the operands. Errors of a region's
   // execution name the op and the iteration or branch.
   absl::StatusOr<std::vector<Buffer>> run(std::span<const Buffer> operands, const ExecutionContext* ctx) const;
 
   int num_results() const { return num_results_; }
+  // The regions' executables, in RegionCompiler index order.
+  const std::vector<std::shared_ptr<const CpuExecutable>>& regions() const { return regions_; }
   bool has_collectives() const;
 
  private:

@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +51,17 @@ class CpuExecutable {
   bool has_collectives() const;
 
   const ir::Program& program() const;
+
+  // Serialised executables (executable_codec.cc; docs/compilation_cache.md "Executable entries"): the plan
+  // (steps with their typed fields, fusion groups, row regions, liveness and in-place decisions), the
+  // object code of its generated kernels, the executables of its control-flow regions, and its program in
+  // the canonical encoding (ir/fingerprint.h), in a versioned binary form. deserialize() runs no planning
+  // and no code generation: kernels are linked from the stored objects (or reused when this process has
+  // them). Errors of deserialize: InvalidArgument for malformed bytes (naming the offset) or a plan that
+  // does not fit its program; FailedPrecondition for another format version, or kernels generated for
+  // another target (codegen::target_description()) than this process's: the caller compiles instead.
+  absl::StatusOr<std::string> serialize() const;
+  static absl::StatusOr<std::shared_ptr<const CpuExecutable>> deserialize(std::string_view bytes);
   ~CpuExecutable();
 
   struct Plan;

@@ -116,6 +116,7 @@ enum class Source { kStore, kPeer, kCompiled };
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<GeneratedKernel> k, std::string_view object,
                                                             Source source, std::chrono::steady_clock::time_point t0) {
   MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(object, k->symbol));
+  k->object = std::string(object);
   k->from_store = source == Source::kStore;
   k->from_peer = source == Source::kPeer;
   k->compile_ms = ms_since(t0);
@@ -131,9 +132,11 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<Gene
 }
 
 // g's kernel from the kernel store, else from another process of the job, else compiled (and offered to both).
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGroup& g, const std::string& sig) {
+// symbol_suffix: a name apart from an object that failed to link (it may be partly defined in the JIT).
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGroup& g, const std::string& sig,
+                                                                   std::string_view symbol_suffix = "") {
   auto k = std::make_shared<GeneratedKernel>();
-  k->symbol = symbol_of(sig);
+  k->symbol = symbol_of(sig) + std::string(symbol_suffix);
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<KernelStore> store = kernel_store();
   const KernelKey key{sig, target_description()};
@@ -181,7 +184,12 @@ std::shared_ptr<KernelStore> kernel_store() {
   return r.store;
 }
 
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
+namespace {
+
+// The kernel for g's signature: the one already in this process, else make() (called once per signature,
+// for groups the generator takes).
+template <typename Make>
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const FusedGroup& g, Make make) {
   if (!built_with_llvm()) {
     return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
   }
@@ -202,7 +210,7 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const Fused
     if (std::string why = unsupported_reason(g); !why.empty()) {
       entry->result = absl::UnimplementedError(absl::StrCat("[codegen] group not generated: ", why));
     } else {
-      entry->result = make_kernel(g, sig);
+      entry->result = make(sig);
     }
   });
   if (!made_here && entry->result.ok()) {
@@ -210,6 +218,24 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const Fused
     ++r.stats.kernel_reuses;
   }
   return entry->result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
+  return kernel_for(g, [&](const std::string& sig) { return make_kernel(g, sig); });
+}
+
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGroup& g, std::string_view object) {
+  return kernel_for(g, [&](const std::string& sig) {
+    auto k = std::make_shared<GeneratedKernel>();
+    k->symbol = symbol_of(sig);
+    auto linked = link(k, object, Source::kStore, std::chrono::steady_clock::now());
+    if (linked.ok()) return linked;
+    log_warn("[codegen] kernel {} of a serialised executable did not load, compiling it: {}", k->symbol,
+             std::string(linked.status().message()));
+    return make_kernel(g, sig, "_relinked");
+  });
 }
 
 std::string target_description() { return built_with_llvm() ? llvm_target_description() : "none"; }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "mcx/backend/cpu/fusion.h"
@@ -38,6 +39,7 @@ struct GeneratedKernel {
   bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
   bool from_peer = false;   // object code another process of the job compiled (kernel_sharing.h)
   double compile_ms = 0;    // compile (IR, optimisation, machine code) and link, or load and link
+  std::string object;       // the relocatable object it was linked from (what a serialised executable keeps)
 };
 
 // Whether this build contains the LLVM code generator.
@@ -69,6 +71,12 @@ std::string signature(const FusedGroup& g);
 // (its message included). A stored object that does not load is logged and compiled instead.
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g);
 
+// g's kernel from object code compiled for g's signature on this target_description() (a serialised
+// executable's, executable.h): the kernel already in this process for the signature, else object linked in.
+// Nothing is compiled. Errors: Unimplemented when not built with LLVM; Internal when the object does not
+// link (the caller then compiles, or runs the interpreter).
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGroup& g, std::string_view object);
+
 // The generator's identity, for compilation-cache keys and diagnostics: LLVM version, host CPU name and
 // its features ("llvm 19.1.7; cpu skylake; +avx2,+fma,..."); "none" without LLVM.
 std::string target_description();
@@ -76,7 +84,7 @@ std::string target_description();
 // Process-wide counters (for stats and tests).
 struct CodegenStats {
   int64_t kernels_compiled = 0;  // distinct signatures compiled
-  int64_t kernels_loaded = 0;    // distinct signatures loaded from the kernel store
+  int64_t kernels_loaded = 0;    // distinct signatures loaded from the kernel store or a serialised executable
   int64_t kernels_from_peers = 0;  // distinct signatures another process of the job compiled (MCX_SHARE_COMPILED)
   int64_t kernel_reuses = 0;     // compile_fused calls answered by a kernel already in this process
   double compile_ms_total = 0;
