@@ -47,7 +47,7 @@
 #include "examples/train_fashion_mnist/cnn_model.h"
 #include "examples/train_fashion_mnist/fashion_data.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/cache/kernel_cache.h"
+#include "mcx/cache/install.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
 #include "mcx/data/loader_state.h"
@@ -152,7 +152,7 @@ int run(const Config& cfg) {
     mcx::cache::CacheOptions cache_options;
     cache_options.directory = cfg.compile_cache;
     cache_options.process_index = mcx::process_index();
-    mcx::value_or_throw(mcx::cache::install_kernel_cache(cache_options));
+    mcx::value_or_throw(mcx::cache::install_compilation_cache(cache_options));
   }
   const char* restart_count = std::getenv("MCX_RESTART_COUNT");
   if (restart_count != nullptr && std::string(restart_count) != "0") {
@@ -331,7 +331,7 @@ int run(const Config& cfg) {
                   "compilation cache (%.0f ms)%s\n",
                   kTool, seconds_since(t_start), static_cast<long long>(cg.kernels_compiled), cg.compile_ms_total,
                   static_cast<long long>(cg.kernels_loaded), cg.load_ms_total,
-                  mcx::cache::installed_kernel_cache() ? "" : " (no cache: --compile-cache DIR)");
+                  mcx::cache::installed_compilation_cache() ? "" : " (no cache: --compile-cache DIR)");
       std::fflush(stdout);
     }
     const bool epoch_end = state.steps % per_epoch == 0;

@@ -17,7 +17,6 @@
 
 #include "absl/status/statusor.h"
 #include "mcx/backend/cpu/codegen/kernel_store.h"
-#include "mcx/cache/cache_options.h"
 #include "mcx/cache/compilation_cache.h"
 
 namespace mcx::cache {
@@ -37,13 +36,10 @@ class KernelCache final : public cpu::codegen::KernelStore {
   std::shared_ptr<CompilationCache> cache_;
 };
 
-// Opens the cache that options (resolved against the MCX_COMPILATION_CACHE_* flags) describe and installs it
-// as the kernel store (replacing any installed before). Returns the installed store, or nullptr when no
-// directory is configured (then nothing changes: a store installed before stays). Errors: those of
-// CompilationCache::open (a directory other users may write, a bad flag value).
-absl::StatusOr<std::shared_ptr<KernelCache>> install_kernel_cache(CacheOptions options = {});
-
-// The installed kernel store if it is a KernelCache (what install_kernel_cache installs), else nullptr.
-std::shared_ptr<KernelCache> installed_kernel_cache();
+// Adds the components every entry made by this build for a code generator target has: mcx_version, then
+// each part of target_description() ("llvm <v>; generator <digest>; cpu <name>; <features>") as its own
+// component (llvm_version, generator, cpu, cpu_features), so a miss names which of them changed; an empty
+// target adds mcx_version only.
+absl::Status add_build_components(CacheKey& k, std::string_view target);
 
 }  // namespace mcx::cache

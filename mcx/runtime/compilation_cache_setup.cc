@@ -2,7 +2,8 @@
 
 #include "absl/time/time.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/cache/kernel_cache.h"
+#include "mcx/backend/cpu/executable_store.h"
+#include "mcx/cache/install.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/process_exit.h"
 
@@ -10,19 +11,20 @@ namespace mcx {
 namespace {
 
 void report_at_exit() {
-  std::shared_ptr<cache::KernelCache> store = cache::installed_kernel_cache();
+  std::shared_ptr<cache::CompilationCache> cache = cache::installed_compilation_cache();
   const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
-  if (!store && cg.kernels_compiled == 0) return;
+  if (!cache && cg.kernels_compiled == 0) return;
   std::string line = fmt::format("[codegen] kernels compiled {} ({:.1f} ms), loaded from the cache {} and from "
                                  "other processes {} ({:.1f} ms), shared in process {}",
                                  cg.kernels_compiled, cg.compile_ms_total, cg.kernels_loaded,
                                  cg.kernels_from_peers, cg.load_ms_total, cg.kernel_reuses);
-  if (store) {
-    const cache::CacheStats s = store->cache().stats();
-    line += fmt::format("; compilation cache {}: hits {}, misses {}, writes {}, corrupt entries {}, compile time "
-                        "saved {:.1f} ms",
-                        store->cache().directory(), s.hits, s.misses, s.writes, s.corrupt_entries,
-                        absl::ToDoubleMilliseconds(s.compile_time_saved));
+  if (cache) {
+    const cache::CacheStats s = cache->stats();
+    const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
+    line += fmt::format("; executables loaded {} ({:.1f} ms), stored {}; compilation cache {}: hits {}, misses {}, "
+                        "writes {}, corrupt entries {}, compile time saved {:.1f} ms",
+                        ex.loaded, ex.load_ms_total, ex.saved, cache->directory(), s.hits, s.misses, s.writes,
+                        s.corrupt_entries, absl::ToDoubleMilliseconds(s.compile_time_saved));
   }
   log_info("{}", line);
 }
@@ -32,11 +34,11 @@ void report_at_exit() {
 void setup_compilation_cache(int process_index) {
   cache::CacheOptions options;
   options.process_index = process_index;
-  absl::StatusOr<std::shared_ptr<cache::KernelCache>> store = cache::install_kernel_cache(options);
-  if (!store.ok()) {
-    log_warn("[cache] running without the compilation cache: {}", std::string(store.status().message()));
-  } else if (*store) {
-    log_debug("[cache] compilation cache at {}", (*store)->cache().directory());
+  absl::StatusOr<std::shared_ptr<cache::CompilationCache>> cache = cache::install_compilation_cache(options);
+  if (!cache.ok()) {
+    log_warn("[cache] running without the compilation cache: {}", std::string(cache.status().message()));
+  } else if (*cache) {
+    log_debug("[cache] compilation cache at {}", (*cache)->directory());
   }
   run_at_exit(ExitStage::kDeviceStreams, report_at_exit);
 }

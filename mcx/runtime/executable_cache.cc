@@ -1,6 +1,7 @@
 #include "mcx/runtime/executable_cache.h"
 
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/fingerprint.h"
 
@@ -32,7 +33,9 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
     }
     ++misses_;
   }
-  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::CpuExecutable::compile(program));
+  // A miss here compiles, or reads the executable back from the persistent cache when one is installed
+  // (backend/cpu/executable_store.h): the key is the same canonical encoding.
+  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::load_or_compile(program, cpu::executable_key(key)));
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = entries_[table].emplace(key, exe);
   return it->second;

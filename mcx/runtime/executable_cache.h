@@ -3,7 +3,8 @@
 // The key is program_key(): the program's canonical encoding (ir/fingerprint.h: op kinds, operand numbering,
 // attributes including constant data bit for bit, parameter and result types, symbolic constraints), in the
 // table of the current code-generation setting. Two programs that differ only in their name share an entry.
-// Compilation happens outside the lock; when two threads compile the same key at once, both compile and the
+// A miss compiles, or reads the executable back from the persistent compilation cache when one is installed
+// (cpu::load_or_compile; docs/compilation_cache.md). Compilation happens outside the lock; when two threads compile the same key at once, both compile and the
 // first insert wins (the work is duplicated, never the entry). The lock is a std::mutex rather than
 // absl::Mutex because Debian's abseil is not built with ThreadSanitizer annotations, so TSAN cannot see
 // absl::Mutex and reports false races.

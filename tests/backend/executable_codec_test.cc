@@ -6,64 +6,17 @@
 #include "backend_test_util.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/core/error.h"
-#include "mcx/ir/passes.h"
-#include "tests/ir/ir_test_programs.h"
+#include "tests/support/compiled_programs.h"
 
 namespace mcx::cpu {
 namespace {
 
-using ir::OpKind;
-using ir::ValueId;
-using Ints = std::vector<int64_t>;
+using test::bitwise_equal;
+using test::compiled_programs;
 using test::expect_buffers_near;
-using test::random_buffer;
-
-ir::Program specialised(const ir::Program& p, std::map<std::string, int64_t> dims) {
-  return value_or_throw(ir::specialize(p, dims));
-}
-
-// x[8,16] @ w[16,32] + b, tanh, then a softmax over rows: fused groups of several nodes (generated kernels)
-// and a row region.
-ir::Program mlp_softmax_program() {
-  ir::ProgramBuilder b("mlp_softmax");
-  const ValueId x = b.add_parameter(ir::testing_programs::type_of("f32[8,16]"));
-  const ValueId w = b.add_parameter(ir::testing_programs::type_of("f32[16,32]"));
-  const ValueId bias = b.add_parameter(ir::testing_programs::type_of("f32[32]"));
-  const ValueId d = b.emit_or_throw(OpKind::kDotGeneral, {x, w},
-                                    {{"lhs_batch", Ints{}}, {"rhs_batch", Ints{}}, {"lhs_contracting", Ints{1}},
-                                     {"rhs_contracting", Ints{0}}});
-  const ValueId h = b.unary(OpKind::kTanh, b.binary(OpKind::kAdd, d, b.broadcast_in_dim(bias, concrete_shape({8, 32}), {1})));
-  const ValueId mx = b.emit_or_throw(OpKind::kReduceMax, {h}, {{"dimensions", Ints{1}}});
-  const ValueId e = b.unary(OpKind::kExp, b.binary(OpKind::kSub, h, b.broadcast_in_dim(mx, concrete_shape({8, 32}), {0})));
-  const ValueId s = b.reduce_sum(e, {1});
-  const ValueId y = b.binary(OpKind::kDiv, e, b.broadcast_in_dim(s, concrete_shape({8, 32}), {0}));
-  return std::move(b).build({y, b.transpose(h, {1, 0})});
-}
-
-std::vector<ir::Program> programs() {
-  using namespace ir::testing_programs;
-  return {mlp_softmax_program(),
-          specialised(all_ops_program(), {{"b", 3}, {"c", 5}}),
-          specialised(window_ops_program(), {{"b", 2}}),
-          specialised(special_ops_program(), {{"b", 3}}),
-          specialised(control_flow_program(), {{"b", 2}}),
-          specialised(custom_rules_program(), {{"b", 2}})};
-}
-
-std::vector<Buffer> args_for(const ir::Program& p, uint64_t seed) {
-  std::vector<Buffer> args;
-  for (const AbstractValue& t : p.params) {
-    const std::vector<int64_t> dims = value_or_throw(to_concrete(t.shape));
-    const bool whole = is_integer(t.dtype) || t.dtype == DType::kBool;
-    args.push_back(whole ? random_buffer(t.dtype, dims, seed++, 0, 1) : random_buffer(t.dtype, dims, seed++));
-  }
-  return args;
-}
-
-bool bitwise_equal(const Buffer& a, const Buffer& b) {
-  return a.dtype() == b.dtype() && a.dims() == b.dims() && a.nbytes() == b.nbytes() &&
-         (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
-}
+using test::mlp_softmax_program;
+using test::random_args;
+using test::specialised;
 
 struct CodegenSetting {
   bool saved = codegen::enabled();
@@ -74,7 +27,7 @@ TEST(ExecutableCodec, LoadedExecutablesMatchTheCompiledOnesBitForBit) {
   CodegenSetting restore;
   for (bool generate : {false, true}) {
     codegen::set_enabled(generate);
-    for (const ir::Program& p : programs()) {
+    for (const ir::Program& p : compiled_programs()) {
       SCOPED_TRACE(p.name + (generate ? " (codegen)" : " (interpreter)"));
       auto compiled = value_or_throw(CpuExecutable::compile(p));
       const std::string bytes = value_or_throw(compiled->serialize());
@@ -85,7 +38,7 @@ TEST(ExecutableCodec, LoadedExecutablesMatchTheCompiledOnesBitForBit) {
       EXPECT_EQ((*loaded)->program().name, p.name);
       EXPECT_EQ((*loaded)->has_collectives(), compiled->has_collectives());
       EXPECT_EQ(value_or_throw((*loaded)->serialize()), bytes) << "serialise(load(bytes)) != bytes";
-      const std::vector<Buffer> args = args_for(p, 7);
+      const std::vector<Buffer> args = random_args(p, 7);
       const std::vector<Buffer> want = value_or_throw(compiled->execute(args));
       const std::vector<Buffer> got = value_or_throw((*loaded)->execute(args));
       ASSERT_EQ(got.size(), want.size());
@@ -105,7 +58,7 @@ TEST(ExecutableCodec, KernelsTravelAsObjectCode) {
   // Loaded with code generation off, the same bytes run on the interpreter and agree to rounding.
   codegen::set_enabled(false);
   auto loaded = value_or_throw(CpuExecutable::deserialize(bytes));
-  const std::vector<Buffer> args = args_for(mlp_softmax_program(), 3);
+  const std::vector<Buffer> args = random_args(mlp_softmax_program(), 3);
   const std::vector<Buffer> want = value_or_throw(compiled->execute(args));
   const std::vector<Buffer> got = value_or_throw(loaded->execute(args));
   for (size_t i = 0; i < want.size(); ++i) expect_buffers_near(got[i], want[i], 1e-6, 1e-6);

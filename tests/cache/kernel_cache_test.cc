@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/cache/install.h"
 #include "mcx/cache/kernel_cache.h"
 #include "mcx/core/buffer.h"
 #include "mcx/core/hash.h"
@@ -67,9 +68,9 @@ std::string field(const std::string& out, const std::string& name) {
 
 TEST(KernelCacheChild, CompileAndRun) {
   if (!std::getenv("MCX_TEST_KERNEL_CACHE_CHILD")) GTEST_SKIP() << "only run as a child of KernelCache tests";
-  auto store = install_kernel_cache();
-  ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_NE(*store, nullptr);
+  auto cache = install_compilation_cache();
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_NE(*cache, nullptr);
   Sha256 digest;
   for (FusedGroup g : groups()) {
     const int64_t n = 5000;
@@ -100,7 +101,7 @@ TEST(KernelCacheChild, CompileAndRun) {
     for (const Buffer& b : outs) digest.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
   }
   const cpu::codegen::CodegenStats st = cpu::codegen::stats();
-  const CacheStats cs = (*store)->cache().stats();
+  const CacheStats cs = (*cache)->stats();
   const Sha256Digest d = digest.digest();
   std::string hex;
   for (uint8_t byte : d) hex += fmt::format("{:02x}", byte);

@@ -61,6 +61,9 @@ class CpuExecutable {
   // does not fit its program; FailedPrecondition for another format version, or kernels generated for
   // another target (codegen::target_description()) than this process's: the caller compiles instead.
   absl::StatusOr<std::string> serialize() const;
+  // "cpu executable format <n>; planner <digest of the planner's sources>": what, besides the program and
+  // the code generator's target, decides the bytes serialize() writes (a key component of stored entries).
+  static std::string format_description();
   static absl::StatusOr<std::shared_ptr<const CpuExecutable>> deserialize(std::string_view bytes);
   ~CpuExecutable();
 

@@ -223,6 +223,14 @@ absl::Status check_group(const Plan& plan, const Plan::GroupPlan& gp, size_t num
 
 }  // namespace
 
+#ifndef MCX_PLANNER_SOURCE_DIGEST
+#define MCX_PLANNER_SOURCE_DIGEST "unknown"
+#endif
+
+std::string CpuExecutable::format_description() {
+  return absl::StrCat("cpu executable format ", kFormatVersion, "; planner ", MCX_PLANNER_SOURCE_DIGEST);
+}
+
 absl::StatusOr<std::string> CpuExecutable::serialize() const {
   const Plan& plan = *plan_;
   std::string out;

@@ -1,0 +1,34 @@
+#include "mcx/cache/install.h"
+
+#include <mutex>
+
+#include "mcx/cache/executable_entry_cache.h"
+#include "mcx/cache/kernel_cache.h"
+#include "mcx/core/error.h"
+
+namespace mcx::cache {
+namespace {
+
+std::mutex g_mu;
+std::shared_ptr<CompilationCache>* g_installed = new std::shared_ptr<CompilationCache>();  // guarded by g_mu
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<CompilationCache>> install_compilation_cache(CacheOptions options) {
+  MCX_ASSIGN_OR_RETURN(CacheOptions resolved, resolve_options(std::move(options)));
+  if (!resolved.directory.has_value() || resolved.directory->empty()) return std::shared_ptr<CompilationCache>();
+  MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> opened, CompilationCache::open(resolved));
+  std::shared_ptr<CompilationCache> cache(std::move(opened));
+  cpu::codegen::set_kernel_store(std::make_shared<KernelCache>(cache));
+  cpu::set_executable_store(std::make_shared<ExecutableEntryCache>(cache));
+  std::lock_guard<std::mutex> lock(g_mu);
+  *g_installed = cache;
+  return cache;
+}
+
+std::shared_ptr<CompilationCache> installed_compilation_cache() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return *g_installed;
+}
+
+}  // namespace mcx::cache

@@ -1,0 +1,149 @@
+// Serialised executables through the persistent compilation cache (mcx/cache/executable_entry_cache.h): a
+// second process reads every executable back (no planning, no code generation) and computes the same bits;
+// a damaged entry is a miss that is compiled again and healed; another option, format or target misses and
+// says which component differs.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/executable_store.h"
+#include "mcx/cache/executable_entry_cache.h"
+#include "mcx/cache/install.h"
+#include "mcx/core/hash.h"
+#include "mcx/ir/fingerprint.h"
+#include "tests/support/compiled_programs.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace mcx::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using test::TempDir;
+
+// Runs this binary as ExecutableCacheChild.CompileAndRun with the cache in dir; returns its output.
+std::string run_child(const std::string& dir, const std::string& env = "") {
+  return test::run_command(env + " MCX_TEST_EXECUTABLE_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir +
+                           " timeout 120 /proc/" + std::to_string(getpid()) +
+                           "/exe --gtest_filter=ExecutableCacheChild.CompileAndRun 2>&1");
+}
+
+std::string field(const std::string& out, const std::string& name) {
+  const size_t at = out.find(" " + name + "=");
+  if (at == std::string::npos) return "missing";
+  const size_t begin = at + name.size() + 2;
+  return out.substr(begin, out.find_first_of(" \n", begin) - begin);
+}
+
+TEST(ExecutableCacheChild, CompileAndRun) {
+  if (!std::getenv("MCX_TEST_EXECUTABLE_CACHE_CHILD")) GTEST_SKIP() << "only run as a child of ExecutableCache tests";
+  auto cache = install_compilation_cache();
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_NE(*cache, nullptr);
+  Sha256 digest;
+  for (const ir::Program& p : test::compiled_programs()) {
+    auto exe = cpu::load_or_compile(p, cpu::executable_key(ir::canonical_encoding(p)));
+    ASSERT_TRUE(exe.ok()) << p.name << ": " << exe.status();
+    auto outs = (*exe)->execute(test::random_args(p, 11));
+    ASSERT_TRUE(outs.ok()) << p.name << ": " << outs.status();
+    for (const Buffer& b : *outs) digest.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
+  }
+  const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
+  const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
+  const CacheStats cs = (*cache)->stats();
+  std::printf("report compiled=%lld loaded=%lld saved=%lld kernels_compiled=%lld corrupt=%lld digest=%s\n",
+              static_cast<long long>(ex.compiled), static_cast<long long>(ex.loaded), static_cast<long long>(ex.saved),
+              static_cast<long long>(cg.kernels_compiled), static_cast<long long>(cs.corrupt_entries),
+              to_hex(digest.digest()).c_str());
+}
+
+TEST(ExecutableCache, ASecondProcessReadsEveryExecutableBackAndADamagedEntryIsCompiledAgain) {
+  TempDir dir;
+  const std::string programs = std::to_string(test::compiled_programs().size());
+  const std::string cold = run_child(dir.path());
+  ASSERT_THAT(cold, HasSubstr("report ")) << cold;
+  EXPECT_EQ(field(cold, "compiled"), programs) << cold;
+  EXPECT_EQ(field(cold, "loaded"), "0") << cold;
+  EXPECT_EQ(field(cold, "saved"), programs) << cold;
+
+  const std::string warm = run_child(dir.path());
+  ASSERT_THAT(warm, HasSubstr("report ")) << warm;
+  EXPECT_EQ(field(warm, "compiled"), "0") << warm;
+  EXPECT_EQ(field(warm, "loaded"), programs) << warm;
+  EXPECT_EQ(field(warm, "kernels_compiled"), "0") << warm;
+  EXPECT_EQ(field(warm, "digest"), field(cold, "digest"));
+
+  // The interpreter's executables are other entries (codegen is a key component), with the same results
+  // where the generated code is bitwise equal to the interpreter (docs/codegen.md): compare the counts only.
+  const std::string interpreted = run_child(dir.path(), "MCX_CODEGEN=0");
+  EXPECT_EQ(field(interpreted, "loaded"), "0") << interpreted;
+  EXPECT_EQ(field(interpreted, "compiled"), programs) << interpreted;
+
+  // Flip one byte in the middle of every executable entry (kernel entries are larger than none: every entry
+  // here is an executable or a kernel; both heal).
+  int damaged = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (e.path().extension() != ".mcxc") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<std::streamoff>(fs::file_size(e.path()));
+    f.seekg(size / 2);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(size / 2);
+    f.write(&c, 1);
+    ++damaged;
+  }
+  EXPECT_GE(damaged, 2 * test::compiled_programs().size());
+  const std::string healed = run_child(dir.path());
+  EXPECT_EQ(field(healed, "loaded"), "0") << healed;
+  EXPECT_EQ(field(healed, "compiled"), programs) << healed;
+  EXPECT_NE(field(healed, "corrupt"), "0") << healed;
+  EXPECT_EQ(field(healed, "digest"), field(cold, "digest"));
+  const std::string again = run_child(dir.path());
+  EXPECT_EQ(field(again, "loaded"), programs) << again;
+  EXPECT_EQ(field(again, "digest"), field(cold, "digest"));
+}
+
+TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOrOptionMisses) {
+  TempDir dir;
+  CacheOptions o;
+  o.directory = dir.path();
+  o.explain_misses = true;
+  auto opened = CompilationCache::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ExecutableEntryCache store{std::shared_ptr<CompilationCache>(*std::move(opened))};
+  const cpu::ExecutableKey key{"canonical program bytes", "codegen=1",
+                               "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma",
+                               "cpu executable format 1; planner 0011223344556677"};
+  auto k = ExecutableEntryCache::entry_key(key);
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::vector<std::string> names;
+  for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("kind", "program", "options", "executable_format", "mcx_version",
+                                            "llvm_version", "generator", "cpu", "cpu_features"));
+  store.save(key, "executable bytes", 12.5);
+  ASSERT_EQ(store.load(key), std::optional<std::string>("executable bytes"));
+  cpu::ExecutableKey other = key;
+  other.format = "cpu executable format 1; planner 8899aabbccddeeff";  // a rebuilt planner
+  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_THAT(store.cache().explain_miss(*ExecutableEntryCache::entry_key(other)), HasSubstr("executable_format"));
+  other = key;
+  other.options = "codegen=0";
+  other.target = "interpreter";
+  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_THAT(store.cache().explain_miss(*ExecutableEntryCache::entry_key(other)), HasSubstr("options"));
+}
+
+}  // namespace
+}  // namespace mcx::cache
