@@ -12,7 +12,9 @@ const Flag<std::string> kDir("MCX_COMPILATION_CACHE_DIR", "",
 const Flag<int64_t> kMaxBytes("MCX_COMPILATION_CACHE_MAX_BYTES", int64_t{1} << 30,
                               "bytes the compilation cache directory keeps (least recently used entries go first)",
                               int_in_range(0, int64_t{1} << 50));
-const Flag<int64_t> kMinCompileMs("MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS", 0,
+// 1 ms by default: reading an entry back costs ~0.1-0.2 ms (open, checksums, decompression, decoding), more
+// than compiling eager dispatch's one-op programs, which would otherwise fill the directory.
+const Flag<int64_t> kMinCompileMs("MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS", 1,
                                   "compiles faster than this many ms are not written to the cache",
                                   int_in_range(0, 3600 * 1000));
 const Flag<int64_t> kMinEntryBytes("MCX_COMPILATION_CACHE_MIN_ENTRY_BYTES", 0,

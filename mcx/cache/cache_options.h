@@ -3,7 +3,7 @@
 //
 //   MCX_COMPILATION_CACHE_DIR                   directory; empty: the cache is off (default)
 //   MCX_COMPILATION_CACHE_MAX_BYTES             total size kept; least recently used entries go first (1 GiB)
-//   MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS   compiles faster than this are not written (0)
+//   MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS   compiles faster than this are not written (1)
 //   MCX_COMPILATION_CACHE_MIN_ENTRY_BYTES       payloads smaller than this are not written (0)
 //   MCX_COMPILATION_CACHE_READ_ONLY             read, never write, evict or touch (false)
 //   MCX_COMPILATION_CACHE_WRITERS               all | process0 | none: which processes of a job write (all)

@@ -4,7 +4,9 @@
 // back instead of planning and generating code. docs/compilation_cache.md.
 //
 // Entry key components (each named in MCX_EXPLAIN_CACHE_MISSES output and `mcx-cache inspect`):
-//   kind "executable"; program: the canonical encoding of the program compiled (ir/fingerprint.h); options
+//   kind "executable" ("spmd_executable" for a program partitioned over a mesh); program: the canonical encoding
+//   of the program compiled (ir/fingerprint.h); device_assignment (partitioned programs only: mesh shape,
+//   axis names and partition specs, not device ids); options
 //   (code generation on or off); executable_format (serialisation format and planner digest); mcx_version;
 //   then the code generator's target as for kernels (llvm_version, generator, cpu, cpu_features), or
 //   "target" = interpreter when no code is generated.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -9,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
@@ -16,11 +18,15 @@
 #include "mcx/ir/text.h"
 #include "mcx/runtime/communicator_cache.h"
 #include "mcx/runtime/executable_cache.h"
+#include "mcx/runtime/spmd_entry.h"
 #include "mcx/runtime/stream.h"
 #include "mcx/runtime/thread_guard.h"
 
 namespace mcx {
 namespace {
+
+std::atomic<int64_t> g_spmd_partitioned{0};
+std::atomic<int64_t> g_spmd_loaded{0};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -201,6 +207,7 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   }
   ir::Program per_device;
   std::vector<PartitionSpec> out_specs;
+  std::optional<cpu::ExecutableKey> stored_key;  // set when a persistent cache is installed (not for manual)
   std::vector<AbstractValue> in_avals;
   auto t0 = std::chrono::steady_clock::now();
   if (options.manual) {
@@ -222,13 +229,36 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
       exe->out_avals_.push_back(global_type(results[i], out_specs.back(), axes));
     }
   } else {
-    MCX_ASSIGN_OR_RETURN(spmd::PartitionedProgram partitioned,
-                         spmd::partition(global, axes, options.in_specs, options.out_specs));
-    per_device = std::move(partitioned.per_device);
-    out_specs = std::move(partitioned.out_specs);
-    exe->stats_ = std::move(partitioned.stats);
     in_avals = global.params;
     exe->out_avals_ = global.result_types();
+    // With a persistent compilation cache, a partitioned program is one entry (spmd_entry.h): a hit skips
+    // the partitioner, the planner and the code generator.
+    if (std::shared_ptr<cpu::ExecutableStore> store = cpu::executable_store()) {
+      stored_key = cpu::executable_key(ir::canonical_encoding(global));
+      stored_key->device_assignment = spmd_device_assignment(axes, options.in_specs, options.out_specs);
+      if (std::optional<std::string> bytes = store->load(*stored_key)) {
+        absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*bytes);
+        if (entry.ok() && entry->out_specs.size() == global.results.size() &&
+            entry->executable->program().num_params() == global.num_params()) {
+          out_specs = std::move(entry->out_specs);
+          exe->stats_ = std::move(entry->stats);
+          exe->fingerprint_ = entry->fingerprint;
+          exe->exe_ = std::move(entry->executable);
+          ++g_spmd_loaded;
+        } else {
+          log_warn("[spmd] a stored executable of {} did not load, partitioning it: {}", options.name,
+                   entry.ok() ? std::string("its layouts do not fit the program") : std::string(entry.status().message()));
+        }
+      }
+    }
+    if (!exe->exe_) {
+      MCX_ASSIGN_OR_RETURN(spmd::PartitionedProgram partitioned,
+                           spmd::partition(global, axes, options.in_specs, options.out_specs));
+      ++g_spmd_partitioned;
+      per_device = std::move(partitioned.per_device);
+      out_specs = std::move(partitioned.out_specs);
+      exe->stats_ = std::move(partitioned.stats);
+    }
   }
   exe->partition_seconds_ = seconds_since(t0);
   if (log_level() == "debug" || log_level() == "trace") {  // printing the program is not free
@@ -236,12 +266,24 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
               "gathers; per-device program:\n{}",
               options.name, options.manual ? "manual (shard_map)" : "partitioned", options.mesh.to_string(),
               exe->stats_.all_reduces, exe->stats_.all_gathers, exe->stats_.all_to_alls, exe->stats_.local_slices,
-              exe->stats_.fallback_gathers, ir::print_program(per_device));
+              exe->stats_.fallback_gathers, ir::print_program(exe->exe_ ? exe->exe_->program() : per_device));
   }
   auto t1 = std::chrono::steady_clock::now();
-  MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
+  if (!exe->exe_) {
+    MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
+    exe->fingerprint_ = fingerprint64(per_device);
+    if (stored_key) {
+      absl::StatusOr<std::string> bytes =
+          encode_spmd_entry(SpmdEntry{out_specs, exe->stats_, exe->fingerprint_, exe->exe_});
+      if (bytes.ok()) {
+        cpu::executable_store()->save(*stored_key, *bytes, 1e3 * seconds_since(t0));
+      } else {
+        log_warn("[spmd] could not serialise the executable of {}: {}", options.name,
+                 std::string(bytes.status().message()));
+      }
+    }
+  }
   exe->compile_seconds_ = seconds_since(t1);
-  exe->fingerprint_ = fingerprint64(per_device);
   for (size_t i = 0; i < in_avals.size(); ++i) {
     exe->in_shardings_.push_back(NamedSharding(options.mesh, options.in_specs[i]));
   }
@@ -250,6 +292,8 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   exe->options_ = std::move(options);
   return std::shared_ptr<const SpmdExecutable>(std::move(exe));
 }
+
+SpmdCompileStats spmd_compile_stats() { return {g_spmd_partitioned.load(), g_spmd_loaded.load()}; }
 
 const ir::Program& SpmdExecutable::per_device_program() const { return exe_->program(); }
 

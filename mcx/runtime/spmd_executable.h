@@ -70,6 +70,14 @@ class SpmdExecutable {
   double compile_seconds_ = 0;
 };
 
+// Process-wide counts of SpmdExecutable::compile (tests and benchmarks): how often the partitioner ran and how
+// often a partitioned executable was read back from the persistent compilation cache instead.
+struct SpmdCompileStats {
+  int64_t partitioned = 0;
+  int64_t loaded = 0;
+};
+SpmdCompileStats spmd_compile_stats();
+
 // Launches a single-device executable on `device`'s stream and returns at once; results are single
 // shards on device (committed as given). args must be single-shard (the task awaits them); donate[i]
 // donates argument i (as SpmdExecutable::execute).

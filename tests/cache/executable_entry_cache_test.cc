@@ -33,7 +33,9 @@ using test::TempDir;
 
 // Runs this binary as ExecutableCacheChild.CompileAndRun with the cache in dir; returns its output.
 std::string run_child(const std::string& dir, const std::string& env = "") {
-  return test::run_command(env + " MCX_TEST_EXECUTABLE_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir +
+  // Every program is written, however fast it compiles (the default threshold skips those under 1 ms).
+  return test::run_command(env + " MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS=0 MCX_TEST_EXECUTABLE_CACHE_CHILD=1 "
+                           "MCX_COMPILATION_CACHE_DIR=" + dir +
                            " timeout 120 /proc/" + std::to_string(getpid()) +
                            "/exe --gtest_filter=ExecutableCacheChild.CompileAndRun 2>&1");
 }

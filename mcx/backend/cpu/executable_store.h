@@ -24,6 +24,9 @@ struct ExecutableKey {
   std::string options;  // compile options: "codegen=0|1"
   std::string target;   // codegen::target_description() when generating code, else "interpreter"
   std::string format;   // CpuExecutable::format_description(): serialisation format and planner version
+  // For a program partitioned over a mesh (runtime/spmd_executable.h): the mesh shape, axis names and
+  // partition specs (never device ids, so every process of a job computes the same key); "" otherwise.
+  std::string device_assignment;
 };
 
 // The key of `program` under the current setting, from its canonical encoding (the caller has it).
@@ -35,7 +38,8 @@ class ExecutableStore {
   // The serialised executable stored under key, or nullopt on a miss. A damaged entry is a miss (the store
   // logs and removes it).
   virtual std::optional<std::string> load(const ExecutableKey& key) = 0;
-  // Keeps bytes under key (the store may decline by its own policy). compile_ms: what a hit saves.
+  // Keeps bytes under key (the store may decline by its own policy). compile_ms: what a hit saves. With a
+  // device assignment the bytes are the runtime's SPMD entry (spmd_entry.h), else a serialised executable.
   virtual void save(const ExecutableKey& key, std::string_view bytes, double compile_ms) = 0;
 };
 
