@@ -47,7 +47,9 @@
 #include "examples/train_fashion_mnist/cnn_model.h"
 #include "examples/train_fashion_mnist/fashion_data.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/cache/install.h"
+#include "mcx/runtime/spmd_executable.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
 #include "mcx/data/loader_state.h"
@@ -327,10 +329,14 @@ int run(const Config& cfg) {
       // The warm start: how much of the first step was making kernels, and whether the cache supplied them.
       reported_compile = true;
       const mcx::cpu::codegen::CodegenStats cg = mcx::cpu::codegen::stats();
+      const mcx::cpu::ExecutableStoreStats ex = mcx::cpu::executable_store_stats();
+      const mcx::SpmdCompileStats spmd = mcx::spmd_compile_stats();
       std::printf("%s: first step done %.2f s after start; kernels: %lld compiled (%.0f ms), %lld loaded from the "
-                  "compilation cache (%.0f ms)%s\n",
+                  "compilation cache (%.0f ms); executables: %lld read back (%.0f ms), %lld partitioned programs "
+                  "read back, %lld partitioned%s\n",
                   kTool, seconds_since(t_start), static_cast<long long>(cg.kernels_compiled), cg.compile_ms_total,
-                  static_cast<long long>(cg.kernels_loaded), cg.load_ms_total,
+                  static_cast<long long>(cg.kernels_loaded), cg.load_ms_total, static_cast<long long>(ex.loaded),
+                  ex.load_ms_total, static_cast<long long>(spmd.loaded), static_cast<long long>(spmd.partitioned),
                   mcx::cache::installed_compilation_cache() ? "" : " (no cache: --compile-cache DIR)");
       std::fflush(stdout);
     }
@@ -440,8 +446,8 @@ int main(int argc, char** argv) {
                  "at the end, time this many all-reduces of the gradient leaves (the step's collectives alone)");
   app.add_option("--export", cfg.export_path, "write the trained classifier as an mcx artifact (symbolic batch)");
   app.add_option("--compile-cache", cfg.compile_cache,
-                 "persistent compilation cache directory: generated kernels are written there, and a later run "
-                 "links them instead of compiling (default: MCX_COMPILATION_CACHE_DIR, if set)");
+                 "persistent compilation cache directory: executables and generated kernels are written there, and "
+                 "a later run reads them back instead of compiling (default: MCX_COMPILATION_CACHE_DIR, if set)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);

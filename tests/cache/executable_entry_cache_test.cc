@@ -2,12 +2,9 @@
 // second process reads every executable back (no planning, no code generation) and computes the same bits;
 // a damaged entry is a miss that is compiled again and healed; another option, format or target misses and
 // says which component differs.
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,30 +18,22 @@
 #include "mcx/core/hash.h"
 #include "mcx/ir/fingerprint.h"
 #include "tests/support/compiled_programs.h"
+#include "tests/support/cache_entries.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace mcx::cache {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using test::TempDir;
 
 // Runs this binary as ExecutableCacheChild.CompileAndRun with the cache in dir; returns its output.
 std::string run_child(const std::string& dir, const std::string& env = "") {
   // Every program is written, however fast it compiles (the default threshold skips those under 1 ms).
-  return test::run_command(env + " MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS=0 MCX_TEST_EXECUTABLE_CACHE_CHILD=1 "
-                           "MCX_COMPILATION_CACHE_DIR=" + dir +
-                           " timeout 120 /proc/" + std::to_string(getpid()) +
-                           "/exe --gtest_filter=ExecutableCacheChild.CompileAndRun 2>&1");
-}
-
-std::string field(const std::string& out, const std::string& name) {
-  const size_t at = out.find(" " + name + "=");
-  if (at == std::string::npos) return "missing";
-  const size_t begin = at + name.size() + 2;
-  return out.substr(begin, out.find_first_of(" \n", begin) - begin);
+  return test::run_self(env + " MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS=0 MCX_TEST_EXECUTABLE_CACHE_CHILD=1 "
+                        "MCX_COMPILATION_CACHE_DIR=" + dir,
+                        "ExecutableCacheChild.CompileAndRun");
 }
 
 TEST(ExecutableCacheChild, CompileAndRun) {
@@ -74,47 +63,35 @@ TEST(ExecutableCache, ASecondProcessReadsEveryExecutableBackAndADamagedEntryIsCo
   const std::string programs = std::to_string(test::compiled_programs().size());
   const std::string cold = run_child(dir.path());
   ASSERT_THAT(cold, HasSubstr("report ")) << cold;
-  EXPECT_EQ(field(cold, "compiled"), programs) << cold;
-  EXPECT_EQ(field(cold, "loaded"), "0") << cold;
-  EXPECT_EQ(field(cold, "saved"), programs) << cold;
+  EXPECT_EQ(test::report_field(cold, "compiled"), programs) << cold;
+  EXPECT_EQ(test::report_field(cold, "loaded"), "0") << cold;
+  EXPECT_EQ(test::report_field(cold, "saved"), programs) << cold;
 
   const std::string warm = run_child(dir.path());
   ASSERT_THAT(warm, HasSubstr("report ")) << warm;
-  EXPECT_EQ(field(warm, "compiled"), "0") << warm;
-  EXPECT_EQ(field(warm, "loaded"), programs) << warm;
-  EXPECT_EQ(field(warm, "kernels_compiled"), "0") << warm;
-  EXPECT_EQ(field(warm, "digest"), field(cold, "digest"));
+  EXPECT_EQ(test::report_field(warm, "compiled"), "0") << warm;
+  EXPECT_EQ(test::report_field(warm, "loaded"), programs) << warm;
+  EXPECT_EQ(test::report_field(warm, "kernels_compiled"), "0") << warm;
+  EXPECT_EQ(test::report_field(warm, "digest"), test::report_field(cold, "digest"));
 
   // The interpreter's executables are other entries (codegen is a key component), with the same results
   // where the generated code is bitwise equal to the interpreter (docs/codegen.md): compare the counts only.
   const std::string interpreted = run_child(dir.path(), "MCX_CODEGEN=0");
-  EXPECT_EQ(field(interpreted, "loaded"), "0") << interpreted;
-  EXPECT_EQ(field(interpreted, "compiled"), programs) << interpreted;
+  EXPECT_EQ(test::report_field(interpreted, "loaded"), "0") << interpreted;
+  EXPECT_EQ(test::report_field(interpreted, "compiled"), programs) << interpreted;
 
-  // Flip one byte in the middle of every executable entry (kernel entries are larger than none: every entry
-  // here is an executable or a kernel; both heal).
-  int damaged = 0;
-  for (const auto& e : fs::directory_iterator(dir.path())) {
-    if (e.path().extension() != ".mcxc") continue;
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    const auto size = static_cast<std::streamoff>(fs::file_size(e.path()));
-    f.seekg(size / 2);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x40);
-    f.seekp(size / 2);
-    f.write(&c, 1);
-    ++damaged;
-  }
-  EXPECT_GE(damaged, 2 * test::compiled_programs().size());
+  // Flip one byte in the middle of every entry (executables of both settings, and kernels): each is a miss
+  // that is compiled and written again.
+  const int damaged = test::damage_every_entry(dir.path());
+  EXPECT_GE(damaged, 2 * static_cast<int>(test::compiled_programs().size()));
   const std::string healed = run_child(dir.path());
-  EXPECT_EQ(field(healed, "loaded"), "0") << healed;
-  EXPECT_EQ(field(healed, "compiled"), programs) << healed;
-  EXPECT_NE(field(healed, "corrupt"), "0") << healed;
-  EXPECT_EQ(field(healed, "digest"), field(cold, "digest"));
+  EXPECT_EQ(test::report_field(healed, "loaded"), "0") << healed;
+  EXPECT_EQ(test::report_field(healed, "compiled"), programs) << healed;
+  EXPECT_NE(test::report_field(healed, "corrupt"), "0") << healed;
+  EXPECT_EQ(test::report_field(healed, "digest"), test::report_field(cold, "digest"));
   const std::string again = run_child(dir.path());
-  EXPECT_EQ(field(again, "loaded"), programs) << again;
-  EXPECT_EQ(field(again, "digest"), field(cold, "digest"));
+  EXPECT_EQ(test::report_field(again, "loaded"), programs) << again;
+  EXPECT_EQ(test::report_field(again, "digest"), test::report_field(cold, "digest"));
 }
 
 TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOrOptionMisses) {

@@ -1,13 +1,10 @@
 // Generated kernels through the persistent compilation cache (mcx/cache/kernel_cache.h): a second process
 // links the first one's object code instead of running LLVM and computes the same bits; a damaged entry is a
 // miss that is compiled again and healed; a different generator target misses and says why.
-#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -19,13 +16,13 @@
 #include "mcx/cache/kernel_cache.h"
 #include "mcx/core/buffer.h"
 #include "mcx/core/hash.h"
+#include "tests/support/cache_entries.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace mcx::cache {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using cpu::FusedGroup;
 using cpu::FusedNode;
@@ -54,16 +51,7 @@ std::vector<FusedGroup> groups() {
 
 // Runs this binary as KernelCacheChild.CompileAndRun with the cache in dir; returns its output.
 std::string run_child(const std::string& dir) {
-  return test::run_command("MCX_TEST_KERNEL_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir + " timeout 120 /proc/" +
-                           std::to_string(getpid()) + "/exe --gtest_filter=KernelCacheChild.CompileAndRun 2>&1");
-}
-
-// The value after "name=" in the child's report line.
-std::string field(const std::string& out, const std::string& name) {
-  const size_t at = out.find(" " + name + "=");
-  if (at == std::string::npos) return "missing";
-  const size_t begin = at + name.size() + 2;
-  return out.substr(begin, out.find_first_of(" \n", begin) - begin);
+  return test::run_self("MCX_TEST_KERNEL_CACHE_CHILD=1 MCX_COMPILATION_CACHE_DIR=" + dir, "KernelCacheChild.CompileAndRun");
 }
 
 TEST(KernelCacheChild, CompileAndRun) {
@@ -115,39 +103,27 @@ TEST(KernelCache, ASecondProcessLinksTheStoredKernelsAndADamagedEntryIsCompiledA
   TempDir dir;
   const std::string cold = run_child(dir.path());
   ASSERT_THAT(cold, HasSubstr("report ")) << cold;
-  EXPECT_EQ(field(cold, "compiled"), "3") << cold;
-  EXPECT_EQ(field(cold, "loaded"), "0") << cold;
+  EXPECT_EQ(test::report_field(cold, "compiled"), "3") << cold;
+  EXPECT_EQ(test::report_field(cold, "loaded"), "0") << cold;
 
   const std::string warm = run_child(dir.path());
   ASSERT_THAT(warm, HasSubstr("report ")) << warm;
-  EXPECT_EQ(field(warm, "compiled"), "0") << warm;
-  EXPECT_EQ(field(warm, "loaded"), "3") << warm;
-  EXPECT_EQ(field(warm, "digest"), field(cold, "digest"));
-  std::printf("cold: compile %s ms; warm: load %s ms\n", field(cold, "compile_ms").c_str(),
-              field(warm, "load_ms").c_str());
+  EXPECT_EQ(test::report_field(warm, "compiled"), "0") << warm;
+  EXPECT_EQ(test::report_field(warm, "loaded"), "3") << warm;
+  EXPECT_EQ(test::report_field(warm, "digest"), test::report_field(cold, "digest"));
+  std::printf("cold: compile %s ms; warm: load %s ms\n", test::report_field(cold, "compile_ms").c_str(),
+              test::report_field(warm, "load_ms").c_str());
 
   // Flip one byte in the middle of every entry: each is a miss (counted, removed), compiled and written
   // again, with the same results; the run after that loads them all.
-  int damaged = 0;
-  for (const auto& e : fs::directory_iterator(dir.path())) {
-    if (e.path().extension() != ".mcxc") continue;
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    const auto size = static_cast<std::streamoff>(fs::file_size(e.path()));
-    f.seekg(size / 2);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ 0x40);
-    f.seekp(size / 2);
-    f.write(&c, 1);
-    ++damaged;
-  }
+  const int damaged = test::damage_every_entry(dir.path());
   EXPECT_EQ(damaged, 3);
   const std::string healed = run_child(dir.path());
-  EXPECT_EQ(field(healed, "compiled"), "3") << healed;
-  EXPECT_EQ(field(healed, "corrupt"), "3") << healed;
-  EXPECT_EQ(field(healed, "digest"), field(cold, "digest"));
+  EXPECT_EQ(test::report_field(healed, "compiled"), "3") << healed;
+  EXPECT_EQ(test::report_field(healed, "corrupt"), "3") << healed;
+  EXPECT_EQ(test::report_field(healed, "digest"), test::report_field(cold, "digest"));
   const std::string again = run_child(dir.path());
-  EXPECT_EQ(field(again, "loaded"), "3") << again;
+  EXPECT_EQ(test::report_field(again, "loaded"), "3") << again;
 }
 
 TEST(KernelCache, EntryKeysNameEveryComponentAndAnotherTargetMisses) {

@@ -1,8 +1,6 @@
 // jit through the persistent compilation cache (docs/compilation_cache.md), in fresh processes: a warm process
 // reads the single-device executable and the 4-device partitioned one back, so the partitioner, the planner
 // and the code generator do not run, and computes the same bits as the cold process.
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -27,16 +25,9 @@ using testing_util::random_array;
 
 std::string run_child(const std::string& dir) {
   // Every executable is written, however fast it compiles (the default threshold skips those under 1 ms).
-  return test::run_command("MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS=0 MCX_TEST_PERSISTENT_CACHE_CHILD=1 "
-                           "MCX_COMPILATION_CACHE_DIR=" + dir + " timeout 120 /proc/" +
-                           std::to_string(getpid()) + "/exe --gtest_filter=PersistentCacheChild.JitAndRun 2>&1");
-}
-
-std::string field(const std::string& out, const std::string& name) {
-  const size_t at = out.find(" " + name + "=");
-  if (at == std::string::npos) return "missing";
-  const size_t begin = at + name.size() + 2;
-  return out.substr(begin, out.find_first_of(" \n", begin) - begin);
+  return test::run_self("MCX_COMPILATION_CACHE_MIN_COMPILE_TIME_MS=0 MCX_TEST_PERSISTENT_CACHE_CHILD=1 "
+                        "MCX_COMPILATION_CACHE_DIR=" + dir,
+                        "PersistentCacheChild.JitAndRun");
 }
 
 TEST(PersistentCacheChild, JitAndRun) {
@@ -78,15 +69,15 @@ TEST(PersistentCache, AWarmProcessSkipsThePartitionerPlannerAndCodeGeneratorWith
   test::TempDir dir;
   const std::string cold = run_child(dir.path());
   ASSERT_THAT(cold, HasSubstr("report ")) << cold;
-  EXPECT_EQ(field(cold, "partitioned"), "1") << cold;
-  EXPECT_EQ(field(cold, "spmd_loaded"), "0") << cold;
+  EXPECT_EQ(test::report_field(cold, "partitioned"), "1") << cold;
+  EXPECT_EQ(test::report_field(cold, "spmd_loaded"), "0") << cold;
   const std::string warm = run_child(dir.path());
   ASSERT_THAT(warm, HasSubstr("report ")) << warm;
-  EXPECT_EQ(field(warm, "partitioned"), "0") << warm;
-  EXPECT_EQ(field(warm, "spmd_loaded"), "1") << warm;
-  EXPECT_NE(field(warm, "executables_loaded"), "0") << warm;  // the single-device step
-  EXPECT_EQ(field(warm, "kernels_compiled"), "0") << warm;
-  EXPECT_EQ(field(warm, "digest"), field(cold, "digest"));
+  EXPECT_EQ(test::report_field(warm, "partitioned"), "0") << warm;
+  EXPECT_EQ(test::report_field(warm, "spmd_loaded"), "1") << warm;
+  EXPECT_NE(test::report_field(warm, "executables_loaded"), "0") << warm;  // the single-device step
+  EXPECT_EQ(test::report_field(warm, "kernels_compiled"), "0") << warm;
+  EXPECT_EQ(test::report_field(warm, "digest"), test::report_field(cold, "digest"));
 }
 
 }  // namespace
