@@ -29,6 +29,15 @@ absl::Status CacheKey::add_digest(std::string name, const Sha256Digest& digest) 
   return absl::OkStatus();
 }
 
+std::string_view kind_name(const std::vector<CacheKeyComponent>& components) {
+  for (const CacheKeyComponent& c : components) {
+    if (c.name != "kind") continue;
+    for (std::string_view kind : {kKindFusedKernel, kKindExecutable, kKindSpmdExecutable})
+      if (sha256(kind) == c.digest) return kind;
+  }
+  return "unknown";
+}
+
 Sha256Digest CacheKey::digest() const {
   Sha256 h;
   h.update(std::string_view("mcx-cache-key-v1"));

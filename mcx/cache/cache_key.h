@@ -43,6 +43,15 @@ class CacheKey {
   std::vector<CacheKeyComponent> components_;
 };
 
+// The kinds of entry mcx writes: the bytes of each entry key's "kind" component.
+inline constexpr std::string_view kKindFusedKernel = "fused_kernel";        // kernel_cache.h
+inline constexpr std::string_view kKindExecutable = "executable";           // executable_entry_cache.h
+inline constexpr std::string_view kKindSpmdExecutable = "spmd_executable";  // executable_entry_cache.h
+
+// Which of the kinds above the "kind" component of components names (keys keep digests only, so this is
+// a match against the known names), or "unknown" (no kind component, or another one).
+std::string_view kind_name(const std::vector<CacheKeyComponent>& components);
+
 // One line per component of `wanted` that `other` lacks or holds with another digest, e.g.
 // "program: 3f2a9c1b0d4e (wanted) vs 77e1a0c2b9f3 (entry)", "llvm_version: not in the entry"; and per
 // component only `other` has. Empty when they are equal.

@@ -8,7 +8,7 @@ namespace mcx::cache {
 
 absl::StatusOr<CacheKey> ExecutableEntryCache::entry_key(const cpu::ExecutableKey& key) {
   CacheKey k;
-  MCX_RETURN_IF_ERROR(k.add("kind", key.device_assignment.empty() ? "executable" : "spmd_executable"));
+  MCX_RETURN_IF_ERROR(k.add("kind", key.device_assignment.empty() ? kKindExecutable : kKindSpmdExecutable));
   MCX_RETURN_IF_ERROR(k.add("program", key.program));
   if (!key.device_assignment.empty()) MCX_RETURN_IF_ERROR(k.add("device_assignment", key.device_assignment));
   MCX_RETURN_IF_ERROR(k.add("options", key.options));

@@ -14,7 +14,7 @@ namespace mcx::cache {
 
 absl::StatusOr<CacheKey> KernelCache::entry_key(const cpu::codegen::KernelKey& key) {
   CacheKey k;
-  MCX_RETURN_IF_ERROR(k.add("kind", "fused_kernel"));
+  MCX_RETURN_IF_ERROR(k.add("kind", kKindFusedKernel));
   MCX_RETURN_IF_ERROR(k.add("program", key.signature));
   MCX_RETURN_IF_ERROR(add_build_components(k, key.target));
   return k;

@@ -31,6 +31,7 @@ using test::TempDir;
 
 CacheKey key_for(const std::string& program, const std::string& version = "0.1.0") {
   CacheKey k;
+  EXPECT_TRUE(k.add("kind", kKindExecutable).ok());
   EXPECT_TRUE(k.add("program", program).ok());
   EXPECT_TRUE(k.add("mcx_version", version).ok());
   EXPECT_TRUE(k.add("cpu", "x86_64 avx2 fma").ok());
@@ -296,7 +297,8 @@ TEST(McxCacheTool, ListsVerifiesInspectsPrunesAndClears) {
   auto cache = open_cache(dir.path());
   for (const char* name : {"a", "b"}) ASSERT_TRUE(*cache->put(key_for(name), std::string(5000, *name), absl::Milliseconds(30)));
   int rc = -1;
-  EXPECT_THAT(run_tool("ls " + dir.path(), &rc), AllOf(HasSubstr(key_for("a").hex().substr(0, 16)), HasSubstr("ok")));
+  EXPECT_THAT(run_tool("ls " + dir.path(), &rc),
+              AllOf(HasSubstr(key_for("a").hex().substr(0, 16)), HasSubstr("ok"), HasSubstr("executable")));
   EXPECT_EQ(rc, 0);
   EXPECT_THAT(run_tool("stats --json " + dir.path(), &rc), HasSubstr("\"entries\": 2"));
   EXPECT_THAT(run_tool("verify " + dir.path(), &rc), HasSubstr("2 entries, 0 bad"));

@@ -41,6 +41,7 @@ std::string time_text(absl::Time t) { return absl::FormatTime("%Y-%m-%dT%H:%M:%S
 json entry_json(const EntryInfo& e) {
   json j = {{"key", e.key_hex}, {"bytes", e.file_bytes}, {"last_used", time_text(e.last_used)},
             {"ok", e.status.ok()}};
+  if (e.header) j["kind"] = std::string(mcx::cache::kind_name(e.header->components));
   if (!e.status.ok()) j["error"] = std::string(e.status.message());
   if (e.header) {
     j["compile_time_ms"] = absl::ToDoubleMilliseconds(e.header->compile_time);
@@ -61,10 +62,12 @@ int ls(const std::string& dir, bool as_json) {
     std::cout << arr.dump(2) << "\n";
     return 0;
   }
-  std::cout << absl::StrFormat("%-16s %12s %-20s %12s  %s\n", "key", "bytes", "last used", "compile ms", "status");
+  std::cout << absl::StrFormat("%-16s %-15s %12s %-20s %12s  %s\n", "key", "kind", "bytes", "last used", "compile ms",
+                               "status");
   for (const EntryInfo& e : entries) {
-    std::cout << absl::StrFormat("%-16s %12d %-20s %12.1f  %s\n", e.key_hex.substr(0, 16), e.file_bytes,
-                                 time_text(e.last_used),
+    std::cout << absl::StrFormat("%-16s %-15s %12d %-20s %12.1f  %s\n", e.key_hex.substr(0, 16),
+                                 e.header ? std::string(mcx::cache::kind_name(e.header->components)) : "?",
+                                 e.file_bytes, time_text(e.last_used),
                                  e.header ? absl::ToDoubleMilliseconds(e.header->compile_time) : 0.0,
                                  e.status.ok() ? "ok" : std::string(e.status.message()));
   }
