@@ -116,12 +116,12 @@ bool needs_conversion(DType t) { return compute_dtype(t) != t; }
 void fill_ones(DType t, std::byte* p, int64_t n) {
   dispatch_dtype(t, [&](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_arithmetic_v<T>) std::fill_n(reinterpret_cast<T*>(p), n, T(1));
+    std::fill_n(reinterpret_cast<T*>(p), n, T(1.0f));
   });
 }
 
-// One tile through g's generated kernel. ptr[i] holds leaf i's n values (storage = compute type: the
-// generator takes no 16-bit floats); slot_mem(s) is this chunk's scratch; out has one entry per output.
+// One tile through g's generated kernel. ptr[i] holds leaf i's n values in its storage type (the kernel
+// widens 16-bit floats itself); slot_mem(s) is this chunk's scratch; out has one entry per output.
 template <typename SlotMem>
 void run_kernel_tile(const FusedGroup& g, const std::vector<Leaf>& leaves, std::vector<const void*>& ptr,
                      const std::vector<std::byte*>& outs, int64_t start, int64_t n, SlotMem slot_mem,
@@ -200,7 +200,8 @@ void run_fused(const FusedGroup& g, const std::vector<View>& leaves, const std::
       const int64_t n = std::min(kTileElements, total - start);
       for (int i = 0; i < num_leaves; ++i) {
         const Leaf& l = prepared[i];
-        const bool convert = needs_conversion(l.dtype);
+        // A generated kernel reads 16-bit floats as stored; the interpreter computes on float tiles.
+        const bool convert = needs_conversion(l.dtype) && !g.kernel;
         if (l.uniform && !l.contiguous) {
           if (!filled[i]) {  // as long as the longest tile, so it serves every tile
             const int64_t m = std::min(kTileElements, total);

@@ -18,7 +18,13 @@ namespace {
 
 using ir::OpKind;
 
-// 16-bit floats never reach the emitter (unsupported_reason), so is_floating means f32 or f64 here.
+bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+// float16 and bfloat16 values are computed in float, as in the interpreter: a leaf is widened when it is
+// loaded, a node of a 16-bit dtype rounds its float result to that dtype and back (the interpreter's
+// round_to_storage after every such node), and an output is narrowed when it is stored. The conversions are
+// core/dtype.cc's integer algorithms written out in IR (not LLVM's fpext/fptrunc), so NaN payloads and every
+// rounding agree with the interpreter bit for bit.
 
 class Emitter {
  public:
@@ -40,20 +46,74 @@ class Emitter {
       default: return b_.getFloatTy();
     }
   }
-  llvm::Type* memory_type(DType t) { return is_bool(t) ? b_.getInt8Ty() : compute_type(t); }
+  llvm::Type* memory_type(DType t) {
+    if (is_bool(t)) return b_.getInt8Ty();
+    return is_16bit_float(t) ? b_.getInt16Ty() : compute_type(t);
+  }
 
   llvm::Value* load_elem(llvm::Value* base, DType t, llvm::Value* i) {
     llvm::Type* mt = memory_type(t);
     llvm::LoadInst* v = b_.CreateAlignedLoad(mt, b_.CreateInBoundsGEP(mt, base, i),
                                              llvm::Align(dtype_size(t)));
     v->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+    if (is_16bit_float(t)) return widen(t, v);
     return is_bool(t) ? b_.CreateICmpNE(v, b_.getInt8(0)) : static_cast<llvm::Value*>(v);
   }
   void store_elem(llvm::Value* base, DType t, llvm::Value* i, llvm::Value* v) {
     llvm::Type* mt = memory_type(t);
     if (is_bool(t)) v = b_.CreateZExt(v, mt);
+    if (is_16bit_float(t)) v = narrow(t, v);
     llvm::StoreInst* s = b_.CreateAlignedStore(v, b_.CreateInBoundsGEP(mt, base, i), llvm::Align(dtype_size(t)));
     s->setMetadata(llvm::LLVMContext::MD_access_group, access_group_);
+  }
+
+  llvm::Constant* u32(uint32_t v) { return b_.getInt32(v); }
+  llvm::Value* float_of_bits(llvm::Value* bits) { return b_.CreateBitCast(bits, b_.getFloatTy()); }
+  llvm::Value* bits_of_float(llvm::Value* f) { return b_.CreateBitCast(f, b_.getInt32Ty()); }
+
+  // The i16 bits of a float16 or bfloat16 as a float (core/dtype.cc half_to_float, bfloat16_to_float).
+  llvm::Value* widen(DType t, llvm::Value* bits16) {
+    llvm::Value* h = b_.CreateZExt(bits16, b_.getInt32Ty());
+    if (t == DType::kBFloat16) return float_of_bits(b_.CreateShl(h, 16));
+    llvm::Value* sign = b_.CreateShl(b_.CreateAnd(h, u32(0x8000u)), 16);
+    llvm::Value* exp = b_.CreateAnd(b_.CreateLShr(h, 10), u32(0x1fu));
+    llvm::Value* mant = b_.CreateAnd(h, u32(0x3ffu));
+    // exp == 0: mant * 2^-24, exact, with the sign (so 0x8000 is -0).
+    llvm::Value* sub = bits_of_float(b_.CreateFMul(b_.CreateUIToFP(mant, b_.getFloatTy()),
+                                                   llvm::ConstantFP::get(b_.getFloatTy(), 0x1p-24)));
+    llvm::Value* subnormal = b_.CreateOr(sign, sub);
+    llvm::Value* inf_nan = b_.CreateOr(b_.CreateOr(sign, u32(0x7f800000u)), b_.CreateShl(mant, 13));
+    llvm::Value* normal = b_.CreateOr(b_.CreateOr(sign, b_.CreateShl(b_.CreateAdd(exp, u32(112)), 23)),
+                                      b_.CreateShl(mant, 13));
+    llvm::Value* bits = b_.CreateSelect(b_.CreateICmpEQ(exp, u32(0)), subnormal,
+                                        b_.CreateSelect(b_.CreateICmpEQ(exp, u32(31)), inf_nan, normal));
+    return float_of_bits(bits);
+  }
+
+  // A float rounded to float16 or bfloat16, as i16 bits (core/dtype.cc float_to_half, float_to_bfloat16:
+  // round to nearest even, overflow to inf, NaN quieted with its top payload bits kept).
+  llvm::Value* narrow(DType t, llvm::Value* f) {
+    llvm::Value* x = bits_of_float(f);
+    if (t == DType::kBFloat16) {
+      llvm::Value* nan = b_.CreateICmpUGT(b_.CreateAnd(x, u32(0x7fffffffu)), u32(0x7f800000u));
+      llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(x, 16), u32(0x0040u));
+      llvm::Value* bias = b_.CreateAdd(u32(0x7fffu), b_.CreateAnd(b_.CreateLShr(x, 16), u32(1)));
+      llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(x, bias), 16);
+      return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+    }
+    llvm::Value* sign = b_.CreateAnd(x, u32(0x80000000u));
+    llvm::Value* mag = b_.CreateXor(x, sign);
+    llvm::Value* nan_bits = b_.CreateOr(u32(0x7e00u), b_.CreateAnd(b_.CreateLShr(mag, 13), u32(0x3ffu)));
+    llvm::Value* big = b_.CreateSelect(b_.CreateICmpUGT(mag, u32(0x7f800000u)), nan_bits, u32(0x7c00u));
+    const uint32_t magic = (127 - 15 + 23 - 10 + 1) << 23;  // 0.5 in the half's subnormal ulp scale
+    llvm::Value* g = b_.CreateFAdd(float_of_bits(mag), float_of_bits(u32(magic)));
+    llvm::Value* small = b_.CreateSub(bits_of_float(g), u32(magic));
+    llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(mag, 13), u32(1));
+    llvm::Value* rebased = b_.CreateAdd(b_.CreateAdd(mag, u32(static_cast<uint32_t>(15 - 127) << 23)), u32(0xfffu));
+    llvm::Value* normal = b_.CreateLShr(b_.CreateAdd(rebased, odd), 13);
+    llvm::Value* out = b_.CreateSelect(b_.CreateICmpUGE(mag, u32(0x47800000u)), big,
+                                       b_.CreateSelect(b_.CreateICmpULT(mag, u32(0x38800000u)), small, normal));
+    return b_.CreateTrunc(b_.CreateOr(out, b_.CreateLShr(sign, 16)), b_.getInt16Ty());
   }
 
   llvm::Constant* fconst(DType t, double v) { return llvm::ConstantFP::get(compute_type(t), v); }
@@ -360,6 +420,7 @@ absl::Status Emitter::emit(const FusedGroup& g, const std::string& symbol) {
       arg_dtypes.push_back(slot_dtype[a]);
     }
     MCX_ASSIGN_OR_RETURN(llvm::Value * v, node(nd, args, arg_dtypes));
+    if (is_16bit_float(nd.dtype)) v = widen(nd.dtype, narrow(nd.dtype, v));  // round_to_storage
     slot.push_back(v);
     slot_dtype.push_back(nd.dtype);
   }

@@ -44,8 +44,6 @@ Registry& registry() {
   return *r;
 }
 
-bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
-
 }  // namespace
 
 bool built_with_llvm() {
@@ -70,14 +68,8 @@ bool enabled() {
 void set_enabled(bool on) { g_enabled.store(on && built_with_llvm() ? 1 : 0, std::memory_order_release); }
 
 std::string unsupported_reason(const FusedGroup& g) {
-  for (DType t : g.leaf_dtypes) {
-    if (is_16bit_float(t)) return absl::StrCat("leaf of dtype ", std::string(dtype_short_name(t)));
-  }
   for (const FusedNode& n : g.nodes) {
-    if (is_16bit_float(n.dtype) || is_16bit_float(n.operand_dtype)) {
-      return absl::StrCat(std::string(ir::op_name(n.kind)), " on ", std::string(dtype_short_name(n.dtype)));
-    }
-    if (n.kind == OpKind::kPow && n.dtype != DType::kFloat32 && n.dtype != DType::kFloat64) {
+    if (n.kind == OpKind::kPow && !is_floating(n.dtype)) {
       return absl::StrCat("integer pow on ", std::string(dtype_short_name(n.dtype)));
     }
     if (!elementwise_supported(n.kind, n.dtype, n.operand_dtype)) {

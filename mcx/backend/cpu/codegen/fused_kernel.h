@@ -28,8 +28,8 @@
 namespace mcx::cpu::codegen {
 
 // The calling convention of a generated kernel: computes elements [0, n) of every output.
-// leaves[k] points at n contiguous values of leaf k (its dtype, bool as one byte 0/1); outs[j] at n
-// contiguous values of output j. An output may be exactly the storage of a leaf (element i read before
+// leaves[k] points at n contiguous values of leaf k (its dtype in memory: bool as one byte 0/1, float16 and
+// bfloat16 as their 16-bit patterns); outs[j] at n contiguous values of output j. An output may be exactly the storage of a leaf (element i read before
 // element i is written), never a partial overlap.
 using FusedKernelFn = void (*)(const void* const* leaves, void* const* outs, int64_t n);
 
@@ -54,9 +54,9 @@ void set_enabled(bool on);
 // single vectorised loop), so the planner keeps them on the interpreter.
 inline constexpr int kMinNodesToGenerate = 2;
 
-// Why g cannot be generated, or "" when it can: float16/bfloat16 values (computed in float and rounded
-// after every node; kept on the interpreter for now), integer pow, a kind/dtype the interpreter has no
-// kernel for either.
+// Why g cannot be generated, or "" when it can: integer pow, a kind/dtype the interpreter has no kernel for
+// either. (float16/bfloat16 groups are generated: computed in float and rounded after every node, as the
+// interpreter does.)
 std::string unsupported_reason(const FusedGroup& g);
 
 // A canonical description of g without its dims (leaf dtypes, nodes, outputs): equal signatures share one
