@@ -21,9 +21,9 @@ void report_at_exit() {
   if (cache) {
     const cache::CacheStats s = cache->stats();
     const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
-    line += fmt::format("; executables loaded {} ({:.1f} ms), stored {}; compilation cache {}: hits {}, misses {}, "
+    line += fmt::format("; executables loaded {} ({:.1f} ms), offered to the cache {}; compilation cache {}: hits {}, misses {}, "
                         "writes {}, corrupt entries {}, compile time saved {:.1f} ms",
-                        ex.loaded, ex.load_ms_total, ex.saved, cache->directory(), s.hits, s.misses, s.writes,
+                        ex.loaded, ex.load_ms_total, ex.offered, cache->directory(), s.hits, s.misses, s.writes,
                         s.corrupt_entries, absl::ToDoubleMilliseconds(s.compile_time_saved));
   }
   log_info("{}", line);

@@ -52,8 +52,8 @@ TEST(ExecutableCacheChild, CompileAndRun) {
   const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
   const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
   const CacheStats cs = (*cache)->stats();
-  std::printf("report compiled=%lld loaded=%lld saved=%lld kernels_compiled=%lld corrupt=%lld digest=%s\n",
-              static_cast<long long>(ex.compiled), static_cast<long long>(ex.loaded), static_cast<long long>(ex.saved),
+  std::printf("report compiled=%lld loaded=%lld offered=%lld kernels_compiled=%lld corrupt=%lld digest=%s\n",
+              static_cast<long long>(ex.compiled), static_cast<long long>(ex.loaded), static_cast<long long>(ex.offered),
               static_cast<long long>(cg.kernels_compiled), static_cast<long long>(cs.corrupt_entries),
               to_hex(digest.digest()).c_str());
 }
@@ -65,7 +65,7 @@ TEST(ExecutableCache, ASecondProcessReadsEveryExecutableBackAndADamagedEntryIsCo
   ASSERT_THAT(cold, HasSubstr("report ")) << cold;
   EXPECT_EQ(test::report_field(cold, "compiled"), programs) << cold;
   EXPECT_EQ(test::report_field(cold, "loaded"), "0") << cold;
-  EXPECT_EQ(test::report_field(cold, "saved"), programs) << cold;
+  EXPECT_EQ(test::report_field(cold, "offered"), programs) << cold;
 
   const std::string warm = run_child(dir.path());
   ASSERT_THAT(warm, HasSubstr("report ")) << warm;

@@ -79,7 +79,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> load_or_compile(const ir::P
   }
   store->save(key, *bytes, compile_ms);
   std::lock_guard<std::mutex> lock(r.mu);
-  ++r.stats.saved;
+  ++r.stats.offered;
   return exe;
 }
 

@@ -59,7 +59,7 @@ struct ExecutableStoreStats {
   int64_t loaded = 0;        // executables read back from the store
   int64_t compiled = 0;      // executables compiled (planned, kernels generated) because the store missed
   int64_t load_failures = 0; // entries that did not load (then compiled)
-  int64_t saved = 0;         // executables offered to the store
+  int64_t offered = 0;       // executables offered to the store (its policy may decline to write them)
   double load_ms_total = 0;
 };
 ExecutableStoreStats executable_store_stats();
