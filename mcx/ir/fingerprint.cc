@@ -211,6 +211,7 @@ class Decoder : public ByteReader {
       for (char c : text) v = v * 10 + (c - '0');
       return DimExpr(v);
     }
+    if (text.size() > 256) return error(absl::StrCat("a dimension of at most 256 characters, found ", text.size()));
     absl::StatusOr<DimExpr> d = DimExpr::parse(text);
     if (!d.ok()) return error(absl::StrCat("a dimension, found \"", std::string(text), "\""));
     return d;

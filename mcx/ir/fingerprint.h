@@ -39,8 +39,11 @@ std::string canonical_encoding(const Program& program);
 // Rebuilds a Program from its canonical encoding (the persistent compilation cache stores executables'
 // programs in this form). The result is structurally equal to the encoded program but for names: it is
 // called `name`, and its regions "region" (names are not encoded). Regions that were shared (siblings)
-// are shared again. The bytes are untrusted: a truncated, extended or malformed encoding is InvalidArgument
-// naming the byte offset and what was expected, never a crash; the decoded program must pass verify().
+// are shared again. A truncated, extended or malformed encoding is InvalidArgument naming the byte offset and
+// what was expected, never a crash; the decoded program must pass verify(). Meant for bytes whose integrity
+// is checked (the cache's checksummed entries): symbolic dimension texts (at most 256 characters each) are
+// parsed without the export decoder's limits on exponents and literals, so artifacts from strangers go
+// through export's own decoder instead.
 absl::StatusOr<Program> decode_canonical_encoding(std::string_view bytes, std::string name = "main");
 
 // SHA-256 of canonical_encoding(program).
