@@ -96,12 +96,9 @@ TEST(ExecutableCache, ASecondProcessReadsEveryExecutableBackAndADamagedEntryIsCo
 
 TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOrOptionMisses) {
   TempDir dir;
-  CacheOptions o;
-  o.directory = dir.path();
-  o.explain_misses = true;
-  auto opened = CompilationCache::open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  ExecutableEntryCache store{std::shared_ptr<CompilationCache>(*std::move(opened))};
+  std::shared_ptr<CompilationCache> cache = test::explaining_cache(dir.path());
+  ASSERT_NE(cache, nullptr);
+  ExecutableEntryCache store{cache};
   const cpu::ExecutableKey key{"canonical program bytes", "codegen=1",
                                "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma",
                                "cpu executable format 1; planner 0011223344556677"};

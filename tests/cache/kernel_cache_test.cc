@@ -128,12 +128,9 @@ TEST(KernelCache, ASecondProcessLinksTheStoredKernelsAndADamagedEntryIsCompiledA
 
 TEST(KernelCache, EntryKeysNameEveryComponentAndAnotherTargetMisses) {
   TempDir dir;
-  CacheOptions o;
-  o.directory = dir.path();
-  o.explain_misses = true;
-  auto opened = CompilationCache::open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  KernelCache store{std::shared_ptr<CompilationCache>(*std::move(opened))};
+  std::shared_ptr<CompilationCache> cache = test::explaining_cache(dir.path());
+  ASSERT_NE(cache, nullptr);
+  KernelCache store{cache};
   const cpu::codegen::KernelKey key{"leaves f32; exp f32(f32) %0; outputs 0",
                                     "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma"};
   auto k = KernelCache::entry_key(key);

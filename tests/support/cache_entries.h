@@ -1,12 +1,26 @@
-// Damaging the entries of a compilation-cache directory, for the tests that check a damaged entry is a miss
-// that heals (tests/cache). Header-only.
+// Helpers for the compilation-cache tests (tests/cache): a cache that explains its misses, and damaging the
+// entries of a directory to check that a damaged entry is a miss that heals. Header-only.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
+#include "gtest/gtest.h"
+#include "mcx/cache/compilation_cache.h"
+
 namespace mcx::test {
+
+// A cache over dir with MCX_EXPLAIN_CACHE_MISSES on (a failed open fails the test and returns nullptr).
+inline std::shared_ptr<cache::CompilationCache> explaining_cache(const std::string& dir) {
+  cache::CacheOptions o;
+  o.directory = dir;
+  o.explain_misses = true;
+  auto opened = cache::CompilationCache::open(o);
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  return opened.ok() ? std::shared_ptr<cache::CompilationCache>(*std::move(opened)) : nullptr;
+}
 
 // Flips one bit of the middle byte of every entry ("*.mcxc") in dir; returns how many entries it damaged.
 inline int damage_every_entry(const std::string& dir) {
