@@ -4,9 +4,10 @@
 #   1. a CNN trained data-parallel over 2 processes x 2 CPU devices (mcx-run), each process loading only its
 #      rows of every global batch; process 1 is killed (SIGKILL) mid-epoch and process 0 carries on over its own
 #      devices from the same batch, checkpointing (parameters, Adam moments, loader position) every epoch;
-#   2. a second run of the same command resumes from the newest checkpoint with both processes back, links the
-#      kernels the first run compiled from the persistent compilation cache instead of compiling them, trains the
-#      last epoch and exports the classifier with a symbolic batch;
+#   2. a second run of the same command resumes from the newest checkpoint with both processes back, reads the
+#      partitioned step and the kernels the first run compiled back from the persistent compilation cache
+#      instead of partitioning, planning and compiling them, trains the last epoch and exports the classifier
+#      with a symbolic batch;
 #   3. examples/serve_model, a C++ program with no model code, classifies the test set from the artifact alone.
 # It ends on a summary (6 epochs: 0.9137 held-out measured). After the build the runs take 3-5 minutes on 2 cores. Flags after the script's
 # name go to both training runs (e.g. --threads 2).
