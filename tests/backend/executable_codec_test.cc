@@ -6,6 +6,7 @@
 #include "backend_test_util.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/core/error.h"
+#include "mcx/core/hash.h"
 #include "tests/support/compiled_programs.h"
 
 namespace mcx::cpu {
@@ -17,6 +18,12 @@ using test::expect_buffers_near;
 using test::mlp_softmax_program;
 using test::random_args;
 using test::specialised;
+
+// Replaces the trailing SHA-256 of serialised executable bytes after an edit (the format's last 32 bytes).
+void reseal(std::string& bytes) {
+  const Sha256Digest d = sha256(std::string_view(bytes).substr(0, bytes.size() - 32));
+  bytes.replace(bytes.size() - 32, 32, reinterpret_cast<const char*>(d.data()), d.size());
+}
 
 struct CodegenSetting {
   bool saved = codegen::enabled();
@@ -70,15 +77,18 @@ TEST(ExecutableCodec, AnotherVersionOrTargetIsFailedPrecondition) {
   codegen::set_enabled(true);
   std::string bytes = value_or_throw(value_or_throw(CpuExecutable::compile(mlp_softmax_program()))->serialize());
   std::string newer = bytes;
-  newer[8] = 2;  // the format version follows the 8-byte magic
+  newer[8] = 9;  // the format version follows the 8-byte magic
   auto r = CpuExecutable::deserialize(newer);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_NE(r.status().message().find("format version 2; this build reads version 1"), std::string::npos);
+  EXPECT_NE(r.status().message().find("format version 9; this build reads version 2"), std::string::npos);
   // The target string follows: one changed character is another CPU.
   std::string other_cpu = bytes;
   const size_t at = other_cpu.find("cpu ");
   ASSERT_NE(at, std::string::npos);
   other_cpu[at + 4] ^= 0x20;
+  r = CpuExecutable::deserialize(other_cpu);
+  EXPECT_NE(r.status().message().find("checksum"), std::string::npos) << r.status();  // a damaged copy
+  reseal(other_cpu);  // as if written by a process on another CPU
   r = CpuExecutable::deserialize(other_cpu);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
   EXPECT_NE(r.status().message().find("kernels generated for"), std::string::npos) << r.status();
@@ -95,13 +105,20 @@ TEST(ExecutableCodec, TruncatedExtendedOrFlippedBytesAreErrorsNeverCrashes) {
       ASSERT_FALSE(r.ok()) << "truncated to " << n;
     }
     EXPECT_FALSE(CpuExecutable::deserialize(bytes + "x").ok());
-    int refused = 0;
+    // The checksum makes every flipped byte an error: none yields a plan that could run wrong.
+    int flips = 0, refused = 0;
     for (size_t i = 0; i < bytes.size(); i += 3) {
       std::string bad = bytes;
       bad[i] = static_cast<char>(bad[i] ^ 0x41);
+      ++flips;
       refused += CpuExecutable::deserialize(bad).ok() ? 0 : 1;
     }
-    EXPECT_GT(refused, 0);
+    EXPECT_EQ(refused, flips);
+    std::string flipped = bytes;
+    flipped[bytes.size() / 2] ^= 0x08;
+    auto damaged = CpuExecutable::deserialize(flipped);
+    ASSERT_FALSE(damaged.ok());
+    EXPECT_NE(damaged.status().message().find("checksum"), std::string::npos) << damaged.status();
   }
   auto r = CpuExecutable::deserialize("not an executable");
   ASSERT_FALSE(r.ok());

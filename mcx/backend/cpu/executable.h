@@ -57,9 +57,10 @@ class CpuExecutable {
   // object code of its generated kernels, the executables of its control-flow regions, and its program in
   // the canonical encoding (ir/fingerprint.h), in a versioned binary form. deserialize() runs no planning
   // and no code generation: kernels are linked from the stored objects (or reused when this process has
-  // them). Errors of deserialize: InvalidArgument for malformed bytes (naming the offset) or a plan that
-  // does not fit its program; FailedPrecondition for another format version, or kernels generated for
-  // another target (codegen::target_description()) than this process's: the caller compiles instead.
+  // them). The bytes end in a SHA-256 of the rest, checked first. Errors of deserialize: InvalidArgument for
+  // damaged bytes (the checksum), malformed ones (naming the offset) or a plan whose indices do not fit its
+  // program; FailedPrecondition for another format version, or kernels generated for another target
+  // (codegen::target_description()) than this process's: the caller compiles instead.
   absl::StatusOr<std::string> serialize() const;
   // "cpu executable format <n>; planner <digest of the planner's sources>": what, besides the program and
   // the code generator's target, decides the bytes serialize() writes (a key component of stored entries).

@@ -1,7 +1,8 @@
 // Serialised CPU executables (executable.h serialize/deserialize).
 //
-// Format (version 1), little-endian, ByteWriter primitives (core/byte_io.h):
-//   magic "MCXCPUEX", u64 version,
+// Format (version 2), little-endian, ByteWriter primitives (core/byte_io.h):
+//   magic "MCXCPUEX", u64 version, [the body below], SHA-256 of everything before it (32 bytes).
+// Body:
 //   str target (codegen::target_description() when a kernel is generated, else ""),
 //   str program name, str canonical encoding of the plan's program,
 //   u64 has_collectives,
@@ -17,10 +18,14 @@
 // not written: they are the attributes of its instruction in the program, parsed at load (parse_step_attrs),
 // so the program stays their one source.
 //
-// The loader checks every index against the program (values, groups, regions, slots, objects) and that
-// each fused group's leaves and outputs have the dtypes and dims its nodes say, so a plan that does not fit
-// its program is an error, not an out-of-bounds access.
+// The loader verifies the checksum first, so damaged bytes (a torn write, a flipped bit, wherever the bytes
+// were kept) are an error, never a plan that runs wrong. It then checks every index against the program
+// (values, groups, regions, slots, objects) and that each fused group's leaves and outputs have the dtypes and
+// dims its nodes say. It does not re-derive the schedule: bytes crafted to pass the checksum with a plan that
+// does not fit its program are outside what it defends against (the cache directory is trusted input,
+// docs/security.md).
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +33,7 @@
 #include "mcx/backend/cpu/executable_plan.h"
 #include "mcx/core/byte_io.h"
 #include "mcx/core/error.h"
+#include "mcx/core/hash.h"
 #include "mcx/ir/fingerprint.h"
 
 namespace mcx::cpu {
@@ -37,7 +43,8 @@ using Plan = CpuExecutable::Plan;
 using ir::ValueId;
 
 constexpr std::string_view kMagic = "MCXCPUEX";
-constexpr uint64_t kFormatVersion = 1;
+constexpr uint64_t kFormatVersion = 2;
+constexpr size_t kChecksumBytes = 32;  // SHA-256
 
 class PlanWriter : public ByteWriter {
  public:
@@ -276,19 +283,32 @@ absl::StatusOr<std::string> CpuExecutable::serialize() const {
   }
   MCX_RETURN_IF_ERROR(w.steps(plan.steps));
   w.objects();
+  const Sha256Digest checksum = sha256(out);
+  w.bytes(checksum.data(), checksum.size());
   return out;
 }
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::deserialize(std::string_view bytes) {
-  auto plan = std::make_unique<Plan>();
-  PlanReader r(bytes, *plan);
-  MCX_ASSIGN_OR_RETURN(std::string_view magic, r.bytes(kMagic.size()));
-  if (magic != kMagic) return r.error("a serialised CPU executable (magic \"MCXCPUEX\")");
-  MCX_ASSIGN_OR_RETURN(uint64_t version, r.u64());
-  if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("[load_executable] format version ", version,
-                                                      "; this build reads version ", kFormatVersion));
+  {
+    ByteReader header(bytes, "load_executable");
+    MCX_ASSIGN_OR_RETURN(std::string_view magic, header.bytes(kMagic.size()));
+    if (magic != kMagic) return header.error("a serialised CPU executable (magic \"MCXCPUEX\")");
+    MCX_ASSIGN_OR_RETURN(uint64_t version, header.u64());
+    if (version != kFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrCat("[load_executable] format version ", version,
+                                                        "; this build reads version ", kFormatVersion));
+    }
+    if (header.remaining() < kChecksumBytes) return header.error("a body and its checksum (the input is truncated)");
   }
+  const std::string_view body = bytes.substr(0, bytes.size() - kChecksumBytes);
+  const Sha256Digest checksum = sha256(body);
+  if (std::memcmp(checksum.data(), bytes.data() + body.size(), kChecksumBytes) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("[load_executable] the checksum of the ", bytes.size(),
+                                                   " bytes does not match: they are damaged"));
+  }
+  auto plan = std::make_unique<Plan>();
+  PlanReader r(body, *plan);
+  MCX_RETURN_IF_ERROR(r.bytes(kMagic.size() + 8).status());  // magic and version, checked above
   MCX_ASSIGN_OR_RETURN(std::string_view target, r.str());
   if (!target.empty() && codegen::enabled() && target != codegen::target_description()) {
     return absl::FailedPreconditionError(absl::StrCat("[load_executable] kernels generated for \"", std::string(target),
