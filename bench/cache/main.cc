@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     } else if (part == "compile") {
       t0 = Clock::now();
       // The backend's path: the executable read back from the cache when it holds one, else compiled.
-      auto exe = mcx::cpu::load_or_compile(lowered, mcx::cpu::executable_key(mcx::ir::canonical_encoding(lowered)));
+      auto exe = mcx::cpu::load_or_compile(lowered, mcx::ir::canonical_encoding(lowered));
       j["backend_compile_ms"] = r3(ms_since(t0));
       if (!exe.ok()) throw std::runtime_error(std::string(exe.status().message()));
     }

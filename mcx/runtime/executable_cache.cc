@@ -35,7 +35,7 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   }
   // A miss here compiles, or reads the executable back from the persistent cache when one is installed
   // (backend/cpu/executable_store.h): the key is the same canonical encoding.
-  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::load_or_compile(program, cpu::executable_key(key)));
+  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::load_or_compile(program, key));
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = entries_[table].emplace(key, exe);
   return it->second;

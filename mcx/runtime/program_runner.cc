@@ -101,6 +101,7 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> cached_spmd(const ir::Prog
     if (it != cache->end()) return it->second.exe;
   }
   std::vector<int> processes = processes_of(options.mesh);
+  options.program_key = program_key;
   MCX_ASSIGN_OR_RETURN(auto exe, SpmdExecutable::compile(program, std::move(options)));
   ++g_spmd_compiles;
   std::lock_guard<std::mutex> lock(*mu);

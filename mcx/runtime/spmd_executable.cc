@@ -234,7 +234,8 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
     // With a persistent compilation cache, a partitioned program is one entry (spmd_entry.h): a hit skips
     // the partitioner, the planner and the code generator.
     if (std::shared_ptr<cpu::ExecutableStore> store = cpu::executable_store()) {
-      stored_key = cpu::executable_key(ir::canonical_encoding(global));
+      stored_key = cpu::executable_key(options.program_key.empty() ? ir::canonical_encoding(global)
+                                                                    : options.program_key);
       stored_key->device_assignment = spmd_device_assignment(axes, options.in_specs, options.out_specs);
       if (std::optional<std::string> bytes = store->load(*stored_key)) {
         absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*bytes);
@@ -289,6 +290,7 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   }
   for (const PartitionSpec& s : out_specs) exe->out_shardings_.push_back(NamedSharding(options.mesh, s));
   if (!options.spans_processes) options.spans_processes = !options.mesh.is_fully_addressable();
+  options.program_key = std::string();  // needed only to compile: not kept with the executable
   exe->options_ = std::move(options);
   return std::shared_ptr<const SpmdExecutable>(std::move(exe));
 }

@@ -35,6 +35,9 @@ struct SpmdOptions {
   std::vector<std::optional<PartitionSpec>> out_specs;    // empty, or one per result (nullopt: propagate)
   bool manual = false;            // the program is already per-device (shard_map); out_specs required
   bool spans_processes = false;   // force the thread-guard check (tests); else: mesh spans processes
+  // ir::canonical_encoding of the global program when the caller has it (the persistent cache's key);
+  // computed when empty and a cache is installed.
+  std::string program_key;
 };
 
 class SpmdExecutable {

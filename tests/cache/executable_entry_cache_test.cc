@@ -43,7 +43,7 @@ TEST(ExecutableCacheChild, CompileAndRun) {
   ASSERT_NE(*cache, nullptr);
   Sha256 digest;
   for (const ir::Program& p : test::compiled_programs()) {
-    auto exe = cpu::load_or_compile(p, cpu::executable_key(ir::canonical_encoding(p)));
+    auto exe = cpu::load_or_compile(p, ir::canonical_encoding(p));
     ASSERT_TRUE(exe.ok()) << p.name << ": " << exe.status();
     auto outs = (*exe)->execute(test::random_args(p, 11));
     ASSERT_TRUE(outs.ok()) << p.name << ": " << outs.status();

@@ -46,9 +46,11 @@ std::shared_ptr<ExecutableStore> executable_store() {
 }
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> load_or_compile(const ir::Program& program,
-                                                                     const ExecutableKey& key) {
+                                                                     std::string_view canonical_encoding) {
   std::shared_ptr<ExecutableStore> store = executable_store();
   if (!store) return CpuExecutable::compile(program);
+  // Only with a store: the key copies the encoding and asks the code generator for its target.
+  const ExecutableKey key = executable_key(std::string(canonical_encoding));
   Registry& r = registry();
   const auto t0 = std::chrono::steady_clock::now();
   if (std::optional<std::string> bytes = store->load(key)) {

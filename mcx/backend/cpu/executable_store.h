@@ -47,12 +47,13 @@ class ExecutableStore {
 void set_executable_store(std::shared_ptr<ExecutableStore> store);
 std::shared_ptr<ExecutableStore> executable_store();
 
-// The executable of program: read back from the installed store when it holds one under key, else
-// compiled and offered to the store. An entry that does not load (another format, a plan that does not fit)
-// is logged at warning level and compiled instead: a store never makes a compile fail. Errors: those of
-// CpuExecutable::compile.
+// The executable of program, whose ir::canonical_encoding the caller passes: read back from the installed
+// store when it holds one under executable_key(canonical_encoding), else compiled and offered to the store.
+// Without a store this is CpuExecutable::compile (no key is made). An entry that does not load (another
+// format, a plan that does not fit) is logged at warning level and compiled instead: a store never makes a
+// compile fail. Errors: those of CpuExecutable::compile.
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> load_or_compile(const ir::Program& program,
-                                                                     const ExecutableKey& key);
+                                                                     std::string_view canonical_encoding);
 
 // Process-wide counters (for stats and tests).
 struct ExecutableStoreStats {
