@@ -222,6 +222,12 @@ absl::StatusOr<std::string> CompilationCache::get(const CacheKey& key) {
   return absl::NotFoundError(why);
 }
 
+bool CompilationCache::would_write(absl::Duration compile_time) {
+  if (may_write() && compile_time >= *options_.min_compile_time) return true;
+  count([](CacheStats& s) { ++s.skipped_writes; });
+  return false;
+}
+
 absl::StatusOr<bool> CompilationCache::put(const CacheKey& key, std::string_view payload, absl::Duration compile_time) {
   if (!may_write() || compile_time < *options_.min_compile_time ||
       static_cast<int64_t>(payload.size()) < *options_.min_entry_bytes) {

@@ -68,6 +68,10 @@ class CompilationCache {
   // Writes payload under key unless the policy skips it (returns false then: read-only, writer role,
   // below the compile-time or size threshold). Then evicts down to max_bytes. Errors: the file system's.
   absl::StatusOr<bool> put(const CacheKey& key, std::string_view payload, absl::Duration compile_time);
+  // Whether put() could write an entry that took compile_time to make (writer role, read-only mode and the
+  // compile-time threshold; the size threshold needs the payload). Lets a caller skip serialising what
+  // would be declined; such a skip is counted as a skipped write.
+  bool would_write(absl::Duration compile_time);
 
   // Maintenance (mcx-cache). list(): every entry with its header (unverified payloads); verify(): every
   // entry fully checked (status says why one is bad); prune(): evict least recently used entries down to

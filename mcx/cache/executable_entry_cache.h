@@ -31,6 +31,7 @@ class ExecutableEntryCache final : public cpu::ExecutableStore {
 
   std::optional<std::string> load(const cpu::ExecutableKey& key) override;
   void save(const cpu::ExecutableKey& key, std::string_view bytes, double compile_ms) override;
+  bool wants(double compile_ms) override { return cache_->would_write(absl::Milliseconds(compile_ms)); }
 
   // The entry key for an executable (public for tests and tools).
   static absl::StatusOr<CacheKey> entry_key(const cpu::ExecutableKey& key);

@@ -273,11 +273,12 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   if (!exe->exe_) {
     MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
     exe->fingerprint_ = fingerprint64(per_device);
-    if (stored_key) {
+    const double compile_ms = 1e3 * seconds_since(t0);
+    if (stored_key && cpu::executable_store()->wants(compile_ms)) {
       absl::StatusOr<std::string> bytes =
           encode_spmd_entry(SpmdEntry{out_specs, exe->stats_, exe->fingerprint_, exe->exe_});
       if (bytes.ok()) {
-        cpu::executable_store()->save(*stored_key, *bytes, 1e3 * seconds_since(t0));
+        cpu::executable_store()->save(*stored_key, *bytes, compile_ms);
       } else {
         log_warn("[spmd] could not serialise the executable of {}: {}", options.name,
                  std::string(bytes.status().message()));

@@ -73,6 +73,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> load_or_compile(const ir::P
     std::lock_guard<std::mutex> lock(r.mu);
     ++r.stats.compiled;
   }
+  if (!store->wants(compile_ms)) return exe;
   absl::StatusOr<std::string> bytes = (*exe)->serialize();
   if (!bytes.ok()) {
     log_warn("[cpu_compile] could not serialise the executable of {}: {}", program.name,

@@ -41,6 +41,9 @@ class ExecutableStore {
   // Keeps bytes under key (the store may decline by its own policy). compile_ms: what a hit saves. With a
   // device assignment the bytes are the runtime's SPMD entry (spmd_entry.h), else a serialised executable.
   virtual void save(const ExecutableKey& key, std::string_view bytes, double compile_ms) = 0;
+  // Whether save() of an executable that took compile_ms (the parameter) to compile could be kept: when not, the caller
+  // does not serialise it (eager dispatch's sub-millisecond compiles, a read-only store).
+  virtual bool wants(double /*compile_ms*/) { return true; }
 };
 
 // Installs the store load_or_compile consults (nullptr: none).
