@@ -30,7 +30,7 @@ ExecutableKey executable_key(std::string canonical_encoding) {
   const bool generate = codegen::enabled();
   return ExecutableKey{std::move(canonical_encoding), generate ? "codegen=1" : "codegen=0",
                        generate ? codegen::target_description() : "interpreter",
-                       CpuExecutable::format_description()};
+                       CpuExecutable::format_description(), /*device_assignment=*/""};
 }
 
 void set_executable_store(std::shared_ptr<ExecutableStore> store) {
