@@ -18,7 +18,7 @@
 // In a build with the LLVM code generator each case also runs with it switched off, as peer
 // "mcx_interpreter" (ratio > 1: the generated kernels are faster than the interpreter's).
 //
-//   bench_core [--threads 2] [--repeats 30] [--warmup 5] [--cases gemm,softmax] [--no-python]
+//   bench_core [--threads 2] [--repeats 30] [--warmup 5] [--cases gemm,softmax] [--no-python] [--no-interpreter]
 #include <cblas.h>
 
 #include <algorithm>
@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cases = kAllCases;
   std::string python = "/usr/bin/python3", script = MCX_BENCH_PEERS_SCRIPT;
   bool no_python = false;
+  bool no_interpreter = false;
   CLI::App app{"mcx core benchmarks against numpy, PyTorch and OpenBLAS (JSON lines)."};
   app.add_option("--threads", threads, "threads for mcx, OpenBLAS, numpy and PyTorch")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed runs per case (median reported)")->check(CLI::PositiveNumber);
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
   app.add_option("--peers-script", script, "path of bench/peers/core_peers.py");
   app.add_option("--peer-timeout", peer_timeout_s, "seconds the Python peers may take in total");
   app.add_flag("--no-python", no_python, "skip the numpy/PyTorch peers");
+  app.add_flag("--no-interpreter", no_interpreter, "skip the interpreter runs (e.g. to profile generated code)");
   CLI11_PARSE(app, argc, argv);
   for (const auto& c : cases) {
     if (std::find(kAllCases.begin(), kAllCases.end(), c) == kAllCases.end()) {
@@ -239,7 +241,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_core: %s\n", name.c_str());
       Timing m = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
       bool any = false;
-      if (mcx::cpu::codegen::enabled()) {
+      if (mcx::cpu::codegen::enabled() && !no_interpreter) {
         mcx::cpu::codegen::set_enabled(false);
         Timing interp = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
         mcx::cpu::codegen::set_enabled(true);

@@ -98,8 +98,9 @@ TEST(RowFusion, LogSoftmaxCrossEntropyWithBias) {
 }
 
 TEST(RowFusion, ValueOfOneRegionReadByTheNext) {
-  // As the trace library builds log_softmax: the reshape of the row max ends the first region, and the
-  // second region reads z, made inside the first one (regression: z was not kept for it).
+  // As the trace library builds log_softmax, with reshapes of the row max and of the sum. Those reshapes
+  // once ended a region, and the next region read z, made inside the first (regression: z was not kept for
+  // it); now they are views inside one region.
   const Ints dims = {6, 3};
   ir::ProgramBuilder b("two_regions");
   auto x = b.add_parameter(av(DType::kFloat64, dims));

@@ -266,11 +266,15 @@ void form_row_regions(Plan& plan) {
           hoisted.push_back(j);
           continue;
         }
+        // Views that keep every row's elements in that row: broadcasts that map dim 0 to dim 0, and
+        // reshapes that keep dim 0 (row-major, so row r's elements stay row r's; a block of a local value
+        // is contiguous, so the reshape of a block is a view of it).
+        const bool keeps_rows = !plan.dims[st.value].empty() && !plan.dims[in.operands[0]].empty() &&
+                                plan.dims[st.value][0] == R && plan.dims[in.operands[0]][0] == R;
         const auto* bcast = std::get_if<step_attrs::BroadcastInDim>(&st.attrs);
         const bool row_broadcast = in.kind == OpKind::kBroadcastInDim && !bcast->broadcast_dimensions.empty() &&
-                                   bcast->broadcast_dimensions[0] == 0 &&
-                                   plan.dims[st.value][0] == R && plan.dims[in.operands[0]][0] == R;
-        if (!row_broadcast) break;
+                                   bcast->broadcast_dimensions[0] == 0;
+        if (!keeps_rows || !(row_broadcast || in.kind == OpKind::kReshape)) break;
         made.push_back(st.value);
       } else if (rows_of(st) == R) {
         if (st.kind == Plan::StepKind::kFused) {

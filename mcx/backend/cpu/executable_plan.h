@@ -103,7 +103,8 @@ struct CpuExecutable::Plan {
   std::vector<std::vector<int64_t>> dims;  // concrete dims per value
   std::map<ir::ValueId, Buffer> constants;
   // A run of steps over values whose dim 0 is the same "row" axis of size rows: fused groups with that
-  // leading dim, reductions that keep dim 0, and broadcasts of such values that map dim 0 to dim 0. It
+  // leading dim, reductions that keep dim 0, broadcasts of such values that map dim 0 to dim 0 and their
+  // reshapes that keep dim 0. It
   // runs row block by row block (a block fits in L2), so e.g. softmax reads its input once from memory;
   // values used only inside live in per-block storage. Results equal running the steps one by one.
   struct RowRegion {
