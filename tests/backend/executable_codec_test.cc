@@ -80,7 +80,7 @@ TEST(ExecutableCodec, AnotherVersionOrTargetIsFailedPrecondition) {
   newer[8] = 9;  // the format version follows the 8-byte magic
   auto r = CpuExecutable::deserialize(newer);
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_NE(r.status().message().find("format version 9; this build reads version 2"), std::string::npos);
+  EXPECT_NE(r.status().message().find("format version 9; this build reads version 3"), std::string::npos);
   // The target string follows: one changed character is another CPU.
   std::string other_cpu = bytes;
   const size_t at = other_cpu.find("cpu ");

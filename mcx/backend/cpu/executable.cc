@@ -12,12 +12,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/codegen/row_kernel.h"
 #include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/control_flow.h"
 #include "mcx/backend/cpu/conv.h"
@@ -438,10 +440,89 @@ void run_region_block(const Plan& plan, const Plan::RowRegion& rg, const std::ve
   }
 }
 
+// Hands a region's escaping values (full[k] is rg.escaping[k]) and its views needed later to rt.
+void finish_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue>& rt, std::vector<Buffer>& full) {
+  for (size_t k = 0; k < rg.escaping.size(); ++k) rt[rg.escaping[k]] = from_buffer(std::move(full[k]));
+  for (const Plan::Step& st : rg.post_views) {
+    const ir::Instr& in = plan.program.defining_instr(st.value);
+    rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
+  }
+}
+
+// The row stride (elements) of a region read as the row kernel takes it, or nullopt when its layout does not
+// fit: a full row's elements must be contiguous, a row scalar's the same element repeated.
+std::optional<int64_t> kernel_row_stride(const View& v, bool full) {
+  int64_t expect = 1;
+  for (int d = v.rank() - 1; d >= 1; --d) {
+    if (v.dims[d] == 1) continue;
+    if (v.strides[d] != (full ? expect : 0)) return std::nullopt;
+    expect *= v.dims[d];
+  }
+  return v.rank() == 0 || v.dims[0] == 1 ? 0 : v.strides[0];
+}
+
+// Runs a region through its row kernel (codegen/row_kernel.h); false (nothing done) when a read's layout
+// does not fit the kernel.
+bool run_region_kernel(const Plan::RowRegion& rg, const std::vector<RtValue>& rt, std::vector<Buffer>& full) {
+  const RowProgram& rp = *rg.row_program;
+  const size_t nv = rp.values.size();
+  std::vector<std::byte*> base(nv, nullptr);
+  std::vector<int64_t> stride(nv, 0);
+  for (size_t k = 0; k < rg.reads.size(); ++k) {
+    const View& v = rt[rg.reads[k]].view;
+    std::optional<int64_t> s = kernel_row_stride(v, rp.values[k].full);
+    if (!s) return false;
+    base[k] = v.data;
+    stride[k] = *s;
+  }
+  for (size_t j = 0; j < rp.outputs.size(); ++j) {
+    const int v = rp.outputs[j];
+    base[v] = static_cast<std::byte*>(full[j].mutable_data());
+    stride[v] = rp.values[v].full ? rp.cols : 1;
+  }
+  // Scratch rows: one per full value used only inside, 64-byte aligned, per thread.
+  std::vector<int64_t> scratch_offset(nv, -1);
+  int64_t scratch_bytes = 0;
+  for (size_t v = 0; v < nv; ++v) {
+    if (rp.values[v].storage != RowProgram::Storage::kScratch) continue;
+    scratch_offset[v] = scratch_bytes;
+    scratch_bytes += (rp.cols * dtype_size(rp.values[v].dtype) + 63) / 64 * 64;
+  }
+  const auto fn = reinterpret_cast<RowKernelFn>(rg.row_kernel->code);
+  const int64_t R = rg.rows;
+  // At least two blocks per thread when there are enough rows; at most ~64 KiB of each output per block.
+  const int64_t row_bytes = std::max<int64_t>(1, rp.cols * 4);
+  const int64_t per_thread = (R + 2 * num_threads() - 1) / (2 * num_threads());
+  const int64_t block = std::max<int64_t>(1, std::min(per_thread, std::max<int64_t>(1, (64 << 10) / row_bytes)));
+  parallel_for((R + block - 1) / block, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<std::byte> scratch;
+    if (static_cast<int64_t>(scratch.size()) < scratch_bytes + 64) scratch.resize(scratch_bytes + 64);
+    std::byte* aligned =
+        reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
+    std::vector<void*> ptrs(nv, nullptr);
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t r0 = blk * block, n = std::min(block, R - r0);
+      for (size_t v = 0; v < nv; ++v) {
+        if (scratch_offset[v] >= 0) {
+          ptrs[v] = aligned + scratch_offset[v];
+        } else if (base[v] != nullptr) {
+          ptrs[v] = base[v] + r0 * stride[v] * dtype_size(rp.values[v].dtype);
+        }
+      }
+      fn(ptrs.data(), stride.data(), n, rp.cols);
+    }
+  });
+  return true;
+}
+
 void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue>& rt) {
   const ir::Program& p = plan.program;
   std::vector<Buffer> full;
   for (ValueId v : rg.escaping) full.push_back(Buffer::uninitialized(p.type(v).dtype, plan.dims[v]));
+  if (rg.row_kernel && run_region_kernel(rg, rt, full)) {
+    finish_region(plan, rg, rt, full);
+    return;
+  }
   // Blocks: cache-sized, but at least two per thread when there are enough rows. Block boundaries do
   // not change any value (every op is row-local and reductions are per row), so results do not depend
   // on the thread count.
@@ -461,36 +542,57 @@ void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue
       }
     });
   }
-  for (size_t k = 0; k < rg.escaping.size(); ++k) rt[rg.escaping[k]] = from_buffer(std::move(full[k]));
-  for (const Plan::Step& st : rg.post_views) {
-    const ir::Instr& in = p.defining_instr(st.value);
-    rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
-  }
+  finish_region(plan, rg, rt, full);
 }
-// Generates machine code for the plan's fused groups (codegen/fused_kernel.h), in parallel on the thread
-// pool. A group the generator does not take, or whose compile fails, stays on the interpreter (a failure is
-// logged once per process: it is a bug in the generator, not in the program).
+// Logs, once per process, a failed code generation (a bug in the generator, not in the program). Unimplemented
+// is by design (the generator does not take that source: it runs on the interpreter, its intended path).
+void note_codegen_failure(const absl::Status& st) {
+  if (st.code() == absl::StatusCode::kUnimplemented) return;
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    log_warn("[cpu_compile] code generation failed, running the interpreter instead: {}", std::string(st.message()));
+  });
+}
+
+// Generates machine code, in parallel on the thread pool: a kernel for each row region that is a row program
+// (codegen/row_kernel.h), then one for each fused group outside those regions (codegen/fused_kernel.h). A
+// source the generator does not take, or whose compile fails, stays on the interpreter; a region whose kernel
+// is missing runs its steps, with its groups' own kernels.
 void generate_kernels(Plan& plan) {
   if (!codegen::enabled()) return;
+  std::vector<Plan::RowRegion*> row_candidates;
+  for (Plan::RowRegion& rg : plan.regions) {
+    absl::StatusOr<RowProgram> rp = plan_row_program(plan, rg);
+    if (!rp.ok()) continue;
+    rg.row_program = std::make_shared<const RowProgram>(*std::move(rp));
+    row_candidates.push_back(&rg);
+  }
+  parallel_for(static_cast<int64_t>(row_candidates.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      auto kernel = codegen::compile_rows(*row_candidates[k]->row_program);
+      if (kernel.ok()) row_candidates[k]->row_kernel = *std::move(kernel);
+      else note_codegen_failure(kernel.status());
+    }
+  });
+  std::vector<bool> covered(plan.groups.size(), false);
+  for (const Plan::RowRegion& rg : plan.regions) {
+    if (!rg.row_kernel) continue;
+    for (const Plan::Step& st : rg.steps) {
+      if (st.kind == Plan::StepKind::kFused) covered[st.group] = true;
+    }
+  }
   std::vector<FusedGroup*> candidates;
-  for (Plan::GroupPlan& gp : plan.groups) {
-    if (static_cast<int>(gp.group.nodes.size()) >= codegen::kMinNodesToGenerate) candidates.push_back(&gp.group);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    FusedGroup& group = plan.groups[g].group;
+    if (!covered[g] && static_cast<int>(group.nodes.size()) >= codegen::kMinNodesToGenerate) {
+      candidates.push_back(&group);
+    }
   }
   parallel_for(static_cast<int64_t>(candidates.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
       absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> kernel = codegen::compile_fused(*candidates[k]);
-      if (kernel.ok()) {
-        candidates[k]->kernel = *std::move(kernel);
-        continue;
-      }
-      // Unimplemented: by design the generator does not take this group (unsupported_reason); it runs on
-      // the interpreter, which is the intended path for it, not a missing feature of this call.
-      if (kernel.status().code() == absl::StatusCode::kUnimplemented) continue;
-      static std::once_flag logged;
-      std::call_once(logged, [&] {
-        log_warn("[cpu_compile] code generation failed, running the interpreter instead: {}",
-                 std::string(kernel.status().message()));
-      });
+      if (kernel.ok()) candidates[k]->kernel = *std::move(kernel);
+      else note_codegen_failure(kernel.status());
     }
   });
 }
@@ -680,6 +782,15 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(cons
 
 CpuExecutable::CpuExecutable(std::unique_ptr<Plan> plan) : plan_(std::move(plan)) {}
 CpuExecutable::~CpuExecutable() = default;
+CpuExecutable::Summary CpuExecutable::summary() const {
+  Summary r;
+  r.fused_groups = static_cast<int>(plan_->groups.size());
+  for (const Plan::GroupPlan& gp : plan_->groups) r.group_kernels += gp.group.kernel != nullptr;
+  r.row_regions = static_cast<int>(plan_->regions.size());
+  for (const Plan::RowRegion& rg : plan_->regions) r.row_kernels += rg.row_kernel != nullptr;
+  return r;
+}
+
 const ir::Program& CpuExecutable::program() const { return plan_->program; }
 bool CpuExecutable::has_collectives() const { return plan_->has_collectives; }
 

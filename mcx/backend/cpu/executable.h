@@ -52,6 +52,15 @@ class CpuExecutable {
 
   const ir::Program& program() const;
 
+  // What compile() (or deserialize()) made of the program: for tests, benchmarks and diagnostics.
+  struct Summary {
+    int fused_groups = 0;   // element-wise groups
+    int group_kernels = 0;  // groups with generated code (codegen/fused_kernel.h)
+    int row_regions = 0;    // row-block regions (softmax and the like)
+    int row_kernels = 0;    // regions generated whole, as one function (codegen/row_kernel.h)
+  };
+  Summary summary() const;
+
   // Serialised executables (executable_codec.cc; docs/compilation_cache.md "Executable entries"): the plan
   // (steps with their typed fields, fusion groups, row regions, liveness and in-place decisions), the
   // object code of its generated kernels, the executables of its control-flow regions, and its program in

@@ -1,6 +1,6 @@
 // Serialised CPU executables (executable.h serialize/deserialize).
 //
-// Format (version 2), little-endian, ByteWriter primitives (core/byte_io.h):
+// Format (version 3), little-endian, ByteWriter primitives (core/byte_io.h):
 //   magic "MCXCPUEX", u64 version, [the body below], SHA-256 of everything before it (32 bytes).
 // Body:
 //   str target (codegen::target_description() when a kernel is generated, else ""),
@@ -10,7 +10,8 @@
 //            ints args), ints group outputs, ints leaves, ints output values, ints in-place leaves,
 //            i64 kernel object index (-1: interpreter)
 //   regions: count, each: i64 rows, i64 max block rows, steps, local (pairs), escape slots (pairs),
-//            ints escaping, steps post views, ints reads, i64 local row bytes
+//            ints escaping, steps post views, ints reads, i64 local row bytes,
+//            i64 row kernel object index (-1: none; its RowProgram is derived again from the region at load)
 //   steps
 //   objects: count, each str (a relocatable object; shared by groups with one signature)
 // A step: u64 kind, i64 value, i64 group, i64 region, ints sibling values, ints release, and for a
@@ -30,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/codegen/row_kernel.h"
 #include "mcx/backend/cpu/executable_plan.h"
 #include "mcx/core/byte_io.h"
 #include "mcx/core/error.h"
@@ -43,7 +45,7 @@ using Plan = CpuExecutable::Plan;
 using ir::ValueId;
 
 constexpr std::string_view kMagic = "MCXCPUEX";
-constexpr uint64_t kFormatVersion = 2;
+constexpr uint64_t kFormatVersion = 3;
 constexpr size_t kChecksumBytes = 32;  // SHA-256
 
 class PlanWriter : public ByteWriter {
@@ -244,8 +246,10 @@ absl::StatusOr<std::string> CpuExecutable::serialize() const {
   PlanWriter w(out);
   w.bytes(kMagic.data(), kMagic.size());
   w.u64(kFormatVersion);
-  const bool any_kernel = std::any_of(plan.groups.begin(), plan.groups.end(),
-                                      [](const Plan::GroupPlan& g) { return g.group.kernel != nullptr; });
+  const bool any_kernel =
+      std::any_of(plan.groups.begin(), plan.groups.end(),
+                  [](const Plan::GroupPlan& g) { return g.group.kernel != nullptr; }) ||
+      std::any_of(plan.regions.begin(), plan.regions.end(), [](const Plan::RowRegion& rg) { return rg.row_kernel != nullptr; });
   w.str(any_kernel ? codegen::target_description() : "");
   w.str(plan.program.name);
   w.str(ir::canonical_encoding(plan.program));
@@ -280,6 +284,7 @@ absl::StatusOr<std::string> CpuExecutable::serialize() const {
     MCX_RETURN_IF_ERROR(w.steps(rg.post_views));
     w.ints(std::span<const ValueId>(rg.reads));
     w.i64(rg.local_row_bytes);
+    w.i64(rg.row_kernel ? w.object(*rg.row_kernel) : -1);
   }
   MCX_RETURN_IF_ERROR(w.steps(plan.steps));
   w.objects();
@@ -355,7 +360,9 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::deserialize(
   }
   MCX_ASSIGN_OR_RETURN(uint64_t num_regions, r.count(64));
   plan->regions.resize(num_regions);
-  for (Plan::RowRegion& rg : plan->regions) {
+  std::vector<int64_t> region_object(num_regions, -1);
+  for (uint64_t ri = 0; ri < num_regions; ++ri) {
+    Plan::RowRegion& rg = plan->regions[ri];
     MCX_ASSIGN_OR_RETURN(rg.rows, r.i64());
     MCX_ASSIGN_OR_RETURN(rg.max_block_rows, r.i64());
     if (rg.rows < 0 || rg.max_block_rows < 1) return r.error("a row count >= 0 and a block of >= 1 rows");
@@ -371,6 +378,7 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::deserialize(
     for (const auto& [v, slot] : rg.escape_slot)
       if (slot >= static_cast<int>(rg.escaping.size())) return r.error("escape slots below the escaping count");
     if (rg.local_row_bytes < 0) return r.error("local row bytes >= 0");
+    MCX_ASSIGN_OR_RETURN(region_object[ri], r.i64());
   }
   MCX_ASSIGN_OR_RETURN(plan->steps, r.steps());
   for (const Plan::Step& st : plan->steps) {
@@ -391,6 +399,21 @@ absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::deserialize(
     if (group_object[gi] < 0 || !codegen::enabled()) continue;
     absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> k = codegen::load_fused(gp.group, objects[group_object[gi]]);
     if (k.ok()) gp.group.kernel = *std::move(k);  // else (a group this build does not generate) the interpreter
+  }
+  for (uint64_t ri = 0; ri < num_regions; ++ri) {
+    Plan::RowRegion& rg = plan->regions[ri];
+    if (region_object[ri] < -1 || region_object[ri] >= static_cast<int64_t>(objects.size())) {
+      return r.error("a row kernel object index");
+    }
+    if (region_object[ri] < 0 || !codegen::enabled()) continue;
+    // The program is derived again (it follows from the region); a region that no longer is one was
+    // written by another planner, which the format description in the cache key rules out.
+    absl::StatusOr<RowProgram> rp = plan_row_program(*plan, rg);
+    if (!rp.ok()) return r.error("a row region that is a row program, as its kernel says");
+    rg.row_program = std::make_shared<const RowProgram>(*std::move(rp));
+    absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> k =
+        codegen::load_rows(*rg.row_program, objects[region_object[ri]]);
+    if (k.ok()) rg.row_kernel = *std::move(k);  // else the region runs step by step
   }
   return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
 }

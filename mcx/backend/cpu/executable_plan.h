@@ -18,6 +18,7 @@
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/reduce_window.h"
+#include "mcx/backend/cpu/row_program.h"
 #include "mcx/core/buffer.h"
 #include "mcx/ir/program.h"
 
@@ -117,6 +118,11 @@ struct CpuExecutable::Plan {
     std::vector<Step> post_views;            // internal views needed after the region, applied at full size
     std::vector<ir::ValueId> reads;          // values from outside the region
     int64_t local_row_bytes = 0;             // per row: bytes of the values that live only inside a block
+    // The region as straight-line code over one row, when every value is a row scalar or a full row
+    // (plan_row_program), and its generated kernel (codegen/row_kernel.h), or null: the steps run one by
+    // one on each block.
+    std::shared_ptr<const RowProgram> row_program;
+    std::shared_ptr<const codegen::GeneratedKernel> row_kernel;
   };
 
   std::vector<GroupPlan> groups;
@@ -124,6 +130,11 @@ struct CpuExecutable::Plan {
   std::vector<Step> steps;
   bool has_collectives = false;
 };
+
+// rg as a RowProgram (row_program.h), or Unimplemented naming why it is not one: a value with neither one
+// nor `cols` elements per row, a reduction over only some of a row's axes or of a dtype other than a float,
+// a broadcast that is not of a row scalar, a group the generator does not take, or no rows.
+absl::StatusOr<RowProgram> plan_row_program(const CpuExecutable::Plan& plan, const CpuExecutable::Plan::RowRegion& rg);
 
 // The parts of a plan that follow from its program alone (no planning): dims per value and the constants.
 // InvalidArgument when a value has a symbolic type.

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/codegen/kernel_registry.h"
 #include "mcx/backend/cpu/codegen/kernel_sharing.h"
 #include "mcx/backend/cpu/codegen/kernel_store.h"
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
@@ -96,7 +97,10 @@ std::string signature(const FusedGroup& g) {
 
 namespace {
 
-std::string symbol_of(const std::string& sig) { return "mcx_fused_" + to_hex(sha256(sig)).substr(0, 24); }
+std::string symbol_of(const KernelSource& src, const std::string& sig) {
+  const char* prefix = std::holds_alternative<const RowProgram*>(src) ? "mcx_rows_" : "mcx_fused_";
+  return prefix + to_hex(sha256(sig)).substr(0, 24);
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -107,7 +111,8 @@ enum class Source { kStore, kPeer, kCompiled };
 // Links object into the JIT as k's code and counts where it came from.
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<GeneratedKernel> k, std::string_view object,
                                                             Source source, std::chrono::steady_clock::time_point t0) {
-  MCX_ASSIGN_OR_RETURN(k->fn, llvm_load_object(object, k->symbol));
+  MCX_ASSIGN_OR_RETURN(k->code, llvm_load_object(object, k->symbol));
+  k->fn = reinterpret_cast<FusedKernelFn>(k->code);
   k->object = std::string(object);
   k->from_store = source == Source::kStore;
   k->from_peer = source == Source::kPeer;
@@ -123,12 +128,12 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<Gene
   return std::shared_ptr<const GeneratedKernel>(std::move(k));
 }
 
-// g's kernel from the kernel store, else from another process of the job, else compiled (and offered to both).
-// symbol_suffix: a name apart from an object that failed to link (it may be partly defined in the JIT).
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGroup& g, const std::string& sig,
+// src's kernel from the kernel store, else from another process of the job, else compiled (and offered to
+// both). symbol_suffix: a name apart from an object that failed to link (it may be partly defined in the JIT).
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelSource& src, const std::string& sig,
                                                                    std::string_view symbol_suffix = "") {
   auto k = std::make_shared<GeneratedKernel>();
-  k->symbol = symbol_of(sig) + std::string(symbol_suffix);
+  k->symbol = symbol_of(src, sig) + std::string(symbol_suffix);
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<KernelStore> store = kernel_store();
   const KernelKey key{sig, target_description()};
@@ -155,7 +160,7 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const FusedGr
   } else if (!shared.why.empty()) {
     log_warn("[codegen] compiling kernel {} here: {}", k->symbol, shared.why);
   }
-  absl::StatusOr<std::string> object = llvm_compile_object(g, k->symbol);
+  absl::StatusOr<std::string> object = llvm_compile_object(src, k->symbol);
   if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
   if (!object.ok()) return object.status();
   if (store) store->save(key, *object, ms_since(t0));
@@ -178,16 +183,16 @@ std::shared_ptr<KernelStore> kernel_store() {
 
 namespace {
 
-// The kernel for g's signature: the one already in this process, else make() (called once per signature,
-// for groups the generator takes).
+// The kernel for a signature: the one already in this process, else make() (called once per signature, for
+// sources the generator takes: `unsupported` is empty).
 template <typename Make>
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const FusedGroup& g, Make make) {
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const std::string& sig, const std::string& unsupported,
+                                                                  Make make) {
   if (!built_with_llvm()) {
     return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
   }
   // One entry per signature, decided once: a warm process meets the same few signatures in hundreds of
   // groups, and a signature the generator does not take is not examined again.
-  const std::string sig = signature(g);
   Registry& r = registry();
   std::shared_ptr<Entry> entry;
   {
@@ -199,10 +204,10 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const FusedGro
   bool made_here = false;
   std::call_once(entry->once, [&] {
     made_here = true;
-    if (std::string why = unsupported_reason(g); !why.empty()) {
-      entry->result = absl::UnimplementedError(absl::StrCat("[codegen] group not generated: ", why));
+    if (!unsupported.empty()) {
+      entry->result = absl::UnimplementedError(absl::StrCat("[codegen] not generated: ", unsupported));
     } else {
-      entry->result = make(sig);
+      entry->result = make();
     }
   });
   if (!made_here && entry->result.ok()) {
@@ -214,20 +219,31 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const FusedGro
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
-  return kernel_for(g, [&](const std::string& sig) { return make_kernel(g, sig); });
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_kernel(const KernelSource& src, const std::string& sig,
+                                                                      const std::string& unsupported) {
+  return kernel_for(sig, unsupported, [&] { return make_kernel(src, sig); });
 }
 
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGroup& g, std::string_view object) {
-  return kernel_for(g, [&](const std::string& sig) {
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_kernel(const KernelSource& src, const std::string& sig,
+                                                                   const std::string& unsupported,
+                                                                   std::string_view object) {
+  return kernel_for(sig, unsupported, [&]() -> absl::StatusOr<std::shared_ptr<const GeneratedKernel>> {
     auto k = std::make_shared<GeneratedKernel>();
-    k->symbol = symbol_of(sig);
+    k->symbol = symbol_of(src, sig);
     auto linked = link(k, object, Source::kStore, std::chrono::steady_clock::now());
     if (linked.ok()) return linked;
     log_warn("[codegen] kernel {} of a serialised executable did not load, compiling it: {}", k->symbol,
              std::string(linked.status().message()));
-    return make_kernel(g, sig, "_relinked");
+    return make_kernel(src, sig, "_relinked");
   });
+}
+
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
+  return compile_kernel(&g, signature(g), unsupported_reason(g));
+}
+
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGroup& g, std::string_view object) {
+  return load_kernel(&g, signature(g), unsupported_reason(g), object);
 }
 
 std::string target_description() { return built_with_llvm() ? llvm_target_description() : "none"; }

@@ -34,8 +34,9 @@ namespace mcx::cpu::codegen {
 using FusedKernelFn = void (*)(const void* const* leaves, void* const* outs, int64_t n);
 
 struct GeneratedKernel {
-  FusedKernelFn fn = nullptr;
-  std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>")
+  void* code = nullptr;      // the function: a FusedKernelFn or a RowKernelFn (row_kernel.h)
+  FusedKernelFn fn = nullptr;  // code, for a fused group's kernel
+  std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>", "mcx_rows_<digest>")
   bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
   bool from_peer = false;   // object code another process of the job compiled (kernel_sharing.h)
   double compile_ms = 0;    // compile (IR, optimisation, machine code) and link, or load and link

@@ -33,6 +33,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "mcx/backend/cpu/codegen/fused_emitter.h"
+#include "mcx/backend/cpu/codegen/row_emitter.h"
 #include "mcx/backend/cpu/codegen/math_helpers.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
@@ -86,9 +87,13 @@ class Session {
     return *s;
   }
 
-  absl::StatusOr<std::string> compile_object(const FusedGroup& g, const std::string& symbol) {
+  absl::StatusOr<std::string> compile_object(const KernelSource& src, const std::string& symbol) {
     auto ctx = std::make_unique<llvm::LLVMContext>();
-    MCX_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> m, emit_fused_module(g, symbol, *ctx, variants_));
+    absl::StatusOr<std::unique_ptr<llvm::Module>> emitted =
+        std::holds_alternative<const FusedGroup*>(src)
+            ? emit_fused_module(*std::get<const FusedGroup*>(src), symbol, *ctx, variants_)
+            : emit_row_module(*std::get<const RowProgram*>(src), symbol, *ctx, variants_);
+    MCX_ASSIGN_OR_RETURN(std::unique_ptr<llvm::Module> m, std::move(emitted));
     llvm::orc::JITTargetMachineBuilder jtmb = jtmb_;  // copied: createTargetMachine is not const
     auto tm = jtmb.createTargetMachine();
     if (!tm) return absl::InternalError(absl::StrCat("[codegen] target machine: ", llvm_message(tm.takeError())));
@@ -118,7 +123,7 @@ class Session {
     return std::string(object.data(), object.size());
   }
 
-  absl::StatusOr<FusedKernelFn> load_object(std::string_view object, const std::string& symbol) {
+  absl::StatusOr<void*> load_object(std::string_view object, const std::string& symbol) {
     std::unique_ptr<llvm::MemoryBuffer> buffer =
         llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
     {
@@ -131,7 +136,7 @@ class Session {
     if (!addr) {
       return absl::InternalError(absl::StrCat("[codegen] linking ", symbol, ": ", llvm_message(addr.takeError())));
     }
-    return addr->toPtr<FusedKernelFn>();
+    return addr->toPtr<void*>();
   }
 
   // The generator's sources are part of its identity: a changed emitter must not load objects an older one
@@ -241,12 +246,12 @@ class Session {
 
 }  // namespace
 
-absl::StatusOr<std::string> llvm_compile_object(const FusedGroup& g, const std::string& symbol) {
+absl::StatusOr<std::string> llvm_compile_object(const KernelSource& src, const std::string& symbol) {
   MCX_ASSIGN_OR_RETURN(Session * s, Session::get());
-  return s->compile_object(g, symbol);
+  return s->compile_object(src, symbol);
 }
 
-absl::StatusOr<FusedKernelFn> llvm_load_object(std::string_view object, const std::string& symbol) {
+absl::StatusOr<void*> llvm_load_object(std::string_view object, const std::string& symbol) {
   MCX_ASSIGN_OR_RETURN(Session * s, Session::get());
   return s->load_object(object, symbol);
 }

@@ -10,8 +10,8 @@ absl::Status no_llvm() {
 }
 }  // namespace
 
-absl::StatusOr<std::string> llvm_compile_object(const FusedGroup&, const std::string&) { return no_llvm(); }
-absl::StatusOr<FusedKernelFn> llvm_load_object(std::string_view, const std::string&) { return no_llvm(); }
+absl::StatusOr<std::string> llvm_compile_object(const KernelSource&, const std::string&) { return no_llvm(); }
+absl::StatusOr<void*> llvm_load_object(std::string_view, const std::string&) { return no_llvm(); }
 
 std::string llvm_target_description() { return "none"; }
 
