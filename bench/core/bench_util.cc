@@ -11,20 +11,40 @@
 
 namespace mcx::bench {
 
-Timing time_ms(const std::function<void()>& fn, int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  t.reserve(repeats);
-  for (int i = 0; i < std::max(repeats, 1); ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    auto t1 = std::chrono::steady_clock::now();
-    t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
+namespace {
+
+double run_ms(const std::function<void()>& fn) {
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+Timing summarise(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   size_t n = t.size();
   double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
   return {med, t.front()};
+}
+
+}  // namespace
+
+Timing time_ms(const std::function<void()>& fn, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < std::max(repeats, 1); ++i) t.push_back(run_ms(fn));
+  return summarise(std::move(t));
+}
+
+std::pair<Timing, Timing> time_interleaved_ms(const std::function<void()>& a, const std::function<void()>& b,
+                                              int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) a(), b();
+  std::vector<double> ta, tb;
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
+    ta.push_back(run_ms(a));
+    tb.push_back(run_ms(b));
+  }
+  return {summarise(std::move(ta)), summarise(std::move(tb))};
 }
 
 PeerResults run_python_peers(const std::string& python, const std::string& script, int threads, int repeats,

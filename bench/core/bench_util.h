@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mcx::bench {
@@ -17,6 +18,10 @@ struct Timing {
 
 // Runs fn `warmup` times untimed, then `repeats` times, and returns the median and minimum wall time.
 Timing time_ms(const std::function<void()>& fn, int warmup, int repeats);
+// a and b timed alternately (a, b, a, b, ...), so that a drift of the machine's speed (another process, a
+// frequency change) weighs on both alike: for ratios between two variants of one case.
+std::pair<Timing, Timing> time_interleaved_ms(const std::function<void()>& a, const std::function<void()>& b,
+                                              int warmup, int repeats);
 
 // One peer result parsed from bench/peers/core_peers.py: case name -> (peer name -> timing, blas).
 struct PeerResult {

@@ -239,14 +239,26 @@ int main(int argc, char** argv) {
   try {
     for (const auto& name : cases) {
       std::fprintf(stderr, "bench_core: %s\n", name.c_str());
-      Timing m = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
       bool any = false;
+      Timing m;
       if (mcx::cpu::codegen::enabled() && !no_interpreter) {
-        mcx::cpu::codegen::set_enabled(false);
-        Timing interp = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
+        // Generated code and the interpreter alternate run by run. Executables keep the setting they were
+        // compiled with and the executable cache keys on it, so each closure sets it before its call.
+        auto generated = [run = mcx_case(name)] {
+          mcx::cpu::codegen::set_enabled(true);
+          run();
+        };
+        auto interpreted = [run = mcx_case(name)] {
+          mcx::cpu::codegen::set_enabled(false);
+          run();
+        };
+        auto [g, interp] = mcx::bench::time_interleaved_ms(generated, interpreted, warmup, repeats);
         mcx::cpu::codegen::set_enabled(true);
+        m = g;
         print_line(name, m, "mcx_interpreter", &interp, threads, blas, repeats);
         any = true;
+      } else {
+        m = mcx::bench::time_ms(mcx_case(name), warmup, repeats);
       }
       if (name == "gemm") {
         Timing o = mcx::bench::time_ms(openblas_gemm(), warmup, repeats);
