@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/row_kernel_runner.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/ir/builder.h"
 #include "tests/backend/backend_test_util.h"
@@ -46,7 +47,9 @@ void expect_same(const std::vector<Buffer>& got, const std::vector<Buffer>& want
 
 // Compiles p with generation on (expecting `row_kernels` generated regions) and checks it against the
 // interpreter's step-by-step regions and against op-by-op execution, bit for bit.
-void expect_row_kernel_matches(const ir::Program& p, const std::vector<Buffer>& args, int row_kernels = 1) {
+// layout_fits: whether the generated kernel runs (else a read's layout makes the region run its steps).
+void expect_row_kernel_matches(const ir::Program& p, const std::vector<Buffer>& args, int row_kernels = 1,
+                               bool layout_fits = true) {
   CodegenGuard restore;
   codegen::set_enabled(true);
   auto generated = CpuExecutable::compile(p);
@@ -59,10 +62,16 @@ void expect_row_kernel_matches(const ir::Program& p, const std::vector<Buffer>& 
   const std::vector<Buffer> want = run_with_threads(**interpreted, args, 2);
   codegen::set_enabled(true);
   expect_same(want, run_unfused(p, args), p.name + " step by step vs op by op");
+  const RowKernelRuns before = row_kernel_runs();
   for (int threads = 1; threads <= 4; ++threads) {
     expect_same(run_with_threads(**generated, args, threads), want,
                 p.name + " row kernel with " + std::to_string(threads) + " threads");
   }
+  const RowKernelRuns after = row_kernel_runs();
+  const int64_t expected_runs = row_kernels > 0 && layout_fits ? 4 * row_kernels : 0;
+  EXPECT_EQ(after.ran - before.ran, expected_runs) << p.name;
+  EXPECT_EQ(after.layout_misfit - before.layout_misfit, row_kernels > 0 && !layout_fits ? 4 * row_kernels : 0)
+      << p.name;
 }
 
 // softmax over the last axis as the trace library builds it (the row max and sum reshaped to [R, 1]).
@@ -153,6 +162,36 @@ TEST(RowKernel, MaxMinAndProductReductions) {
   }
 }
 
+TEST(RowKernel, AttentionSoftmaxOverTheLastAxisOfRankFourWithABroadcastMask) {
+  SKIP_WITHOUT_LLVM();
+  // scores [B, H, T, T] + a mask [T, T] broadcast over batch and heads, softmax over the last axis: rows are
+  // (b, h, t), and the mask's rows restart at every (b, h), so the kernel runs once per (b, h).
+  const Ints dims = {2, 3, 5, 7}, rows = {2, 3, 5, 1};
+  ir::ProgramBuilder b("attention_softmax");
+  auto scores = b.add_parameter(av(DType::kFloat32, dims));
+  auto mask = b.add_parameter(av(DType::kFloat32, {5, 7}));
+  auto x = b.binary(OpKind::kAdd, scores, b.broadcast_in_dim(mask, concrete_shape(dims), {2, 3}));
+  auto m = b.reshape(b.emit_or_throw(OpKind::kReduceMax, {x}, {{"dimensions", Ints{3}}}), concrete_shape(rows));
+  auto e = b.unary(OpKind::kExp, b.binary(OpKind::kSub, x, b.broadcast_in_dim(m, concrete_shape(dims), {0, 1, 2, 3})));
+  auto s = b.reshape(b.reduce_sum(e, {3}), concrete_shape(rows));
+  ir::Program p = std::move(b).build({b.binary(OpKind::kDiv, e, b.broadcast_in_dim(s, concrete_shape(dims), {0, 1, 2, 3}))});
+  expect_row_kernel_matches(p, {test::random_buffer(DType::kFloat32, dims, 30, -4, 4),
+                                test::random_buffer(DType::kFloat32, {5, 7}, 31, -2, 0)});
+}
+
+TEST(RowKernel, LayerNormOverTheLastAxisOfRankThree) {
+  SKIP_WITHOUT_LLVM();
+  const Ints dims = {3, 17, 40};
+  ir::ProgramBuilder b("layer_norm_rank3");
+  auto x = b.add_parameter(av(DType::kFloat32, dims));
+  auto mean = b.binary(OpKind::kMul, b.reduce_sum(x, {2}), b.full_like(b.reduce_sum(x, {2}), 1.0 / 40));
+  auto d = b.binary(OpKind::kSub, x, b.broadcast_in_dim(mean, concrete_shape(dims), {0, 1}));
+  auto var = b.reduce_sum(b.binary(OpKind::kMul, d, d), {2});
+  auto y = b.binary(OpKind::kMul, d, b.broadcast_in_dim(b.unary(OpKind::kRsqrt, var), concrete_shape(dims), {0, 1}));
+  ir::Program p = std::move(b).build({y});
+  expect_row_kernel_matches(p, {test::random_buffer(DType::kFloat32, dims, 32, -2, 2)});
+}
+
 TEST(RowKernel, RegionsThatAreNotRowProgramsRunStepByStep) {
   SKIP_WITHOUT_LLVM();
   // A reduction over the middle axis of [R, A, B] leaves A elements per row: neither a row scalar nor a row.
@@ -174,7 +213,7 @@ TEST(RowKernel, AReadWhoseLayoutDoesNotFitRunsStepByStep) {
   auto xt = b.add_parameter(av(DType::kFloat32, {33, 48}));
   auto x = b.transpose(xt, {1, 0});
   ir::Program p = std::move(b).build({softmax(b, x, dims)});
-  expect_row_kernel_matches(p, {test::random_buffer(DType::kFloat32, {33, 48}, 28, -3, 3)});
+  expect_row_kernel_matches(p, {test::random_buffer(DType::kFloat32, {33, 48}, 28, -3, 3)}, 1, /*layout_fits=*/false);
 }
 
 TEST(RowKernel, SerialisedExecutablesKeepTheirRowKernels) {

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 
@@ -28,6 +27,7 @@
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/backend/cpu/kernels.h"
 #include "mcx/backend/cpu/reduce_window.h"
+#include "mcx/backend/cpu/row_kernel_runner.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
@@ -449,79 +449,17 @@ void finish_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtVa
   }
 }
 
-// The row stride (elements) of a region read as the row kernel takes it, or nullopt when its layout does not
-// fit: a full row's elements must be contiguous, a row scalar's the same element repeated.
-std::optional<int64_t> kernel_row_stride(const View& v, bool full) {
-  int64_t expect = 1;
-  for (int d = v.rank() - 1; d >= 1; --d) {
-    if (v.dims[d] == 1) continue;
-    if (v.strides[d] != (full ? expect : 0)) return std::nullopt;
-    expect *= v.dims[d];
-  }
-  return v.rank() == 0 || v.dims[0] == 1 ? 0 : v.strides[0];
-}
-
-// Runs a region through its row kernel (codegen/row_kernel.h); false (nothing done) when a read's layout
-// does not fit the kernel.
-bool run_region_kernel(const Plan::RowRegion& rg, const std::vector<RtValue>& rt, std::vector<Buffer>& full) {
-  const RowProgram& rp = *rg.row_program;
-  const size_t nv = rp.values.size();
-  std::vector<std::byte*> base(nv, nullptr);
-  std::vector<int64_t> stride(nv, 0);
-  for (size_t k = 0; k < rg.reads.size(); ++k) {
-    const View& v = rt[rg.reads[k]].view;
-    std::optional<int64_t> s = kernel_row_stride(v, rp.values[k].full);
-    if (!s) return false;
-    base[k] = v.data;
-    stride[k] = *s;
-  }
-  for (size_t j = 0; j < rp.outputs.size(); ++j) {
-    const int v = rp.outputs[j];
-    base[v] = static_cast<std::byte*>(full[j].mutable_data());
-    stride[v] = rp.values[v].full ? rp.cols : 1;
-  }
-  // Scratch rows: one per full value used only inside, 64-byte aligned, per thread.
-  std::vector<int64_t> scratch_offset(nv, -1);
-  int64_t scratch_bytes = 0;
-  for (size_t v = 0; v < nv; ++v) {
-    if (rp.values[v].storage != RowProgram::Storage::kScratch) continue;
-    scratch_offset[v] = scratch_bytes;
-    scratch_bytes += (rp.cols * dtype_size(rp.values[v].dtype) + 63) / 64 * 64;
-  }
-  const auto fn = reinterpret_cast<RowKernelFn>(rg.row_kernel->code);
-  const int64_t R = rg.rows;
-  // At least two blocks per thread when there are enough rows; at most ~64 KiB of each output per block.
-  const int64_t row_bytes = std::max<int64_t>(1, rp.cols * 4);
-  const int64_t per_thread = (R + 2 * num_threads() - 1) / (2 * num_threads());
-  const int64_t block = std::max<int64_t>(1, std::min(per_thread, std::max<int64_t>(1, (64 << 10) / row_bytes)));
-  parallel_for((R + block - 1) / block, 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<std::byte> scratch;
-    if (static_cast<int64_t>(scratch.size()) < scratch_bytes + 64) scratch.resize(scratch_bytes + 64);
-    std::byte* aligned =
-        reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
-    std::vector<void*> ptrs(nv, nullptr);
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t r0 = blk * block, n = std::min(block, R - r0);
-      for (size_t v = 0; v < nv; ++v) {
-        if (scratch_offset[v] >= 0) {
-          ptrs[v] = aligned + scratch_offset[v];
-        } else if (base[v] != nullptr) {
-          ptrs[v] = base[v] + r0 * stride[v] * dtype_size(rp.values[v].dtype);
-        }
-      }
-      fn(ptrs.data(), stride.data(), n, rp.cols);
-    }
-  });
-  return true;
-}
-
 void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue>& rt) {
   const ir::Program& p = plan.program;
   std::vector<Buffer> full;
   for (ValueId v : rg.escaping) full.push_back(Buffer::uninitialized(p.type(v).dtype, plan.dims[v]));
-  if (rg.row_kernel && run_region_kernel(rg, rt, full)) {
-    finish_region(plan, rg, rt, full);
-    return;
+  if (rg.row_kernel) {
+    std::vector<View> reads;
+    for (ValueId v : rg.reads) reads.push_back(rt[v].view);
+    if (run_row_kernel(*rg.row_program, reinterpret_cast<RowKernelFn>(rg.row_kernel->code), reads, full)) {
+      finish_region(plan, rg, rt, full);
+      return;
+    }
   }
   // Blocks: cache-sized, but at least two per thread when there are enough rows. Block boundaries do
   // not change any value (every op is row-local and reductions are per row), so results do not depend

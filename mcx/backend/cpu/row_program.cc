@@ -26,6 +26,7 @@ class Builder {
 
   absl::StatusOr<RowProgram> build() {
     if (rg_.rows == 0) return not_one("the region has no rows");
+    MCX_RETURN_IF_ERROR(choose_rows());
     for (ValueId v : rg_.reads) rp_.cols = std::max(rp_.cols, per_row(v));
     for (const auto& [v, slot] : rg_.local) rp_.cols = std::max(rp_.cols, per_row(v));
     for (ValueId v : rg_.reads) MCX_RETURN_IF_ERROR(add(v, Storage::kInput).status());
@@ -50,11 +51,39 @@ class Builder {
     return absl::UnimplementedError(absl::StrCat("[cpu] not a row program: ", std::string(why)));
   }
 
-  // Elements per row (the product of the dims after dim 0).
+  // The program's rows are the region's leading dims up to the first axis any reduction reduces (softmax of
+  // [B, H, T, T] over the last axis: B * H * T rows of T), so that a reduction's result is a row scalar.
+  absl::Status choose_rows() {
+    int row_rank = INT32_MAX;
+    ValueId operand = -1;
+    for (const Plan::Step& st : rg_.steps) {
+      if (st.kind != Plan::StepKind::kOp) continue;
+      const auto& axes = std::get<step_attrs::Axes>(st.attrs).dimensions;
+      if (axes.empty()) return not_one("a reduction over no axes");
+      const int first = static_cast<int>(*std::min_element(axes.begin(), axes.end()));
+      if (first < row_rank) {
+        row_rank = first;
+        operand = plan_.program.defining_instr(st.value).operands[0];
+      }
+    }
+    if (operand < 0) return not_one("no reduction");
+    const std::vector<int64_t>& d = plan_.dims[operand];
+    lead_.assign(d.begin(), d.begin() + row_rank);
+    rp_.row_dims = lead_;
+    return absl::OkStatus();
+  }
+
+  // Whether v's leading dims are the rows' (every value of the program has them).
+  bool has_rows(ValueId v) const {
+    const std::vector<int64_t>& d = plan_.dims[v];
+    return d.size() >= lead_.size() && std::equal(lead_.begin(), lead_.end(), d.begin());
+  }
+
+  // Elements per row (the product of the dims after the rows').
   int64_t per_row(ValueId v) const {
     const std::vector<int64_t>& d = plan_.dims[v];
     int64_t n = 1;
-    for (size_t i = 1; i < d.size(); ++i) n *= d[i];
+    for (size_t i = lead_.size(); i < d.size(); ++i) n *= d[i];
     return n;
   }
 
@@ -70,10 +99,11 @@ class Builder {
     for (int64_t d : od) total *= d;
     if (total == 1) return true;
     auto to = in.attrs.get_ints("broadcast_dimensions");
-    return to.ok() && !to->empty() && (*to)[0] == 0 && per_row(o) == 1;
+    return to.ok() && !to->empty() && (*to)[0] == 0 && has_rows(o) && per_row(o) == 1;
   }
 
   absl::Status check_width(ValueId v) const {
+    if (!has_rows(v)) return not_one(absl::StrCat("value %", v, " does not start with the rows' dims"));
     const int64_t n = per_row(v);
     if (n == 1 || n == rp_.cols) return absl::OkStatus();
     return not_one(absl::StrCat("value %", v, " has ", n, " elements per row, expected 1 or ", rp_.cols));
@@ -134,8 +164,9 @@ class Builder {
     s.group.nodes = gp.group.nodes;
     s.group.outputs = gp.group.outputs;
     s.group.dims = gp.group.dims;
-    int64_t count = 1;
-    for (size_t i = 1; i < gp.group.dims.size(); ++i) count *= gp.group.dims[i];
+    if (gp.outputs.empty()) return not_one("a group without outputs");
+    MCX_RETURN_IF_ERROR(check_width(gp.outputs[0]));
+    const int64_t count = per_row(gp.outputs[0]);
     if (count != 1 && count != rp_.cols) {
       return not_one(absl::StrCat("a group with ", count, " elements per row, expected 1 or ", rp_.cols));
     }
@@ -153,6 +184,7 @@ class Builder {
   const Plan::RowRegion& rg_;
   RowProgram rp_;
   std::map<ValueId, int> index_;  // region value -> row value (a view's is its operand's)
+  std::vector<int64_t> lead_;     // the dims that make the rows
 };
 
 }  // namespace

@@ -48,7 +48,10 @@ struct RowProgram {
   std::vector<Value> values;  // the region's reads first (parallel to RowRegion::reads), then stage results
   std::vector<Stage> stages;
   std::vector<int> outputs;  // value index of each escaping value, parallel to RowRegion::escaping
-  int64_t cols = 0;          // elements of a full row (not part of the kernel's signature)
+  // The rows are the region's leading dims up to the first reduced axis, flattened: softmax of [B, H, T, T]
+  // over the last axis has row_dims [B, H, T] and cols T. Neither is part of the kernel's signature.
+  std::vector<int64_t> row_dims;
+  int64_t cols = 0;  // elements of a full row
 };
 
 // The calling convention of a row kernel: runs rows [0, rows) of the region. values[v] points at row 0 of
