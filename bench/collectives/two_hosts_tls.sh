@@ -36,14 +36,11 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-ip netns add "$h1" 2> /dev/null || skip "cannot create a network namespace here"
-ip netns add "$h2" || skip "cannot create a second network namespace"
-ip link add "b1_$suffix" type veth peer name "b2_$suffix" || skip "cannot create a veth pair"
-ip link set "b1_$suffix" netns "$h1" && ip link set "b2_$suffix" netns "$h2" || skip "cannot move the veth ends"
-ip -n "$h1" addr add 10.78.0.1/24 dev "b1_$suffix" && ip -n "$h2" addr add 10.78.0.2/24 dev "b2_$suffix"
+# shellcheck source=../../tests/distributed/multiprocess/netns_pair.sh
+source tests/distributed/multiprocess/netns_pair.sh
+why=$(netns_pair "$h1" "$h2" "b1_$suffix" "b2_$suffix" 10.78.0 2>&1) || skip "${why:-the namespaces could not be set up}"
 for h in "$h1:b1_$suffix" "$h2:b2_$suffix"; do
   ns=${h%%:*} dev=${h#*:}
-  ip -n "$ns" link set "$dev" up && ip -n "$ns" link set lo up
   # Each direction shaped at the sender: a token bucket of RATE, bursts of 4 MB.
   ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst 4mb latency 100ms ||
     skip "tc cannot shape the veth link (tbf)"

@@ -23,13 +23,9 @@ cleanup() {
   ip netns del "$h2" 2> /dev/null
 }
 trap cleanup EXIT
-ip netns add "$h1" 2> /dev/null || skip "cannot create a network namespace here (ip netns add failed)"
-ip netns add "$h2" || skip "cannot create a second network namespace"
-ip link add "v1_$suffix" type veth peer name "v2_$suffix" || skip "cannot create a veth pair"
-ip link set "v1_$suffix" netns "$h1" && ip link set "v2_$suffix" netns "$h2" || skip "cannot move the veth ends"
-ip -n "$h1" addr add 10.77.0.1/24 dev "v1_$suffix" && ip -n "$h2" addr add 10.77.0.2/24 dev "v2_$suffix"
-ip -n "$h1" link set "v1_$suffix" up && ip -n "$h2" link set "v2_$suffix" up
-ip -n "$h1" link set lo up && ip -n "$h2" link set lo up
+# shellcheck source=netns_pair.sh
+source "$(dirname "$0")/netns_pair.sh"
+why=$(netns_pair "$h1" "$h2" "v1_$suffix" "v2_$suffix" 10.77.0 2>&1) || skip "${why:-the namespaces could not be set up}"
 tmp=$(mktemp -d)
 port=$((20000 + suffix % 20000))
 coordinator_tls=() tls0=() tls1=()
