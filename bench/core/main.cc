@@ -8,6 +8,9 @@
 //   dense_tanh   tanh(x @ W + b), x f32[1024,256], W f32[256,1024], b f32[1024] (1M outputs)
 //   gemm         f32[1024,1024] @ f32[1024,1024]
 //   softmax      softmax over the last axis of f32[4096,1024]
+//   attention_softmax  softmax(scores + mask) over the last axis, scores f32[8,8,128,128], a causal mask
+//                f32[128,128] (0 or -1e9) broadcast over batch and heads
+//   layer_norm   (x - mean) / sqrt(var + 1e-5) * gamma + beta over the last axis of f32[32,128,512]
 //   mlp_step     784-512-512-10 ReLU MLP, batch 256, softmax cross-entropy, gradients + SGD update
 //   conv2d       3x3 convolution, 32 -> 64 channels, SAME padding, on f32[64,28,28,32] (mcx: NHWC/HWIO;
 //                PyTorch: its NCHW default, and channels_last as peer "torch_channels_last")
@@ -52,8 +55,9 @@ using mcx::Array;
 using mcx::Tree;
 using mcx::bench::Timing;
 
-const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh", "gemm",        "softmax",
-                                            "mlp_step",    "conv2d",     "conv2d_grad", "per_example_grads"};
+const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh",        "gemm",       "softmax",
+                                            "attention_softmax", "layer_norm", "mlp_step", "conv2d",
+                                            "conv2d_grad", "per_example_grads"};
 
 Array normal(uint32_t seed, std::vector<int64_t> dims, double scale = 1.0) {
   Array a = mcx::random::normal(mcx::random::fold_in(mcx::random::key(2026), seed), dims);
@@ -89,6 +93,27 @@ std::function<void()> mcx_case(const std::string& name) {
     Array x = normal(8, {4096, 1024});
     auto f = mcx::jit([](const Array& x) { return mcx::softmax(x, -1); }, {.name = "softmax"});
     return [=] { wait(f(x)); };
+  }
+  if (name == "attention_softmax") {
+    Array scores = normal(40, {8, 8, 128, 128});
+    std::vector<float> causal(128 * 128);
+    for (int i = 0; i < 128; ++i) {
+      for (int j = 0; j < 128; ++j) causal[i * 128 + j] = j <= i ? 0.0f : -1e9f;
+    }
+    Array mask = mcx::array(causal, {128, 128});
+    auto f = mcx::jit([](const Array& s, const Array& m) { return mcx::softmax(s + m, -1); },
+                      {.name = "attention_softmax"});
+    return [=] { wait(f(scores, mask)); };
+  }
+  if (name == "layer_norm") {
+    Array x = normal(41, {32, 128, 512}), gamma = normal(42, {512}), beta = normal(43, {512});
+    auto f = mcx::jit(
+        [](const Array& x, const Array& g, const Array& b) {
+          Array d = x - mcx::mean(x, -1, true);
+          return d / mcx::sqrt(mcx::mean(d * d, -1, true) + 1e-5f) * g + b;
+        },
+        {.name = "layer_norm"});
+    return [=] { wait(f(x, gamma, beta)); };
   }
   if (name == "mlp_step") {
     const std::vector<int64_t> sizes = {784, 512, 512, 10};

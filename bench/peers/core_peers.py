@@ -12,6 +12,9 @@ Cases (shapes must match bench/core/main.cc):
   dense_tanh   tanh(x@W+b), x f32[1024,256], W f32[256,1024], b f32[1024] (output 1M elements)
   gemm         f32[1024,1024] @ f32[1024,1024]
   softmax      softmax over the last axis of f32[4096,1024]
+  attention_softmax  softmax(scores + mask) over the last axis, scores f32[8,8,128,128], causal mask
+               f32[128,128] (0 or -1e9) broadcast over batch and heads
+  layer_norm   (x - mean) / sqrt(var + 1e-5) * gamma + beta over the last axis of f32[32,128,512]
   mlp_step     784-512-512-10 ReLU MLP, batch 256, softmax cross-entropy, gradients + SGD update
   conv2d       3x3 convolution 32 -> 64 channels, padding 1, batch 64 of 28x28 (torch: NCHW; peer
                torch_channels_last: the same in channels_last memory format)
@@ -32,7 +35,8 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--cases",
-                   default="elementwise,dense_tanh,gemm,softmax,mlp_step,conv2d,conv2d_grad,per_example_grads")
+                   default="elementwise,dense_tanh,gemm,softmax,attention_softmax,layer_norm,mlp_step,conv2d,"
+                           "conv2d_grad,per_example_grads")
     p.add_argument("--peers", default="numpy,torch,torch_channels_last")
     return p.parse_args()
 
@@ -104,6 +108,24 @@ def numpy_cases(rng):
         return e / e.sum(axis=1, keepdims=True)
     cases["softmax"] = softmax
 
+    scores = rng.standard_normal((8, 8, 128, 128)).astype(f32)
+    causal = np.where(np.tril(np.ones((128, 128), dtype=bool)), f32(0), f32(-1e9)).astype(f32)
+
+    def attention_softmax():
+        z = scores + causal
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    cases["attention_softmax"] = attention_softmax
+
+    ln_x = rng.standard_normal((32, 128, 512)).astype(f32)
+    ln_g = rng.standard_normal(512).astype(f32)
+    ln_b = rng.standard_normal(512).astype(f32)
+
+    def layer_norm():
+        d = ln_x - ln_x.mean(axis=-1, keepdims=True)
+        return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + f32(1e-5)) * ln_g + ln_b
+    cases["layer_norm"] = layer_norm
+
     params = mlp_init_numpy(rng)
     xb = rng.standard_normal((256, 784)).astype(f32)
     yb = rng.integers(0, 10, 256)
@@ -172,6 +194,15 @@ def torch_cases(rng):
 
     s = t(rng.standard_normal((4096, 1024)))
     cases["softmax"] = lambda: torch.softmax(s, dim=1)
+
+    scores = t(rng.standard_normal((8, 8, 128, 128)))
+    causal = t(np.where(np.tril(np.ones((128, 128), dtype=bool)), 0.0, -1e9))
+    cases["attention_softmax"] = lambda: torch.softmax(scores + causal, dim=-1)
+
+    ln_x = t(rng.standard_normal((32, 128, 512)))
+    ln_g = t(rng.standard_normal(512))
+    ln_b = t(rng.standard_normal(512))
+    cases["layer_norm"] = lambda: torch.nn.functional.layer_norm(ln_x, (512,), ln_g, ln_b, 1e-5)
 
     model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
                                 torch.nn.ReLU(), torch.nn.Linear(512, 10))

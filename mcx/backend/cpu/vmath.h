@@ -12,6 +12,15 @@ namespace mcx::cpu {
 
 enum class VFn { kExp, kLog, kLog1p, kExpm1, kTanh, kLogistic, kSin, kCos, kSqrt, kRsqrt };
 
+// exp(x) is exactly +0 below these: the largest x with a non-zero result is -103.972076f for float and
+// -745.133 for double, in glibc's scalar exp and in libmvec's at every vector width. exp (and logistic's
+// exp(-x)) of such an input is computed as exp(0) * 0 = +0, so that no lane of the vector function is out of
+// its range: libmvec sends a vector with any out-of-range lane through glibc's scalar code, which made a
+// softmax under a -1e9 attention mask 4x slower.
+// The generated kernels (codegen/element_emitter.cc) apply the same rule, so both stay bit for bit equal.
+inline constexpr float kExpZeroBelowF = -104.0f;
+inline constexpr double kExpZeroBelowD = -746.0;
+
 void vmath(VFn fn, const float* x, float* y, int64_t n);
 void vmath(VFn fn, const double* x, double* y, int64_t n);
 void vpow(const float* x, const float* y, float* out, int64_t n);

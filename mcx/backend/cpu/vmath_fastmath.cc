@@ -9,6 +9,7 @@
 #define __FAST_MATH__ 1
 #endif
 #include <cmath>
+#include <type_traits>
 
 #include "mcx/backend/cpu/vmath.h"
 #include "mcx/backend/cpu/multiversion.h"
@@ -53,7 +54,7 @@ MCX_VLOOP(log_f, float, std::log(v))
 MCX_VLOOP(log1p_f, float, std::log1p(v))
 MCX_VLOOP(expm1_f, float, std::expm1(v))
 MCX_VLOOP(tanh_f, float, std::tanh(v))
-MCX_VLOOP(logistic_f, float, 1.0f / (1.0f + std::exp(-v)))
+MCX_VLOOP(recip_one_plus_f, float, 1.0f / (1.0f + v))
 MCX_VLOOP(sin_f, float, std::sin(v))
 MCX_VLOOP(cos_f, float, std::cos(v))
 MCX_VLOOP(sqrt_f, float, std::sqrt(v))
@@ -63,7 +64,7 @@ MCX_VLOOP(log_d, double, std::log(v))
 MCX_VLOOP(log1p_d, double, std::log1p(v))
 MCX_VLOOP(expm1_d, double, std::expm1(v))
 MCX_VLOOP(tanh_d, double, std::tanh(v))
-MCX_VLOOP(logistic_d, double, 1.0 / (1.0 + std::exp(-v)))
+MCX_VLOOP(recip_one_plus_d, double, 1.0 / (1.0 + v))
 MCX_VLOOP(sin_d, double, std::sin(v))
 MCX_VLOOP(cos_d, double, std::cos(v))
 MCX_VLOOP(sqrt_d, double, std::sqrt(v))
@@ -93,16 +94,45 @@ MCX_VPOW(pow_f, float)
 MCX_VPOW(pow_d, double)
 #undef MCX_VPOW
 
+// exp(sign * x) into y, +0 where sign * x is below vmath.h's threshold (kExpZeroBelow*), without handing
+// libmvec a lane out of its fast range (which sends the whole vector through glibc's scalar code): the
+// arguments are guarded in one pass (0 for those lanes), exp runs on them in another (exp_f / exp_d, called
+// through their clones' resolver, so the compiler cannot fold the guard back into exp's argument, as it does
+// when both are in one expression under -ffast-math), and a third pass writes the zeros.
+template <typename T>
+void guarded_exp(const T* x, T* y, int64_t n, T sign, void (*exp_fn)(const T*, T*, int64_t)) {
+  constexpr T kBelow = std::is_same_v<T, float> ? kExpZeroBelowF : kExpZeroBelowD;
+  constexpr int64_t kChunk = 1024;
+  alignas(64) T arg[kChunk], val[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = n - i < kChunk ? n - i : kChunk;
+    int any_below = 0;  // an int, not a bool: GCC vectorises this OR-reduction
+    for (int64_t j = 0; j < m; ++j) {
+      const T a = sign * x[i + j];
+      any_below |= a < kBelow ? 1 : 0;
+      arg[j] = a < kBelow ? T(0) : a;
+    }
+    if (!any_below) {  // the common case: exp of the arguments as they are
+      exp_fn(arg, y + i, m);
+      continue;
+    }
+    exp_fn(arg, val, m);
+    for (int64_t j = 0; j < m; ++j) y[i + j] = sign * x[i + j] < kBelow ? T(0) : val[j];
+  }
+}
+
 }  // namespace
 
 void vmath(VFn fn, const float* x, float* y, int64_t n) {
   switch (fn) {
-    case VFn::kExp: return exp_f(x, y, n);
+    case VFn::kExp: return guarded_exp<float>(x, y, n, 1.0f, exp_f);
     case VFn::kLog: return log_f(x, y, n);
     case VFn::kLog1p: return log1p_f(x, y, n);
     case VFn::kExpm1: return expm1_f(x, y, n);
     case VFn::kTanh: return tanh_f(x, y, n);
-    case VFn::kLogistic: return logistic_f(x, y, n);
+    case VFn::kLogistic:  // 1 / (1 + exp(-x))
+      guarded_exp<float>(x, y, n, -1.0f, exp_f);
+      return recip_one_plus_f(y, y, n);
     case VFn::kSin: return sin_f(x, y, n);
     case VFn::kCos: return cos_f(x, y, n);
     case VFn::kSqrt: return sqrt_f(x, y, n);
@@ -112,12 +142,14 @@ void vmath(VFn fn, const float* x, float* y, int64_t n) {
 
 void vmath(VFn fn, const double* x, double* y, int64_t n) {
   switch (fn) {
-    case VFn::kExp: return exp_d(x, y, n);
+    case VFn::kExp: return guarded_exp<double>(x, y, n, 1.0, exp_d);
     case VFn::kLog: return log_d(x, y, n);
     case VFn::kLog1p: return log1p_d(x, y, n);
     case VFn::kExpm1: return expm1_d(x, y, n);
     case VFn::kTanh: return tanh_d(x, y, n);
-    case VFn::kLogistic: return logistic_d(x, y, n);
+    case VFn::kLogistic:  // 1 / (1 + exp(-x))
+      guarded_exp<double>(x, y, n, -1.0, exp_d);
+      return recip_one_plus_d(y, y, n);
     case VFn::kSin: return sin_d(x, y, n);
     case VFn::kCos: return cos_d(x, y, n);
     case VFn::kSqrt: return sqrt_d(x, y, n);

@@ -2,6 +2,7 @@
 
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/Transforms/Utils/ModuleUtils.h"
+#include "mcx/backend/cpu/vmath.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cpu::codegen {
@@ -45,12 +46,22 @@ llvm::Value* ElementEmitter::call_helper(std::string_view name, std::initializer
   return call;
 }
 
+llvm::Value* ElementEmitter::exp_of(llvm::Value* x, bool is_double) {
+  // +0 below the threshold without calling the vector function (vmath.h kExpZeroBelowF), as vmath does.
+  llvm::Value* below = b_.CreateFCmpOLT(
+      x, llvm::ConstantFP::get(x->getType(), is_double ? kExpZeroBelowD : static_cast<double>(kExpZeroBelowF)));
+  llvm::Value* zero = llvm::ConstantFP::get(x->getType(), 0.0);
+  llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
+  llvm::Value* e = call_helper(is_double ? "mcx_cg_exp" : "mcx_cg_expf", {b_.CreateSelect(below, zero, x)});
+  return b_.CreateFMul(e, b_.CreateSelect(below, zero, one));  // as vmath's exp_or_zero: exp(0) * 0 is +0
+}
+
 absl::StatusOr<llvm::Value*> ElementEmitter::unary(OpKind k, DType t, llvm::Value* x) {
   const bool d = t == DType::kFloat64;
   auto helper = [&](const char* f) { return call_helper(absl::StrCat("mcx_cg_", f, d ? "" : "f"), {x}); };
   if (is_floating(t)) {
     switch (k) {
-      case OpKind::kExp: return helper("exp");
+      case OpKind::kExp: return exp_of(x, d);
       case OpKind::kLog: return helper("log");
       case OpKind::kLog1p: return helper("log1p");
       case OpKind::kExpm1: return helper("expm1");
@@ -61,7 +72,7 @@ absl::StatusOr<llvm::Value*> ElementEmitter::unary(OpKind k, DType t, llvm::Valu
       case OpKind::kErfc: return helper("erfc");
       case OpKind::kErfInv: return helper("erf_inv");
       case OpKind::kLogistic: {  // 1 / (1 + exp(-x)), as vmath computes it
-        llvm::Value* e = call_helper(absl::StrCat("mcx_cg_exp", d ? "" : "f"), {b_.CreateFNeg(x)});
+        llvm::Value* e = exp_of(b_.CreateFNeg(x), d);
         return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), e));
       }
       case OpKind::kSqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);

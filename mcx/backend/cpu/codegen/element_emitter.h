@@ -126,6 +126,8 @@ class ElementEmitter {
 
   // A call of a math helper; the call site lists the helper's vector variants for the vectoriser.
   llvm::Value* call_helper(std::string_view name, std::initializer_list<llvm::Value*> args);
+  // exp(x) as vmath computes it (vmath.h: +0 below kExpZeroBelowF / kExpZeroBelowD).
+  llvm::Value* exp_of(llvm::Value* x, bool is_double);
 
   // The interpreter's NaN-propagating max/min (elementwise.cc max_nan/min_nan): NaN in a wins, then NaN
   // in b, then the comparison (which keeps b on ties, so max(-0, +0) is +0 and max(+0, -0) is -0).
