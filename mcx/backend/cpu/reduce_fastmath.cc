@@ -75,12 +75,11 @@ template <typename A> struct IsMinMax<MinOp<A>> : std::true_type {};
 template <typename A, typename Op, int VB>
 [[gnu::always_inline]] inline A minmax_run_vb(const A* x, int64_t n) {
   constexpr int W = VB / sizeof(A), K = 4, L = W * K;
+  static_assert(K == 4, "the combination below is written for four accumulators");
   typedef A Vec __attribute__((vector_size(VB)));
   constexpr bool kMax = std::is_same_v<Op, MaxOp<A>>;
-  Vec acc[K], nan_seen[K];
-  for (int k = 0; k < K; ++k) {
-    for (int j = 0; j < W; ++j) acc[k][j] = Op::init(), nan_seen[k][j] = 0;
-  }
+  Vec acc[K], nan_seen[K] = {};
+  for (int k = 0; k < K; ++k) acc[k] = Vec{} + Op::init();  // every lane init()
   int64_t i = 0;
   for (; i + L <= n; i += L) {
     for (int k = 0; k < K; ++k) {
@@ -98,11 +97,28 @@ template <typename A, typename Op, int VB>
     r = Op::apply(r, x[i]);
   }
   for (int k = 0; k < K; ++k) {
-    for (int j = 0; j < W; ++j) {
-      nan |= (nan_seen[k][j] != nan_seen[k][j]);
-      r = Op::apply(r, acc[k][j]);
+    for (int j = 0; j < W; ++j) nan |= (nan_seen[k][j] != nan_seen[k][j]);
+  }
+  // The accumulators hold no NaN. Combined as a tree (pairs of accumulators lane by lane, then halves of the
+  // lanes), `a > b ? a : b` (ties keep b), so that a short row does not pay a chain of K * W dependent steps;
+  // the row kernels (codegen/row_emitter.cc) combine in the same order.
+  Vec v;
+  if constexpr (kMax) {
+    const Vec v01 = acc[0] > acc[1] ? acc[0] : acc[1], v23 = acc[2] > acc[3] ? acc[2] : acc[3];
+    v = v01 > v23 ? v01 : v23;
+  } else {
+    const Vec v01 = acc[0] < acc[1] ? acc[0] : acc[1], v23 = acc[2] < acc[3] ? acc[2] : acc[3];
+    v = v01 < v23 ? v01 : v23;
+  }
+  A lanes[W];
+  std::memcpy(lanes, &v, sizeof(Vec));
+  for (int w = W / 2; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) {
+      if constexpr (kMax) lanes[j] = lanes[j] > lanes[j + w] ? lanes[j] : lanes[j + w];
+      else lanes[j] = lanes[j] < lanes[j + w] ? lanes[j] : lanes[j + w];
     }
   }
+  r = Op::apply(r, lanes[0]);
   return nan ? std::numeric_limits<A>::quiet_NaN() : r;
 }
 

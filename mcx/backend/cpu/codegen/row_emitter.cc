@@ -230,8 +230,8 @@ class RowEmitter {
   }
 
   // minmax_run (float32/float64 max and min): K = 4 vector accumulators of the ISA's width W over whole runs
-  // of K * W, `v > acc ? v : acc` per lane, NaNs tracked apart; the rest with apply into a scalar r; then r
-  // = apply(r, acc[k][j]) for k, j in order; any NaN gives the quiet NaN.
+  // of K * W, `v > acc ? v : acc` per lane, NaNs tracked apart; the rest with apply into a scalar r; then the
+  // accumulators combined as a tree and r = apply(r, that); any NaN gives the quiet NaN.
   absl::StatusOr<llvm::Function*> emit_minmax_run(OpKind k, DType t, const std::string& name) {
     constexpr int K = 4;
     const int W = minmax_vector_bytes() / dtype_size(t);
@@ -275,17 +275,24 @@ class RowEmitter {
       b_.CreateStore(apply(k, b_.CreateLoad(a, r), xi), r);
       return absl::OkStatus();
     }));
-    llvm::Value* rv = b_.CreateLoad(a, r);
     llvm::Value* any_nan = b_.CreateLoad(b_.getInt1Ty(), nan);
     for (int q = 0; q < K; ++q) {
-      llvm::Value* lanes = b_.CreateLoad(vt, acc[q]);
       llvm::Value* nans = b_.CreateLoad(vt, nan_seen[q]);
-      for (int j = 0; j < W; ++j) {
-        llvm::Value* seen = b_.CreateExtractElement(nans, uint64_t(j));
-        any_nan = b_.CreateOr(any_nan, b_.CreateFCmpUNO(seen, seen));
-        rv = apply(k, rv, b_.CreateExtractElement(lanes, uint64_t(j)));
-      }
+      any_nan = b_.CreateOr(any_nan, b_.CreateOrReduce(b_.CreateFCmpUNO(nans, nans)));
     }
+    // The accumulators (no NaN in them) as a tree, `a > b ? a : b` (ties keep b): pairs lane by lane, then
+    // halves of the lanes; then the rest's r.
+    auto pick = [&](llvm::Value* x, llvm::Value* y) {
+      return b_.CreateSelect(is_max ? b_.CreateFCmpOGT(x, y) : b_.CreateFCmpOLT(x, y), x, y);
+    };
+    llvm::Value* v = pick(pick(b_.CreateLoad(vt, acc[0]), b_.CreateLoad(vt, acc[1])),
+                          pick(b_.CreateLoad(vt, acc[2]), b_.CreateLoad(vt, acc[3])));
+    for (int w = W / 2; w >= 1; w /= 2) {
+      std::vector<int> lo(w), hi(w);
+      for (int j = 0; j < w; ++j) lo[j] = j, hi[j] = j + w;
+      v = pick(b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+    }
+    llvm::Value* rv = apply(k, b_.CreateLoad(a, r), b_.CreateExtractElement(v, uint64_t{0}));
     b_.CreateRet(b_.CreateSelect(any_nan, llvm::ConstantFP::getQNaN(a), rv));
     return f;
   }
