@@ -42,7 +42,10 @@ class Builder {
         default: return not_one("a step that is not a view, a reduction or a fused group");
       }
     }
-    for (ValueId v : rg_.escaping) rp_.outputs.push_back(index_.at(v));
+    for (ValueId v : rg_.escaping) {
+      MCX_ASSIGN_OR_RETURN(int k, row_value(v));
+      rp_.outputs.push_back(k);
+    }
     return std::move(rp_);
   }
 
@@ -71,6 +74,15 @@ class Builder {
     lead_.assign(d.begin(), d.begin() + row_rank);
     rp_.row_dims = lead_;
     return absl::OkStatus();
+  }
+
+  // The row value that region value v names: Internal when the region uses v before making it (a planner bug).
+  absl::StatusOr<int> row_value(ValueId v) const {
+    auto it = index_.find(v);
+    if (it == index_.end()) {
+      return absl::InternalError(absl::StrCat("[cpu] row region uses value %", v, " before it is made or read"));
+    }
+    return it->second;
   }
 
   // Whether v's leading dims are the rows' (every value of the program has them).
@@ -127,7 +139,7 @@ class Builder {
   // inserts size-1 dims (its dims are increasing: the element order stays), or a reshape that keeps rows.
   absl::Status view(const Plan::Step& st) {
     const ir::Instr& in = plan_.program.defining_instr(st.value);
-    const int src = index_.at(in.operands[0]);
+    MCX_ASSIGN_OR_RETURN(const int src, row_value(in.operands[0]));
     MCX_RETURN_IF_ERROR(check_width(st.value));
     if (in.kind == OpKind::kBroadcastInDim && rp_.values[src].full && per_row(st.value) != rp_.cols) {
       return not_one("a broadcast of a full row");
@@ -139,7 +151,7 @@ class Builder {
 
   absl::Status reduction(const Plan::Step& st) {
     const ir::Instr& in = plan_.program.defining_instr(st.value);
-    const int src = index_.at(in.operands[0]);
+    MCX_ASSIGN_OR_RETURN(const int src, row_value(in.operands[0]));
     if (!rp_.values[src].full) return not_one("a reduction of a row scalar");
     if (per_row(st.value) != 1) return not_one("a reduction over some of a row's axes");
     if (!is_float_reduction(in.kind, rp_.values[src].dtype)) {
@@ -171,7 +183,10 @@ class Builder {
       return not_one(absl::StrCat("a group with ", count, " elements per row, expected 1 or ", rp_.cols));
     }
     s.full = count != 1;
-    for (ValueId l : gp.leaves) s.args.push_back(index_.at(l));
+    for (ValueId l : gp.leaves) {
+      MCX_ASSIGN_OR_RETURN(int k, row_value(l));
+      s.args.push_back(k);
+    }
     for (ValueId o : gp.outputs) {
       MCX_ASSIGN_OR_RETURN(int r, add(o, Storage::kRegister));
       s.results.push_back(r);

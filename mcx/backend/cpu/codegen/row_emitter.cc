@@ -84,7 +84,9 @@ class RowEmitter {
     if (st.kind == RowProgram::Stage::Kind::kReduce) {
       const int src = st.args[0], dst = st.results[0];
       const DType t = rp_.values[dst].dtype;
-      llvm::Value* acc = b_.CreateCall(reducers_.at(s), {row_[src], cols_});
+      auto reducer = reducers_.find(s);
+      if (reducer == reducers_.end()) return absl::InternalError("[codegen] a reduction stage without its reducer");
+      llvm::Value* acc = b_.CreateCall(reducer->second, {row_[src], cols_});
       // from_compute: a 16-bit result is rounded to its dtype (kept widened, as every 16-bit value here).
       if (is_16bit_float(t)) acc = e_.widen(t, e_.narrow(t, acc));
       reg_[dst] = acc;
