@@ -482,6 +482,7 @@ void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue
   }
   finish_region(plan, rg, rt, full);
 }
+
 // Logs, once per process, a failed code generation (a bug in the generator, not in the program). Unimplemented
 // is by design (the generator does not take that source: it runs on the interpreter, its intended path).
 void note_codegen_failure(const absl::Status& st) {

@@ -131,7 +131,7 @@ void run_kernel_tile(const FusedGroup& g, const std::vector<Leaf>& leaves, std::
   const int64_t padded = (n + kKernelBlock - 1) / kKernelBlock * kKernelBlock;
   if (padded == n) {
     for (size_t j = 0; j < num_outs; ++j) out[j] = outs[j] + start * dtype_size(g.nodes[g.outputs[j]].dtype);
-    g.kernel->fn(ptr.data(), out.data(), n);
+    g.kernel->fn()(ptr.data(), out.data(), n);
     return;
   }
   // The partial last tile (it is the last tile of its chunk, so overwriting a uniform leaf's scratch past
@@ -144,7 +144,7 @@ void run_kernel_tile(const FusedGroup& g, const std::vector<Leaf>& leaves, std::
     ptr[i] = s;
   }
   for (size_t j = 0; j < num_outs; ++j) out[j] = slot_mem(num_leaves + static_cast<int>(j));
-  g.kernel->fn(ptr.data(), out.data(), padded);
+  g.kernel->fn()(ptr.data(), out.data(), padded);
   for (size_t j = 0; j < num_outs; ++j) {
     const int es = dtype_size(g.nodes[g.outputs[j]].dtype);
     std::memcpy(outs[j] + start * es, out[j], n * es);

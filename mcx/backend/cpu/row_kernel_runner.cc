@@ -86,14 +86,15 @@ bool run_row_kernel(const RowProgram& rp, RowKernelFn fn, const std::vector<View
   }
   // The longest suffix of the row dims over which every value's rows are one stride apart: the kernel runs
   // it in one call per index of the dims before it (one call in all when every layout is dense).
-  size_t first = 0;
   std::vector<int64_t> row_stride(nv, 0);
-  for (; first + 1 < rank; ++first) {
-    bool all = true;
-    for (size_t v = 0; v < nv && all; ++v) all = flattens(rp.row_dims, strides[v], first, &row_stride[v]);
-    if (all) break;
-  }
-  for (size_t v = 0; v < nv; ++v) flattens(rp.row_dims, strides[v], first, &row_stride[v]);  // one dim always does
+  auto all_flatten = [&](size_t first) {
+    for (size_t v = 0; v < nv; ++v) {
+      if (!flattens(rp.row_dims, strides[v], first, &row_stride[v])) return false;
+    }
+    return true;
+  };
+  size_t first = 0;
+  while (!all_flatten(first)) ++first;  // ends by rank - 1: the last row dim alone always flattens
   g_ran.fetch_add(1, std::memory_order_relaxed);
   const int64_t segments = product(rp.row_dims, 0, first), seg_rows = product(rp.row_dims, first, rank);
   if (segments == 0 || seg_rows == 0) return true;

@@ -71,8 +71,7 @@ class Builder {
     }
     if (operand < 0) return not_one("no reduction");
     const std::vector<int64_t>& d = plan_.dims[operand];
-    lead_.assign(d.begin(), d.begin() + row_rank);
-    rp_.row_dims = lead_;
+    rp_.row_dims.assign(d.begin(), d.begin() + row_rank);
     return absl::OkStatus();
   }
 
@@ -88,14 +87,15 @@ class Builder {
   // Whether v's leading dims are the rows' (every value of the program has them).
   bool has_rows(ValueId v) const {
     const std::vector<int64_t>& d = plan_.dims[v];
-    return d.size() >= lead_.size() && std::equal(lead_.begin(), lead_.end(), d.begin());
+    const std::vector<int64_t>& rows = rp_.row_dims;
+    return d.size() >= rows.size() && std::equal(rows.begin(), rows.end(), d.begin());
   }
 
   // Elements per row (the product of the dims after the rows').
   int64_t per_row(ValueId v) const {
     const std::vector<int64_t>& d = plan_.dims[v];
     int64_t n = 1;
-    for (size_t i = lead_.size(); i < d.size(); ++i) n *= d[i];
+    for (size_t i = rp_.row_dims.size(); i < d.size(); ++i) n *= d[i];
     return n;
   }
 
@@ -106,10 +106,7 @@ class Builder {
     const ir::Instr& in = p.defining_instr(v);
     if (in.kind != OpKind::kBroadcastInDim) return false;
     const ValueId o = in.operands[0];
-    const std::vector<int64_t>& od = plan_.dims[o];
-    int64_t total = 1;
-    for (int64_t d : od) total *= d;
-    if (total == 1) return true;
+    if (product(plan_.dims[o]) == 1) return true;
     auto to = in.attrs.get_ints("broadcast_dimensions");
     return to.ok() && !to->empty() && (*to)[0] == 0 && has_rows(o) && per_row(o) == 1;
   }
@@ -199,7 +196,6 @@ class Builder {
   const Plan::RowRegion& rg_;
   RowProgram rp_;
   std::map<ValueId, int> index_;  // region value -> row value (a view's is its operand's)
-  std::vector<int64_t> lead_;     // the dims that make the rows
 };
 
 }  // namespace

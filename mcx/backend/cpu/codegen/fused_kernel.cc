@@ -112,7 +112,6 @@ enum class Source { kStore, kPeer, kCompiled };
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<GeneratedKernel> k, std::string_view object,
                                                             Source source, std::chrono::steady_clock::time_point t0) {
   MCX_ASSIGN_OR_RETURN(k->code, llvm_load_object(object, k->symbol));
-  k->fn = reinterpret_cast<FusedKernelFn>(k->code);
   k->object = std::string(object);
   k->from_store = source == Source::kStore;
   k->from_peer = source == Source::kPeer;

@@ -34,8 +34,8 @@ namespace mcx::cpu::codegen {
 using FusedKernelFn = void (*)(const void* const* leaves, void* const* outs, int64_t n);
 
 struct GeneratedKernel {
-  void* code = nullptr;      // the function: a FusedKernelFn or a RowKernelFn (row_kernel.h)
-  FusedKernelFn fn = nullptr;  // code, for a fused group's kernel
+  void* code = nullptr;  // the function: a FusedKernelFn (fn()) or a RowKernelFn (row_kernel.h)
+  FusedKernelFn fn() const { return reinterpret_cast<FusedKernelFn>(code); }
   std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>", "mcx_rows_<digest>")
   bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
   bool from_peer = false;   // object code another process of the job compiled (kernel_sharing.h)

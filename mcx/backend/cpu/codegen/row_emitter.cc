@@ -153,6 +153,14 @@ class RowEmitter {
     }
   }
 
+  // A new internal function `A name(ptr x, i64 n)`, the builder at its entry.
+  llvm::Function* begin_reducer(llvm::Type* a, const std::string& name) {
+    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(a, {b_.getPtrTy(), b_.getInt64Ty()}, false),
+                                               llvm::Function::InternalLinkage, name, m_);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(e_.context(), "entry", f));
+    return f;
+  }
+
   // `A name(ptr x, i64 n)`: the reduction of a whole row as reduce3 does it for one row: runs of at most
   // kRowChunk elements, each reduced by reduce_run (or minmax_run), combined left to right with apply.
   absl::StatusOr<llvm::Function*> emit_chunk_reducer(OpKind k, DType t, const std::string& name) {
@@ -162,12 +170,9 @@ class RowEmitter {
     MCX_ASSIGN_OR_RETURN(llvm::Function * run,
                          minmax ? emit_minmax_run(k, t, name + "_run") : emit_lane_run(k, t, name + "_run"));
     llvm::Type* a = acc_type(t);
-    llvm::Type* i64 = b_.getInt64Ty();
-    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(a, {b_.getPtrTy(), i64}, false),
-                                               llvm::Function::InternalLinkage, name, m_);
+    llvm::Function* f = begin_reducer(a, name);
     llvm::Value* x = f->getArg(0);
     llvm::Value* n = f->getArg(1);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(e_.context(), "entry", f));
     llvm::Type* mt = e_.memory_type(t);
     llvm::Value* chunk = b_.getInt64(kRowChunk);
     llvm::AllocaInst* acc = b_.CreateAlloca(a);
@@ -189,13 +194,10 @@ class RowEmitter {
   // acc[0], acc[1], ..., then acc[j] = apply(acc[j], acc[j + w]) for w = 8, 4, 2, 1.
   absl::StatusOr<llvm::Function*> emit_lane_run(OpKind k, DType t, const std::string& name) {
     llvm::Type* a = acc_type(t);
-    llvm::Type* i64 = b_.getInt64Ty();
     llvm::Type* vt = llvm::FixedVectorType::get(a, kLanes);
-    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(a, {b_.getPtrTy(), i64}, false),
-                                               llvm::Function::InternalLinkage, name, m_);
+    llvm::Function* f = begin_reducer(a, name);
     llvm::Value* x = f->getArg(0);
     llvm::Value* n = f->getArg(1);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(e_.context(), "entry", f));
     llvm::AllocaInst* acc = b_.CreateAlloca(vt);
     b_.CreateStore(llvm::ConstantVector::getSplat(llvm::ElementCount::getFixed(kLanes), init(k, a)), acc);
     llvm::Value* blocks = b_.CreateSDiv(n, b_.getInt64(kLanes));
@@ -238,13 +240,10 @@ class RowEmitter {
     constexpr int K = 4;
     const int W = minmax_vector_bytes() / dtype_size(t);
     llvm::Type* a = acc_type(t);
-    llvm::Type* i64 = b_.getInt64Ty();
     llvm::Type* vt = llvm::FixedVectorType::get(a, W);
-    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(a, {b_.getPtrTy(), i64}, false),
-                                               llvm::Function::InternalLinkage, name, m_);
+    llvm::Function* f = begin_reducer(a, name);
     llvm::Value* x = f->getArg(0);
     llvm::Value* n = f->getArg(1);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(e_.context(), "entry", f));
     const bool is_max = k == OpKind::kReduceMax;
     std::vector<llvm::AllocaInst*> acc(K), nan_seen(K);
     for (int q = 0; q < K; ++q) {
