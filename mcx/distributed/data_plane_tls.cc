@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <sys/stat.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/ssl.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -67,6 +69,24 @@ void DataPlaneTls::reload_if_changed() const {
   log_info("[data plane tls] reloaded the certificate files ({})", options_.cert_file);
 }
 
+namespace {
+
+// OpenSSL decodes a certificate's extensions (key identifiers, basic constraints, key usage) on first use and
+// caches them in the X509 object. The CA certificates of the trust store and our own certificate are shared by
+// every connection made from the context, so the first handshakes, which run on the listener's threads at once,
+// would fill those caches concurrently. OpenSSL guards that with its own lock, but the library is not built for
+// ThreadSanitizer, which then reports the cached key identifier as a race. Decoding them here, once, before the
+// context is shared, makes every later handshake a reader of finished objects.
+void cache_certificate_extensions(SSL_CTX* ctx) {
+  if (X509* own = SSL_CTX_get0_certificate(ctx)) X509_check_purpose(own, -1, 0);
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+    if (X509* cert = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objects, i))) X509_check_purpose(cert, -1, 0);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<SSL_CTX*> DataPlaneTls::load(const MtlsOptions& options) {
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_method());
@@ -92,6 +112,7 @@ absl::StatusOr<SSL_CTX*> DataPlaneTls::load(const MtlsOptions& options) {
   if (SSL_CTX_load_verify_locations(ctx, options.ca_file.c_str(), nullptr) != 1) {
     return fail(absl::StrCat("cannot load the CA bundle '", options.ca_file, "'"));
   }
+  cache_certificate_extensions(ctx);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   // Large tensors are written in pieces from a buffer that stays put between retries; no session tickets (every
   // connection is a full handshake between two processes of the same job).

@@ -34,16 +34,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Made once per process and removed when it exits (each ctest entry is a process of its own).
 Certs* certs() {
-  static Certs* c = [] {
-    auto* made = new Certs();
+  static const std::unique_ptr<Certs> c = [] {
+    auto made = std::make_unique<Certs>();
     made->make_ca("ca");
     made->make_ca("other_ca");
     for (int i = 0; i < 4; ++i) made->make_leaf(absl::StrCat("task", i), "ca", absl::StrCat("spiffe://mcx.test/job/task/", i));
     made->make_leaf("stranger", "other_ca", "spiffe://mcx.test/job/task/1");
     return made;
   }();
-  return c;
+  return c.get();
 }
 
 MtlsOptions task_mtls(const std::string& leaf, const std::string& ca = "ca.pem") {
