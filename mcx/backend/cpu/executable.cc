@@ -495,8 +495,9 @@ void note_codegen_failure(const absl::Status& st) {
 
 // Generates machine code, in parallel on the thread pool: a kernel for each row region that is a row program
 // (codegen/row_kernel.h), then one for each fused group outside those regions (codegen/fused_kernel.h). A
-// source the generator does not take, or whose compile fails, stays on the interpreter; a region whose kernel
-// is missing runs its steps, with its groups' own kernels.
+// source the generator does not take, or whose compile fails, stays on the interpreter. A region without a
+// kernel runs its steps with its groups' own kernels; a region with one whose reads do not fit it at run
+// time (run_row_kernel) runs its steps on the interpreter, since its groups were not generated separately.
 void generate_kernels(Plan& plan) {
   if (!codegen::enabled()) return;
   std::vector<Plan::RowRegion*> row_candidates;

@@ -104,10 +104,9 @@ struct CpuExecutable::Plan {
   std::vector<std::vector<int64_t>> dims;  // concrete dims per value
   std::map<ir::ValueId, Buffer> constants;
   // A run of steps over values whose dim 0 is the same "row" axis of size rows: fused groups with that
-  // leading dim, reductions that keep dim 0, broadcasts of such values that map dim 0 to dim 0 and their
-  // reshapes that keep dim 0. It
-  // runs row block by row block (a block fits in L2), so e.g. softmax reads its input once from memory;
-  // values used only inside live in per-block storage. Results equal running the steps one by one.
+  // leading dim, reductions that keep dim 0, broadcasts of such values that map dim 0 to dim 0, and reshapes
+  // that keep dim 0. It runs row block by row block (a block fits in L2), so e.g. softmax reads its input once
+  // from memory; values used only inside live in per-block storage. Results equal running the steps one by one.
   struct RowRegion {
     int64_t rows = 0;
     int64_t max_block_rows = 1;              // cache-sized blocks (plan time); execute may pick smaller ones
@@ -133,7 +132,8 @@ struct CpuExecutable::Plan {
 
 // rg as a RowProgram (row_program.h), or Unimplemented naming why it is not one: a value with neither one
 // nor `cols` elements per row, a reduction over only some of a row's axes or of a dtype other than a float,
-// a broadcast that is not of a row scalar, a group the generator does not take, or no rows.
+// a broadcast that is not of a row scalar, or no rows. (Whether the generator takes each stage's group is
+// codegen::row_unsupported_reason's question.)
 absl::StatusOr<RowProgram> plan_row_program(const CpuExecutable::Plan& plan, const CpuExecutable::Plan::RowRegion& rg);
 
 // The parts of a plan that follow from its program alone (no planning): dims per value and the constants.

@@ -174,12 +174,8 @@ class Builder {
     s.group.outputs = gp.group.outputs;
     s.group.dims = gp.group.dims;
     if (gp.outputs.empty()) return not_one("a group without outputs");
-    MCX_RETURN_IF_ERROR(check_width(gp.outputs[0]));
-    const int64_t count = per_row(gp.outputs[0]);
-    if (count != 1 && count != rp_.cols) {
-      return not_one(absl::StrCat("a group with ", count, " elements per row, expected 1 or ", rp_.cols));
-    }
-    s.full = count != 1;
+    MCX_RETURN_IF_ERROR(check_width(gp.outputs[0]));  // 1 or cols elements per row
+    s.full = per_row(gp.outputs[0]) != 1;
     for (ValueId l : gp.leaves) {
       MCX_ASSIGN_OR_RETURN(int k, row_value(l));
       s.args.push_back(k);

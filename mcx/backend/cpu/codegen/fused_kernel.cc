@@ -183,10 +183,10 @@ std::shared_ptr<KernelStore> kernel_store() {
 namespace {
 
 // The kernel for a signature: the one already in this process, else make() (called once per signature, for
-// sources the generator takes: `unsupported` is empty).
+// sources the generator takes: `unsupported()` is empty).
 template <typename Make>
-absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const std::string& sig, const std::string& unsupported,
-                                                                  Make make) {
+absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const std::string& sig,
+                                                                  const UnsupportedReason& unsupported, Make make) {
   if (!built_with_llvm()) {
     return absl::UnimplementedError("[codegen] this build has no LLVM code generator (MCX_WITH_LLVM=OFF)");
   }
@@ -203,8 +203,8 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const std::str
   bool made_here = false;
   std::call_once(entry->once, [&] {
     made_here = true;
-    if (!unsupported.empty()) {
-      entry->result = absl::UnimplementedError(absl::StrCat("[codegen] not generated: ", unsupported));
+    if (std::string why = unsupported(); !why.empty()) {
+      entry->result = absl::UnimplementedError(absl::StrCat("[codegen] not generated: ", why));
     } else {
       entry->result = make();
     }
@@ -219,12 +219,12 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> kernel_for(const std::str
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_kernel(const KernelSource& src, const std::string& sig,
-                                                                      const std::string& unsupported) {
+                                                                      const UnsupportedReason& unsupported) {
   return kernel_for(sig, unsupported, [&] { return make_kernel(src, sig); });
 }
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_kernel(const KernelSource& src, const std::string& sig,
-                                                                   const std::string& unsupported,
+                                                                   const UnsupportedReason& unsupported,
                                                                    std::string_view object) {
   return kernel_for(sig, unsupported, [&]() -> absl::StatusOr<std::shared_ptr<const GeneratedKernel>> {
     auto k = std::make_shared<GeneratedKernel>();
@@ -238,11 +238,11 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_kernel(const KernelS
 }
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_fused(const FusedGroup& g) {
-  return compile_kernel(&g, signature(g), unsupported_reason(g));
+  return compile_kernel(&g, signature(g), [&] { return unsupported_reason(g); });
 }
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGroup& g, std::string_view object) {
-  return load_kernel(&g, signature(g), unsupported_reason(g), object);
+  return load_kernel(&g, signature(g), [&] { return unsupported_reason(g); }, object);
 }
 
 std::string target_description() { return built_with_llvm() ? llvm_target_description() : "none"; }

@@ -4,6 +4,7 @@
 // (row_kernel.h) are its two clients. Private to mcx/backend/cpu/codegen. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,15 +19,18 @@ namespace mcx::cpu::codegen {
 // What a kernel is generated from; the caller keeps it alive for the call.
 using KernelSource = std::variant<const FusedGroup*, const RowProgram*>;
 
+// Why the generator does not take a source, or "" when it does; asked once per signature.
+using UnsupportedReason = std::function<std::string()>;
+
 // The kernel of signature `sig` (a canonical description of src without its dims): already in this process,
-// else from the store, a peer or compiled. `unsupported`: why the generator does not take src, or "" (then
-// Unimplemented, remembered for the signature). Errors as compile_fused.
+// else from the store, a peer or compiled. The first time a signature is met, `unsupported` decides whether
+// it is generated at all (if not: Unimplemented, remembered for the signature). Errors as compile_fused.
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_kernel(const KernelSource& src, const std::string& sig,
-                                                                      const std::string& unsupported);
+                                                                      const UnsupportedReason& unsupported);
 
 // As compile_kernel, but linked from `object` (a serialised executable's) when not already in this process.
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_kernel(const KernelSource& src, const std::string& sig,
-                                                                   const std::string& unsupported,
+                                                                   const UnsupportedReason& unsupported,
                                                                    std::string_view object);
 
 }  // namespace mcx::cpu::codegen

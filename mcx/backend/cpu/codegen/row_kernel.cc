@@ -37,11 +37,11 @@ std::string row_signature(const RowProgram& rp) {
 }
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> compile_rows(const RowProgram& rp) {
-  return compile_kernel(&rp, row_signature(rp), row_unsupported_reason(rp));
+  return compile_kernel(&rp, row_signature(rp), [&] { return row_unsupported_reason(rp); });
 }
 
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_rows(const RowProgram& rp, std::string_view object) {
-  return load_kernel(&rp, row_signature(rp), row_unsupported_reason(rp), object);
+  return load_kernel(&rp, row_signature(rp), [&] { return row_unsupported_reason(rp); }, object);
 }
 
 }  // namespace mcx::cpu::codegen
