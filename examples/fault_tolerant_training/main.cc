@@ -141,6 +141,14 @@ int run(const Config& cfg) {
       std::fflush(stdout);
     };
     mcx::distributed::initialize(init);
+    if (mcx::process_count() > 1 && !mcx::distributed::job_is_recoverable()) {
+      // Surviving a failure is this program's whole point: refuse at start instead of dying with the first
+      // failed process.
+      throw mcx::FailedPrecondition(
+          "[fault_tolerant_training] the job's coordination service is not recoverable, so the first failed process "
+          "would end every process: run it under `mcx-run --recoverable` (or `--max-restarts N`), or with "
+          "`mcx-coordinator --recoverable`");
+    }
   }
   if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
   const char* restart_count = std::getenv("MCX_RESTART_COUNT");

@@ -18,12 +18,13 @@ absl::Status check_key(absl::string_view api, std::string_view key, size_t max) 
   }
   return absl::OkStatus();
 }
-// The job's secrets (job_secret.h) are the service's: no caller writes them, trusted or not.
+// The job's secrets and the service's own keys (job_secret.h) are the service's: no caller writes them,
+// trusted or not.
 absl::Status check_writable(absl::string_view api, std::string_view key) {
-  if (!is_secret_key(key)) return absl::OkStatus();
+  if (!written_by_service(key)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat("[", api, "] '", A(key),
-                                                  "' is one of the job's secrets: written by the coordination "
-                                                  "service only"));
+                                                  is_secret_key(key) ? "' is one of the job's secrets" : "' is the service's own",
+                                                  ": written by the coordination service only"));
 }
 // Whether task `who` may own `dkeys` more keys and `dbytes` more bytes (the per-task quotas).
 absl::Status check_quota(absl::string_view api, const ServiceOptions& o, const Principal& who,
@@ -199,7 +200,7 @@ absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, cons
   std::vector<std::map<std::string, std::string>::iterator> doomed;
   if (auto it = impl_->kv.find(k); it != impl_->kv.end()) doomed.push_back(it);
   for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
-    if (!is_secret_key(it->first)) doomed.push_back(it);  // a directory delete leaves the job's secrets
+    if (!written_by_service(it->first)) doomed.push_back(it);  // a directory delete leaves the service's keys
   }
   if (caller != nullptr) {
     for (const auto& it : doomed) {

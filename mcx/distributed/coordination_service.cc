@@ -92,16 +92,13 @@ void CoordinationService::Impl::barrier_arrive(TaskId task, Incarnation inc, std
     b.deadline = now + timeout;
     it = barriers.insert_or_assign(name, std::move(b)).first;
     wake_timer_for(now + timeout);
-    if (!opt.recoverable) {
-      for (TaskId p : set) {
-        if (tasks[p].state == TaskState::kError) {
-          it->second.waiting[task] = std::move(done);
-          finish_barrier(it->second,
-                         absl::AbortedError(absl::StrCat("[barrier] barrier '", name, "' cannot pass: task ", p,
-                                                         " has failed: ", tasks[p].error.message())),
-                         d);
-          return;
-        }
+    // A participant the service already declared dead can never arrive (a restarted task registers as
+    // CONNECTED again before it calls): fail at once instead of at the deadline, unless restarts are expected.
+    for (TaskId p : set) {
+      if (tasks[p].state == TaskState::kError && !(opt.recoverable && opt.failed_tasks_restart)) {
+        it->second.waiting[task] = std::move(done);
+        finish_barrier(it->second, participant_failed(name, p), d);
+        return;
       }
     }
   }
@@ -308,6 +305,7 @@ CoordinationService::CoordinationService(ServiceOptions options)
   // else, and not counted against the job's key-value budget or in its statistics.
   MutexLock lock(&impl_->mu);
   impl_->kv.emplace(std::string(kDataPlaneSecretKey), new_job_secret());
+  impl_->kv.emplace(std::string(kServiceModeKey), options_.recoverable ? "recoverable" : "fate-sharing");
 }
 
 CoordinationService::~CoordinationService() {
@@ -723,7 +721,7 @@ ServiceStatus CoordinationService::status() const {
     bs.timeout = b.timeout;
     s.barriers.push_back(std::move(bs));
   }
-  s.kv_keys = impl_->kv.size() - 1;  // without the job secret
+  s.kv_keys = impl_->kv.size() - kKeysWrittenByService;  // the job's own keys
   s.kv_bytes = impl_->kv_bytes;
   s.rebuilt = impl_->rebuilt;
   s.live_set_generation = impl_->live_set_generation;

@@ -114,10 +114,14 @@ struct ServiceOptions {
   // false (default): fate-sharing. The first failure of any task becomes the job error, every watcher
   // is told which task failed and why, pending barriers/live-set calls fail, and a task that registers
   // again with a new incarnation is refused.
-  // true: failures are only membership changes. A failed task leaves pending barriers (they wait for it
-  // until their deadline), live sets are recomputed, and a restarted task (new incarnation) may register
-  // again.
+  // true: failures are only membership changes. Pending barriers the failed task takes part in fail at once
+  // (ABORTED, naming it; so do new ones until it registers again), live sets are recomputed, and a restarted
+  // task (new incarnation) may register again.
   bool recoverable = false;
+  // Recoverable jobs whose launcher restarts failed tasks (mcx-run --max-restarts): a failed task is expected
+  // back with a new incarnation, so it leaves the pending barriers it arrived at and they wait for it (its
+  // restart) until their deadline, instead of failing at once.
+  bool failed_tasks_restart = false;
   // Key-value limits: InvalidArgument when a key/value is larger, ResourceExhausted when the store would
   // exceed max_total_bytes.
   size_t max_key_bytes = 1024;
@@ -322,8 +326,8 @@ class CoordinationService {
   // arrival fixes the participant set and the deadline (now + timeout). `done` runs with the same
   // status for every participant: OK when all arrived; DEADLINE_EXCEEDED naming the missing tasks and
   // their last heartbeat ages; CANCELLED after cancel_barrier; InvalidArgument for everyone when a caller
-  // names a different participant set or is not a participant; ABORTED when a participant failed
-  // (fate-sharing). A call for an instance that already finished gets its stored result. Errors for the
+  // names a different participant set or is not a participant; ABORTED when a participant failed (in either
+  // failure mode: a barrier never waits for a task the service declared dead). A call for an instance that already finished gets its stored result. Errors for the
   // caller alone: FailedPrecondition (stale counter: an older instance than the current one; stale
   // incarnation), InvalidArgument (unknown task or participant id).
   void barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,

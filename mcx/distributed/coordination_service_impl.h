@@ -263,6 +263,12 @@ struct CoordinationService::Impl {
     b.waiting.clear();
   }
 
+  // Why barrier `name` cannot pass: participant `task` was declared dead (ABORTED, naming it and its error).
+  absl::Status participant_failed(std::string_view name, TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return absl::AbortedError(absl::StrCat("[barrier] barrier '", std::string(name), "' cannot pass: task ", task,
+                                           " has failed: ", tasks[task].error.message()));
+  }
+
   // The tasks a rebuilt service still expects back after the coordinator restarted (see rejoin_task).
   std::vector<TaskId> awaited_after_restart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<TaskId> out;
@@ -331,8 +337,8 @@ struct CoordinationService::Impl {
     t.error = error;
     if (!opt.recoverable) {
       fail_job_locked(absl::Status(error.code(), absl::StrCat("task ", id, " failed: ", error.message())), d);
-    } else {
-      // Recoverable: the task leaves its pending barriers (it may come back before their deadlines).
+    } else if (opt.failed_tasks_restart) {
+      // Recoverable with restarts: the task leaves its pending barriers; its next incarnation arrives again.
       for (auto& [name, b] : barriers) {
         if (b.done || !b.arrived.count(id)) continue;
         b.arrived.erase(id);
@@ -343,6 +349,14 @@ struct CoordinationService::Impl {
           absl::Status st = absl::AbortedError(absl::StrCat("[barrier] task ", id, " failed: ", error.message()));
           d.add([f = std::move(f), st] { f(st); });
         }
+      }
+    } else {
+      // Recoverable: the job goes on, but a pending barrier the task takes part in can no longer pass (the
+      // task's calls were its old incarnation's): it fails at once for every participant, naming the task,
+      // instead of waiting for it until its deadline.
+      for (auto& [name, b] : barriers) {
+        if (b.done || !std::binary_search(b.participants.begin(), b.participants.end(), id)) continue;
+        finish_barrier(b, participant_failed(name, id), d);
       }
     }
     evaluate_live_sets(d);

@@ -1,4 +1,5 @@
 #include "mcx/distributed/distributed.h"
+#include "mcx/distributed/job_secret.h"
 
 #include <utility>
 
@@ -64,6 +65,7 @@ struct Runtime {
   std::unique_ptr<GrpcCoordinationServer> server ABSL_GUARDED_BY(mu);
   std::unique_ptr<CoordinationAgent> agent ABSL_GUARDED_BY(mu);
   std::shared_ptr<AgentKeyValue> job_kv ABSL_GUARDED_BY(mu);  // the agent for lower layers (job_key_value.h)
+  bool recoverable_service ABSL_GUARDED_BY(mu) = false;  // the service said so (kServiceModeKey)
 };
 
 Runtime& runtime() {
@@ -301,6 +303,16 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     teardown_locked(r);
     return s;
   }
+  // The service's failure mode, as it published it: a program that asked for a recoverable job under a
+  // fate-sharing coordinator hears it now, not when the first failure ends every process.
+  absl::StatusOr<std::string> mode = r.agent->kv_get(kServiceModeKey, std::max(absl::Milliseconds(1), deadline - absl::Now()));
+  r.recoverable_service = mode.ok() && *mode == "recoverable";
+  if (c.recoverable && !r.recoverable_service) {
+    log_warn("[initialize] this process asks for a recoverable job (InitializeOptions::recoverable or "
+             "MCX_RECOVERABLE=1) but its coordination service at {} is {}: the first process that fails ends every "
+             "process. Start the job with `mcx-run --recoverable` (or `mcx-coordinator --recoverable`).",
+             c.coordinator_address, mode.ok() ? *mode : "of unknown mode (" + std::string(mode.status().message()) + ")");
+  }
   attach_process_preemption_sync(r.agent.get());
   r.job_kv = std::make_shared<AgentKeyValue>(r.agent.get(), c.process_id, c.num_processes);
   set_job_key_value(r.job_kv);
@@ -349,6 +361,12 @@ bool is_initialized() {
   Runtime& r = runtime();
   MutexLock lock(&r.mu);
   return r.agent != nullptr;
+}
+
+bool job_is_recoverable() {
+  Runtime& r = runtime();
+  MutexLock lock(&r.mu);
+  return r.agent != nullptr && r.recoverable_service;
 }
 
 CoordinationAgent* agent() {

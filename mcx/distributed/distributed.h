@@ -97,6 +97,12 @@ absl::Status shutdown_or_status();
 
 bool is_initialized();
 
+// Whether this process's job is recoverable: its coordination service runs in recoverable mode (mcx-run
+// --recoverable, mcx-coordinator --recoverable, or InitializeOptions::recoverable where process 0 hosts it),
+// so a failed process is a membership change instead of the end of every process. false before initialize().
+// initialize() warns when the options ask for a recoverable job and the service is not one.
+bool job_is_recoverable();
+
 // The agent of this process (nullptr if not initialized): KV store, barriers, live tasks.
 CoordinationAgent* agent();
 

@@ -20,6 +20,19 @@ inline constexpr std::string_view kDataPlaneSecretKey = "mcx/secret/data_plane";
 
 inline bool is_secret_key(std::string_view key) { return key.starts_with(kSecretKeys); }
 
+// What the service says of itself, written when it starts and by nobody else (like the secrets, but readable by
+// everyone): kServiceModeKey holds "recoverable" or "fate-sharing" (ServiceOptions::recoverable), so a
+// process that asks for a recoverable job learns at initialize() whether its coordinator runs one.
+inline constexpr std::string_view kServiceKeys = "mcx/service/";
+inline constexpr std::string_view kServiceModeKey = "mcx/service/mode";
+
+inline bool is_service_key(std::string_view key) { return key.starts_with(kServiceKeys); }
+
+// Keys only the service writes (the secrets and its own), and how many it writes at start: no caller writes or
+// deletes them, and the job's key count leaves them out.
+inline bool written_by_service(std::string_view key) { return is_secret_key(key) || is_service_key(key); }
+inline constexpr size_t kKeysWrittenByService = 2;
+
 // 32 bytes from OpenSSL's CSPRNG (aborts should it ever fail: nothing may run on predictable bytes).
 std::array<uint8_t, 32> random_32_bytes();
 

@@ -92,6 +92,7 @@ absl::Status authorize_key(const Principal& who, KeyAction action, std::string_v
                                                     std::string(rule)));
   };
   if (is_secret_key(key)) return deny("the job's secrets are written by the coordination service only");
+  if (is_service_key(key)) return deny("the service's own keys are written by the coordination service only");
   if (who.role == Role::kAdmin) {
     if (action == KeyAction::kDelete) return absl::OkStatus();
     return deny("an admin may delete keys but not write them");

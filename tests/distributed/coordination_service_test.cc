@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "mcx/distributed/coordination_client.h"
+#include "mcx/distributed/job_secret.h"
 
 namespace mcx::distributed {
 namespace {
@@ -367,6 +368,81 @@ TEST_F(ServiceTest, LiveTasksAgreementNeverWaitsOnDeadTasks) {
   s->check_timeouts();
   EXPECT_EQ(t0.get().status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(t0.get().status().message(), HasSubstr("live tasks {1} of {0, 1, 3}"));
+}
+
+// The service says which failure mode it runs in, so a process that asked for a recoverable job learns at
+// initialize() whether its coordinator runs one; nobody else may write that key.
+TEST_F(ServiceTest, PublishesItsFailureModeUnderAKeyOnlyItWrites) {
+  EXPECT_EQ(*make(1)->kv_try_get(std::string(kServiceModeKey)), "fate-sharing");
+  auto s = make(1, /*recoverable=*/true);
+  EXPECT_EQ(*s->kv_try_get(std::string(kServiceModeKey)), "recoverable");
+  EXPECT_EQ(s->kv_insert(std::string(kServiceModeKey), "fate-sharing", true).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(s->kv_delete("mcx").ok());  // a directory delete leaves it
+  EXPECT_EQ(*s->kv_try_get(std::string(kServiceModeKey)), "recoverable");
+  EXPECT_EQ(s->status().kv_keys, 0u);  // not one of the job's keys
+}
+
+TEST_F(ServiceTest, RecoverableBarrierNeverWaitsForADeadTask) {
+  auto s = make(3, /*recoverable=*/true);
+  register_all(*s, 3);
+  // A participant dies while the others wait: they fail at once (not at the 60 s deadline), naming it.
+  Result<absl::Status> a0, a1;
+  s->barrier(0, 100, "written", 0, {}, absl::Seconds(60), a0.cb());
+  s->barrier(1, 101, "written", 0, {}, absl::Seconds(60), a1.cb());
+  EXPECT_FALSE(a0.ready());
+  s->fail_task(2, absl::UnavailableError("connection lost"));
+  ASSERT_TRUE(a0.ready());
+  EXPECT_EQ(a0.get().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(a0.get().message(), HasSubstr("task 2 has failed: connection lost"));
+  EXPECT_EQ(a1.get(), a0.get());
+  EXPECT_TRUE(s->job_state().job_error.ok());  // the job goes on
+  // A new barrier over the dead task fails on its first arrival; one over the survivors passes.
+  Result<absl::Status> b0, c0, c1;
+  s->barrier(0, 100, "next", 0, {0, 1, 2}, absl::Seconds(60), b0.cb());
+  ASSERT_TRUE(b0.ready());
+  EXPECT_EQ(b0.get().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(b0.get().message(), HasSubstr("barrier 'next' cannot pass: task 2 has failed"));
+  s->barrier(0, 100, "survivors", 0, {0, 1}, absl::Seconds(60), c0.cb());
+  s->barrier(1, 101, "survivors", 0, {0, 1}, absl::Seconds(60), c1.cb());
+  EXPECT_TRUE(c0.get().ok());
+  EXPECT_TRUE(c1.get().ok());
+  // Once the task registered again (a restart), barriers over it wait for it as for any live task.
+  Result<absl::Status> d0, d2;
+  Result<absl::StatusOr<RegisterResult>> again;
+  s->register_task(2, 777, 3, absl::Seconds(1), again.cb());
+  ASSERT_TRUE(again.get().ok());
+  s->barrier(0, 100, "back", 0, {0, 2}, absl::Seconds(60), d0.cb());
+  EXPECT_FALSE(d0.ready());
+  s->barrier(2, 777, "back", 0, {0, 2}, absl::Seconds(60), d2.cb());
+  EXPECT_TRUE(d0.get().ok());
+  EXPECT_TRUE(d2.get().ok());
+}
+
+// With restarts expected (mcx-run --max-restarts), a failed task leaves the barrier and its next incarnation
+// arrives in its place: the others wait for it until the deadline instead of failing.
+TEST_F(ServiceTest, ABarrierWaitsForARestartedTaskWhenRestartsAreExpected) {
+  ServiceOptions o;
+  o.num_tasks = 2;
+  o.clock = &clock_;
+  o.start_timer_thread = false;
+  o.recoverable = true;
+  o.failed_tasks_restart = true;
+  auto s = std::move(*CoordinationService::create(o));
+  register_all(*s, 2);
+  Result<absl::Status> a0, a1, again;
+  s->barrier(1, 101, "done", 0, {}, absl::Seconds(60), a1.cb());
+  s->barrier(0, 100, "done", 0, {}, absl::Seconds(60), a0.cb());  // both arrived: passes
+  EXPECT_TRUE(a0.get().ok());
+  Result<absl::Status> b0, b1;
+  s->barrier(0, 100, "next", 0, {}, absl::Seconds(60), b0.cb());
+  s->fail_task(1, absl::UnavailableError("exited 7"));
+  EXPECT_FALSE(b0.ready());  // waits for the restart
+  Result<absl::StatusOr<RegisterResult>> back;
+  s->register_task(1, 777, 2, absl::Seconds(1), back.cb());
+  ASSERT_TRUE(back.get().ok());
+  s->barrier(1, 777, "next", 0, {}, absl::Seconds(60), b1.cb());
+  EXPECT_TRUE(b0.get().ok());
+  EXPECT_TRUE(b1.get().ok());
 }
 
 TEST_F(ServiceTest, RecoverableRestartReRegistersWithNewIncarnation) {

@@ -105,7 +105,7 @@ TEST_P(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   EXPECT_EQ(*agents[2]->kv_increment("ctr", 4), 4);
   auto dir = agents[1]->kv_dir("");
   ASSERT_TRUE(dir.ok());
-  EXPECT_EQ(dir->size(), 3u);  // late, ctr, and the job secret the service writes (job_secret.h)
+  EXPECT_EQ(dir->size(), 4u);  // late, ctr, and the job secret and service mode the service writes (job_secret.h)
   absl::Status big = agents[0]->kv_set("big", std::string(5 << 20, 'x'));
   EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(big.message(), HasSubstr("exceeds the limit"));

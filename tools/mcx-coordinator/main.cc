@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   std::string bind = absl::StrCat("[::]:", mcx::distributed::kDefaultCoordinatorPort);
   int num_processes = 0;
   double heartbeat_timeout = 10, shutdown_timeout = 30;
-  bool recoverable = false, exit_when_done = false, quiet = false;
+  bool recoverable = false, expect_restarts = false, exit_when_done = false, quiet = false;
   size_t max_key_bytes = 1024, max_value_bytes = 4 << 20;
   app.add_option("--bind", bind, "HOST:PORT to serve on; port 0 picks a free one")->capture_default_str();
   app.add_option("-n,--num-processes", num_processes, "number of tasks in the job")->required()
@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds of the shutdown barrier (0 = none)")
       ->capture_default_str();
   app.add_flag("--recoverable", recoverable, "keep the job running after a task fails; restarted tasks rejoin");
+  app.add_flag("--expect-restarts", expect_restarts,
+               "(with --recoverable) failed tasks are restarted by a launcher: barriers wait for their next incarnation "
+               "until their deadline instead of failing at once");
   app.add_option("--max-key-bytes", max_key_bytes, "largest key accepted")->capture_default_str();
   app.add_option("--max-value-bytes", max_value_bytes, "largest value accepted")->capture_default_str();
   int64_t rate_limit = -1, max_keys_per_task = -1, max_bytes_per_task = -1;  // -1: the MCX_* variable or default
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
   so.heartbeat_timeout = absl::Seconds(heartbeat_timeout);
   so.shutdown_timeout = absl::Seconds(shutdown_timeout);
   so.recoverable = recoverable;
+  so.failed_tasks_restart = expect_restarts;
   so.max_key_bytes = max_key_bytes;
   so.max_value_bytes = max_value_bytes;
   if (max_keys_per_task >= 0) so.max_keys_per_task = max_keys_per_task;
