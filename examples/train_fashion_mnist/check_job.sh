@@ -9,6 +9,13 @@
 #     2 processes x 2 devices under `mcx-run --recoverable`; process 1 kills itself (SIGKILL) at step 15. Process 0
 #     carries on over its own 2 devices, reads exactly the batches an uninterrupted run reads (same batch order
 #     digest), commits the final checkpoint alone, and exports the classifier.
+#   check_job.sh early|save|restore MCX_RUN TRAIN DATA_DIR
+#     The MLP on 3 processes x 1 device under `mcx-run --recoverable`, checkpointing every 10 steps of 40, with
+#     process 2 killed (SIGKILL) before its first step (early), right after it started saving step 20 (save),
+#     or right after a resumed run restored step 20 (restore). The survivors save without it: every checkpoint
+#     after the failure commits in its normal time (the job must end within 100 s, while one save waiting for
+#     the dead process would take 120 s), the summary counts the failure, and the held-out accuracy is over all
+#     10,000 images (split over the 2 live devices, or the 3 of the first run).
 # Exits 77 (skipped) when DATA_DIR has no Fashion-MNIST (scripts/fetch-fashion-mnist.sh).
 set -uo pipefail
 mode=$1
@@ -76,5 +83,38 @@ PY
     [ -f "$tmp/ckpt/40/COMMIT" ] || fail "the survivor did not commit the checkpoint of step 40"
     [ -s "$tmp/model.mcx" ] || fail "no artifact"
     echo "check_job.sh: OK: the survivor carried on over the same batches ($b) and checkpointed alone" ;;
-  *) echo "check_job.sh: unknown mode '$mode' (resume|kill)" >&2; exit 2 ;;
+  early|save|restore)
+    mcx_run=$1 train=$2 data=$3
+    [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+    common=(--model mlp --data "$data" --batch 96 --save-every 10 --threads 1 --min-accuracy 0.5
+            --checkpoint-dir "$tmp/ckpt")
+    job() {  # job LOG ARGS...: the 3-process job, ended by mcx-run after 100 s
+      local log=$1
+      shift
+      timeout 110 "$mcx_run" -n 3 --cpu-devices 1 --recoverable --timeout 100 -- "$train" "${common[@]}" "$@" > "$log" 2>&1
+      local rc=$?
+      cat "$log"
+      [ $rc -eq 0 ] || fail "mcx-run exited $rc"
+    }
+    case "$mode" in
+      early) job "$tmp/job.log" --steps 40 --kill-process 2 --at-step 1 ;;
+      save) job "$tmp/job.log" --steps 40 --kill-process 2 --at-step 20 --kill-during save ;;
+      restore)
+        job "$tmp/first.log" --steps 20
+        grep -q "^\[p0\] .*summary: test acc [0-9.]* on 10000 held-out images" "$tmp/first.log" ||
+          fail "the 3-device evaluation did not cover all 10,000 images"
+        job "$tmp/job.log" --steps 40 --resume --kill-process 2 --kill-during restore
+        grep -q "^\[p0\] .*resuming from .* step 20 " "$tmp/job.log" || fail "the second run did not resume from step 20" ;;
+    esac
+    grep -q "^\[p2\] .*process 2 kills itself" "$tmp/job.log" || fail "process 2 did not kill itself"
+    for p in 0 1; do
+      grep -q "^\[p$p\] .*summary: test acc [0-9.]* on 10000 held-out images; 40 steps; .*; 1 process failure survived (lost {2})" \
+        "$tmp/job.log" || fail "process $p's summary (10,000 images, 40 steps, the failure counted)"
+      grep -q "^\[p$p\] .*not saved" "$tmp/job.log" && [ "$mode" != save ] && fail "process $p lost a checkpoint"
+    done
+    for step in 30 40; do
+      [ -f "$tmp/ckpt/$step/COMMIT" ] || fail "the checkpoint of step $step (after the failure) was not committed"
+    done
+    echo "check_job.sh: OK: process 2 killed ($mode); the survivors committed every later checkpoint" ;;
+  *) echo "check_job.sh: unknown mode '$mode' (resume|kill|early|save|restore)" >&2; exit 2 ;;
 esac

@@ -23,6 +23,7 @@
 // Prints the layout, per-epoch progress (loss, held-out accuracy, examples/s, time the step waited for data) and
 // a summary. Exits 0 when the final held-out accuracy >= --min-accuracy, 1 when not, 2 on errors, 77 with
 // --skip-if-missing when the data is absent.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -85,7 +86,9 @@ struct Config {
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
   int kill_process = -1;  // failure injection: this process kills itself (SIGKILL) ...
-  int64_t at_step = -1;   // ... when it starts this (1-based) step (only its first incarnation)
+  int64_t at_step = -1;   // ... when it starts this (1-based) step (only its first incarnation) ...
+  std::string kill_during = "step";  // ... or right after starting the save of that step, or after its restore
+  int64_t save_every = 0;  // > 0: also checkpoint every this many steps
   std::string export_path;
   std::string schedule = "cosine";  // cosine (to 0 over --epochs) | constant
   int measure_allreduce = 0;  // > 0: time this many all-reduces of a gradient-sized tree at the end
@@ -124,22 +127,33 @@ data::LoaderState loader_state_at(int64_t steps, int64_t per_epoch, const Config
   return data::LoaderState{cfg.seed, steps / per_epoch, (steps % per_epoch) * cfg.batch, examples};
 }
 
-// correct(params, x, y): how many of the rows the model classifies right (an f32 scalar).
-using CountFn = std::function<Array(const Tree&, const Array&, const Array&)>;
+// correct(params, x, y, mask): how many of the real rows (mask 1) the model classifies right (an f32 scalar).
+using CountFn = std::function<Array(const Tree&, const Array&, const Array&, const Array&)>;
 
-// Held-out accuracy over the mesh: the 10,000 test images in batches of (at most) 1000 split over "data".
+// Held-out accuracy over the mesh: every one of the 10,000 test images, in batches of (at most) 1000 split over
+// "data"; the last batch is padded to the batch size and its padding masked out, so no image is left out
+// whatever the device count.
 std::pair<double, int64_t> evaluate(const fashion::FashionSplit& test_data, const CountFn& correct,
                                     const mcx::Mesh& mesh, const Tree& params) {
   const int64_t n = mesh.size();
   data::DataLoader test(fashion::fashion_fields(test_data, mesh),
-                        {.global_batch = 1000 - 1000 % n, .shuffle = false, .num_epochs = 1, .name = "test"});
+                        {.global_batch = 1000 - 1000 % n, .shuffle = false, .remainder = data::Remainder::kPad,
+                         .num_epochs = 1, .name = "test"});
   double right = 0;
   int64_t total = 0;
   while (auto batch = test.next()) {
-    right += correct(params, batch->fields[0], batch->fields[1]).item<double>();
+    right += correct(params, batch->fields[0], batch->fields[1], *batch->mask).item<double>();
     total += batch->real_examples;
   }
   return {right / static_cast<double>(total), total};
+}
+
+// Failure injection: SIGKILL to this process when it is --kill-process.
+void kill_self_if(const Config& cfg, const std::string& when) {
+  if (mcx::process_index() != cfg.kill_process) return;
+  std::printf("%s: process %d kills itself %s (--kill-process)\n", kTool, mcx::process_index(), when.c_str());
+  std::fflush(stdout);
+  std::raise(SIGKILL);
 }
 
 int run(const Config& cfg) {
@@ -167,8 +181,8 @@ int run(const Config& cfg) {
   mcx::JitOptions count_options;
   count_options.name = "count_correct";
   const CountFn correct = mcx::jit(
-      [&model](const Tree& p, const Array& x, const Array& y) {
-        return mcx::sum(mcx::astype(mcx::equal(model.predict(p, x), y), mcx::DType::kFloat32));
+      [&model](const Tree& p, const Array& x, const Array& y, const Array& mask) {
+        return mcx::sum(mcx::astype(mcx::equal(model.predict(p, x), y), mcx::DType::kFloat32) * mask);
       },
       count_options);
   const int64_t examples = train_data.labels->size();
@@ -219,6 +233,7 @@ int run(const Config& cfg) {
       std::printf("%s: --resume: no checkpoint in %s; starting from step 0\n", kTool, cfg.checkpoint_dir.c_str());
     }
   }
+  if (cfg.kill_during == "restore") kill_self_if(cfg, "after restoring its checkpoint");
   std::printf("%s: %d process%s x %d devices per process (process %d), %lld train examples, %s, Adam lr %g (%s), "
               "global batch %d, %lld steps per epoch, %lld steps\n",
               kTool, mcx::process_count(), mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(),
@@ -229,6 +244,12 @@ int run(const Config& cfg) {
 
   std::optional<Placement> where;
   bool placed_once = false;
+  // The processes lost so far: those of the job missing from a live set this process agreed on, whether the
+  // failure surfaced in a step (a ProcessFailure) or happened before this process noticed it (before the first
+  // step, during a restore or a save).
+  std::vector<int> lost;
+  std::vector<int> live_before(static_cast<size_t>(mcx::process_count()));
+  for (int p = 0; p < mcx::process_count(); ++p) live_before[static_cast<size_t>(p)] = p;
   // Rebuilds the placement when the live set changed: the committed state (identical on every survivor) moves
   // onto the new mesh without communication, and the loader restarts at the position of the steps taken.
   auto place = [&](const mcx::LiveDevices& live) {
@@ -248,8 +269,15 @@ int run(const Config& cfg) {
     state.params = fault_tolerant::onto(state.params, p.mesh);
     state.m = fault_tolerant::onto(state.m, p.mesh);
     state.v = fault_tolerant::onto(state.v, p.mesh);
-    if (ckpt != nullptr && placed_once) ckpt->set_processes(live.processes);
-    if (placed_once) {
+    for (int p : live_before) {
+      if (std::find(live.processes.begin(), live.processes.end(), p) != live.processes.end()) continue;
+      lost.push_back(p);
+      std::printf("%s: process %d is not in the live set (generation %llu): the job carries on without it\n", kTool,
+                  p, static_cast<unsigned long long>(live.generation));
+    }
+    live_before = live.processes;
+    // The checkpoint manager follows the live set by itself: the next save is taken by these processes.
+    if (placed_once || live.processes.size() < static_cast<size_t>(mcx::process_count())) {
       std::printf("%s: live processes {%s} (generation %llu): %d devices; the loader resumes at step %lld (%s)\n",
                   kTool, absl::StrJoin(live.processes, ",").c_str(), static_cast<unsigned long long>(live.generation), n,
                   static_cast<long long>(state.steps + 1), p.train->state().to_string().c_str());
@@ -259,8 +287,6 @@ int run(const Config& cfg) {
     placed_once = true;
   };
   // Runs body(placement) as one with_live_devices scope, retried on the survivors after a process failure.
-  int64_t failures = 0;
-  std::vector<int> lost;
   auto in_scope = [&](const auto& body) {
     for (;;) {
       try {
@@ -272,13 +298,39 @@ int run(const Config& cfg) {
             },
             kScopeTimeout);
       } catch (const mcx::ProcessFailure& e) {
-        ++failures;
-        lost.push_back(e.process());
         std::printf("%s: process %d is gone (%s); retrying step %lld on the live processes\n", kTool, e.process(),
                     e.what(), static_cast<long long>(state.steps + 1));
         std::fflush(stdout);
         where.reset();
       }
+    }
+  };
+
+  // The outcome of the save in flight (its error is reported, never rethrown: a failed save leaves the previous
+  // checkpoint and the job goes on), then a new asynchronous save of the state.
+  int64_t saving_step = -1;
+  auto collect_save = [&] {
+    try {
+      ckpt->wait();
+      if (saving_step >= 0) {
+        std::printf("%s: checkpoint of step %lld committed\n", kTool, static_cast<long long>(saving_step));
+      }
+    } catch (const mcx::Error& e) {  // e.g. a process died during it
+      std::printf("%s: checkpoint of step %lld not saved: %s\n", kTool, static_cast<long long>(saving_step), e.what());
+    }
+    saving_step = -1;
+    std::fflush(stdout);
+  };
+  auto save_checkpoint = [&] {
+    collect_save();
+    try {
+      ckpt->save_async(state.steps, fault_tolerant::as_tree(state), metadata_at(state.steps));
+      saving_step = state.steps;
+    } catch (const mcx::Error& e) {
+      std::printf("%s: checkpoint of step %lld not saved: %s\n", kTool, static_cast<long long>(state.steps), e.what());
+    }
+    if (cfg.kill_during == "save" && state.steps == cfg.at_step) {
+      kill_self_if(cfg, "while saving the checkpoint of step " + std::to_string(cfg.at_step));
     }
   };
 
@@ -299,12 +351,7 @@ int run(const Config& cfg) {
     std::tie(acc, tested) = in_scope([&](const Placement& p) { return evaluate(test_data, correct, p.mesh, state.params); });
   };
   while (state.steps < total_steps) {
-    if (mcx::process_index() == cfg.kill_process && state.steps + 1 == cfg.at_step) {
-      std::printf("%s: process %d kills itself at step %lld (--kill-process)\n", kTool, mcx::process_index(),
-                  static_cast<long long>(cfg.at_step));
-      std::fflush(stdout);
-      std::raise(SIGKILL);
-    }
+    if (cfg.kill_during == "step" && state.steps + 1 == cfg.at_step) kill_self_if(cfg, "at step " + std::to_string(cfg.at_step));
     const auto t_scope = std::chrono::steady_clock::now();
     StepOutcome next = in_scope([&](const Placement& p) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -343,6 +390,7 @@ int run(const Config& cfg) {
     const bool epoch_end = state.steps % per_epoch == 0;
     if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
       if (ckpt != nullptr) {
+        collect_save();
         ckpt->save(state.steps, fault_tolerant::as_tree(state), metadata_at(state.steps));
       }
       std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
@@ -350,6 +398,11 @@ int run(const Config& cfg) {
       std::fflush(stdout);
       if (distributed) std::_Exit(0);
       return 0;
+    }
+    if (ckpt != nullptr && cfg.save_every > 0 && state.steps % cfg.save_every == 0 && !epoch_end &&
+        state.steps < total_steps) {
+      save_checkpoint();
+      continue;
     }
     if (!epoch_end && state.steps < total_steps) continue;
     const double secs = seconds_since(t_epoch);
@@ -363,25 +416,13 @@ int run(const Config& cfg) {
                 data_wait, 100.0 * data_wait / secs, secs, where->live.devices.size(), scope * ms, data_wait * ms,
                 program * ms, (scope - data_wait - program) * ms);
     std::fflush(stdout);
-    if (ckpt != nullptr) {  // each epoch's end, and where the run stops
-      try {
-        ckpt->save_async(state.steps, fault_tolerant::as_tree(state), metadata_at(state.steps));
-      } catch (const mcx::Error& e) {  // e.g. the previous save failed when a process died during it
-        std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
-      }
-    }
+    if (ckpt != nullptr) save_checkpoint();  // each epoch's end, and where the run stops
     loss_sum = data_wait = program = scope = 0;
     epoch_steps = 0;
     t_epoch = std::chrono::steady_clock::now();
   }
   if (tested == 0) test_now();  // resumed at the end: nothing trained, still report the accuracy
-  if (ckpt != nullptr) {
-    try {
-      ckpt->wait();
-    } catch (const mcx::Error& e) {
-      std::printf("%s: checkpoint not saved: %s\n", kTool, e.what());
-    }
-  }
+  if (ckpt != nullptr) collect_save();
   if (cfg.measure_allreduce > 0) {
     // The step's collectives alone: each parameter leaf summed over the mesh, as the gradient all-reduce does.
     const double secs = in_scope([&](const Placement& p) {
@@ -407,7 +448,7 @@ int run(const Config& cfg) {
   std::printf("%s: summary: test acc %.4f on %lld held-out images; %lld steps; last epoch %.1f s; %lld process "
               "failure%s survived%s%s; batch order digest %016llx; parameters digest %016llx\n",
               kTool, acc, static_cast<long long>(tested), static_cast<long long>(state.steps), last_epoch_secs,
-              static_cast<long long>(failures), failures == 1 ? "" : "s",
+              static_cast<long long>(lost.size()), lost.size() == 1 ? "" : "s",
               lost.empty() ? "" : " (lost {", lost.empty() ? "" : (absl::StrJoin(lost, ",") + "})").c_str(),
               static_cast<unsigned long long>(order_digest),
               static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
@@ -441,7 +482,12 @@ int main(int argc, char** argv) {
                  "save a checkpoint (state + loader position) at each epoch's end and on preemption");
   app.add_flag("--resume", cfg.resume, "continue from the newest checkpoint in --checkpoint-dir, when there is one");
   app.add_option("--kill-process", cfg.kill_process, "failure injection: this process kills itself (SIGKILL) ...");
-  app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step");
+  app.add_option("--at-step", cfg.at_step, "... when it starts this (1-based) step ...");
+  app.add_option("--kill-during", cfg.kill_during,
+                 "... (step) or right after it started saving the checkpoint of step --at-step (save), or right after "
+                 "its --resume restored the checkpoint (restore)")
+      ->check(CLI::IsMember({"step", "save", "restore"}));
+  app.add_option("--save-every", cfg.save_every, "also save a checkpoint every this many steps (with --checkpoint-dir)");
   app.add_option("--measure-allreduce", cfg.measure_allreduce,
                  "at the end, time this many all-reduces of the gradient leaves (the step's collectives alone)");
   app.add_option("--export", cfg.export_path, "write the trained classifier as an mcx artifact (symbolic batch)");

@@ -13,6 +13,7 @@
 #include "mcx/checkpoint/restore.h"
 #include "mcx/checkpoint/save.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/core/logging.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
@@ -44,6 +45,25 @@ absl::Status check_writers(const std::vector<PlannedLeaf>& plan, const std::vect
     }
   }
   return absl::OkStatus();
+}
+
+// The participants of a save when set_processes was not called: the live processes of the newest live-set
+// agreement over the whole job (core/live_set.h, recorded by mcx::live_devices / with_live_devices), so a
+// save after a failure waits only for the survivors; every process of the job when there is none. Empty
+// means every process.
+std::vector<int> followed_processes() {
+  const int count = process_count();
+  if (count <= 1) return {};
+  std::vector<int> all(static_cast<size_t>(count));
+  for (int p = 0; p < count; ++p) all[static_cast<size_t>(p)] = p;
+  std::optional<LiveSet> live = live_set_for(all);
+  if (!live || live->processes.size() == all.size()) return {};
+  if (!std::binary_search(live->processes.begin(), live->processes.end(), process_index())) {
+    throw FailedPrecondition(absl::StrCat("[checkpoint] this process (", process_index(),
+                                          ") is not in the job's live set ", live->to_string(),
+                                          ": the other processes carry on without it, so it cannot take part in a save"));
+  }
+  return live->processes;
 }
 
 // Removes the directories of retired steps (run_save); a failure is only logged: the step is already retired,
@@ -108,24 +128,32 @@ void CheckpointManager::set_processes(std::vector<int> processes) {
                                        "), found {", listed, "}"));
   }
   throw_if_error(join_writer());
+  processes_set_ = !processes.empty();
   processes_ = std::move(processes);
 }
 
 void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std::vector<Array>& leaves,
                                     std::string_view metadata_json, bool async) {
   throw_if_error(join_writer());
+  const std::vector<int> participants = processes_set_ ? processes_ : followed_processes();
+  if (participants != last_participants_) {
+    log_info("[checkpoint] saves from step {} on: processes {{{}}}{}", step,
+             participants.empty() ? "all" : absl::StrJoin(participants, ","),
+             processes_set_ ? " (set_processes)" : " (the job's live set)");
+    last_participants_ = participants;
+  }
   absl::StatusOr<SaveJob> prepared = prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async);
   SaveJob job;
   absl::Status ready = prepared.status();
   if (ready.ok()) {
     job = *std::move(prepared);
-    ready = check_writers(job.plan, processes_);
+    ready = check_writers(job.plan, participants);
   } else {
     job.root = root_;
     job.step = step;
   }
   job.seq = seq_++;  // counted on every participant, failed or not, so the next save's KV keys agree
-  job.processes = processes_;
+  job.processes = participants;
   job.max_to_keep = options_.max_to_keep;
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
   job.threads = async ? 1 : io_threads(options_.io_threads);  // the background write: one thread (header)
@@ -188,10 +216,42 @@ std::vector<Array> CheckpointManager::restore_leaves(int64_t step, const TreeDef
 }
 
 Tree CheckpointManager::restore_tree(int64_t step, const Sharding& sharding) const {
+  return restore_tree(step, [&sharding](const LeafInfo&) { return sharding; });
+}
+
+Tree CheckpointManager::restore_tree(int64_t step, const std::function<Sharding(const LeafInfo&)>& place) const {
   CheckpointInfo i = info(step);
   std::vector<LeafTarget> targets;
-  for (const LeafInfo& l : i.leaves) targets.push_back({l.dtype, l.dims, sharding});
+  for (const LeafInfo& l : i.leaves) targets.push_back({l.dtype, l.dims, place(l)});
   std::vector<Array> leaves = restore_leaves(step, i.tree, targets);
+  return tree_unflatten<Tree>(i.tree, leaves);
+}
+
+Tree CheckpointManager::restore_tree(int64_t step, const std::map<std::string, LeafTarget>& targets) const {
+  CheckpointInfo i = info(step);
+  std::vector<std::string> untargeted, unknown;
+  std::vector<LeafTarget> ordered;
+  for (const LeafInfo& l : i.leaves) {
+    auto it = targets.find(l.path);
+    if (it == targets.end()) {
+      untargeted.push_back(l.path);
+    } else {
+      ordered.push_back(it->second);
+    }
+  }
+  for (const auto& [path, target] : targets) {
+    const bool stored = std::any_of(i.leaves.begin(), i.leaves.end(), [&](const LeafInfo& l) { return l.path == path; });
+    if (!stored) unknown.push_back(path);
+  }
+  if (!untargeted.empty() || !unknown.empty()) {
+    std::vector<std::string> paths;
+    for (const LeafInfo& l : i.leaves) paths.push_back(l.path);
+    throw InvalidArgument(absl::StrCat(
+        "[checkpoint] restore of step ", step, ": expected one target per leaf (", absl::StrJoin(paths, ", "), ")",
+        untargeted.empty() ? "" : absl::StrCat("; no target for ", absl::StrJoin(untargeted, ", ")),
+        unknown.empty() ? "" : absl::StrCat("; targets for leaves the checkpoint lacks: ", absl::StrJoin(unknown, ", "))));
+  }
+  std::vector<Array> leaves = restore_leaves(step, i.tree, ordered);
   return tree_unflatten<Tree>(i.tree, leaves);
 }
 

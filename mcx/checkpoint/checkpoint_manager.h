@@ -36,6 +36,8 @@
 
 #include <cstdint>
 #include <atomic>
+#include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -125,12 +127,16 @@ class CheckpointManager {
   // Whether a save_async's write is still running (never blocks or throws; wait() collects its outcome).
   bool save_in_progress() const;
 
-  // The processes that take part in the following saves: ascending, this process among them; empty (the
-  // default) means every process of the job. After a process failure the survivors of a recoverable job
-  // (mcx::with_live_devices) call it with the live processes, in the same order of saves, and keep saving
-  // trees that live on their devices only (a shard whose writer is another process is InvalidArgument). The
-  // lowest listed process commits. Joins a running save_async first. InvalidArgument for a list that is not
-  // ascending, names a process outside the job, or leaves this process out.
+  // The processes that take part in the following saves: ascending, this process among them. By default
+  // (and after set_processes({})) the manager follows the job: each save is taken by the live processes of
+  // the newest mcx::live_devices / with_live_devices agreement over every process of the job (every process
+  // when there was none), so after a process failure the survivors of a recoverable job save without it,
+  // whether the failure happened before the first step, during a step, a save or a restore; the trees saved
+  // must then live on the survivors' devices (a shard whose writer is another process is InvalidArgument).
+  // A non-empty list overrides that (e.g. saves over a subset agreed some other way). The lowest participant
+  // commits. Joins a running save_async first. InvalidArgument for a list that is not ascending, names a
+  // process outside the job, or leaves this process out. (A save whose participant the coordination service
+  // declared dead fails at once, Aborted, naming it: its barriers never wait for a dead process.)
   void set_processes(std::vector<int> processes);
 
   // Committed steps (directories with a commit marker), ascending; partial saves are not listed.
@@ -152,6 +158,13 @@ class CheckpointManager {
   std::vector<Array> restore_leaves(int64_t step, const TreeDef& def, std::span<const LeafTarget> targets) const;
   // Restores with the stored structure, every leaf placed with `sharding` (e.g. fully replicated).
   Tree restore_tree(int64_t step, const Sharding& sharding) const;
+  // Restores onto abstract targets, as Orbax restores onto ShapeDtypeStructs (nothing is allocated to describe
+  // them): with the stored structure, each leaf placed as `targets` says for its path ("params/w"). The target's
+  // dtype and dims must equal the stored ones (InvalidArgument otherwise, as restore); a leaf of the checkpoint
+  // without a target, or a target naming no leaf, is InvalidArgument listing the paths.
+  Tree restore_tree(int64_t step, const std::map<std::string, LeafTarget>& targets) const;
+  // The same with the stored dtype and shape of every leaf, placed where place(leaf) says.
+  Tree restore_tree(int64_t step, const std::function<Sharding(const LeafInfo&)>& place) const;
 
   // Non-template core of save / save_async.
   void save_leaves(int64_t step, const TreeDef& def, const std::vector<Array>& leaves,
@@ -163,7 +176,9 @@ class CheckpointManager {
   std::string root_;
   CheckpointOptions options_;
   int64_t seq_ = 0;  // saves started, the same on every participant
-  std::vector<int> processes_;  // set_processes; empty: every process
+  std::vector<int> processes_;  // set_processes
+  bool processes_set_ = false;   // set_processes named a list; otherwise saves follow the job's live set
+  std::vector<int> last_participants_;  // of the previous save (logged when it changes; empty: every process)
   std::thread writer_;  // a save_async's write, or the removal of the steps a save retired
   std::atomic<bool> writing_{false};  // a save_async's write is running
   Mutex mu_;

@@ -1,16 +1,21 @@
 #include "mcx/checkpoint/save_sync.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/runtime/device.h"
 
 namespace mcx::checkpoint {
 namespace {
+
+constexpr absl::Duration kLeaderCheckInterval = absl::Milliseconds(200);
 
 // "ok:<value>" or "error:<code>:<message>".
 std::string encode(const absl::StatusOr<std::string>& v) {
@@ -56,7 +61,21 @@ absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
     }
     return value;
   }
-  absl::StatusOr<std::string> got = agent_->kv_get(key, timeout_);
+  // Waited for in slices, so a leader the coordination service declares dead ends the wait at once instead
+  // of at the timeout (the barriers of all_ok fail at once by themselves).
+  const absl::Time deadline = absl::Now() + timeout_;
+  absl::StatusOr<std::string> got = absl::DeadlineExceededError("not waited");
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    got = agent_->kv_get(key, std::max(absl::ZeroDuration(), std::min(left, kLeaderCheckInterval)));
+    if (got.ok() || got.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kLeaderCheckInterval) break;
+    if (absl::Status dead = reported_process_failure({leader()}); !dead.ok()) {
+      return mark_process_failure(
+          absl::Status(dead.code(), absl::StrCat("[checkpoint] process ", leader(), ", the save's leader, failed before "
+                                                 "sharing '", name, "': ", dead.message())),
+          leader());
+    }
+  }
   if (!got.ok()) {
     return absl::Status(got.status().code(),
                         absl::StrCat("[checkpoint] waited ", absl::FormatDuration(timeout_), " for process ",
@@ -73,8 +92,10 @@ absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine)
   if (!s.ok()) return s;
   s = agent_->barrier(dir, timeout_, std::vector<distributed::TaskId>(participants_.begin(), participants_.end()));
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("[checkpoint] not every process reached '", name, "' within ",
-                                               absl::FormatDuration(timeout_), ": ", s.message()));
+    const std::string when = s.code() == absl::StatusCode::kDeadlineExceeded
+                                 ? absl::StrCat(" within ", absl::FormatDuration(timeout_))
+                                 : std::string();
+    return with_message(s, absl::StrCat("[checkpoint] not every process reached '", name, "'", when, ": ", s.message()));
   }
   for (int p : participants_) {
     absl::StatusOr<std::string> v = agent_->kv_get(absl::StrCat(dir, "/", p), timeout_);

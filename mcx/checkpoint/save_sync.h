@@ -6,7 +6,8 @@
 // the lowest of them.
 //
 //   share_from_leader: the leader publishes a value or its error under <prefix>/<name>; the others wait for it
-//                      (kv_get with the timeout).
+//                      (kv_get with the timeout; a leader the coordination service declares dead ends the
+//                      wait at once, a ProcessFailure naming it).
 //   all_ok:            every participant publishes its outcome, then a barrier over the participants (with the
 //                      timeout); the result is the first failure of any ("process 2: ..."), identical on each.
 //

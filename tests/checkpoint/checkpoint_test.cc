@@ -123,6 +123,43 @@ TEST(Checkpoint, RestoreReshardsOntoEveryMesh) {
   st.expect_equal(ckpt.restore_tree(1, SingleDeviceSharding(devices()[5])));
 }
 
+// Abstract targets (Orbax's ShapeDtypeStructs): no arrays are made to describe where the leaves go.
+TEST(Checkpoint, RestoresOntoAbstractTargets) {
+  TempRoot root;
+  State st;
+  CheckpointManager ckpt(root.path());
+  ckpt.save(1, st.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"})));
+  const Mesh m3 = mesh_of({3}, {"x"}), m2 = mesh_of({2}, {"x"}, 5);
+  std::map<std::string, LeafTarget> targets = {
+      {"params/w", {DType::kFloat32, {16, 12}, NamedSharding(m3, P(None, "x"))}},
+      {"params/b", {DType::kFloat32, {12}, NamedSharding(m2, P("x"))}},
+      {"opt/0", {DType::kInt32, {8, 6}, NamedSharding(m2, P(None, "x"))}},
+      {"opt/1", {DType::kFloat64, {6, 4}, NamedSharding(m3, P("x", None))}},
+      {"step", {DType::kInt64, {}, SingleDeviceSharding(devices()[7])}}};
+  const Tree got = ckpt.restore_tree(1, targets);
+  st.expect_equal(got);
+  EXPECT_TRUE(got.at("params").at("w").array().sharding() == targets.at("params/w").sharding);
+  EXPECT_TRUE(got.at("opt").at(0).array().sharding() == targets.at("opt/0").sharding);
+  // Placed by a function of each stored leaf: matrices split on rows over 2 devices, the rest replicated.
+  const Tree placed = ckpt.restore_tree(1, [&](const LeafInfo& leaf) -> Sharding {
+    return NamedSharding(m2, leaf.dims.size() == 2 ? P("x", None) : P());
+  });
+  st.expect_equal(placed);
+  EXPECT_TRUE(placed.at("opt").at(1).array().sharding() == Sharding(NamedSharding(m2, P("x", None))));
+  // A wrong shape, a missing target and a target for no leaf are refused, naming them.
+  targets.at("params/b").dims = {13};
+  EXPECT_THROW(ckpt.restore_tree(1, targets), InvalidArgument);
+  targets.at("params/b").dims = {12};
+  targets.erase("step");
+  targets["params/c"] = {DType::kFloat32, {1}, SingleDeviceSharding(devices()[0])};
+  try {
+    ckpt.restore_tree(1, targets);
+    ADD_FAILURE() << "restored with a missing target";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no target for step; targets for leaves the checkpoint lacks: params/c"));
+  }
+}
+
 TEST(Checkpoint, KeepsTheLastNSteps) {
   TempRoot root;
   State st;

@@ -23,12 +23,13 @@ struct JobResult {
   std::string all;
 };
 
-JobResult run_job(int n, const std::string& mode, const std::string& root) {
+JobResult run_job(int n, const std::string& mode, const std::string& root, bool recoverable = false) {
   Harness h;
-  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", std::to_string(n), "--cpu-devices", "2", "--init-timeout",
-                              "20", "--timeout", "50", "--grace-period", "1", "--", MCX_TEST_CHECKPOINT_WORKER, mode,
-                              root},
-                  {{"MCX_DEVICE_TIMEOUT_S", "20"}, {"MCX_HEARTBEAT_TIMEOUT", "3"}});
+  std::vector<std::string> argv = {tool_path("mcx-run"), "-n", std::to_string(n), "--cpu-devices", "2",
+                                   "--init-timeout", "20", "--timeout", "50", "--grace-period", "1"};
+  if (recoverable) argv.push_back("--recoverable");
+  for (const std::string& a : {std::string("--"), std::string(MCX_TEST_CHECKPOINT_WORKER), mode, root}) argv.push_back(a);
+  int r = h.spawn("mcx-run", argv, {{"MCX_DEVICE_TIMEOUT_S", "20"}, {"MCX_HEARTBEAT_TIMEOUT", "3"}});
   JobResult out;
   EXPECT_TRUE(h.wait_exit(r, milliseconds(55000))) << h.dump(r);
   out.exit_code = h.exit_code(r);
@@ -118,6 +119,24 @@ TEST(CheckpointFailure, APreparationFailureReachesEveryProcessAtOnce) {
   TempDir dir;
   expect_all_ok(run_job(3, "prepfail", dir.file("ckpt")), 3,
                 {"save_fails_everywhere", "save_async_fails_everywhere", "save_after_failures", "restore_step3"});
+}
+
+// A recoverable job whose process died before the first save: the managers follow the live set by themselves
+// (no set_processes), so the survivors' saves commit at once instead of waiting out the timeout for the dead
+// process; one that dies during a save fails that save at once, and the next save commits without it.
+TEST(CheckpointRecoverable, SavesFollowTheLiveSetAndNeverWaitForADeadProcess) {
+  TempDir dir;
+  JobResult r = run_job(3, "survive", dir.file("ckpt"), /*recoverable=*/true);
+  const std::vector<std::string> both = {"live_set_lacks_the_dead", "save_step1_on_survivors",
+                                         "save_async_step2_on_survivors", "restore_step2"};
+  for (int p : {0, 1}) {
+    for (const std::string& name : both) {
+      EXPECT_EQ(r.checks[p].count(name) ? r.checks[p][name] : "missing", "OK") << "process " << p << " " << name << "\n" << r.all;
+    }
+  }
+  for (const std::string& name : {"save_step3_fails_at_once", "save_step4_alone", "steps", "restore_step4"}) {
+    EXPECT_EQ(r.checks[0].count(name) ? r.checks[0][name] : "missing", "OK") << name << "\n" << r.all;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,10 @@
 //   prepfail ROOT  the last process passes invalid metadata to save(1) and process 0 to save_async(2): every
 //                  process fails each save within 5 s (not the 20 s timeout), naming the process that failed;
 //                  then save(3) commits on all and restores
+//   survive ROOT   (3 processes, mcx-run --recoverable) the last process dies before anything; the survivors
+//                  agree on the live set and save (sync and async) without calling set_processes, each commit
+//                  within 5 s (not the 20 s timeout); then process 1 dies while process 0 saves: that save fails
+//                  within 5 s naming it, and after the next agreement process 0 saves alone and restores
 #include <signal.h>
 
 #include <chrono>
@@ -23,9 +27,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
+#include "mcx/multihost/live_devices.h"
 #include "mcx/multihost/multihost.h"
 #include "mcx/runtime/box_copy.h"
 #include "tests/distributed/multiprocess/worker_output.h"
@@ -94,11 +100,21 @@ mcx::Tree state(int layout) {
   }
 }
 
-// "" when every addressable shard of every leaf equals the expected values bit for bit.
-std::string compare(const mcx::Tree& t) {
-  const std::vector<std::pair<std::string, mcx::Array>> leaves = {
-      {"w", t.at("params").at("w")}, {"b", t.at("params").at("b")}, {"p", t.at("opt").at(0)},
-      {"e", t.at("opt").at(1)}, {"step", t.at("step")}};
+// The layout-0 leaves w (split on rows) and b (replicated) over a line mesh of `devices` (the live ones).
+mcx::Tree live_state(const std::vector<mcx::Device>& devices) {
+  const mcx::Mesh line = mcx::make_mesh({static_cast<int64_t>(devices.size())}, {"x"}, devices);
+  auto put = [&](const std::string& name, mcx::PartitionSpec spec) {
+    const Buffer full = expected(name);
+    return mcx::make_array_from_callback(full.dims(), full.dtype(), mcx::NamedSharding(line, spec),
+                                         [&](const mcx::IndexBox& box) {
+                                           return mcx::extract_box(full, mcx::full_box(full.dims()), box);
+                                         });
+  };
+  return mcx::Tree{{"w", put("w", P("x", None))}, {"b", put("b", P())}};
+}
+
+// "" when the addressable shards of `t` (w and b only, or the whole state) equal the expected values.
+std::string compare_leaves(const std::vector<std::pair<std::string, mcx::Array>>& leaves) {
   for (const auto& [name, a] : leaves) {
     const Buffer full = expected(name);
     for (const mcx::ArrayShard& s : a.addressable_shards()) {
@@ -109,6 +125,22 @@ std::string compare(const mcx::Tree& t) {
     }
   }
   return "";
+}
+
+// Runs body and returns "" when it took at most `limit_s` seconds, else says how long.
+std::string within(double limit_s, const std::function<void()>& body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  body();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s <= limit_s ? "" : absl::StrCat("took ", s, " s (expected at most ", limit_s, " s)");
+}
+
+// "" when every addressable shard of every leaf equals the expected values bit for bit.
+std::string compare(const mcx::Tree& t) {
+  const std::vector<std::pair<std::string, mcx::Array>> leaves = {
+      {"w", t.at("params").at("w")}, {"b", t.at("params").at("b")}, {"p", t.at("opt").at(0)},
+      {"e", t.at("opt").at(1)}, {"step", t.at("step")}};
+  return compare_leaves(leaves);
 }
 
 void check(const std::string& name, const std::function<std::string()>& body) { g_checks.run(name, body); }
@@ -215,6 +247,57 @@ int main(int argc, char** argv) {
       return m.all_steps() == std::vector<int64_t>{3} ? "" : std::string("wrong steps");
     });
     check("restore_step3", [&] { return compare(m.restore(3, state(1))); });
+  } else if (mode == "survive") {
+    if (pid == n - 1) {
+      print_line("KILLING myself before the first save");
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }
+    mcx::LiveDevices live = mcx::live_devices(mcx::devices(), absl::Seconds(20));
+    check("live_set_lacks_the_dead", [&]() -> std::string {
+      return live.processes == std::vector<int>{0, 1} ? "" : "live processes " + absl::StrJoin(live.processes, ",");
+    });
+    check("save_step1_on_survivors", [&] { return within(5, [&] { m.save(1, live_state(live.devices), R"({"step":1})"); }); });
+    check("save_async_step2_on_survivors", [&] {
+      return within(5, [&] {
+        m.save_async(2, live_state(live.devices), R"({"step":2})");
+        m.wait();
+      });
+    });
+    check("restore_step2", [&] {
+      const mcx::Tree t = m.restore(2, live_state(live.devices));
+      return compare_leaves({{"w", t.at("w")}, {"b", t.at("b")}});
+    });
+    live = mcx::live_devices(mcx::devices(), absl::Seconds(20));  // both survivors are here
+    if (pid == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      print_line("KILLING myself while process 0 saves step 3");
+      std::fflush(stdout);
+      ::raise(SIGKILL);
+    }
+    check("save_step3_fails_at_once", [&]() -> std::string {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        m.save(3, live_state(live.devices), R"({"step":3})");
+        return "the save succeeded without process 1";
+      } catch (const mcx::Error& e) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::string what = e.what();
+        if (what.find("task 1 has failed") == std::string::npos) return "the error does not name process 1: " + what;
+        return s <= 8 ? "" : absl::StrCat("failed only after ", s, " s: ", what);
+      }
+    });
+    live = mcx::live_devices(mcx::devices(), absl::Seconds(20));
+    check("save_step4_alone", [&] {
+      return within(5, [&] { m.save(4, live_state(live.devices), R"({"step":4})"); });
+    });
+    check("steps", [&] {
+      return m.all_steps() == std::vector<int64_t>{1, 2, 4} ? "" : "steps " + absl::StrJoin(m.all_steps(), ",");
+    });
+    check("restore_step4", [&] {
+      const mcx::Tree t = m.restore(4, live_state(live.devices));
+      return compare_leaves({{"w", t.at("w")}, {"b", t.at("b")}});
+    });
   } else if (mode == "resume") {
     check("latest_is_step1", [&]() -> std::string {
       const auto latest = m.latest_step();
