@@ -84,7 +84,10 @@ class Job {
   };
 
   void say(const std::string& msg) { write_all(STDERR_FILENO, absl::StrCat("[mcx-run] ", msg, "\n")); }
-  bool start_coordinator();
+  // Spawns mcx-coordinator bound to `bind` and waits until it reports the address it serves.
+  bool start_coordinator(const std::string& bind);
+  // Recoverable jobs: the spawned coordinator died while processes run; start it again on the same address.
+  bool restart_coordinator(const ExitStatus& how);
   bool spawn_worker(int id);
   void attach_output(Subprocess& p, const std::string& prefix);
   void on_worker_exit(int id, ExitStatus status);
@@ -104,6 +107,7 @@ class Job {
   std::string address_;
   std::unique_ptr<Subprocess> coordinator_;
   bool coordinator_exited_ = false;
+  int coordinator_restarts_ = 0;
   std::vector<Worker> workers_;
   std::vector<int> restarts_;
   OutputPump pump_;
@@ -141,19 +145,14 @@ void Job::attach_output(Subprocess& p, const std::string& prefix) {
   });
 }
 
-bool Job::start_coordinator() {
-  if (!o_.coordinator.empty()) {
-    address_ = o_.coordinator;
-    return true;
-  }
+bool Job::start_coordinator(const std::string& bind) {
   std::string binary = o_.coordinator_binary.empty() ? find_tool("mcx-coordinator") : o_.coordinator_binary;
   if (binary.empty()) {
     say("cannot find mcx-coordinator beside mcx-run or on PATH; pass --coordinator-binary or --coordinator");
     return false;
   }
   SpawnOptions so;
-  so.argv = {binary, "--bind", absl::StrCat(o_.bind_host, ":", o_.coordinator_port), "--num-processes",
-             absl::StrCat(o_.num_processes)};
+  so.argv = {binary, "--bind", bind, "--num-processes", absl::StrCat(o_.num_processes)};
   auto add_time = [&](const char* flag, double v) {
     if (v >= 0) {
       so.argv.push_back(flag);
@@ -164,6 +163,7 @@ bool Job::start_coordinator() {
   add_time("--heartbeat-timeout", o_.heartbeat_timeout);
   add_time("--shutdown-timeout", o_.shutdown_timeout);
   if (o_.recoverable || o_.max_restarts > 0) so.argv.push_back("--recoverable");
+  if (o_.max_restarts > 0) so.argv.push_back("--expect-restarts");  // barriers wait for a restarted process
   if (!o_.mtls.ca.empty()) {
     std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls.cert, "coordinator") : o_.coordinator_mtls_cert;
     std::string key = o_.coordinator_mtls_key.empty() ? for_task(o_.mtls.key, "coordinator") : o_.coordinator_mtls_key;
@@ -213,7 +213,36 @@ bool Job::start_coordinator() {
     }
     pump_.pump(milliseconds(20));
   }
-  if (o_.verbose) say(absl::StrCat("coordinator at ", address_));
+  if (o_.verbose) say(absl::StrCat("coordinator at ", address_, " (pid ", coordinator_->pid(), ")"));
+  return true;
+}
+
+bool Job::restart_coordinator(const ExitStatus& how) {
+  const std::string address = address_;
+  const size_t colon = address.rfind(':');
+  say(absl::StrCat("the coordinator exited (", how.to_string(), ") while processes were running; starting it again on ",
+                   address, " (restart ", coordinator_restarts_ + 1, " of ", o_.max_coordinator_restarts,
+                   "): the processes of this recoverable job rejoin it"));
+  ++coordinator_restarts_;
+  // The old coordinator's last lines, then stop reading its pipes before they are closed.
+  const Clock::time_point flushed = after(0.2);
+  while ((coordinator_->stdout_fd() >= 0 || coordinator_->stderr_fd() >= 0) && Clock::now() < flushed) {
+    pump_.pump(milliseconds(20));
+  }
+  if (coordinator_->stdout_fd() >= 0) pump_.drop(coordinator_->stdout_fd());
+  if (coordinator_->stderr_fd() >= 0) pump_.drop(coordinator_->stderr_fd());
+  coordinator_.reset();
+  address_.clear();
+  coordinator_exited_ = false;
+  if (colon == std::string::npos || !start_coordinator(absl::StrCat(o_.bind_host, address.substr(colon)))) {
+    coordinator_exited_ = true;
+    address_ = address;
+    return false;
+  }
+  if (address_ != address) {
+    say(absl::StrCat("the restarted coordinator serves ", address_, ", not ", address, ": the processes cannot rejoin it"));
+    return false;
+  }
   return true;
 }
 
@@ -379,6 +408,11 @@ void Job::reap() {
   if (coordinator_ && !coordinator_exited_) {
     if (auto s = coordinator_->poll()) {
       coordinator_exited_ = true;
+      const bool recoverable = o_.recoverable || o_.max_restarts > 0;
+      if (!all_workers_done() && !terminating_ && recoverable && coordinator_restarts_ < o_.max_coordinator_restarts &&
+          restart_coordinator(*s)) {
+        return;
+      }
       if (!all_workers_done()) {
         say(absl::StrCat("the coordinator exited (", s->to_string(),
                          ") while processes were running; they should fail on their own"));
@@ -396,7 +430,9 @@ bool Job::all_workers_done() const {
 int Job::run() {
   install_signal_handlers();
   if (o_.job_timeout > 0) job_deadline_ = after(o_.job_timeout);
-  if (!start_coordinator()) {
+  if (!o_.coordinator.empty()) {
+    address_ = o_.coordinator;
+  } else if (!start_coordinator(absl::StrCat(o_.bind_host, ":", o_.coordinator_port))) {
     if (coordinator_) coordinator_->terminate(milliseconds(1000));
     return 2;
   }

@@ -1,5 +1,6 @@
 // mcx-run's job supervisor: starts the coordinator (or uses an external one) and N worker processes on this
-// host, prefixes their output with "[p<i>] ", restarts failed workers in recoverable mode, ends the job on
+// host, prefixes their output with "[p<i>] ", restarts failed workers in recoverable mode (and a coordinator
+// that dies, on the same address, so the workers rejoin it), ends the job on
 // a fatal failure and forwards SIGINT/SIGTERM. Every wait has a deadline (see LaunchOptions).
 #pragma once
 
@@ -28,6 +29,9 @@ struct LaunchOptions {
   double grace_period = 5;             // SIGTERM -> SIGKILL delay when ending processes
   double job_timeout = 0;              // 0: none; else the whole job is ended after this many seconds
   double coordinator_start_timeout = 20;
+  // Recoverable jobs: a spawned coordinator that dies while processes run is started again on the same address
+  // (the processes rejoin it and carry on) up to this many times; fate-sharing jobs end with it.
+  int max_coordinator_restarts = 3;
   // mTLS. "{id}" in the worker paths is replaced by the process id, so each task can get its own cert.
   MtlsFlags mtls;  // worker certificates: "{id}" in cert/key paths becomes the process id
   std::string coordinator_mtls_cert, coordinator_mtls_key;  // default: worker paths with {id} = "coordinator"

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--coordinator-host", o.bind_host, "address the started coordinator binds (default 127.0.0.1)");
   app.add_option("--coordinator-port", o.coordinator_port, "port of the started coordinator (default: any free)")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--coordinator-restarts", o.max_coordinator_restarts,
+                 "recoverable jobs: start a coordinator that died again on the same address (its processes rejoin "
+                 "it) up to this many times")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--heartbeat-interval", o.heartbeat_interval, "seconds between heartbeats");
   app.add_option("--heartbeat-timeout", o.heartbeat_timeout, "seconds without heartbeat before a task is failed");
   app.add_option("--init-timeout", o.init_timeout, "seconds to wait for all processes to register");

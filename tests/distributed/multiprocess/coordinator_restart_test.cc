@@ -2,7 +2,10 @@
 // workers run barriers, KV reads and writes and live-set agreements in a loop (mp_worker churn), then
 // mcx-coordinator started again on the same port: the workers rejoin it and carry on, what they published is
 // there again, and all end with exit 0. If it does not come back, they fail after the reconnect timeout naming it.
+#include <signal.h>
+
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -116,6 +119,35 @@ TEST(CoordinatorRestart, WorkersFailNamingTheCoordinatorWhenItDoesNotComeBack) {
     EXPECT_GE(took, 2.0 - 0.05) << h.dump(i);
     EXPECT_LT(took, 2.0 + 3.0) << h.dump(i);
   }
+}
+
+// mcx-run supervises the coordinator of a recoverable job: killed with kill -9 while three workers churn, it is
+// started again on the same address, the workers rejoin it, and the job ends with exit 0 (before, mcx-run ended
+// every process when its coordinator died).
+TEST(CoordinatorRestart, McxRunRestartsTheCoordinatorOfARecoverableJob) {
+  Harness h;
+  const int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "3", "--recoverable", "--verbose", "--heartbeat-interval",
+                                    "0.2", "--heartbeat-timeout", "2", "--timeout", "90", "--", worker_path(), "churn", "30"},
+                        {{"MCX_COORDINATOR_RECONNECT_TIMEOUT", "10"}});
+  for (int p = 0; p < 3; ++p) {
+    ASSERT_TRUE(h.wait_output(r, "[p" + std::to_string(p) + "] LOOPING", milliseconds(20000))) << h.dump(r);
+  }
+  const std::regex at(R"(coordinator at (\S+) \(pid (\d+)\))");
+  std::smatch m;
+  const std::string err = h.err(r);
+  ASSERT_TRUE(std::regex_search(err, m, at)) << h.dump(r);
+  const std::string address = m[1];
+  ASSERT_EQ(::kill(static_cast<pid_t>(std::stoi(m[2])), SIGKILL), 0);
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(60000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.err(r), HasSubstr("the coordinator exited (killed by signal 9")) << h.dump(r);
+  EXPECT_THAT(h.err(r), HasSubstr("starting it again on " + address + " (restart 1 of 3): the processes of this "
+                                  "recoverable job rejoin it"))
+      << h.dump(r);
+  for (int p = 0; p < 3; ++p) {
+    EXPECT_THAT(h.out(r), HasSubstr("[p" + std::to_string(p) + "] CHURN DONE")) << h.dump(r);
+  }
+  EXPECT_THAT(h.out(r), HasSubstr("rejoins=1")) << h.dump(r);
 }
 
 }  // namespace
