@@ -13,62 +13,19 @@
 #include "mcx/core/peer_collectives.h"
 #include "mcx/core/peer_group.h"
 #include "mcx/runtime/async_buffer.h"
+#include "mcx/runtime/cross_process_reshard.h"
 #include "mcx/runtime/stream.h"
+#include "mcx/runtime/transfer_channel.h"
 #include "mcx/runtime/transfer_guard.h"
 
 namespace mcx {
 namespace {
 
-// The channel between two devices on different processes: a PeerGroup over their two processes, used by
-// the source device's stream on one side and the target device's stream on the other (one thread each).
-struct Channel {
-  std::mutex mu;                      // guards group and generation (connect/replace)
-  std::unique_ptr<PeerGroup> group;
-  uint64_t generation = 0;
-  uint64_t next_sequence = 0;         // transfers issued on this channel (guarded by the registry's mutex)
-  std::vector<std::unique_ptr<PeerGroup>> retired;  // failed groups (kept: a stream may still be inside one)
-};
-
-struct Channels {
-  std::mutex mu;
-  std::map<std::pair<int, int>, std::unique_ptr<Channel>> by_pair;  // (source id, target id)
-};
-
-Channels& channels() {
-  static Channels* c = new Channels();  // never destroyed: streams transfer until exit
-  return *c;
-}
-
-struct Planned {
-  Channel* channel;
-  uint64_t sequence;
-};
-
-Planned plan(const Device& from, const Device& to) {
-  Channels& c = channels();
-  std::lock_guard<std::mutex> lock(c.mu);
-  std::unique_ptr<Channel>& ch = c.by_pair[{from.global_id, to.global_id}];
-  if (!ch) ch = std::make_unique<Channel>();
-  return Planned{ch.get(), ch->next_sequence++};
-}
-
-// The channel's group, connected on first use (both sides connect concurrently, each on its own stream).
-absl::StatusOr<PeerGroup*> connect(Channel& ch, const Device& from, const Device& to, absl::Time deadline) {
-  std::lock_guard<std::mutex> lock(ch.mu);
-  if (!ch.group) {
-    std::vector<int> processes = {std::min(from.process_index, to.process_index),
-                                  std::max(from.process_index, to.process_index)};
-    PeerGroupRequest request{processes, absl::StrCat("transfer ", from.to_string(), "->", to.to_string()),
-                             ch.generation, deadline};
-    MCX_ASSIGN_OR_RETURN(ch.group, make_peer_group(request));
-  }
-  return ch.group.get();
-}
-
-void drop(Channel& ch) {
-  std::lock_guard<std::mutex> lock(ch.mu);
-  if (ch.group) ch.retired.push_back(std::move(ch.group));
-  ++ch.generation;
+// The channel of two devices on different processes: a group over their two processes, used by the source
+// device's stream on one side and the target device's stream on the other (one thread each).
+PlannedTransfer plan(const Device& from, const Device& to) {
+  return plan_transfer(absl::StrCat("transfer ", from.to_string(), "->", to.to_string()),
+                       {std::min(from.process_index, to.process_index), std::max(from.process_index, to.process_index)});
 }
 
 uint64_t shape_fingerprint(const AbstractValue& aval, const IndexBox& box) {
@@ -77,10 +34,10 @@ uint64_t shape_fingerprint(const AbstractValue& aval, const IndexBox& box) {
 
 // One transfer of a shard (the whole box) between two devices on different processes, run on this
 // process's side: send (source side) or receive into dst (target side).
-absl::Status run_transfer(Channel& ch, uint64_t sequence, const Device& from, const Device& to, bool sending,
-                          void* data, int64_t bytes, const LaunchTag& tag) {
+absl::Status run_transfer(TransferChannel& ch, uint64_t sequence, bool sending, void* data, int64_t bytes,
+                          const LaunchTag& tag) {
   const absl::Time deadline = default_device_deadline();
-  MCX_ASSIGN_OR_RETURN(PeerGroup * g, connect(ch, from, to, deadline));
+  MCX_ASSIGN_OR_RETURN(PeerGroup * g, ch.connect(deadline));
   const int peer = 1 - g->rank();
   LaunchCheck check(tag, mcx::process_index(), "device_put", g->description(),
                     "every process must issue the same transfers between these devices in the same order");
@@ -93,7 +50,7 @@ absl::Status run_transfer(Channel& ch, uint64_t sequence, const Device& from, co
     recvs.push_back({peer, base, data, bytes});
   }
   absl::Status st = peer_exchange(*g, std::move(sends), std::move(recvs), base, deadline, check.piggyback());
-  if (!st.ok()) drop(ch);
+  if (!st.ok()) ch.drop();
   return st;
 }
 
@@ -121,12 +78,9 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
     return absl::InvalidArgumentError(absl::StrCat("[", std::string(api), "] cannot transfer ", value.aval.to_string(), " from ",
                                                    source.to_string(), " to ", target.to_string(), ": ", why));
   };
-  if (source.num_devices() != target.num_devices()) {
-    return fail(absl::StrCat("the source has ", source.num_devices(), " devices and the target ", target.num_devices(),
-                             "; a transfer across processes needs the same device count on both sides"));
-  }
-  if (source.shard_shape(dims) != target.shard_shape(dims)) {
-    return fail("the shard shapes differ; a transfer across processes moves whole shards (same shard shapes)");
+  // Other boxes (shard shapes, device counts): cut into pieces and exchanged all-to-all.
+  if (source.num_devices() != target.num_devices() || source.shard_shape(dims) != target.shard_shape(dims)) {
+    return reshard_pieces_across_processes(value, target, dims, is_explicit, committed, api);
   }
   const auto source_map = source.devices_indices_map(dims);
   const int me = mcx::process_index();
@@ -144,7 +98,7 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
         from = d;
       }
     }
-    if (!from) return fail(absl::StrCat("no source shard holds the target box ", box.to_string()));
+    if (!from) return reshard_pieces_across_processes(value, target, dims, is_explicit, committed, api);
     moves.push_back(Move{*from, to, box});
   }
   check_transfer(TransferDirection::kDeviceToDevice, value.aval, is_explicit, api);
@@ -183,7 +137,7 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
       out.shards.push_back(Shard{m.to, m.box, dst});
       continue;
     }
-    const Planned p = plan(m.from, m.to);
+    const PlannedTransfer p = plan(m.from, m.to);
     const LaunchTag tag{absl::StrCat(std::string(api), " ", m.box.to_string()), shape_fingerprint(value.aval, m.box), p.sequence};
     if (sends) {
       absl::StatusOr<ReadLease> read = src->lease_read();
@@ -192,7 +146,7 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
         absl::StatusOr<Buffer> b = read.await(default_device_deadline());
         absl::Status st = b.status();
         if (st.ok()) {
-          st = run_transfer(*p.channel, p.sequence, m.from, m.to, /*sending=*/true, const_cast<void*>(b->data()),
+          st = run_transfer(*p.channel, p.sequence, /*sending=*/true, const_cast<void*>(b->data()),
                             static_cast<int64_t>(b->nbytes()), tag);
         }
         if (!st.ok()) log_error("[{}] sending {} from {} to {} failed: {}", api, m.box.to_string(), m.from.to_string(),
@@ -202,7 +156,7 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
       auto dst = AsyncBuffer::pending();
       stream_for(m.to).enqueue([dst, p, m, tag, dtype] {
         Buffer b = Buffer::uninitialized(dtype, m.box.shape());
-        absl::Status st = run_transfer(*p.channel, p.sequence, m.from, m.to, /*sending=*/false, b.mutable_data(),
+        absl::Status st = run_transfer(*p.channel, p.sequence, /*sending=*/false, b.mutable_data(),
                                        static_cast<int64_t>(b.nbytes()), tag);
         if (st.ok()) {
           dst->set(std::move(b));

@@ -8,8 +8,9 @@
 //  - Called on every process that holds devices of either sharding, with the same arguments, in the same
 //    order relative to the other transfers between the same devices (like a collective). Processes in
 //    neither sharding may call it too; they move nothing.
-//  - Both shardings have the same number of devices and the same set of index boxes (same global shape and
-//    shard shapes); otherwise InvalidArgument naming both shardings.
+//  - Shardings with the same number of devices and the same set of index boxes move whole shards, one channel
+//    per device pair (below); any other pair of shardings of the same global shape is cut into pieces and
+//    exchanged (cross_process_reshard.h).
 //  - Returns at once: the source process's streams send (after the source shards are ready) and the target
 //    process's streams receive, so transfers overlap computation (asynchronous dispatch). The result has the
 //    target's addressable shards (none on a process that only sends).

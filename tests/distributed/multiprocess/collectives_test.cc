@@ -24,7 +24,8 @@ using ::testing::HasSubstr;
 const std::vector<std::string> kChecks = {
     "psum",     "pmax",       "pmin",    "pmean",          "all_gather",
     "psum_scatter", "all_to_all", "ppermute", "axis_index", "jit_sum",
-    "jit_matmul_contracting_sharded", "reshard_to_replicated", "after_all"};
+    "jit_matmul_contracting_sharded", "reshard_to_replicated", "device_put_rows_to_replicated",
+    "device_put_replicated_to_rows", "device_put_rows_to_columns", "device_put_onto_a_reversed_mesh", "after_all"};
 
 struct JobOutput {
   std::map<int, std::map<std::string, std::string>> checks;  // process -> check -> "OK" / "FAIL ..."
@@ -75,8 +76,10 @@ TEST_P(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReference) {
   std::vector<std::string> checks = kChecks;
   if (l.processes >= 2) {
     checks.push_back("device_put_across_processes");
-    checks.push_back("device_put_device_count_mismatch");
+    checks.push_back("device_put_to_another_device_count");
+    checks.push_back("device_put_gather_onto_one_process");
   }
+  if (l.processes * l.devices % 2 == 0) checks.push_back("device_put_onto_a_2d_mesh");
   for (int p = 0; p < l.processes; ++p) {
     for (const std::string& name : checks) {
       auto it = out.checks[p].find(name);

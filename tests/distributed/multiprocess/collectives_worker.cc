@@ -212,17 +212,38 @@ void run_all(int n, int g) {  // n processes, g devices in all
       if (mcx::process_index() != n - 1) return moved.addressable_shards().empty() ? std::string() : "unexpected shards";
       return compare(moved, {k * R, C}, xval);
     });
-    check("device_put_device_count_mismatch", [&] {
-      try {
-        mcx::device_put(a, mcx::NamedSharding(mesh, mcx::P()));  // k devices -> all g devices
-      } catch (const mcx::Error& e) {
-        const std::string msg = e.what();
-        print_line("NOTE device_put mismatch: " + one_line(msg));
-        return e.code() == absl::StatusCode::kInvalidArgument && msg.find("devices") != std::string::npos
-                   ? std::string()
-                   : "unexpected error: " + msg;
-      }
-      return std::string("device_put to a sharding with another device count did not fail");
+    check("device_put_to_another_device_count", [&] {  // k devices of process 0 -> all g devices, replicated
+      return compare(mcx::device_put(a, mcx::NamedSharding(mesh, mcx::P())), {k * R, C}, xval);
+    });
+    check("device_put_gather_onto_one_process", [&] {  // rows over all g devices -> process n-1's devices
+      const mcx::Array moved = mcx::device_put(x, dst);
+      if (mcx::process_index() != n - 1) return moved.addressable_shards().empty() ? std::string() : "unexpected shards";
+      return compare(moved, xdims, xval);
+    });
+  }
+  // device_put between shardings of a mesh that spans the processes (JAX reshards; each against the closed form).
+  check("device_put_rows_to_replicated", [&] {  // all-gather
+    return compare(mcx::device_put(x, mcx::NamedSharding(mesh, mcx::P())), xdims, xval);
+  });
+  check("device_put_replicated_to_rows", [&] {  // slice
+    const mcx::Array full = mcx::device_put(x, mcx::NamedSharding(mesh, mcx::P()));
+    return compare(mcx::device_put(full, rows), xdims, xval);
+  });
+  check("device_put_rows_to_columns", [&] {  // all-to-all
+    const std::vector<int64_t> sq = {static_cast<int64_t>(g) * R, static_cast<int64_t>(g) * 2};
+    const mcx::Array v = make_input(sq, rows, xval);
+    return compare(mcx::device_put(v, mcx::NamedSharding(mesh, mcx::P(mcx::None, "i"))), sq, xval);
+  });
+  check("device_put_onto_a_reversed_mesh", [&] {  // the same spec over the devices in reverse order
+    std::vector<mcx::Device> reversed(mcx::devices().rbegin(), mcx::devices().rend());
+    const mcx::Mesh back(reversed, {g}, {"i"});
+    return compare(mcx::device_put(x, mcx::NamedSharding(back, mcx::P("i"))), xdims, xval);
+  });
+  if (g % 2 == 0) {
+    check("device_put_onto_a_2d_mesh", [&] {  // rows over g -> row blocks over g/2, each on 2 devices of a 2-d mesh
+      const mcx::Mesh grid = mcx::make_mesh({g / 2, 2}, {"a", "b"});
+      const mcx::Array moved = mcx::device_put(x, mcx::NamedSharding(grid, mcx::P("a")));
+      return compare(moved, xdims, xval);
     });
   }
   check("after_all", [&] {  // the devices are still usable locally
