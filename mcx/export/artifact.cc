@@ -191,6 +191,11 @@ absl::Status validate_impl(const Artifact& a, bool verify_program) {
   for (int w : a.vjp_wrt) {
     if (w < 0 || w >= static_cast<int>(a.in_avals.size())) return fail("vjp_wrt index ", w, " out of range");
   }
+  for (size_t i = 0; i < a.donated_inputs.size(); ++i) {
+    const int d = a.donated_inputs[i];
+    if (d < 0 || d >= static_cast<int>(a.in_avals.size())) return fail("donated input ", d, " out of range");
+    if (i > 0 && d <= a.donated_inputs[i - 1]) return fail("donated inputs are not ascending");
+  }
   if (verify_program) {
     if (absl::Status s = ir::verify(p); !s.ok()) return fail("program does not verify: ", s.message());
   }
@@ -244,10 +249,12 @@ Offset<fb::Exported> encode(FlatBufferBuilder& fbb, const Artifact& a) {
   auto disabled = fbb.CreateVectorOfStrings(a.disabled_safety_checks);
   auto program = codec::encode_program(fbb, a.program);
   auto wrt = fbb.CreateVector(a.vjp_wrt);
+  // Absent when empty, so artifacts without donation are byte for byte what earlier builds wrote.
+  Offset<flatbuffers::Vector<int32_t>> donated = a.donated_inputs.empty() ? 0 : fbb.CreateVector(a.donated_inputs);
   return fb::CreateExported(fbb, a.format_version, a.min_reader_version, a.opset_version,
                             a.calling_convention_version, producer, a.creation_time_unix_ms, fun_name, in_tree,
                             out_tree, in_names, in_avals_off, out_avals_off, in_sh_off, out_sh_off, a.nr_devices,
-                            platforms, constraints, disabled, program, vjp, wrt);
+                            platforms, constraints, disabled, program, vjp, wrt, donated);
 }
 
 absl::Status fail(const auto&... x) { return absl::InvalidArgumentError(cat("[deserialize] ", x...)); }
@@ -376,6 +383,7 @@ absl::StatusOr<Artifact> decode(const fb::Exported* e, const Limits& limits, int
   a.disabled_safety_checks = strings(e->disabled_safety_checks());
   MCX_ASSIGN_OR_RETURN(a.program, codec::decode_program(e->program(), limits));
   if (e->vjp_wrt()) a.vjp_wrt.assign(e->vjp_wrt()->begin(), e->vjp_wrt()->end());
+  if (e->donated_inputs()) a.donated_inputs.assign(e->donated_inputs()->begin(), e->donated_inputs()->end());
   if (e->vjp() != nullptr) {
     MCX_ASSIGN_OR_RETURN(Artifact vjp, decode(e->vjp(), limits, depth + 1));
     a.vjp = std::make_shared<const Artifact>(std::move(vjp));
@@ -453,6 +461,7 @@ std::string describe(const Artifact& a) {
   line("producer: ", a.producer, "   created (unix ms): ", a.creation_time_unix_ms);
   line("program: ", a.program.instrs.size(), " instructions, fingerprint ", ir::fingerprint_hex(a.program));
   line("vjp: ", a.vjp ? cat("yes (cotangents for inputs ", join(a.vjp_wrt, ", "), ")") : std::string("no"));
+  line("donated inputs: ", a.donated_inputs.empty() ? std::string("(none)") : join(a.donated_inputs, ", "));
   return out;
 }
 

@@ -98,6 +98,9 @@ struct Artifact {
   ir::Program program;
   std::shared_ptr<const Artifact> vjp;     // optional: (primals..., out cotangents...) -> cotangents
   std::vector<int> vjp_wrt;                // flat inputs the vjp returns cotangents for
+  // Flat inputs whose buffers Exported::call donates (the exported jit's donate_argnums), ascending: after
+  // the call their arrays are deleted, as after the jitted function's own call. Not written when empty.
+  std::vector<int> donated_inputs;
 
   // All dimension variables of the inputs, sorted.
   std::vector<std::string> dim_vars() const;

@@ -82,6 +82,30 @@ void record_mesh(const Mesh& mesh, const ExportOptions& options, Artifact& a) {
   a.nr_devices = static_cast<uint32_t>(mesh.size());
 }
 
+// Records the exported jit's shardings and donation (its options applied to the traced arguments) in the
+// artifact; the device count is the size of the mesh they use.
+void record_jit_placement(const RunOptions& jit, const ExportOptions& options, Artifact& a) {
+  const bool jit_shards = !jit.in_shardings.empty() || !jit.out_shardings.empty();
+  if (jit_shards && (!options.in_shardings.empty() || !options.out_shardings.empty())) {
+    throw InvalidArgument(cat("[export] '", options.name, "': shardings given twice, to the jit (in_shardings / "
+                              "out_shardings) and in ExportOptions; give them once (the jit's are recorded)"));
+  }
+  auto specs = [&](const std::vector<std::optional<Sharding>>& given, size_t n, std::vector<ShardingSpec>& out) {
+    if (given.empty()) return;
+    out.assign(n, ShardingSpec());
+    for (size_t i = 0; i < n && i < given.size(); ++i) {
+      if (!given[i]) continue;
+      out[i] = to_sharding_spec(*given[i]);
+      if (!out[i].unspecified) a.nr_devices = std::max(a.nr_devices, static_cast<uint32_t>(given[i]->num_devices()));
+    }
+  };
+  specs(jit.in_shardings, a.in_avals.size(), a.in_shardings);
+  specs(jit.out_shardings, a.out_avals.size(), a.out_shardings);
+  for (size_t i = 0; i < jit.donate.size() && i < a.in_avals.size(); ++i) {
+    if (jit.donate[i]) a.donated_inputs.push_back(static_cast<int>(i));
+  }
+}
+
 int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -134,7 +158,7 @@ std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
 }  // namespace
 
 Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const std::vector<bool>& is_input,
-                       const TracedFunction& traced, const TreeDef& out_tree) {
+                       const TracedFunction& traced, const TreeDef& out_tree, const RunOptions* jit_placement) {
   if (!traced.captured.empty()) {
     throw InvalidArgument(cat("[export] '", options.name, "': the function captures tracers of an enclosing trace"));
   }
@@ -160,7 +184,10 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.in_shardings = shardings_or_unspecified(options.in_shardings, a.in_avals.size(), "input", options.name);
   a.out_shardings = shardings_or_unspecified(options.out_shardings, a.out_avals.size(), "output", options.name);
   a.nr_devices = options.nr_devices;
-  if (traced.mesh) record_mesh(*traced.mesh, options, a);
+  if (jit_placement != nullptr) record_jit_placement(*jit_placement, options, a);
+  const bool recorded = std::any_of(a.in_shardings.begin(), a.in_shardings.end(), [](const ShardingSpec& s) { return !s.unspecified; }) ||
+                        std::any_of(a.out_shardings.begin(), a.out_shardings.end(), [](const ShardingSpec& s) { return !s.unspecified; });
+  if (traced.mesh && !recorded) record_mesh(*traced.mesh, options, a);
   a.platforms = options.platforms;
   a.constraints = a.program.scope.constraints();
   a.disabled_safety_checks = options.disabled_safety_checks;
@@ -213,6 +240,20 @@ MeshAxes recorded_axes(const Artifact& a) {
   if (axes) return *axes;
   return MeshAxes{{"devices"}, {static_cast<int64_t>(a.nr_devices)}};
 }
+
+}  // namespace
+
+exporting::ShardingSpec to_sharding_spec(const Sharding& sharding) {
+  exporting::ShardingSpec out;
+  if (sharding.is_single_device()) return out;
+  out.unspecified = false;
+  out.mesh_axis_names = sharding.mesh().axis_names();
+  out.mesh_axis_sizes = sharding.mesh().axis_sizes();
+  for (const DimSpec& d : sharding.spec().dims()) out.spec.push_back(d.axes);  // (a Sharding is never Unconstrained)
+  return out;
+}
+
+namespace {
 
 std::vector<std::optional<Sharding>> shardings_on(const Mesh& mesh, const std::vector<exporting::ShardingSpec>& specs) {
   std::vector<std::optional<Sharding>> out;
@@ -413,6 +454,10 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
     }
     fresh->run.what = api;
     fresh->run.program_key = program_key(fresh->program);
+    if (!a.donated_inputs.empty()) {  // the exported jit's donation: the call deletes those arguments
+      fresh->run.donate.assign(a.in_avals.size(), false);
+      for (int d : a.donated_inputs) fresh->run.donate[static_cast<size_t>(d)] = true;
+    }
     std::lock_guard<std::mutex> lock(state_->mu);
     ++state_->misses;
     entry = state_->cache.emplace(key, std::move(fresh)).first->second;

@@ -26,6 +26,13 @@
 // with those axes (so a job spanning processes chooses its mesh), else over the first N devices; fewer than
 // N devices is an error.
 //
+// Exporting a jitted function (export_fn(mcx::jit(f, {.in_shardings = ..., .donate_argnums = ...}))) records
+// what the jit was given, as jax.export does: its in and out shardings (per flat input and output, the mesh's
+// size as nr_devices), its donation (Exported::call then donates those inputs) and, when ExportOptions::name
+// is left at its default, its name. Shardings given both to the jit and in ExportOptions are InvalidArgument:
+// a layout is written once. to_sharding_spec turns any mcx::Sharding into the artifact's form, for
+// ExportOptions::in_shardings / out_shardings of a function that is not jitted.
+//
 // Errors are thrown as mcx::Error subclasses (InvalidArgument) with messages starting "[export]",
 // "[Exported.call]", "[Exported.vjp]" or "[deserialize]". Thread-safety: an Exported may be called from
 // many threads at once (its cache is guarded by a std::mutex; specialisation and compilation happen outside
@@ -48,7 +55,8 @@
 namespace mcx {
 
 struct ExportOptions {
-  std::string name = "function";
+  static constexpr std::string_view kDefaultName = "function";
+  std::string name = std::string(kDefaultName);
   std::vector<std::string> constraints = {};        // e.g. "b >= 16", "b == 2*c"
   std::vector<std::string> platforms = {"cpu"};
   std::vector<std::string> disabled_safety_checks = {};  // "platform": call on any platform
@@ -59,6 +67,10 @@ struct ExportOptions {
   bool optimize = true;   // dead-code and common-subexpression elimination before export
   int64_t creation_time_unix_ms = -1;  // -1: now (tests pin it for reproducible bytes)
 };
+
+// The artifact's form of a sharding: a NamedSharding's mesh axes (names and sizes) and partition spec; a
+// single-device sharding is "unspecified" (one device: nothing to record).
+exporting::ShardingSpec to_sharding_spec(const Sharding& sharding);
 
 struct ExportedCacheStats {
   int64_t size = 0;  // concrete signatures specialised
@@ -127,8 +139,9 @@ class Exported {
 
 namespace detail {
 // The non-template part of export_fn: builds the artifact from a traced program.
+// jit_placement: the exported function's jit options applied to these arguments (Jitted::placement), or null.
 Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const std::vector<bool>& is_input,
-                       const TracedFunction& traced, const TreeDef& out_tree);
+                       const TracedFunction& traced, const TreeDef& out_tree, const RunOptions* jit_placement = nullptr);
 exporting::TreeSpec to_tree_spec(const TreeDef& def);
 TreeDef from_tree_spec(const exporting::TreeSpec& spec);
 }  // namespace detail
@@ -141,19 +154,28 @@ class Exporter {
   template <typename... Args>
     requires(detail::TraceableArg<Args> && ...)
   Exported operator()(const Args&... args) const {
-    if (in_trace()) throw InvalidArgument("[export] '" + options_.name + "': export inside an active trace");
+    ExportOptions options = options_;
+    if constexpr (detail::is_jitted_v<F>) {
+      if (options.name == ExportOptions::kDefaultName) options.name = f_.options().name;
+    }
+    if (in_trace()) throw InvalidArgument("[export] '" + options.name + "': export inside an active trace");
     detail::FlatArgs flat = detail::flatten_args(args...);
     std::vector<bool> is_input = {(PyTree<Args> || std::is_same_v<Args, AbstractValue>)...};
-    SymbolicScope scope = value_or_throw(SymbolicScope::create(options_.constraints));
+    SymbolicScope scope = value_or_throw(SymbolicScope::create(options.constraints));
     TreeDef out_tree;
-    TracedFunction t = trace_flat("export of '" + options_.name + "'", options_.name, flat.avals, flat.weak,
+    TracedFunction t = trace_flat("export of '" + options.name + "'", options.name, flat.avals, flat.weak,
                                   scope, [&](std::span<const Array> tracers) {
                                     auto [leaves, def] = tree_flatten(detail::call_rebuilt(f_, flat, tracers, args...));
                                     out_tree = std::move(def);
                                     return leaves;
                                   },
                                   detail::argument_leaf_names(flat));
-    return detail::make_exported(options_, flat, is_input, t, out_tree);
+    if constexpr (detail::is_jitted_v<F>) {
+      const RunOptions placement = f_.placement(flat, t.program);
+      return detail::make_exported(options, flat, is_input, t, out_tree, &placement);
+    } else {
+      return detail::make_exported(options, flat, is_input, t, out_tree);
+    }
   }
 
  private:

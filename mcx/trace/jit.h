@@ -131,6 +131,12 @@ class Jitted {
     return lookup(detail::flatten_args(args...), args...)->program;
   }
 
+  // The per-leaf shardings and donation the options give these flat arguments and their traced program (what
+  // a call would run with; export_fn records them in the artifact). InvalidArgument as a call.
+  RunOptions placement(const detail::FlatArgs& flat, const ir::Program& program) const {
+    return state_->run_options_for("jit of '" + state_->options().name + "'", flat, program, std::nullopt);
+  }
+
   JitCacheStats cache_stats() const { return state_->stats(); }
   int64_t cache_size() const { return state_->stats().size; }
   void clear_cache() const { state_->clear(); }
@@ -151,6 +157,13 @@ class Jitted {
   F f_;
   std::shared_ptr<detail::JitState> state_;
 };
+
+namespace detail {
+template <typename T>
+inline constexpr bool is_jitted_v = false;
+template <typename F>
+inline constexpr bool is_jitted_v<Jitted<F>> = true;
+}  // namespace detail
 
 template <typename F>
 Jitted<std::decay_t<F>> jit(F&& f, JitOptions options = {}) {

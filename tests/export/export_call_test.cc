@@ -284,6 +284,44 @@ TEST(ExportSharded, RunsWithTheRecordedShardingsOnNDevices) {
   expect_same_values(y, mlp(p, random_array({3, 6}, 2)), 1e-5, 1e-6, "two devices");
 }
 
+// export_fn of a jitted function records what the jit was given (as jax.export of a jax.jit): the
+// shardings per flat input and output, the device count, the donation and the name; Exported::call runs with
+// them and donates. Before, the jit inlined into the export's trace and the artifact said 1 device, unspecified.
+TEST(ExportSharded, AJittedFunctionsShardingsDonationAndNameReachTheArtifact) {
+  const Mesh mesh = make_mesh({4}, {"data"});
+  const Sharding rows = NamedSharding(mesh, P("data", None)), replicated = NamedSharding(mesh, P());
+  const auto step = jit(mlp, {.name = "mlp_step", .in_shardings = {replicated, rows}, .out_shardings = {rows},
+                              .donate_argnums = {1}});
+  const Exported e = Exported::deserialize(export_fn(step, {.creation_time_unix_ms = 1})(mlp_params(1), f32("b, 6")).serialize());
+  const exporting::Artifact& a = e.artifact();
+  EXPECT_EQ(a.fun_name, "mlp_step");
+  EXPECT_EQ(a.nr_devices, 4u);
+  ASSERT_EQ(a.in_shardings.size(), 4u);  // b1, w1, w2 (dict order), then x
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.in_shardings[i], to_sharding_spec(replicated)) << i;
+  EXPECT_EQ(a.in_shardings[3], to_sharding_spec(rows));
+  EXPECT_EQ(a.in_shardings[3].to_string(), "{data: 4} P('data', None)");
+  ASSERT_EQ(a.out_shardings.size(), 1u);
+  EXPECT_EQ(a.out_shardings[0], to_sharding_spec(rows));
+  EXPECT_EQ(a.donated_inputs, std::vector<int>{3});
+  EXPECT_THAT(exporting::describe(a), HasSubstr("donated inputs: 3"));
+  // The call runs on the recorded layout and donates x, as the jitted function does.
+  const Tree p = mlp_params(1);
+  const Array x = random_array({8, 6}, 7);
+  const Array expected = mlp(p, x);
+  const Array x_copy = device_put(x, rows);
+  const Array out = e.call(p, x_copy).at(0);
+  EXPECT_EQ(out.sharding(), rows);
+  expect_same_values(out, expected, 1e-5, 1e-6, "exported jit");
+  EXPECT_THAT(error_of([&] { (void)x_copy.to_host(); }), HasSubstr("delete"));
+  // A layout is written once: shardings given both to the jit and to the export are refused.
+  ExportOptions twice;
+  twice.in_shardings.assign(4, to_sharding_spec(rows));
+  EXPECT_THAT(error_of([&] { export_fn(step, twice)(mlp_params(1), f32("b, 6")); }),
+              HasSubstr("shardings given twice"));
+  // to_sharding_spec: a single device has nothing to record.
+  EXPECT_TRUE(to_sharding_spec(SingleDeviceSharding(devices()[0])).unspecified);
+}
+
 // A function that calls shard_map exports with its mesh recorded (inputs replicated on it, nr_devices its
 // size): the deserialised artifact runs on a mesh of that shape and its VJP is the global gradient.
 TEST(ExportSharded, AShardMapRecordsItsMeshAndDifferentiates) {
