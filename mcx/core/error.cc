@@ -1,7 +1,9 @@
 #include "mcx/core/error.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace mcx {
@@ -36,9 +38,30 @@ absl::Status with_message(const absl::Status& status, absl::string_view message)
   return out;
 }
 
+absl::Status with_api_prefix(const absl::Status& status, std::string_view api) {
+  if (status.ok()) return status;
+  const std::string prefix = absl::StrCat("[", std::string(api), "]");
+  const absl::string_view message = status.message();
+  if (absl::StartsWith(message, prefix)) return status;
+  return with_message(status, absl::StrCat(prefix, " ", message));
+}
+
+std::string public_message(std::string_view message) {
+  std::string out(message);
+  for (;;) {
+    if (out.empty() || out[0] != '[') return out;
+    const size_t close = out.find(']');
+    if (close == std::string::npos) return out;
+    const std::string_view first(out.data(), close + 1);
+    const size_t rest = out.find_first_not_of(' ', close + 1);
+    if (rest == std::string::npos || out.compare(rest, first.size(), first) != 0) return out;
+    out.erase(0, rest);  // "[a] [a] m" -> "[a] m"
+  }
+}
+
 void throw_if_error(const absl::Status& status) {
   if (status.ok()) return;
-  const std::string msg(status.message());
+  const std::string msg = public_message(std::string(status.message()));
   if (status.GetPayload(kProcessFailureUrl)) {
     throw ProcessFailure(status.code(), msg, failed_process(status));
   }

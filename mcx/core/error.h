@@ -81,7 +81,17 @@ absl::Status with_payloads_of(absl::Status status, const absl::Status& from);
 // adding context to an error that came from elsewhere).
 absl::Status with_message(const absl::Status& status, absl::string_view message);
 
-// Throws the Error subclass matching status.code(); does nothing for OK.
+// `status` with its message prefixed by "[api] ", unless it already starts with that prefix (an error from a
+// lower layer of the same API), keeping code and payloads. OK stays OK.
+absl::Status with_api_prefix(const absl::Status& status, std::string_view api);
+
+// The message a public error carries: `message` with a leading "[x] " that repeats the prefix before it
+// dropped ("[a] [a] m" -> "[a] m"; "[a] [b] m" is kept: b is the layer under a).
+std::string public_message(std::string_view message);
+
+// Throws the Error subclass matching status.code() with public_message(status.message()); does nothing for
+// OK. This is the one conversion from Status to exception, so no public error starts with the same bracketed
+// API twice.
 void throw_if_error(const absl::Status& status);
 
 // Returns the value or throws the matching Error.

@@ -62,7 +62,7 @@ void run_call(const std::string& what, const std::string& name, absl::Duration t
   if (!st.ok()) {
     p.group.reset();  // poisoned: the next call connects a new generation
     ++p.generation;
-    throw_if_error(with_message(st, absl::StrCat("[", what, "] ", st.message())));
+    throw_if_error(with_api_prefix(st, what));
   }
 }
 

@@ -28,6 +28,27 @@ TEST(Error, AMarkedStatusIsAProcessFailureNamingTheProcess) {
   EXPECT_TRUE(mark_process_failure(absl::OkStatus(), 3).ok());
 }
 
+TEST(Error, NoPublicErrorStartsWithTheSameBracketTwice) {
+  EXPECT_EQ(public_message("[a] [a] m"), "[a] m");
+  EXPECT_EQ(public_message("[a] [a] [a] m"), "[a] m");
+  EXPECT_EQ(public_message("[a] [b] m"), "[a] [b] m");  // b is the layer under a: kept
+  EXPECT_EQ(public_message("[a]"), "[a]");
+  EXPECT_EQ(public_message("[a] m [a]"), "[a] m [a]");
+  EXPECT_EQ(public_message("no prefix"), "no prefix");
+  try {
+    throw_if_error(mark_process_failure(absl::FailedPreconditionError("[sync] [sync] the processes differ"), 1));
+    FAIL() << "no exception";
+  } catch (const ProcessFailure& e) {
+    EXPECT_STREQ(e.what(), "[sync] the processes differ");
+  }
+  // Adding an API's context to an error that already carries it leaves it alone.
+  const absl::Status inner = absl::FailedPreconditionError("[sync] the processes differ");
+  EXPECT_EQ(with_api_prefix(inner, "sync").message(), "[sync] the processes differ");
+  EXPECT_EQ(with_api_prefix(inner, "multihost").message(), "[multihost] [sync] the processes differ");
+  EXPECT_EQ(with_api_prefix(mark_process_failure(inner, 4), "x").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failed_process(with_api_prefix(mark_process_failure(inner, 4), "x")), 4);
+}
+
 TEST(Error, WithMessageKeepsCodeAndMark) {
   const absl::Status s = mark_process_failure(absl::AbortedError("inner"), 5);
   const absl::Status w = with_message(s, "[jit(step) on cpu:1] inner");

@@ -43,6 +43,11 @@ std::string expect_error(const std::string& what, absl::StatusCode code, const s
     const std::string msg = e.what();
     print_line("NOTE " + what + ": " + one_line(msg));
     if (e.code() != code) return absl::StrCat(what, " threw ", absl::StatusCodeToString(e.code()), ": ", msg);
+    const size_t close = msg.find(']');
+    if (msg.rfind('[', 0) == 0 && close != std::string::npos && msg.size() >= 2 * (close + 1) + 1 &&
+        msg.compare(close + 2, close + 1, msg, 0, close + 1) == 0) {
+      return absl::StrCat(what, "'s message repeats its prefix: ", msg);
+    }
     for (const std::string& n : needles) {
       if (msg.find(n) == std::string::npos) return absl::StrCat(what, "'s message lacks '", n, "': ", msg);
     }
