@@ -92,6 +92,23 @@ absl::StatusOr<SourcePtr> make_memory_source(std::string name, ExampleSpec spec,
   return SourcePtr(std::make_shared<MemorySource>(std::move(name), std::move(spec), size, data, std::move(keep)));
 }
 
+SourcePtr from_values_bytes(std::string name, ExampleSpec spec, std::span<const std::byte> bytes, size_t count) {
+  int64_t per_example = 1;
+  for (int64_t d : spec.dims) {
+    if (d <= 0) {
+      throw InvalidArgument(absl::StrCat("[data] ", name, ": expected example dimensions > 0, found ", spec.to_string()));
+    }
+    per_example *= d;
+  }
+  const int64_t n = static_cast<int64_t>(count);
+  if (n % per_example != 0) {
+    throw InvalidArgument(absl::StrCat("[data] ", name, ": expected a whole number of ", spec.to_string(),
+                                       " examples (a multiple of ", per_example, " values), found ", n, " values"));
+  }
+  return from_bytes(std::move(name), std::move(spec), n / per_example,
+                    std::vector<std::byte>(bytes.begin(), bytes.end()));
+}
+
 SourcePtr from_bytes(std::string name, ExampleSpec spec, int64_t size, std::vector<std::byte> bytes) {
   auto owned = std::make_shared<std::vector<std::byte>>(std::move(bytes));
   std::span<const std::byte> view(owned->data(), owned->size());

@@ -68,4 +68,20 @@ absl::StatusOr<SourcePtr> make_memory_source(std::string name, ExampleSpec spec,
 // spec.dtype's C++ type, checked by byte count).
 SourcePtr from_bytes(std::string name, ExampleSpec spec, int64_t size, std::vector<std::byte> bytes);
 
+// Users' in-memory data, typed: a copy of `values`, one example of shape example_dims after another, with T's
+// dtype (dtype_of<T>). The example count is values.size() / prod(example_dims); InvalidArgument names both
+// when that does not divide (or example_dims has a negative or zero-sized dimension).
+//   auto labels = mcx::data::from_values<int32_t>("labels", {}, label_vector);           // i32[] examples
+//   auto images = mcx::data::from_values<float>("images", {28, 28}, pixel_vector);       // f32[28,28] examples
+SourcePtr from_values_bytes(std::string name, ExampleSpec spec, std::span<const std::byte> bytes, size_t count);
+template <typename T>
+SourcePtr from_values(std::string name, std::vector<int64_t> example_dims, std::span<const T> values) {
+  return from_values_bytes(std::move(name), ExampleSpec{dtype_of<T>::value, std::move(example_dims)},
+                           std::as_bytes(values), values.size());
+}
+template <typename T>
+SourcePtr from_values(std::string name, std::vector<int64_t> example_dims, const std::vector<T>& values) {
+  return from_values<T>(std::move(name), std::move(example_dims), std::span<const T>(values));
+}
+
 }  // namespace mcx::data

@@ -22,16 +22,31 @@ using ::testing::HasSubstr;
 SourcePtr features(int64_t n) {
   std::vector<float> v;
   for (int64_t i = 0; i < n; ++i) for (int k = 0; k < 4; ++k) v.push_back(static_cast<float>(i));
-  std::vector<std::byte> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return from_bytes("features", {DType::kFloat32, {4}}, n, std::move(b));
+  return from_values<float>("features", {4}, v);
 }
 SourcePtr labels(int64_t n) {
   std::vector<int32_t> v(n);
   std::iota(v.begin(), v.end(), 0);
-  std::vector<std::byte> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return from_bytes("labels", {DType::kInt32, {}}, n, std::move(b));
+  return from_values<int32_t>("labels", {}, v);
+}
+
+TEST(InMemorySource, FromValuesTakesTypedVectorsAndChecksTheExampleCount) {
+  const SourcePtr f = features(5);
+  EXPECT_EQ(f->size(), 5);
+  EXPECT_EQ(f->spec(), (ExampleSpec{DType::kFloat32, {4}}));
+  std::vector<float> out(4);
+  ASSERT_TRUE(f->read(3, std::as_writable_bytes(std::span<float>(out))).ok());
+  EXPECT_EQ(out, (std::vector<float>{3, 3, 3, 3}));
+  const SourcePtr l = labels(7);
+  EXPECT_EQ(l->size(), 7);
+  EXPECT_EQ(l->spec(), (ExampleSpec{DType::kInt32, {}}));
+  try {
+    from_values<float>("odd", {2, 3}, std::vector<float>(13));
+    ADD_FAILURE() << "13 values made f32[2,3] examples";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expected a whole number of f32[2,3] examples (a multiple of 6 values), found 13"));
+  }
+  EXPECT_THROW(from_values<float>("empty dim", {0}, std::vector<float>(4)), InvalidArgument);
 }
 
 TEST(Sampler, ExactlyOncePerEpochDropAndPad) {

@@ -1,0 +1,23 @@
+# mcx_doc_snippet(DOC NAME OUT): writes the ```cpp block between <!-- NAME:begin --> and <!-- NAME:end --> of
+# the Markdown file DOC to OUT, so a page's sample is code the build compiles and the tests run (the page
+# cannot drift from it). Editing DOC re-runs the configure step.
+function(mcx_doc_snippet doc name out)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${doc})
+  file(READ ${doc} text)
+  string(FIND "${text}" "<!-- ${name}:begin -->" begin_pos)
+  string(FIND "${text}" "<!-- ${name}:end -->" end_pos)
+  if(begin_pos EQUAL -1 OR end_pos EQUAL -1 OR end_pos LESS begin_pos)
+    message(FATAL_ERROR "${doc}: ${name} begin/end markers not found")
+  endif()
+  math(EXPR len "${end_pos} - ${begin_pos}")
+  string(SUBSTRING "${text}" ${begin_pos} ${len} section)
+  string(FIND "${section}" "```cpp\n" code_begin)
+  string(FIND "${section}" "\n```" code_end REVERSE)
+  if(code_begin EQUAL -1 OR code_end EQUAL -1 OR code_end LESS code_begin)
+    message(FATAL_ERROR "${doc}: no ```cpp block between the ${name} markers")
+  endif()
+  math(EXPR code_begin "${code_begin} + 7")
+  math(EXPR code_len "${code_end} + 1 - ${code_begin}")
+  string(SUBSTRING "${section}" ${code_begin} ${code_len} code)
+  file(CONFIGURE OUTPUT ${out} CONTENT "${code}" @ONLY)
+endfunction()
