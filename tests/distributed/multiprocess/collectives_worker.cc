@@ -234,6 +234,17 @@ void run_all(int n, int g) {  // n processes, g devices in all
     const mcx::Array v = make_input(sq, rows, xval);
     return compare(mcx::device_put(v, mcx::NamedSharding(mesh, mcx::P(mcx::None, "i"))), sq, xval);
   });
+  check("device_put_reshard_is_guarded", [&]() -> std::string {  // a device-to-device transfer for the guard
+    if (n == 1) return "";  // within one process the same call is a local copy, guarded the same way elsewhere
+    try {
+      mcx::TransferGuard guard(mcx::TransferDirection::kDeviceToDevice, mcx::TransferGuardLevel::kDisallowExplicit);
+      mcx::device_put(x, mcx::NamedSharding(mesh, mcx::P()));
+    } catch (const mcx::TransferGuardError& e) {
+      const std::string msg = e.what();
+      return msg.find("device-to-device") != std::string::npos ? "" : "unexpected message: " + msg;
+    }
+    return "the guard did not see the transfer";
+  });
   check("device_put_onto_a_reversed_mesh", [&] {  // the same spec over the devices in reverse order
     std::vector<mcx::Device> reversed(mcx::devices().rbegin(), mcx::devices().rend());
     const mcx::Mesh back(reversed, {g}, {"i"});
