@@ -247,8 +247,7 @@ int run(const Config& cfg) {
       // Every live process stops at the same step and takes part in the checkpoint of the (replicated) state,
       // which the lowest live process writes and commits.
       if (mcx::multihost::reached_preemption_sync_point(state.steps)) {
-        mcx::checkpoint::CheckpointManager ckpt(cfg.state_dir, {.max_to_keep = 1});
-        ckpt.set_processes(where->live.processes);
+        mcx::checkpoint::CheckpointManager ckpt(cfg.state_dir, {.max_to_keep = 1});  // follows the live set
         ckpt.save(state.steps, fault_tolerant::as_tree(state));
         std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
                     mcx::process_index() == where->live.processes.front()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# kill_anywhere.sh MCX_RUN TRAIN DATA_DIR [RUNS]: the main job's MLP on 3 processes x 1 device under
+# `mcx-run --recoverable`, 60 steps with a checkpoint every 10, and one process (chosen at random) killed with
+# kill -9 from outside at a random moment (1-7 s after the start, once every process has registered: the
+# first steps, a step, a save, the evaluation), RUNS times (default 10). (A process that dies before it
+# registers makes the others' initialize() fail at its timeout, as in JAX: the coordinator cannot tell it
+# from a slow start.) Every run must end with exit 0 within its 100 s, commit the last
+# checkpoint (step 60) and leave at most one save unsaved (the one in flight at the kill); a survivor that saw
+# the victim go counts it in its summary. Prints one line per run and a count.
+# Exits 77 (skipped) when DATA_DIR has no Fashion-MNIST (scripts/fetch-fashion-mnist.sh).
+set -uo pipefail
+mcx_run=$1 train=$2 data=$3 runs=${4:-10}
+[ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "kill_anywhere.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+for run in $(seq 1 "$runs"); do
+  victim=$((RANDOM % 3))
+  delay=$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 1 + r / 32767 * 6 }')
+  rm -rf "$tmp/ckpt"
+  start=$(date +%s.%N)
+  "$mcx_run" -n 3 --cpu-devices 1 --recoverable --timeout 100 -- "$train" --model mlp --data "$data" --batch 96 \
+    --steps 60 --save-every 10 --threads 1 --min-accuracy 0.5 --checkpoint-dir "$tmp/ckpt" > "$tmp/job.log" 2>&1 &
+  launcher=$!
+  sleep "$delay"
+  pid=
+  for child in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qx "MCX_PROCESS_ID=$victim" && pid=$child
+  done
+  [ -n "$pid" ] && kill -9 "$pid"
+  wait "$launcher"
+  rc=$?
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  unsaved=$(grep -c "not saved" "$tmp/job.log")
+  survivors=$(grep -c "summary: .* on 10000 held-out images; 60 steps" "$tmp/job.log")
+  counted=$(grep -c "summary: .*1 process failure survived (lost {$victim})" "$tmp/job.log")
+  verdict=OK
+  if [ "$rc" -ne 0 ] || [ ! -f "$tmp/ckpt/60/COMMIT" ] || [ "$unsaved" -gt 2 ] || [ "$survivors" -lt 2 ]; then
+    verdict=FAILED
+    failed=$((failed + 1))
+    cp "$tmp/job.log" "${TMPDIR:-/tmp}/kill_anywhere_run$run.log"
+  fi
+  echo "kill_anywhere.sh: run $run: process $victim killed ${pid:+(pid $pid) }at ${delay} s; exit $rc in $took s;" \
+       "step 60 $([ -f "$tmp/ckpt/60/COMMIT" ] && echo committed || echo MISSING); $unsaved unsaved save lines;" \
+       "$counted of $survivors summaries count the failure: $verdict"
+done
+echo "kill_anywhere.sh: $((runs - failed)) of $runs runs OK"
+[ "$failed" -eq 0 ]
