@@ -61,7 +61,7 @@ std::string public_message(std::string_view message) {
 
 void throw_if_error(const absl::Status& status) {
   if (status.ok()) return;
-  const std::string msg = public_message(std::string(status.message()));
+  const std::string msg(status.message());  // (Error's constructor drops a repeated prefix)
   if (status.GetPayload(kProcessFailureUrl)) {
     throw ProcessFailure(status.code(), msg, failed_process(status));
   }

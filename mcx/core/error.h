@@ -18,10 +18,15 @@
 
 namespace mcx {
 
-// Base of every exception mcx throws. code() is the absl status code it was made from.
+// The message a public error carries: `message` with a leading "[x] " that repeats the prefix before it
+// dropped ("[a] [a] m" -> "[a] m"; "[a] [b] m" is kept: b is the layer under a).
+std::string public_message(std::string_view message);
+
+// Base of every exception mcx throws. code() is the absl status code it was made from. The message is
+// public_message(message), so no public error starts with the same bracketed API twice, however it was built.
 class Error : public std::runtime_error {
  public:
-  Error(absl::StatusCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(absl::StatusCode code, const std::string& message) : std::runtime_error(public_message(message)), code_(code) {}
   absl::StatusCode code() const { return code_; }
   absl::Status status() const { return absl::Status(code_, what()); }
 
@@ -85,13 +90,7 @@ absl::Status with_message(const absl::Status& status, absl::string_view message)
 // lower layer of the same API), keeping code and payloads. OK stays OK.
 absl::Status with_api_prefix(const absl::Status& status, std::string_view api);
 
-// The message a public error carries: `message` with a leading "[x] " that repeats the prefix before it
-// dropped ("[a] [a] m" -> "[a] m"; "[a] [b] m" is kept: b is the layer under a).
-std::string public_message(std::string_view message);
-
-// Throws the Error subclass matching status.code() with public_message(status.message()); does nothing for
-// OK. This is the one conversion from Status to exception, so no public error starts with the same bracketed
-// API twice.
+// Throws the Error subclass matching status.code(); does nothing for OK.
 void throw_if_error(const absl::Status& status);
 
 // Returns the value or throws the matching Error.

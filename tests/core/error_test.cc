@@ -41,6 +41,8 @@ TEST(Error, NoPublicErrorStartsWithTheSameBracketTwice) {
   } catch (const ProcessFailure& e) {
     EXPECT_STREQ(e.what(), "[sync] the processes differ");
   }
+  // However an error is made.
+  EXPECT_STREQ(InvalidArgument("[dims] [dims] expected a concrete shape").what(), "[dims] expected a concrete shape");
   // Adding an API's context to an error that already carries it leaves it alone.
   const absl::Status inner = absl::FailedPreconditionError("[sync] the processes differ");
   EXPECT_EQ(with_api_prefix(inner, "sync").message(), "[sync] the processes differ");
