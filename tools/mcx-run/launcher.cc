@@ -70,7 +70,9 @@ Clock::time_point after(double seconds) {
 
 class Job {
  public:
-  explicit Job(const LaunchOptions& o) : o_(o), workers_(o.num_processes), restarts_(o.num_processes, 0) {}
+  explicit Job(const LaunchOptions& o)
+      : o_(o), workers_(o.num_processes), restarts_(o.num_processes, 0), joined_(o.num_processes, false),
+        started_again_(o.num_processes, false) {}
   int run();
 
  private:
@@ -110,6 +112,8 @@ class Job {
   int coordinator_restarts_ = 0;
   std::vector<Worker> workers_;
   std::vector<int> restarts_;
+  std::vector<bool> joined_;         // the coordinator reported the process CONNECTED (it registered)
+  std::vector<bool> started_again_;  // it died before it joined and was started once more
   OutputPump pump_;
   std::optional<int> result_;  // first failure's exit code
   int interrupted_by_ = 0;     // the first signal forwarded to the workers (0: none)
@@ -289,8 +293,14 @@ void Job::begin_termination(const std::string& why, int sig) {
 }
 
 void Job::on_coordinator_line(std::string_view line) {
+  static const std::regex connected(R"(\[mcx-coordinator\] task (\d+) CONNECTED)");
   static const std::regex re(R"(\[mcx-coordinator\] task (\d+) ERROR)");
   std::match_results<std::string_view::const_iterator> m;
+  if (std::regex_search(line.begin(), line.end(), m, connected)) {
+    const int task = std::stoi(m[1].str());
+    if (task >= 0 && task < o_.num_processes) joined_[task] = true;
+    return;
+  }
   if (!std::regex_search(line.begin(), line.end(), m, re)) return;
   const int task = std::stoi(m[1].str());
   if (task >= 0 && task < o_.num_processes) reported_failed_.push_back(task);
@@ -337,6 +347,20 @@ void Job::on_worker_exit(int id, ExitStatus status) {
       say(absl::StrCat("process ", id, " failed (", status.to_string(), "): the root cause"));
     }
     settle_root_cause();
+    return;
+  }
+  const bool recoverable = o_.recoverable || o_.max_restarts > 0;
+  if (recoverable && !joined_[id] && o_.coordinator.empty() && !coordinator_exited_ && !started_again_[id]) {
+    // It died before it registered: a recoverable job cannot assemble without it (registration waits for every
+    // process) and the others have nothing of it to carry on without, so it is started once more, as the same
+    // first incarnation (MCX_RESTART_COUNT unchanged).
+    started_again_[id] = true;
+    w.failure.reset();
+    w.signalled = false;
+    reported_failed_.erase(std::remove(reported_failed_.begin(), reported_failed_.end(), id), reported_failed_.end());
+    say(absl::StrCat("process ", id, " failed (", status.to_string(), ") before it joined the job; starting it again "
+                     "(the job cannot assemble without it)"));
+    w.restart_at = Clock::now() + milliseconds(100);
     return;
   }
   if (restarts_[id] < o_.max_restarts && !coordinator_exited_) {

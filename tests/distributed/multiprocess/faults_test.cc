@@ -223,6 +223,24 @@ TEST(Faults, StuckTaskIsNamedByTheBarrierTimeout) {
   h.kill9(w[1]);
 }
 
+// A process of a recoverable job that dies before it registers (here: on its first start) is started once more
+// by mcx-run, since registration waits for every process; before, the others waited out the init timeout.
+TEST(Faults, McxRunStartsAgainAProcessThatDiedBeforeJoiningARecoverableJob) {
+  Harness h;
+  TempDir dir;
+  const std::string marker = dir.file("died_once");
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "3", "--recoverable", "--init-timeout", "30", "--", "sh", "-c",
+                              "if [ $MCX_PROCESS_ID = 2 ] && [ ! -e " + marker + " ]; then touch " + marker +
+                                  "; kill -9 $$; fi; exec " + worker_path() + " hello"});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(25000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.err(r), HasSubstr("process 2 failed (killed by signal 9 (Killed)) before it joined the job; starting it "
+                                  "again (the job cannot assemble without it)"));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(h.out(r), HasSubstr("[p" + std::to_string(i) + "] task " + std::to_string(i) + " of 3 passed the barrier"));
+  }
+}
+
 // mcx-run with real workers: a task that dies once is restarted with a new incarnation and the job
 // finishes; without restarts, the failure ends the job with that task's exit code.
 TEST(Faults, McxRunRestartsAFailedTaskInRecoverableMode) {
