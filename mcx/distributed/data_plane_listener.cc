@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/live_set.h"
 #include "mcx/core/logging.h"
 
 namespace mcx::distributed {
@@ -205,7 +206,10 @@ absl::StatusOr<std::unique_ptr<DataPlaneStream>> DataPlaneListener::take(const s
       return absl::DeadlineExceededError(absl::StrCat("[data plane] process ", from_process, " (rank ", from_rank,
                                                       ") did not connect for '", group, "' in time"));
     }
-    arrived_.wait_until(lock, absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Seconds(1))));
+    // A process the coordination service reported dead will never connect: stop waiting for it (checked at
+    // each wake-up, at least every 200 ms), marked as its failure so that callers retry on the survivors.
+    if (absl::Status dead = reported_process_failure({from_process}); !dead.ok()) return dead;
+    arrived_.wait_until(lock, absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Milliseconds(200))));
   }
 }
 

@@ -11,7 +11,8 @@
 // closed at once (counted too). Every handshake has handshake_timeout.
 //
 // Errors: start() Unavailable when the address cannot be bound; take() DeadlineExceeded naming the group and
-// rank that did not connect, Cancelled once the listener stops.
+// rank that did not connect, the reported failure of that process (core/live_set.h, marked as its failure)
+// within 200 ms of the coordination service declaring it dead, Cancelled once the listener stops.
 // Thread-safety: thread-safe. The destructor stops accepting, wakes and joins every handshake.
 #pragma once
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/distributed/tcp_peer_group.h"
 
 namespace mcx::distributed {
@@ -152,6 +153,8 @@ absl::StatusOr<std::unique_ptr<DataPlaneStream>> TcpDataPlane::connect_to(const 
     last_address = address;
     if (!absl::StartsWith(last.message(), "[data plane] cannot connect to ")) refusal = last;
     if (last.code() == absl::StatusCode::kPermissionDenied) continue;
+    // Not listening any more because the coordination service reported it dead: it will not come back.
+    if (absl::Status dead = reported_process_failure({peer_process}); !dead.ok()) return dead;
     absl::SleepFor(std::min(backoff, left_until(deadline)));  // not listening (yet, or any more): restarting?
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
@@ -174,8 +177,8 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> TcpDataPlane::connect(const PeerGroup
     return absl::InvalidArgumentError(absl::StrCat("[data plane] the group key is ", request.key.size(),
                                                    " bytes; expected at most ", kMaxHelloBytes - 128));
   }
-  auto context = [&](const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat("[data plane] process ", self, " could not connect '", request.key,
+  auto context = [&](const absl::Status& s) {  // (keeps a process-failure mark)
+    return with_message(s, absl::StrCat("[data plane] process ", self, " could not connect '", request.key,
                                                "' with processes {", absl::StrJoin(request.processes, ","),
                                                "} (live set ", request.live_set, ", generation ", request.generation,
                                                "): ", s.message()));

@@ -15,8 +15,10 @@
 //
 // Errors: connect() PermissionDenied when a peer's listener fails its proof or certificate check (names it);
 // DeadlineExceeded naming the process that did not connect, or could not be reached, in time, with the last
-// reason (e.g. "closed the connection during the handshake": it refused this process's certificate); each
-// prefixed with the group, its processes, live set and generation.
+// reason (e.g. "closed the connection during the handshake": it refused this process's certificate); the
+// reported failure of a peer the coordination service declared dead while the group was being connected
+// (marked as its failure: a rendezvous never waits out its deadline for a dead process); each prefixed with
+// the group, its processes, live set and generation.
 // Thread-safety: TcpDataPlane is thread-safe; groups follow PeerGroup's contract.
 #pragma once
 

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/core/peer_collectives.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
@@ -246,6 +247,29 @@ TEST_P(TcpPeerGroupTest, MissingPeerIsADeadlineNamingItsProcess) {
   for (const absl::Status& s : st) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_THAT(s.message(), HasSubstr("process 2"));
+  }
+}
+
+// A peer the coordination service reports dead while the group is being connected ends the rendezvous at once,
+// marked as its failure (so with_live_devices retries on the survivors), instead of at the 60 s deadline.
+TEST_P(TcpPeerGroupTest, APeerReportedDeadEndsTheRendezvousAtOnce) {
+  start_planes(3);
+  std::vector<int> all = {0, 1, 2};
+  std::vector<absl::Status> st(2);
+  const absl::Time start = absl::Now();
+  std::thread report([] {
+    absl::SleepFor(absl::Milliseconds(300));
+    record_process_failure(2, 12345, mark_process_failure(absl::UnavailableError("process 2 was killed"), 2));
+  });
+  on_each(2, [&](int i) {
+    st[i] = planes_[i]->connect(PeerGroupRequest{all, "dead peer", 0, absl::Now() + absl::Seconds(60)}).status();
+  });
+  report.join();
+  record_process_alive(2, 67890);  // forget the failure (another incarnation) for the other tests
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  for (const absl::Status& s : st) {
+    EXPECT_EQ(failed_process(s), 2) << s;
+    EXPECT_THAT(s.message(), HasSubstr("process 2 was killed"));
   }
 }
 
