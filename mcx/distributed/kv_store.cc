@@ -4,19 +4,38 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/live_set.h"
 
 namespace mcx::distributed {
 
 KvStore::KvStore(CoordinationAgent* agent, std::string prefix, absl::Time deadline, std::vector<int> processes)
     : agent_(agent), prefix_(std::move(prefix)), deadline_(deadline), processes_(std::move(processes)) {}
 
-std::string KvStore::full_key(const std::string& key) const {
+std::optional<int> KvStore::owner(const std::string& key) const {
   int rank = -1;
   if (!processes_.empty() && absl::SimpleAtoi(key, &rank) && rank >= 0 &&
       rank < static_cast<int>(processes_.size())) {
-    return absl::StrCat("mcx/task/", processes_[rank], "/", prefix_, key);
+    return processes_[rank];
   }
+  return std::nullopt;
+}
+
+std::string KvStore::full_key(const std::string& key) const {
+  if (std::optional<int> p = owner(key)) return absl::StrCat("mcx/task/", *p, "/", prefix_, key);
   return prefix_ + key;
+}
+
+absl::StatusOr<std::string> KvStore::await(const std::string& key, absl::Time until) const {
+  const std::string k = full_key(key);
+  const std::optional<int> writer = owner(key);
+  const std::vector<int> writers = writer ? std::vector<int>{*writer} : processes_;
+  for (;;) {
+    const absl::Duration left = std::max(absl::Milliseconds(1), until - absl::Now());
+    absl::StatusOr<std::string> v = agent_->kv_get(k, std::min(left, kDeadWriterCheck));
+    if (v.ok() || v.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kDeadWriterCheck) return v;
+    // A writer the coordination service reported dead will never write it.
+    if (absl::Status dead = reported_process_failure(writers); !dead.ok()) return dead;
+  }
 }
 
 absl::Duration KvStore::left() const { return std::max(absl::Milliseconds(1), deadline_ - absl::Now()); }
@@ -28,9 +47,8 @@ void KvStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 std::vector<char> KvStore::get(const std::string& key) {
-  const std::string k = full_key(key);
-  absl::StatusOr<std::string> v = agent_->kv_get(k, left());
-  if (!v.ok()) throw KvStoreError(absl::StrCat("reading ", k, ": ", v.status().message()));
+  absl::StatusOr<std::string> v = await(key, absl::Now() + left());
+  if (!v.ok()) throw KvStoreError(absl::StrCat("reading ", full_key(key), ": ", v.status().message()));
   return std::vector<char>(v->begin(), v->end());
 }
 
@@ -40,9 +58,8 @@ void KvStore::wait(const std::vector<std::string>& keys, const std::chrono::mill
   absl::Time until = deadline_;
   if (timeout.count() >= 0) until = std::min(until, absl::Now() + absl::FromChrono(timeout));
   for (const std::string& key : keys) {
-    const std::string k = full_key(key);
-    absl::StatusOr<std::string> v = agent_->kv_get(k, std::max(absl::Milliseconds(1), until - absl::Now()));
-    if (!v.ok()) throw KvStoreError(absl::StrCat("waiting for ", k, ": ", v.status().message()));
+    absl::StatusOr<std::string> v = await(key, until);
+    if (!v.ok()) throw KvStoreError(absl::StrCat("waiting for ", full_key(key), ": ", v.status().message()));
   }
 }
 

@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/error.h"
+#include "mcx/core/live_set.h"
 #include "mcx/core/peer_collectives.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/coordination_client.h"
@@ -109,6 +111,25 @@ TEST_F(GlooPeerGroupTest, MissingPeerIsADeadlineNamingItsProcess) {
   EXPECT_THAT(std::string(st.message()), HasSubstr("process 1"));
   // Poisoned: later exchanges fail at once.
   EXPECT_EQ(groups_[0]->exchange(sends, recvs, absl::Now() + absl::Seconds(5)).code(), absl::StatusCode::kAborted);
+}
+
+// The rendezvous (Gloo's store over the KV store) stops waiting for a process reported dead, instead of
+// waiting out its 60 s deadline for its address.
+TEST_F(GlooPeerGroupTest, APeerReportedDeadEndsTheRendezvousAtOnce) {
+  start(2);
+  groups_.clear();
+  std::thread report([] {
+    absl::SleepFor(absl::Milliseconds(300));
+    record_process_failure(1, 4242, mark_process_failure(absl::UnavailableError("process 1 was killed"), 1));
+  });
+  const absl::Time began = absl::Now();
+  auto g = connect_gloo_peer_group(PeerGroupRequest{{0, 1}, "dead peer", 0, absl::Now() + absl::Seconds(60)}, 0,
+                                   agents_[0].get());
+  report.join();
+  record_process_alive(1, 4343);  // forget the failure (another incarnation) for the other tests
+  EXPECT_LT(absl::Now() - began, absl::Seconds(5));
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("process 1 was killed"));
 }
 
 TEST_F(GlooPeerGroupTest, AbortEndsABlockedExchangePromptly) {
