@@ -32,7 +32,7 @@ for run in $(seq 1 "$runs"); do
   wait "$launcher"
   rc=$?
   took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-  unsaved=$(grep -c "not saved" "$tmp/job.log")
+  unsaved=$(sed -n "s/.*checkpoint of step \([0-9]*\) not saved.*/\1/p" "$tmp/job.log" | sort -u | wc -l)  # saves, not lines
   # Saves of the steps from the one a survivor resumed at on the live set without the victim must all commit
   # (the save in flight at the kill, or one issued before the survivors' next agreement, fails at once).
   late_unsaved=0

@@ -1,21 +1,18 @@
 #include "mcx/checkpoint/save_sync.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
 #include "mcx/distributed/coordination_agent.h"
 #include "mcx/distributed/distributed.h"
+#include "mcx/distributed/kv_wait.h"
 #include "mcx/runtime/device.h"
 
 namespace mcx::checkpoint {
 namespace {
-
-constexpr absl::Duration kLeaderCheckInterval = absl::Milliseconds(200);
 
 // "ok:<value>" or "error:<code>:<message>".
 std::string encode(const absl::StatusOr<std::string>& v) {
@@ -61,20 +58,13 @@ absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
     }
     return value;
   }
-  // Waited for in slices, so a leader the coordination service declares dead ends the wait at once instead
-  // of at the timeout (the barriers of all_ok fail at once by themselves).
-  const absl::Time deadline = absl::Now() + timeout_;
-  absl::StatusOr<std::string> got = absl::DeadlineExceededError("not waited");
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    got = agent_->kv_get(key, std::max(absl::ZeroDuration(), std::min(left, kLeaderCheckInterval)));
-    if (got.ok() || got.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kLeaderCheckInterval) break;
-    if (absl::Status dead = reported_process_failure({leader()}); !dead.ok()) {
-      return mark_process_failure(
-          absl::Status(dead.code(), absl::StrCat("[checkpoint] process ", leader(), ", the save's leader, failed before "
-                                                 "sharing '", name, "': ", dead.message())),
-          leader());
-    }
+  // A leader the coordination service declares dead ends the wait at once instead of at the timeout (the
+  // barriers of all_ok fail at once by themselves).
+  absl::StatusOr<std::string> got =
+      distributed::kv_get_while_writers_live(*agent_, key, absl::Now() + timeout_, {leader()});
+  if (failed_process(got.status()) == leader()) {
+    return with_message(got.status(), absl::StrCat("[checkpoint] process ", leader(), ", the save's leader, failed "
+                                                   "before sharing '", name, "': ", got.status().message()));
   }
   if (!got.ok()) {
     return absl::Status(got.status().code(),

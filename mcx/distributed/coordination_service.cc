@@ -721,7 +721,14 @@ ServiceStatus CoordinationService::status() const {
     bs.timeout = b.timeout;
     s.barriers.push_back(std::move(bs));
   }
-  s.kv_keys = impl_->kv.size() - kKeysWrittenByService;  // the job's own keys
+  size_t service_keys = 0;  // (job_secret.h: under two prefixes, counted rather than assumed)
+  for (std::string_view prefix : {kSecretKeys, kServiceKeys}) {
+    for (auto it = impl_->kv.lower_bound(std::string(prefix)); it != impl_->kv.end() && it->first.starts_with(prefix);
+         ++it) {
+      ++service_keys;
+    }
+  }
+  s.kv_keys = impl_->kv.size() - service_keys;  // the job's own keys
   s.kv_bytes = impl_->kv_bytes;
   s.rebuilt = impl_->rebuilt;
   s.live_set_generation = impl_->live_set_generation;

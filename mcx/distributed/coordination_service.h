@@ -327,8 +327,8 @@ class CoordinationService {
   // status for every participant: OK when all arrived; DEADLINE_EXCEEDED naming the missing tasks and
   // their last heartbeat ages; CANCELLED after cancel_barrier; InvalidArgument for everyone when a caller
   // names a different participant set or is not a participant; ABORTED when a participant failed (in either
-  // failure mode: a barrier never waits for a task the service declared dead). A call for an instance that already finished gets its stored result. Errors for the
-  // caller alone: FailedPrecondition (stale counter: an older instance than the current one; stale
+  // failure mode: a barrier never waits for a task the service declared dead, unless failed_tasks_restart). A
+  // call for an instance that already finished gets its stored result. Errors for the caller alone: FailedPrecondition (stale counter: an older instance than the current one; stale
   // incarnation), InvalidArgument (unknown task or participant id).
   void barrier(TaskId task, Incarnation incarnation, std::string_view name, int64_t counter,
                std::vector<TaskId> tasks, absl::Duration timeout, Callback<absl::Status> done);

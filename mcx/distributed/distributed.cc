@@ -1,5 +1,4 @@
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/job_secret.h"
 
 #include <utility>
 
@@ -16,6 +15,7 @@
 #include "mcx/distributed/fast_path_client.h"
 #include "mcx/distributed/grpc_client.h"
 #include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/job_secret.h"
 #include "mcx/distributed/preemption_sync.h"
 #include "mcx/core/logging.h"
 

@@ -1,4 +1,5 @@
-// The job's secrets in the coordination service's key-value store.
+// The keys the coordination service writes itself in its key-value store: the job's secrets, and (below) what
+// it says of itself.
 //
 // The service writes them when it starts (a new random value per coordinator incarnation) under kSecretKeys;
 // nobody may write or delete them over RPC, and with task identity binding only tasks may read them
@@ -28,10 +29,9 @@ inline constexpr std::string_view kServiceModeKey = "mcx/service/mode";
 
 inline bool is_service_key(std::string_view key) { return key.starts_with(kServiceKeys); }
 
-// Keys only the service writes (the secrets and its own), and how many it writes at start: no caller writes or
-// deletes them, and the job's key count leaves them out.
+// Keys only the service writes (the secrets and its own): no caller writes or deletes them, and the job's key
+// count leaves them out.
 inline bool written_by_service(std::string_view key) { return is_secret_key(key) || is_service_key(key); }
-inline constexpr size_t kKeysWrittenByService = 2;
 
 // 32 bytes from OpenSSL's CSPRNG (aborts should it ever fail: nothing may run on predictable bytes).
 std::array<uint8_t, 32> random_32_bytes();

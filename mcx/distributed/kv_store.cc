@@ -4,7 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "mcx/core/live_set.h"
+#include "mcx/distributed/kv_wait.h"
 
 namespace mcx::distributed {
 
@@ -26,16 +26,8 @@ std::string KvStore::full_key(const std::string& key) const {
 }
 
 absl::StatusOr<std::string> KvStore::await(const std::string& key, absl::Time until) const {
-  const std::string k = full_key(key);
   const std::optional<int> writer = owner(key);
-  const std::vector<int> writers = writer ? std::vector<int>{*writer} : processes_;
-  for (;;) {
-    const absl::Duration left = std::max(absl::Milliseconds(1), until - absl::Now());
-    absl::StatusOr<std::string> v = agent_->kv_get(k, std::min(left, kDeadWriterCheck));
-    if (v.ok() || v.status().code() != absl::StatusCode::kDeadlineExceeded || left <= kDeadWriterCheck) return v;
-    // A writer the coordination service reported dead will never write it.
-    if (absl::Status dead = reported_process_failure(writers); !dead.ok()) return dead;
-  }
+  return kv_get_while_writers_live(*agent_, full_key(key), until, writer ? std::vector<int>{*writer} : processes_);
 }
 
 absl::Duration KvStore::left() const { return std::max(absl::Milliseconds(1), deadline_ - absl::Now()); }

@@ -6,8 +6,8 @@
 // "1", ...: each rank's addresses) lives under that process's own prefix, "mcx/task/<process>/<prefix><rank>",
 // which only that task may write under identity binding (principal.h); other keys stay at <prefix><key>. set() inserts (a key is written once); get() and wait() block until the
 // key exists or the store's deadline passes, or until the process that should write it (any of the group's
-// for a key of no rank) is reported failed (core/live_set.h; checked every 200 ms), so a rendezvous never
-// waits out its deadline for a dead process. Gloo calls these from inside connectFullMesh, which has no Status
+// for a key of no rank) is reported failed (kv_wait.h), so a rendezvous never waits out its deadline for a
+// dead process. Gloo calls these from inside connectFullMesh, which has no Status
 // channel: failures throw KvStoreError (a std::runtime_error) that the caller catches at the Gloo boundary.
 // Thread-safety: as the agent (thread-safe).
 #pragma once
@@ -42,7 +42,6 @@ class KvStore final : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
  private:
-  static constexpr absl::Duration kDeadWriterCheck = absl::Milliseconds(200);
   absl::Duration left() const;
   // The process that writes `key` (a rank's key), if any.
   std::optional<int> owner(const std::string& key) const;

@@ -35,17 +35,18 @@ struct Piece {
 
 struct Plan {
   std::vector<int> processes;                        // every process of either sharding, ascending
+  std::vector<std::pair<Device, IndexBox>> sources;  // the source's device -> box map
   std::vector<std::pair<Device, IndexBox>> targets;  // the target's device -> box map
   std::vector<Piece> pieces;                         // by target device, then by source box
 };
 
 Plan make_plan(const Sharding& source, const Sharding& target, std::span<const int64_t> dims, size_t element_size) {
   Plan plan;
-  const auto source_map = source.devices_indices_map(dims);
+  plan.sources = source.devices_indices_map(dims);
   plan.targets = target.devices_indices_map(dims);
   // The distinct source boxes, each with the devices holding it (in the source's device order).
   std::vector<std::pair<IndexBox, std::vector<Device>>> boxes;
-  for (const auto& [device, box] : source_map) {
+  for (const auto& [device, box] : plan.sources) {
     auto it = std::find_if(boxes.begin(), boxes.end(), [&](const auto& b) { return b.first == box; });
     if (it == boxes.end()) {
       boxes.push_back({box, {device}});
@@ -64,7 +65,7 @@ Plan make_plan(const Sharding& source, const Sharding& target, std::span<const i
       plan.pieces.push_back(Piece{from, to, source_box, std::move(region), bytes});
     }
   }
-  for (const auto& entry : source_map) plan.processes.push_back(entry.first.process_index);
+  for (const auto& entry : plan.sources) plan.processes.push_back(entry.first.process_index);
   for (const auto& entry : plan.targets) plan.processes.push_back(entry.first.process_index);
   std::sort(plan.processes.begin(), plan.processes.end());
   plan.processes.erase(std::unique(plan.processes.begin(), plan.processes.end()), plan.processes.end());
@@ -78,8 +79,13 @@ int rank_of(const Plan& plan, int process) {
 
 // What this process does: the source shards it reads, the target shards it fills.
 struct Work {
-  std::map<int, ReadLease> sources;                              // by the source device's global id
-  std::vector<std::pair<Device, std::shared_ptr<AsyncBuffer>>> targets;  // its target shards, in plan order
+  struct Target {
+    Device device;
+    IndexBox box;
+    std::shared_ptr<AsyncBuffer> data;
+  };
+  std::map<int, ReadLease> sources;  // by the source device's global id
+  std::vector<Target> targets;       // its target shards, in plan order
 };
 
 // Runs this process's side of the plan (on a stream): packs what it sends, exchanges, fills its target shards.
@@ -88,29 +94,35 @@ absl::Status run(const Plan& plan, const Work& work, const AbstractValue& aval, 
   const absl::Time deadline = default_device_deadline();
   const int me = mcx::process_index();
   const size_t element_size = dtype_size(aval.dtype);
-  std::map<int, Buffer> source;  // by device global id
-  for (const auto& [id, lease] : work.sources) {
-    absl::StatusOr<Buffer> b = lease.await(deadline);
-    if (!b.ok()) return b.status();
-    source.emplace(id, *std::move(b));
-  }
   const size_t n = plan.processes.size();
-  std::vector<std::vector<std::byte>> out(n), in(n);
-  std::vector<size_t> in_bytes(n, 0);
-  for (const Piece& p : plan.pieces) {
-    if (p.from.process_index == me && p.to.process_index != me) {
-      std::vector<std::byte>& buffer = out[static_cast<size_t>(rank_of(plan, p.to.process_index))];
-      const size_t at = buffer.size();
-      buffer.resize(at + p.bytes);
-      const Buffer& src = source.at(p.from.global_id);
-      const std::vector<int64_t> shape = p.region.shape();
-      copy_box(src.data(), p.source_box.start, src.dims(), buffer.data() + at, p.region.start, shape, p.region,
-               element_size);
-    } else if (p.to.process_index == me && p.from.process_index != me) {
-      in_bytes[static_cast<size_t>(rank_of(plan, p.from.process_index))] += p.bytes;
+  std::map<int, Buffer> source;  // by device global id
+  std::vector<std::vector<std::byte>> in(n);
+  // Everything up to the exchange runs in this transfer's turn, so the turn always ends (the next transfer on
+  // the channel never waits for one that failed early), and a local failure aborts the group: the peers
+  // waiting for this process's pieces fail at once instead of at their deadline.
+  absl::Status exchanged = channel.in_turn(sequence, deadline, [&](PeerGroup& g) -> absl::Status {
+    for (const auto& [id, lease] : work.sources) {
+      absl::StatusOr<Buffer> b = lease.await(deadline);
+      if (!b.ok()) {
+        g.abort(b.status());
+        return b.status();
+      }
+      source.emplace(id, *std::move(b));
     }
-  }
-  absl::Status exchanged = channel.in_turn(sequence, deadline, [&](PeerGroup& g) {
+    std::vector<std::vector<std::byte>> out(n);
+    std::vector<size_t> in_bytes(n, 0);
+    for (const Piece& p : plan.pieces) {
+      if (p.from.process_index == me && p.to.process_index != me) {
+        std::vector<std::byte>& buffer = out[static_cast<size_t>(rank_of(plan, p.to.process_index))];
+        const size_t at = buffer.size();
+        buffer.resize(at + p.bytes);
+        const Buffer& src = source.at(p.from.global_id);
+        copy_box(src.data(), p.source_box.start, src.dims(), buffer.data() + at, p.region.start, p.region.shape(),
+                 p.region, element_size);
+      } else if (p.to.process_index == me && p.from.process_index != me) {
+        in_bytes[static_cast<size_t>(rank_of(plan, p.from.process_index))] += p.bytes;
+      }
+    }
     std::vector<PeerGroup::Send> sends;
     std::vector<PeerGroup::Recv> recvs;
     const uint64_t base = (sequence % (uint64_t{1} << 40)) * kPeerTagSpan;
@@ -127,26 +139,23 @@ absl::Status run(const Plan& plan, const Work& work, const AbstractValue& aval, 
   });
   if (!exchanged.ok()) return exchanged;
   std::vector<size_t> offset(n, 0);
-  for (const auto& [device, dst] : work.targets) {
-    const IndexBox& box = std::find_if(plan.targets.begin(), plan.targets.end(),
-                                       [&](const auto& t) { return t.first == device; })->second;
-    Buffer result = Buffer::uninitialized(aval.dtype, box.shape());
-    const std::vector<int64_t> result_dims = box.shape();
+  for (const Work::Target& t : work.targets) {
+    const std::vector<int64_t> dims = t.box.shape();
+    Buffer result = Buffer::uninitialized(aval.dtype, dims);
     for (const Piece& p : plan.pieces) {
-      if (!(p.to == device)) continue;
-      const std::vector<int64_t> shape = p.region.shape();
+      if (!(p.to == t.device)) continue;
       if (p.from.process_index == me) {
         const Buffer& src = source.at(p.from.global_id);
-        copy_box(src.data(), p.source_box.start, src.dims(), result.mutable_data(), box.start, result_dims, p.region,
+        copy_box(src.data(), p.source_box.start, src.dims(), result.mutable_data(), t.box.start, dims, p.region,
                  element_size);
       } else {
         const size_t r = static_cast<size_t>(rank_of(plan, p.from.process_index));
-        copy_box(in[r].data() + offset[r], p.region.start, shape, result.mutable_data(), box.start, result_dims,
+        copy_box(in[r].data() + offset[r], p.region.start, p.region.shape(), result.mutable_data(), t.box.start, dims,
                  p.region, element_size);
         offset[r] += p.bytes;
       }
     }
-    dst->set(std::move(result));
+    t.data->set(std::move(result));
   }
   return absl::OkStatus();
 }
@@ -183,16 +192,16 @@ absl::StatusOr<ArrayValue> reshard_pieces_across_processes(const ArrayValue& val
   for (const auto& [device, box] : plan.targets) {
     if (device.process_index != me) continue;
     auto dst = AsyncBuffer::pending();
-    work.targets.emplace_back(device, dst);
+    work.targets.push_back(Work::Target{device, box, dst});
     out.shards.push_back(Shard{device, box, dst});
   }
-  auto consider = [&](const Device& device) {
-    if (device.process_index == me && (!stream_device || device.global_id < stream_device->global_id)) {
-      stream_device = device;
+  for (const auto* map : {&plan.sources, &plan.targets}) {
+    for (const auto& [device, box] : *map) {
+      if (device.process_index == me && (!stream_device || device.global_id < stream_device->global_id)) {
+        stream_device = device;
+      }
     }
-  };
-  for (const auto& entry : source.devices_indices_map(dims)) consider(entry.first);
-  for (const auto& entry : plan.targets) consider(entry.first);
+  }
   const std::string what = absl::StrCat(std::string(api), " ", value.aval.to_string(), " ", source.to_string(), " -> ",
                                         target.to_string());
   const PlannedTransfer planned = plan_transfer(absl::StrCat("reshard processes ", absl::StrJoin(plan.processes, ",")),
@@ -207,7 +216,7 @@ absl::StatusOr<ArrayValue> reshard_pieces_across_processes(const ArrayValue& val
       st = absl::InternalError(absl::StrCat("[", api, "] resharding failed: ", e.what()));
     }
     if (st.ok()) return;
-    for (const auto& [device, dst] : work.targets) dst->set_error(st);
+    for (const Work::Target& t : work.targets) t.data->set_error(st);
     if (work.targets.empty()) log_error("[{}] sending the pieces of {} failed: {}", api, tag.program, std::string(st.message()));
   });
   return out;

@@ -1,6 +1,7 @@
 #include "mcx/runtime/transfer_channel.h"
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <utility>
 
@@ -69,7 +70,14 @@ absl::Status TransferChannel::in_turn(uint64_t sequence, absl::Time deadline,
     }
   }
   absl::StatusOr<PeerGroup*> g = connect(deadline);
-  absl::Status st = g.ok() ? fn(**g) : g.status();
+  absl::Status st = g.status();
+  if (g.ok()) {
+    try {
+      st = fn(**g);
+    } catch (const std::exception& e) {  // (e.g. std::bad_alloc): a Status, and the turn still ends
+      st = absl::InternalError(absl::StrCat("[", key_, "] transfer ", sequence, " threw: ", e.what()));
+    }
+  }
   if (!st.ok()) drop();
   finish();
   return st;

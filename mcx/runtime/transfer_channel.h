@@ -42,11 +42,9 @@ class TransferChannel {
   // is kept (a thread may still be inside it) until the process exits.
   void drop();
   // Waits until every transfer numbered below `sequence` on this channel finished here, runs fn(group),
-  // and marks `sequence` finished (also when fn or the wait fails). DeadlineExceeded when the earlier ones do
+  // and marks `sequence` finished (also when fn or the wait fails, or fn throws: Internal). DeadlineExceeded when the earlier ones do
   // not finish by `deadline`; the connection's error; fn's error (the group is then dropped).
   absl::Status in_turn(uint64_t sequence, absl::Time deadline, const std::function<absl::Status(PeerGroup&)>& fn);
-
-  const std::string& key() const { return key_; }
 
  private:
   friend PlannedTransfer plan_transfer(const std::string& key, std::vector<int> processes);

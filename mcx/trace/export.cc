@@ -69,11 +69,17 @@ std::vector<ShardingSpec> shardings_or_unspecified(const std::vector<ShardingSpe
   return given;
 }
 
-// A function that must run on a mesh (it calls shard_map or constrains shardings) records it when the caller
-// gave no shardings: its inputs replicated on the mesh's axes, nr_devices the mesh's size, so that
-// Exported.call and `mcx-export run` run it on a mesh of that shape. Given shardings are kept as they are.
+bool any_specified(const std::vector<ShardingSpec>& specs) {
+  return std::any_of(specs.begin(), specs.end(), [](const ShardingSpec& s) { return !s.unspecified; });
+}
+
+// A function that must run on a mesh (it calls shard_map or constrains shardings) records it when no shardings
+// were given (in ExportOptions or to the exported jit): its inputs replicated on the mesh's axes, nr_devices the
+// mesh's size, so that Exported.call and `mcx-export run` run it on a mesh of that shape. Given shardings are
+// kept as they are.
 void record_mesh(const Mesh& mesh, const ExportOptions& options, Artifact& a) {
   if (!options.in_shardings.empty() || !options.out_shardings.empty()) return;
+  if (any_specified(a.in_shardings) || any_specified(a.out_shardings)) return;
   ShardingSpec replicated;
   replicated.unspecified = false;
   replicated.mesh_axis_names = mesh.axes().names;
@@ -90,18 +96,19 @@ void record_jit_placement(const RunOptions& jit, const ExportOptions& options, A
     throw InvalidArgument(cat("[export] '", options.name, "': shardings given twice, to the jit (in_shardings / "
                               "out_shardings) and in ExportOptions; give them once (the jit's are recorded)"));
   }
-  auto specs = [&](const std::vector<std::optional<Sharding>>& given, size_t n, std::vector<ShardingSpec>& out) {
+  // (run_options_for gives one entry per flat input, one per output, or none)
+  auto specs = [&](const std::vector<std::optional<Sharding>>& given, std::vector<ShardingSpec>& out) {
     if (given.empty()) return;
-    out.assign(n, ShardingSpec());
-    for (size_t i = 0; i < n && i < given.size(); ++i) {
+    out.assign(given.size(), ShardingSpec());
+    for (size_t i = 0; i < given.size(); ++i) {
       if (!given[i]) continue;
       out[i] = to_sharding_spec(*given[i]);
       if (!out[i].unspecified) a.nr_devices = std::max(a.nr_devices, static_cast<uint32_t>(given[i]->num_devices()));
     }
   };
-  specs(jit.in_shardings, a.in_avals.size(), a.in_shardings);
-  specs(jit.out_shardings, a.out_avals.size(), a.out_shardings);
-  for (size_t i = 0; i < jit.donate.size() && i < a.in_avals.size(); ++i) {
+  specs(jit.in_shardings, a.in_shardings);
+  specs(jit.out_shardings, a.out_shardings);
+  for (size_t i = 0; i < jit.donate.size(); ++i) {
     if (jit.donate[i]) a.donated_inputs.push_back(static_cast<int>(i));
   }
 }
@@ -185,9 +192,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.out_shardings = shardings_or_unspecified(options.out_shardings, a.out_avals.size(), "output", options.name);
   a.nr_devices = options.nr_devices;
   if (jit_placement != nullptr) record_jit_placement(*jit_placement, options, a);
-  const bool recorded = std::any_of(a.in_shardings.begin(), a.in_shardings.end(), [](const ShardingSpec& s) { return !s.unspecified; }) ||
-                        std::any_of(a.out_shardings.begin(), a.out_shardings.end(), [](const ShardingSpec& s) { return !s.unspecified; });
-  if (traced.mesh && !recorded) record_mesh(*traced.mesh, options, a);
+  if (traced.mesh) record_mesh(*traced.mesh, options, a);
   a.platforms = options.platforms;
   a.constraints = a.program.scope.constraints();
   a.disabled_safety_checks = options.disabled_safety_checks;

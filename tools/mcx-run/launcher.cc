@@ -86,6 +86,8 @@ class Job {
   };
 
   void say(const std::string& msg) { write_all(STDERR_FILENO, absl::StrCat("[mcx-run] ", msg, "\n")); }
+  // The job survives a failed process (--recoverable, or --max-restarts, which implies it).
+  bool recoverable() const { return o_.recoverable || o_.max_restarts > 0; }
   // Spawns mcx-coordinator bound to `bind` and waits until it reports the address it serves.
   bool start_coordinator(const std::string& bind);
   // Recoverable jobs: the spawned coordinator died while processes run; start it again on the same address.
@@ -166,7 +168,7 @@ bool Job::start_coordinator(const std::string& bind) {
   // (the heartbeat interval and init timeout are the agents' settings: they go to the workers' env)
   add_time("--heartbeat-timeout", o_.heartbeat_timeout);
   add_time("--shutdown-timeout", o_.shutdown_timeout);
-  if (o_.recoverable || o_.max_restarts > 0) so.argv.push_back("--recoverable");
+  if (recoverable()) so.argv.push_back("--recoverable");
   if (o_.max_restarts > 0) so.argv.push_back("--expect-restarts");  // barriers wait for a restarted process
   if (!o_.mtls.ca.empty()) {
     std::string cert = o_.coordinator_mtls_cert.empty() ? for_task(o_.mtls.cert, "coordinator") : o_.coordinator_mtls_cert;
@@ -349,8 +351,7 @@ void Job::on_worker_exit(int id, ExitStatus status) {
     settle_root_cause();
     return;
   }
-  const bool recoverable = o_.recoverable || o_.max_restarts > 0;
-  if (recoverable && !joined_[id] && o_.coordinator.empty() && !coordinator_exited_ && !started_again_[id]) {
+  if (recoverable() && !joined_[id] && o_.coordinator.empty() && !coordinator_exited_ && !started_again_[id]) {
     // It died before it registered: a recoverable job cannot assemble without it (registration waits for every
     // process) and the others have nothing of it to carry on without, so it is started once more, as the same
     // first incarnation (MCX_RESTART_COUNT unchanged).
@@ -432,8 +433,7 @@ void Job::reap() {
   if (coordinator_ && !coordinator_exited_) {
     if (auto s = coordinator_->poll()) {
       coordinator_exited_ = true;
-      const bool recoverable = o_.recoverable || o_.max_restarts > 0;
-      if (!all_workers_done() && !terminating_ && recoverable && coordinator_restarts_ < o_.max_coordinator_restarts &&
+      if (!all_workers_done() && !terminating_ && recoverable() && coordinator_restarts_ < o_.max_coordinator_restarts &&
           restart_coordinator(*s)) {
         return;
       }

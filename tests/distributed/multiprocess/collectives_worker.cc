@@ -220,6 +220,16 @@ void run_all(int n, int g) {  // n processes, g devices in all
       if (mcx::process_index() != n - 1) return moved.addressable_shards().empty() ? std::string() : "unexpected shards";
       return compare(moved, xdims, xval);
     });
+    check("device_put_reshard_is_guarded", [&]() -> std::string {  // a device-to-device transfer for the guard
+      try {
+        mcx::TransferGuard guard(mcx::TransferDirection::kDeviceToDevice, mcx::TransferGuardLevel::kDisallowExplicit);
+        mcx::device_put(x, mcx::NamedSharding(mesh, mcx::P()));
+      } catch (const mcx::TransferGuardError& e) {
+        const std::string msg = e.what();
+        return msg.find("device-to-device") != std::string::npos ? "" : "unexpected message: " + msg;
+      }
+      return "the guard did not see the transfer";
+    });
   }
   // device_put between shardings of a mesh that spans the processes (JAX reshards; each against the closed form).
   check("device_put_rows_to_replicated", [&] {  // all-gather
@@ -233,17 +243,6 @@ void run_all(int n, int g) {  // n processes, g devices in all
     const std::vector<int64_t> sq = {static_cast<int64_t>(g) * R, static_cast<int64_t>(g) * 2};
     const mcx::Array v = make_input(sq, rows, xval);
     return compare(mcx::device_put(v, mcx::NamedSharding(mesh, mcx::P(mcx::None, "i"))), sq, xval);
-  });
-  check("device_put_reshard_is_guarded", [&]() -> std::string {  // a device-to-device transfer for the guard
-    if (n == 1) return "";  // within one process the same call is a local copy, guarded the same way elsewhere
-    try {
-      mcx::TransferGuard guard(mcx::TransferDirection::kDeviceToDevice, mcx::TransferGuardLevel::kDisallowExplicit);
-      mcx::device_put(x, mcx::NamedSharding(mesh, mcx::P()));
-    } catch (const mcx::TransferGuardError& e) {
-      const std::string msg = e.what();
-      return msg.find("device-to-device") != std::string::npos ? "" : "unexpected message: " + msg;
-    }
-    return "the guard did not see the transfer";
   });
   check("device_put_onto_a_reversed_mesh", [&] {  // the same spec over the devices in reverse order
     std::vector<mcx::Device> reversed(mcx::devices().rbegin(), mcx::devices().rend());
