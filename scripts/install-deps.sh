@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   # code generation for fused regions (ORC JIT; optional at build time, see docs/codegen.md)
   llvm-19-dev
+  # Clang's thread-safety analysis of the library (scripts/thread_safety.sh, run by CI)
+  clang-19
   # core libraries
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libzstd-dev libssl-dev
   libopenblas-dev libopenblas0

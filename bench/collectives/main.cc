@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "mcx/core/peer_group.h"
+#include "mcx/collectives/peer_group.h"
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/kv_store.h"
+#include "mcx/distributed/data_plane/gloo/gloo_kv_store.h"
 #include "mcx/mcx.h"
 #include "mcx/runtime/communicator_cache.h"
 
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       attr.hostname = "127.0.0.1";
       auto device = gloo::transport::tcp::CreateDevice(attr);
       context = std::make_shared<gloo::rendezvous::Context>(me, n);
-      mcx::distributed::KvStore store(mcx::distributed::agent(), "bench/gloo_direct/", far);
+      mcx::distributed::GlooKvStore store(*mcx::job_key_value(), "bench/gloo_direct/", far);
       context->connectFullMesh(store, device);
     }
 

@@ -40,9 +40,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination/service.h"
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/rpc/grpc_server.h"
 #include "tools/common/subprocess.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include "mcx/checkpoint/restore.h"
 #include "mcx/checkpoint/save.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
+#include "mcx/collectives/live_set.h"
 #include "mcx/core/logging.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
@@ -48,7 +48,7 @@ absl::Status check_writers(const std::vector<PlannedLeaf>& plan, const std::vect
 }
 
 // The participants of a save when set_processes was not called: the live processes of the newest live-set
-// agreement over the whole job (core/live_set.h, recorded by mcx::live_devices / with_live_devices), so a
+// agreement over the whole job (collectives/live_set.h, recorded by mcx::live_devices / with_live_devices), so a
 // save after a failure waits only for the survivors; every process of the job when there is none. Empty
 // means every process.
 std::vector<int> followed_processes() {

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mcx/core/error.h"
-#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination/agent.h"
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/kv_wait.h"
+#include "mcx/collectives/kv_wait.h"
 #include "mcx/runtime/device.h"
 
 namespace mcx::checkpoint {
@@ -60,8 +60,9 @@ absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
   }
   // A leader the coordination service declares dead ends the wait at once instead of at the timeout (the
   // barriers of all_ok fail at once by themselves).
-  absl::StatusOr<std::string> got =
-      distributed::kv_get_while_writers_live(*agent_, key, absl::Now() + timeout_, {leader()});
+  std::shared_ptr<JobKeyValue> kv = job_key_value();
+  if (kv == nullptr) return absl::FailedPreconditionError("[checkpoint] the distributed runtime was shut down");
+  absl::StatusOr<std::string> got = kv_get_while_writers_live(*kv, key, absl::Now() + timeout_, {leader()});
   if (failed_process(got.status()) == leader()) {
     return with_message(got.status(), absl::StrCat("[checkpoint] process ", leader(), ", the save's leader, failed "
                                                    "before sharing '", name, "': ", got.status().message()));

@@ -275,7 +275,7 @@ const Flag<bool> kCoordinationFastPathFlag(
     "MCX_COORDINATION_FAST_PATH", true,
     "1: the coordinator's port speaks the fast path (length-prefixed frames over TCP) beside gRPC and agents use "
     "it for every call (never with mTLS); 0: gRPC only. Set the same value for the coordinator and every process");
-// Abuse limits of the coordination service (distributed/rate_limiter.h, coordination_service.h).
+// Abuse limits of the coordination service (distributed/security/rate_limiter.h, coordination/service.h).
 const Flag<int64_t> kCoordinatorRateLimitFlag(
     "MCX_COORDINATOR_RATE_LIMIT", 10000,
     "requests per second each peer (a certificate's principal, else a connection) may make to the coordination "

@@ -1,22 +1,26 @@
 #include "mcx/distributed/distributed.h"
 
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "mcx/collectives/live_set.h"
+#include "mcx/collectives/peer_group.h"
 #include "mcx/core/config.h"
 #include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/core/job_key_value.h"
 #include "mcx/core/topology.h"
-#include "mcx/distributed/agent_key_value.h"
-#include "mcx/distributed/data_plane.h"
-#include "mcx/distributed/fast_path_client.h"
-#include "mcx/distributed/grpc_client.h"
-#include "mcx/distributed/grpc_server.h"
-#include "mcx/distributed/job_secret.h"
-#include "mcx/distributed/preemption_sync.h"
+#include "mcx/distributed/coordination/agent_key_value.h"
+#include "mcx/distributed/data_plane/data_plane.h"
+#include "mcx/distributed/rpc/fast_path_client.h"
+#include "mcx/distributed/rpc/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_server.h"
+#include "mcx/distributed/security/job_secret.h"
+#include "mcx/distributed/coordination/preemption_sync.h"
 #include "mcx/core/logging.h"
 
 namespace mcx::distributed {
@@ -99,7 +103,39 @@ absl::Status decode_devices(int process, const std::string& text, Topology& topo
   return absl::OkStatus();
 }
 
+// Collectives abort on failure: aborts every data-plane group (collectives/peer_group.h) that includes a task in
+// state ERROR in `state` (once per failed task and incarnation; later states repeat the list), with Unavailable
+// marked as that process's failure (mcx::ProcessFailure when thrown), naming the process and the service's
+// reason. It also records the failure (collectives/live_set.h), so groups built later with that process fail at
+// once instead of waiting for it in the rendezvous, until the process is seen live again with a new incarnation.
+// initialize() calls it for every job state the watch stream delivers, so a collective waiting for a dead or hung
+// process fails as soon as the service declares it failed (heartbeat timeout, or at once when its connection
+// drops), in both failure modes.
+void abort_groups_of_failed_tasks(const JobState& state) {
+  // Every job state lists the failed tasks again: act once per failed (task, incarnation).
+  static std::mutex mu;
+  static auto* handled = new std::set<std::pair<TaskId, Incarnation>>();  // never destroyed (used until exit)
+  std::lock_guard<std::mutex> lock(mu);
+  for (const TaskInfo& t : state.tasks) {
+    if (t.state == TaskState::kConnected) record_process_alive(t.id, t.incarnation);
+    if (t.state != TaskState::kError || !handled->insert({t.id, t.incarnation}).second) continue;
+    const absl::Status why = mark_process_failure(
+        absl::UnavailableError(absl::StrCat("[data plane] process ", t.id,
+                                            " failed (the coordination service reports: ", t.error.message(),
+                                            "); the collectives that needed it were aborted")),
+        t.id);
+    record_process_failure(t.id, t.incarnation, why);  // before the abort: a rebuild must not wait for it
+    const int aborted = abort_peer_groups_of_process(t.id, why);
+    if (aborted > 0) log_warn("[mcx.distributed] process {} failed: aborted {} data-plane group(s) that include it", t.id, aborted);
+  }
+}
+
 void teardown_locked(Runtime& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
+  if (r.job_kv) {
+    set_job_key_value(nullptr);
+    r.job_kv->close();  // waits for calls in progress: none uses the agent after this
+    r.job_kv.reset();
+  }
   r.agent.reset();
   if (r.server) r.server->shutdown();
   r.server.reset();
@@ -278,6 +314,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     return absl::Status(s.code(), absl::StrCat("[initialize] process ", c.process_id, " of ", c.num_processes,
                                                " (coordinator ", c.coordinator_address, "): ", s.message()));
   }
+  r.job_kv = std::make_shared<AgentKeyValue>(r.agent.get(), c.process_id, c.num_processes);
   // Every process knows the global device list: each published its devices before registering.
   absl::Status s;
   Topology topo;
@@ -295,7 +332,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   if (s.ok()) s = set_distributed_topology(std::move(topo));
   if (s.ok()) {
-    s = start_data_plane(r.agent.get(),
+    s = start_data_plane(r.job_kv,
                          DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls});
   }
   if (!s.ok()) {
@@ -314,7 +351,6 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
              c.coordinator_address, mode.ok() ? *mode : "of unknown mode (" + std::string(mode.status().message()) + ")");
   }
   attach_process_preemption_sync(r.agent.get());
-  r.job_kv = std::make_shared<AgentKeyValue>(r.agent.get(), c.process_id, c.num_processes);
   set_job_key_value(r.job_kv);
   log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
                 c.num_processes, c.coordinator_address, c.detected_by);
@@ -330,8 +366,7 @@ absl::Status shutdown_or_status() {
   detach_process_preemption_sync();  // its watcher uses the agent: joined before the agent goes
   if (r.job_kv) {
     set_job_key_value(nullptr);
-    r.job_kv->close();  // waits for calls in progress: none uses the agent after this
-    r.job_kv.reset();
+    r.job_kv->close();  // waits for calls in progress (the data plane's too): none uses the agent after this
   }
   stop_data_plane();
   absl::Status s = r.agent->shutdown();

@@ -21,7 +21,7 @@
 // MCX_CPU_DEVICE_COUNT, MCX_INIT_TIMEOUT (seconds), MCX_HEARTBEAT_INTERVAL / MCX_HEARTBEAT_TIMEOUT /
 // MCX_SHUTDOWN_TIMEOUT (seconds), MCX_RECOVERABLE=1, MCX_COORDINATOR_RECONNECT_TIMEOUT (seconds),
 // MCX_CLUSTER_DETECTION, and the mTLS ones (mtls.h).
-// In a recoverable job the agent survives a coordinator restart (coordination_agent.h, "Losing the coordinator").
+// In a recoverable job the agent survives a coordinator restart (coordination/agent.h, "Losing the coordinator").
 //
 // Thread-safety: initialize/shutdown must not race each other; the accessors are thread-safe.
 #pragma once
@@ -34,8 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "mcx/distributed/cluster.h"
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/mtls.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/security/mtls.h"
 
 namespace mcx::distributed {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mcx/core/communicator.h"
+#include "mcx/core/reduce_op.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/attrs.h"
 #include "mcx/ir/op.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mcx/core/communicator.h"
+#include "mcx/core/reduce_op.h"
 #include "mcx/core/shape.h"
 #include "mcx/ir/attrs.h"
 #include "mcx/ir/op.h"
@@ -37,7 +37,7 @@ struct ConvConfig {
 absl::StatusOr<ConvConfig> get_conv_config(const Attrs& attrs, int rank);
 Attrs conv_attrs(const ConvConfig& config);
 
-// reduce_window's attributes (op.h); `reduce` is a ReduceOp of core/communicator.h (sum, max or min).
+// reduce_window's attributes (op.h); `reduce` is a ReduceOp of collectives/communicator.h (sum, max or min).
 struct ReduceWindowConfig {
   ReduceOp reduce = ReduceOp::kSum;
   std::vector<int64_t> window_dimensions, window_strides;

@@ -19,7 +19,7 @@
 // service saw it. A process that dies during the call is not waited for; one that restarted (new incarnation)
 // and calls is included. The generation is job-wide: agreements on the same processes and incarnations carry
 // the same number, a different live set a larger one. Each agreement is recorded as this process's live set
-// (core/live_set.h): the data plane then builds its groups under that generation and refuses groups that
+// (collectives/live_set.h): the data plane then builds its groups under that generation and refuses groups that
 // include a process outside it (mcx::ProcessFailure), so a mesh must be built over the agreed devices.
 // Side effect: data-plane groups that include a requested process found dead are aborted (their collectives
 // fail with mcx::ProcessFailure), so nothing keeps waiting for it.

@@ -7,7 +7,7 @@
 //   mcx::multihost::assert_equal(params, "replicas drifted");     // names the processes and the first leaf
 //
 // Every process must call the same utilities in the same order (like collectives). Each call carries its name
-// and a per-process sequence number to the other processes with its first exchange (core/launch_check.h), so
+// and a per-process sequence number to the other processes with its first exchange (collectives/launch_check.h), so
 // processes that call different utilities (or the same one with different names) fail at once with an error
 // naming both calls, instead of hanging. Timeouts: each call takes one (default MCX_DEVICE_TIMEOUT_S);
 // DeadlineExceeded names the processes that did not arrive where the control plane can tell, else the peer

@@ -10,8 +10,8 @@
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/preemption_notifier.h"
-#include "mcx/distributed/preemption_sync.h"
+#include "mcx/distributed/coordination/preemption_notifier.h"
+#include "mcx/distributed/coordination/preemption_sync.h"
 
 namespace mcx::multihost {
 namespace {

@@ -11,10 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
-#include "mcx/core/local_communicator.h"
-#include "mcx/core/peer_group.h"
-#include "mcx/core/spanning_group.h"
+#include "mcx/collectives/live_set.h"
+#include "mcx/collectives/local_communicator.h"
+#include "mcx/collectives/peer_group.h"
+#include "mcx/collectives/spanning_group.h"
 
 namespace mcx {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
+#include "mcx/collectives/live_set.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/spmd_executable.h"
 #include "mcx/runtime/transfer.h"
@@ -89,7 +89,7 @@ std::vector<int> processes_of(const Mesh& mesh) {
 }
 
 // Process-wide, by program, mesh and specs. On every compile, executables over a mesh that includes a process
-// the job agreed is gone (core/live_set.h) are dropped: they can never run again.
+// the job agreed is gone (collectives/live_set.h) are dropped: they can never run again.
 absl::StatusOr<std::shared_ptr<const SpmdExecutable>> cached_spmd(const ir::Program& program, SpmdOptions options,
                                                                   const std::string& program_key) {
   static std::mutex* mu = new std::mutex();

@@ -1,7 +1,7 @@
 // SpmdExecutable: a global program compiled for a mesh: partitioned into one per-device program
 // (spmd/partitioner.h), compiled once for the CPU backend, and launched on every addressable device of
 // the mesh, each on its own stream, with collectives through in-process communicators
-// (core/local_communicator.h; across processes the Gloo communicator will plug in at the same point).
+// (collectives/local_communicator.h; across processes the Gloo communicator will plug in at the same point).
 //
 // A "manual" executable skips the partitioner: the program is already per-device (shard_map), and the
 // specs only say how the global arguments/results are laid out.

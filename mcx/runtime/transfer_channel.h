@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "mcx/core/peer_group.h"
+#include "mcx/collectives/peer_group.h"
 
 namespace mcx {
 

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "mcx/core/communicator.h"
+#include "mcx/core/reduce_op.h"
 #include "mcx/core/dtype.h"
 #include "mcx/core/shape.h"
 #include "mcx/trace/array.h"

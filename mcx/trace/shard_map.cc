@@ -5,7 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "mcx/core/communicator.h"
+#include "mcx/core/reduce_op.h"
 #include "mcx/ir/shard_map.h"
 #include "mcx/runtime/program_runner.h"
 #include "mcx/runtime/spmd_executable.h"

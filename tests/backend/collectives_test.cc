@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/core/error.h"
-#include "mcx/core/local_communicator.h"
+#include "mcx/collectives/local_communicator.h"
 #include "mcx/ir/autodiff.h"
 #include "mcx/ir/builder.h"
 #include "mcx/ir/spmd_rules.h"

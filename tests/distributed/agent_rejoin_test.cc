@@ -7,9 +7,10 @@
 #include <atomic>
 #include <thread>
 
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/coordination_client.h"
-#include "mcx/distributed/kv_store.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/coordination/agent_key_value.h"
+#include "mcx/distributed/coordination/client.h"
+#include "mcx/distributed/data_plane/gloo/gloo_kv_store.h"
 #include "tests/distributed/test_agent_options.h"
 
 namespace mcx::distributed {
@@ -131,7 +132,8 @@ TEST_F(AgentRejoinTest, AgentsRejoinRepublishTheirEntriesAndFinishTheCallsInFlig
   ASSERT_EQ(*agents_[0]->kv_delete("scratch/a"), 1);
   {
     // The data plane's rendezvous writes through the agent.
-    KvStore store(agents_[1].get(), "mcx/dataplane/g/1.0/", absl::Now() + absl::Seconds(5));
+    AgentKeyValue kv(agents_[1].get(), 1, 3);
+    GlooKvStore store(kv, "mcx/dataplane/g/1.0/", absl::Now() + absl::Seconds(5));
     store.set("rank_1", std::vector<char>{'a', 'd', 'd', 'r'});
   }
   ASSERT_TRUE(agents_[2]->kv_increment("counter", 5).ok());

@@ -1,6 +1,6 @@
 // CoordinationAgent over the in-process transport: connect, KV, barriers, live tasks, failure
 // notification (callback instead of exit), recoverable membership changes, shutdown.
-#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination/agent.h"
 #include "tests/distributed/test_agent_options.h"
 
 #include <gmock/gmock.h>

@@ -1,12 +1,12 @@
 // Authorization in the coordination service (principal.h): roles from URI SANs, the key rules, key
 // ownership recorded by the store, and who may cancel a barrier.
-#include "mcx/distributed/principal.h"
+#include "mcx/distributed/security/principal.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "mcx/distributed/coordination_service.h"
-#include "mcx/distributed/job_secret.h"
+#include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/security/job_secret.h"
 #include "tests/distributed/callback_result.h"
 
 namespace mcx::distributed {

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination/service.h"
 
 namespace mcx::distributed {
 

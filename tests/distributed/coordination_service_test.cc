@@ -1,6 +1,6 @@
 // The coordination service state machine, driven directly and through the in-process client, with a
 // ManualClock so timeouts are exact and tests are fast.
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/callback_result.h"
 
 #include <gmock/gmock.h>
@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "mcx/distributed/coordination_client.h"
-#include "mcx/distributed/job_secret.h"
+#include "mcx/distributed/coordination/client.h"
+#include "mcx/distributed/security/job_secret.h"
 
 namespace mcx::distributed {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
-#include "mcx/distributed/grpc_client.h"
-#include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/rpc/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_server.h"
 
 namespace mcx::distributed {
 namespace {

@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/fast_path_channel.h"
-#include "mcx/distributed/fast_path_client.h"
-#include "mcx/distributed/fast_path_server.h"
-#include "mcx/distributed/proto_convert.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/rpc/fast_path_channel.h"
+#include "mcx/distributed/rpc/fast_path_client.h"
+#include "mcx/distributed/rpc/fast_path_server.h"
+#include "mcx/distributed/rpc/proto_convert.h"
 
 namespace mcx::distributed {
 namespace {

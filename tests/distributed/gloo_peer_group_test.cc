@@ -2,7 +2,7 @@
 // transport to one service) and its own GlooPeerGroup over real TCP on loopback, rendezvous through the KV
 // store. So the data plane's transport, the ring collectives on it, deadlines and aborts run under the
 // sanitizers (the multi-process tests cover real processes and kill -9).
-#include "mcx/distributed/gloo_peer_group.h"
+#include "mcx/distributed/data_plane/gloo/gloo_peer_group.h"
 
 #include <functional>
 #include <memory>
@@ -13,11 +13,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
-#include "mcx/core/peer_collectives.h"
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/coordination_client.h"
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/collectives/live_set.h"
+#include "mcx/collectives/peer_collectives.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/coordination/agent_key_value.h"
+#include "mcx/distributed/coordination/client.h"
+#include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/on_each.h"
 
 namespace mcx::distributed {
@@ -49,8 +50,8 @@ class GlooPeerGroupTest : public ::testing::Test {
       ASSERT_TRUE(agents_[i]->connect().ok());
       std::vector<int> all;
       for (int p = 0; p < n; ++p) all.push_back(p);
-      auto g = connect_gloo_peer_group(PeerGroupRequest{all, key, 0, absl::Now() + absl::Seconds(20)}, i,
-                                       agents_[i].get());
+      AgentKeyValue kv(agents_[i].get(), i, n);
+      auto g = connect_gloo_peer_group(PeerGroupRequest{all, key, 0, absl::Now() + absl::Seconds(20)}, i, kv);
       ASSERT_TRUE(g.ok()) << g.status();
       groups_[i] = std::move(*g);
     });
@@ -123,8 +124,8 @@ TEST_F(GlooPeerGroupTest, APeerReportedDeadEndsTheRendezvousAtOnce) {
     record_process_failure(1, 4242, mark_process_failure(absl::UnavailableError("process 1 was killed"), 1));
   });
   const absl::Time began = absl::Now();
-  auto g = connect_gloo_peer_group(PeerGroupRequest{{0, 1}, "dead peer", 0, absl::Now() + absl::Seconds(60)}, 0,
-                                   agents_[0].get());
+  AgentKeyValue kv(agents_[0].get(), 0, 2);
+  auto g = connect_gloo_peer_group(PeerGroupRequest{{0, 1}, "dead peer", 0, absl::Now() + absl::Seconds(60)}, 0, kv);
   report.join();
   record_process_alive(1, 4343);  // forget the failure (another incarnation) for the other tests
   EXPECT_LT(absl::Now() - began, absl::Seconds(5));

@@ -14,10 +14,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/fast_path_client.h"
-#include "mcx/distributed/grpc_client.h"
-#include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/rpc/fast_path_client.h"
+#include "mcx/distributed/rpc/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_server.h"
 
 extern char** environ;
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination/service.h"
 
 namespace mcx::distributed {
 namespace {

@@ -1,7 +1,7 @@
 // Mutual TLS on the gRPC edge with certificates generated at test time by the openssl CLI: good
 // certificates, no client certificate, another CA, URI prefix mismatch, task identity binding, rotation,
 // unreadable/mismatched files.
-#include "mcx/distributed/mtls.h"
+#include "mcx/distributed/security/mtls.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "mcx/distributed/grpc_client.h"
-#include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/rpc/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_server.h"
 #include "tests/distributed/test_certs.h"
 
 namespace mcx::distributed {

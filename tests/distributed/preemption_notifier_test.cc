@@ -1,7 +1,7 @@
 // The SIGTERM preemption notifier in this process: the first SIGTERM runs the callback on the notifier thread
 // instead of ending the process, a second one ends it, a program's own handler is left alone, and uninstall
 // restores the previous action.
-#include "mcx/distributed/preemption_notifier.h"
+#include "mcx/distributed/coordination/preemption_notifier.h"
 
 #include <signal.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // thread that plays one process's step loop. Checked: one sync step for every process whatever its step and
 // speed, steps separated by barriers (collectives) do not deadlock against the agreement, a dead process is
 // not waited for, the deadline names the processes that did not report, and the caller's errors.
-#include "mcx/distributed/preemption_sync.h"
+#include "mcx/distributed/coordination/preemption_sync.h"
 #include "tests/distributed/test_agent_options.h"
 
 #include <gmock/gmock.h>

@@ -1,12 +1,12 @@
 // The coordination service's per-peer rate limit (rate_limiter.h) on a fake clock, and the per-task key-value
-// quotas (coordination_service.h) under identity binding.
-#include "mcx/distributed/rate_limiter.h"
+// quotas (coordination/service.h) under identity binding.
+#include "mcx/distributed/security/rate_limiter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "mcx/distributed/coordination_service.h"
-#include "mcx/distributed/principal.h"
+#include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/security/principal.h"
 
 namespace mcx::distributed {
 namespace {

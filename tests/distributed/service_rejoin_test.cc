@@ -7,7 +7,7 @@
 
 #include <future>
 
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/callback_result.h"
 
 namespace mcx::distributed {

@@ -2,7 +2,7 @@
 // (in-process transport to one service) and its own TcpDataPlane (a real listener on loopback), plaintext and
 // TLS 1.3 with real certificates. So the handshake, the exchange loop, deadlines, aborts and refusals of
 // strangers run under the sanitizers; the multi-process tests cover real processes and kill -9.
-#include "mcx/distributed/tcp_data_plane.h"
+#include "mcx/distributed/data_plane/tcp/tcp_data_plane.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,14 +19,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
-#include "mcx/core/live_set.h"
-#include "mcx/core/peer_collectives.h"
-#include "mcx/distributed/coordination_agent.h"
-#include "mcx/distributed/coordination_client.h"
-#include "mcx/distributed/coordination_service.h"
+#include "mcx/collectives/live_set.h"
+#include "mcx/collectives/peer_collectives.h"
+#include "mcx/distributed/coordination/agent.h"
+#include "mcx/distributed/coordination/agent_key_value.h"
+#include "mcx/distributed/coordination/client.h"
+#include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/on_each.h"
-#include "mcx/distributed/data_plane.h"
-#include "mcx/distributed/data_plane_handshake.h"
+#include "mcx/distributed/data_plane/data_plane.h"
+#include "mcx/distributed/data_plane/tcp/handshake.h"
 #include "tests/distributed/test_agent_options.h"
 #include "tests/distributed/test_certs.h"
 
@@ -83,7 +84,7 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
       TcpDataPlane::Options po;
       po.process = i;
       po.address = "127.0.0.1";
-      po.agent = agents_[i].get();
+      po.kv = std::make_shared<AgentKeyValue>(agents_[i].get(), i, n);
       if (tls()) {
         auto t = DataPlaneTls::create(task_mtls(leaf_of ? leaf_of(i) : absl::StrCat("task", i)));
         ASSERT_TRUE(t.ok()) << t.status();
@@ -290,7 +291,7 @@ TEST_P(TcpPeerGroupTest, AbortEndsABlockedExchangePromptly) {
   absl::Status again = groups_[0]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
   EXPECT_EQ(again.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(again.message(), HasSubstr("stop now"));
-  EXPECT_TRUE(groups_[0]->is_poisoned());
+  EXPECT_TRUE(groups_[0]->failed());
 }
 
 TEST_P(TcpPeerGroupTest, ClosedPeerFailsTheOtherFastNamingItsProcess) {
@@ -425,7 +426,8 @@ TEST(TcpPeerGroupTlsTest, ACertificateOfAnotherTaskOrCaIsRefused) {
     for (int i = 0; i < 2; ++i) {
       // Process 1 presents `leaf`: a certificate naming task 3, or one from another CA.
       MtlsOptions m = i == 1 ? task_mtls(leaf, leaf == "stranger" ? "other_ca.pem" : "ca.pem") : task_mtls("task0");
-      auto p = TcpDataPlane::start({i, "127.0.0.1", *DataPlaneTls::create(m), agents[i].get()});
+      auto p = TcpDataPlane::start(
+        {i, "127.0.0.1", *DataPlaneTls::create(m), std::make_shared<AgentKeyValue>(agents[i].get(), i, 2)});
       ASSERT_TRUE(p.ok()) << p.status();
       planes.push_back(*p);
     }
@@ -471,7 +473,8 @@ TEST(TcpPeerGroupTlsTest, RotatedCertificateFilesApplyToNewConnections) {
       m.key_file = own_key;
     }
     m.refresh_interval = absl::ZeroDuration();
-    auto p = TcpDataPlane::start({i, "127.0.0.1", *DataPlaneTls::create(m), agents[i].get()});
+    auto p = TcpDataPlane::start(
+        {i, "127.0.0.1", *DataPlaneTls::create(m), std::make_shared<AgentKeyValue>(agents[i].get(), i, 2)});
     ASSERT_TRUE(p.ok()) << p.status();
     planes.push_back(*p);
   }
@@ -495,13 +498,14 @@ TEST(DataPlaneStart, TlsIsNeverSilentlyDropped) {
   auto service = *CoordinationService::create(o);
   CoordinationAgent agent(std::make_unique<InProcessClient>(service.get()), test_agent_options(0, 1, absl::Seconds(5)));
   ASSERT_TRUE(agent.connect().ok());
+  auto kv = std::make_shared<AgentKeyValue>(&agent, 0, 1);
   ::setenv("MCX_DATA_PLANE_TLS", "1", 1);
   ::setenv("MCX_COLLECTIVES", "gloo", 1);
-  absl::Status gloo = start_data_plane(&agent, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
+  absl::Status gloo = start_data_plane(kv, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
   EXPECT_EQ(gloo.code(), absl::StatusCode::kFailedPrecondition) << gloo;
   EXPECT_THAT(gloo.message(), HasSubstr("MCX_COLLECTIVES=gloo has no TLS"));
   ::setenv("MCX_COLLECTIVES", "tcp", 1);
-  absl::Status no_files = start_data_plane(&agent, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
+  absl::Status no_files = start_data_plane(kv, DataPlaneConfig{"127.0.0.1:1", 0, 1, {}});
   EXPECT_EQ(no_files.code(), absl::StatusCode::kFailedPrecondition) << no_files;
   EXPECT_THAT(no_files.message(), HasSubstr("needs the mTLS files"));
   ::unsetenv("MCX_DATA_PLANE_TLS");

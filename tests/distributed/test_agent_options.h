@@ -3,7 +3,7 @@
 #pragma once
 
 #include "absl/time/time.h"
-#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination/agent.h"
 
 namespace mcx::distributed {
 

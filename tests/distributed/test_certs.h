@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "mcx/distributed/mtls.h"
+#include "mcx/distributed/security/mtls.h"
 
 #ifndef MCX_OPENSSL_EXECUTABLE
 #define MCX_OPENSSL_EXECUTABLE "openssl"

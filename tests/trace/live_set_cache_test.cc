@@ -1,5 +1,5 @@
 // The process-wide SPMD executable cache drops executables over a mesh that includes a process the job agreed
-// is gone (core/live_set.h), and keeps the others. In a child process with a two-process topology (devices 0, 1
+// is gone (collectives/live_set.h), and keeps the others. In a child process with a two-process topology (devices 0, 1
 // here, 2, 3 on process 1); the programs are element-wise, so they run without a data plane.
 #include <cstdio>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "mcx/core/live_set.h"
+#include "mcx/collectives/live_set.h"
 #include "mcx/core/topology.h"
 #include "mcx/mcx.h"
 #include "mcx/runtime/program_runner.h"

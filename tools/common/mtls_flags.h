@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "mcx/distributed/mtls.h"
+#include "mcx/distributed/security/mtls.h"
 
 namespace CLI {
 class App;

@@ -22,8 +22,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/distributed/cluster.h"
-#include "mcx/distributed/coordination_service.h"
-#include "mcx/distributed/grpc_server.h"
+#include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/rpc/grpc_server.h"
 #include "tools/common/mtls_flags.h"
 
 namespace {

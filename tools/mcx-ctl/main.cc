@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "mcx/distributed/coordination_client.h"
-#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/coordination/client.h"
+#include "mcx/distributed/rpc/grpc_client.h"
 #include "tools/common/env_names.h"
 #include "tools/common/mtls_flags.h"
 

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "mcx/distributed/coordination_agent.h"
+#include "mcx/distributed/coordination/agent.h"
 #include "tools/common/env_names.h"
 #include "tools/common/subprocess.h"
 

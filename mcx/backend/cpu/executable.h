@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mcx/core/buffer.h"
-#include "mcx/core/communicator.h"
+#include "mcx/collectives/communicator.h"
 #include "mcx/ir/program.h"
 
 namespace mcx::cpu {

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mcx/distributed/coordination_rpc.h"
-#include "mcx/distributed/fast_path_wire.h"
-#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/rpc/handlers.h"
+#include "mcx/distributed/rpc/fast_path_wire.h"
+#include "mcx/distributed/rpc/grpc_client.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
 
 namespace mcx::mptest {

@@ -9,7 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_client.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
 
 namespace mcx::mptest {

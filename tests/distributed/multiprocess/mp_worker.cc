@@ -42,7 +42,7 @@
 
 #include "mcx/core/error.h"
 #include "mcx/distributed/distributed.h"
-#include "mcx/distributed/grpc_client.h"
+#include "mcx/distributed/rpc/grpc_client.h"
 
 namespace dist = mcx::distributed;
 

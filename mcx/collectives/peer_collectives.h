@@ -1,0 +1,61 @@
+// Collectives among the processes of a PeerGroup (one participant per process), over host memory. The
+// spanning group (spanning_group.h) runs them on behalf of all the devices of a process, so that one copy
+// of the data crosses between a pair of processes.
+//
+// Algorithms (P processes, ring order = rank order, successor (r + 1) % P):
+//  - peer_all_reduce: ring reduce-scatter then ring all-gather, P - 1 steps each, every step one exchange
+//    (send a chunk to the successor, receive one from the predecessor). Chunk c (elements
+//    [count*c/P, count*(c+1)/P)) is reduced along the ring starting at process c + 1 and ending at process c,
+//    acc = acc op incoming, and is then copied unchanged to every process: all members hold bitwise identical
+//    results. The order differs from rank order; the deterministic mode of the spanning group reduces in
+//    rank order instead (reduce_kernels.h).
+//  - peer_all_gatherv: ring, P - 1 steps; block p (sizes[p] bytes) lands at the sum of the sizes before it.
+//  - peer_barrier: a one-byte all-gather (after it, every process has heard from every other).
+// Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.
+// Piggyback: a few bytes (a LaunchCheck tag) carried by the collective's first exchange and checked before
+// any data behind it is used or even received. The first exchange runs in two phases: (1) the headers, a
+// message to the ring successor and from the predecessor that also carries the first kPiggybackFoldBytes
+// of the data for the successor, received into a buffer of the largest size it can have (plus a bare header
+// to and from any other peer of the exchange); every received header is checked; (2) the rest of the data,
+// posted only after its sender passed the check. A small collective thus pays for its piggyback with a copy,
+// not a message, and processes that run different things never send a message longer than the receive
+// posted for it (PeerGroup: Gloo cannot survive one).
+// Errors and deadlines: those of PeerGroup::exchange. Thread-safety: as PeerGroup (one caller at a time).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "mcx/collectives/communicator.h"
+#include "mcx/collectives/peer_group.h"
+
+namespace mcx {
+
+inline constexpr uint64_t kPeerTagSpan = 4096;
+inline constexpr int64_t kPiggybackFoldBytes = 32 << 10;
+
+struct Piggyback {
+  const void* out = nullptr;  // sent to the ring successor
+  void* in = nullptr;         // received from the predecessor
+  int64_t bytes = 0;
+  std::function<absl::Status()> check;  // runs once `in` has arrived, before the data is used
+};
+
+absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
+                             absl::Time deadline, const Piggyback* piggyback = nullptr);
+
+// in holds sizes[g.rank()] bytes; out holds the sum of sizes.
+absl::Status peer_all_gatherv(PeerGroup& g, const void* in, std::span<const int64_t> sizes, void* out, uint64_t tag,
+                              absl::Time deadline, const Piggyback* piggyback = nullptr);
+
+absl::Status peer_barrier(PeerGroup& g, uint64_t tag, absl::Time deadline, const Piggyback* piggyback = nullptr);
+
+// One exchange with the piggyback folded in (for collectives whose pattern is not a ring: all-to-all,
+// permutations). The piggyback still goes to the ring successor and comes from the predecessor.
+absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std::vector<PeerGroup::Recv> recvs,
+                           uint64_t tag, absl::Time deadline, const Piggyback* piggyback = nullptr);
+
+}  // namespace mcx

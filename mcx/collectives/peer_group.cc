@@ -1,0 +1,138 @@
+#include "mcx/collectives/peer_group.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/collectives/collective_group.h"
+#include "mcx/core/error.h"
+#include "mcx/collectives/live_set.h"
+
+namespace mcx {
+namespace {
+
+struct FactoryRegistry {
+  std::mutex mu;
+  std::string backend;  // guarded by mu
+  PeerGroupFactory factory;  // guarded by mu
+};
+
+FactoryRegistry& registry() {
+  static FactoryRegistry* r = new FactoryRegistry();  // never destroyed: streams may build groups until exit
+  return *r;
+}
+
+// Every group make_peer_group built that is still alive, with its processes, so that a process reported
+// dead can abort the groups that wait for it.
+struct LiveGroups {
+  std::mutex mu;
+  std::map<PeerGroup*, std::vector<int>> groups;  // guarded by mu
+};
+
+LiveGroups& live_groups() {
+  static LiveGroups* l = new LiveGroups();  // never destroyed: groups may be destroyed during exit
+  return *l;
+}
+
+// What make_peer_group returns: the factory's group, registered in live_groups() while it lives.
+class TrackedPeerGroup final : public PeerGroup {
+ public:
+  TrackedPeerGroup(std::unique_ptr<PeerGroup> inner, std::vector<int> processes) : inner_(std::move(inner)) {
+    LiveGroups& l = live_groups();
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.groups[this] = std::move(processes);
+  }
+  ~TrackedPeerGroup() override {
+    LiveGroups& l = live_groups();
+    std::lock_guard<std::mutex> lock(l.mu);  // held while inner_ dies: an abort never meets a dying group
+    l.groups.erase(this);
+    inner_.reset();
+  }
+  int size() const override { return inner_->size(); }
+  int rank() const override { return inner_->rank(); }
+  std::string description() const override { return inner_->description(); }
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    absl::Status s = inner_->exchange(sends, recvs, deadline, on_recv);
+    if (!s.ok()) record(s);
+    return s;
+  }
+  void abort(const absl::Status& why) override {
+    record(why.ok() ? absl::AbortedError("[data plane] aborted") : why);
+    inner_->abort(why);
+  }
+  bool failed() const override { return failed_.load(std::memory_order_acquire); }
+  absl::Status failure() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
+
+ private:
+  void record(const absl::Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failure_.ok()) failure_ = s;
+    }
+    failed_.store(true, std::memory_order_release);
+  }
+  std::unique_ptr<PeerGroup> inner_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  absl::Status failure_;  // guarded by mu_
+};
+
+}  // namespace
+
+int abort_peer_groups_of_process(int process, const absl::Status& why) {
+  LiveGroups& l = live_groups();
+  std::lock_guard<std::mutex> lock(l.mu);
+  int aborted = 0;
+  for (auto& [group, processes] : l.groups) {
+    if (std::find(processes.begin(), processes.end(), process) == processes.end()) continue;
+    group->abort(why);
+    ++aborted;
+  }
+  return aborted;
+}
+
+void set_peer_group_factory(std::string backend, PeerGroupFactory factory) {
+  FactoryRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.backend = factory ? std::move(backend) : std::string();
+  r.factory = std::move(factory);
+}
+
+absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupRequest& request) {
+  if (absl::Status failed = reported_process_failure(request.processes); !failed.ok()) {
+    return with_message(failed, absl::StrCat("[collective] ", request.key, " needs processes {",
+                                             absl::StrJoin(request.processes, ","), "}, but ", failed.message()));
+  }
+  PeerGroupFactory factory;
+  {
+    FactoryRegistry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    factory = r.factory;
+  }
+  if (!factory) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[collective] ", request.key, " spans processes {", absl::StrJoin(request.processes, ","),
+        "} but no data plane is installed: call mcx::distributed::initialize() in every process first"));
+  }
+  MCX_ASSIGN_OR_RETURN(std::unique_ptr<PeerGroup> group, factory(request));
+  return std::unique_ptr<PeerGroup>(new TrackedPeerGroup(std::move(group), request.processes));
+}
+
+std::string peer_group_backend() {
+  FactoryRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.backend;
+}
+
+absl::Status peer_group_unusable(const std::string& description, const absl::Status& first_error) {
+  return group_unusable("data plane", description, first_error);
+}
+
+}  // namespace mcx

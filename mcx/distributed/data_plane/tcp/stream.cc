@@ -1,0 +1,150 @@
+#include "mcx/distributed/data_plane/tcp/stream.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <openssl/err.h>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
+#include "mcx/distributed/data_plane/tcp/tls.h"
+
+namespace mcx::distributed {
+
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
+
+DataPlaneStream::DataPlaneStream(int fd, SSL* ssl) : fd_(fd), ssl_(ssl) {
+  const int flags = fcntl(fd_, F_GETFL, 0);
+  if (flags >= 0) fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+}
+
+DataPlaneStream::~DataPlaneStream() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void DataPlaneStream::shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
+DataPlaneStream::Result DataPlaneStream::tls_result(int rc, size_t moved) {
+  const int err = SSL_get_error(ssl_, rc);
+  switch (err) {
+    case SSL_ERROR_WANT_READ:
+      return {Io::kWouldBlock, moved, {}};
+    case SSL_ERROR_WANT_WRITE:
+      want_write_ = true;
+      return {Io::kWouldBlock, moved, {}};
+    case SSL_ERROR_ZERO_RETURN:
+      return {Io::kClosed, moved, "the peer closed the TLS session"};
+    case SSL_ERROR_SYSCALL: {
+      const int e = errno;
+      ERR_clear_error();
+      return {Io::kClosed, moved, e == 0 ? std::string("the connection closed") : std::string(strerror(e))};
+    }
+    default:
+      return {Io::kError, moved, absl::StrCat("TLS error: ", openssl_errors())};
+  }
+}
+
+DataPlaneStream::Result DataPlaneStream::move_some(bool write, char* p, size_t len) {
+  size_t moved = 0;
+  while (moved < len) {
+    if (ssl_ != nullptr) {
+      want_write_ = false;
+      const int chunk = static_cast<int>(std::min<size_t>(len - moved, size_t{1} << 30));
+      ERR_clear_error();
+      const int rc = write ? SSL_write(ssl_, p + moved, chunk) : SSL_read(ssl_, p + moved, chunk);
+      if (rc <= 0) return tls_result(rc, moved);
+      moved += static_cast<size_t>(rc);
+      continue;
+    }
+    const ssize_t rc = write ? send(fd_, p + moved, len - moved, MSG_NOSIGNAL) : recv(fd_, p + moved, len - moved, 0);
+    if (rc > 0 || (write && rc == 0)) {
+      moved += static_cast<size_t>(rc);
+    } else if (rc == 0) {
+      return {Io::kClosed, moved, "the connection closed"};
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return {Io::kWouldBlock, moved, {}};
+    } else {
+      const bool closed = errno == ECONNRESET || errno == EPIPE;
+      return {closed ? Io::kClosed : Io::kError, moved, strerror(errno)};
+    }
+  }
+  return {Io::kDone, moved, {}};
+}
+
+DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
+  return move_some(/*write=*/false, static_cast<char*>(data), len);
+}
+
+DataPlaneStream::Result DataPlaneStream::write_some(const void* data, size_t len) {
+  return move_some(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
+}
+
+absl::Status DataPlaneStream::wait_ready(bool for_write, absl::Time deadline, const std::string& what) {
+  while (true) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat("[data plane] ", what, " timed out"));
+    }
+    pollfd p{fd_, static_cast<short>(for_write || want_write_ ? POLLOUT : POLLIN), 0};
+    const int ms = static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1, 1000));
+    const int rc = poll(&p, 1, ms);
+    if (rc > 0) return absl::OkStatus();
+    if (rc < 0 && errno != EINTR) return absl::UnavailableError(absl::StrCat("[data plane] ", what, ": poll: ", strerror(errno)));
+  }
+}
+
+absl::Status DataPlaneStream::tls_handshake(absl::Time deadline) {
+  if (ssl_ == nullptr) return absl::OkStatus();
+  while (true) {
+    ERR_clear_error();
+    const int rc = SSL_do_handshake(ssl_);
+    if (rc == 1) return absl::OkStatus();
+    const int err = SSL_get_error(ssl_, rc);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      if (absl::Status s = wait_ready(err == SSL_ERROR_WANT_WRITE, deadline, "the TLS handshake"); !s.ok()) return s;
+      continue;
+    }
+    const std::string why = err == SSL_ERROR_SYSCALL ? std::string(errno ? strerror(errno) : "the connection closed")
+                                                     : openssl_errors();
+    return absl::UnavailableError(absl::StrCat("[data plane] the TLS handshake failed: ", why));
+  }
+}
+
+absl::Status DataPlaneStream::move_all(bool write, void* data, size_t len, absl::Time deadline,
+                                       const std::string& what) {
+  char* p = static_cast<char*>(data);
+  size_t moved = 0;
+  while (moved < len) {
+    Result r = write ? write_some(p + moved, len - moved) : read_some(p + moved, len - moved);
+    moved += r.bytes;
+    if (r.io == Io::kDone) break;
+    if (r.io == Io::kClosed || r.io == Io::kError) {
+      return absl::UnavailableError(absl::StrCat("[data plane] ", what, ": ", r.error));
+    }
+    if (absl::Status s = wait_ready(write, deadline, what); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataPlaneStream::read_exact(void* data, size_t len, absl::Time deadline, const std::string& what) {
+  return move_all(/*write=*/false, data, len, deadline, what);
+}
+
+absl::Status DataPlaneStream::write_all(const void* data, size_t len, absl::Time deadline, const std::string& what) {
+  return move_all(/*write=*/true, const_cast<void*>(data), len, deadline, what);
+}
+
+}  // namespace mcx::distributed

@@ -1,0 +1,69 @@
+// DataPlaneStream: one connection of the data plane's own transport (tcp_peer_group.h), plaintext or TLS 1.3
+// (tcp/tls.h), over a non-blocking TCP socket.
+//
+// read_some / write_some never block: they move what the socket (and the TLS layer) can take now and say why
+// they stopped (kWouldBlock, kClosed, kError). wants_write() tells an event loop to poll for POLLOUT although it
+// has nothing queued (a TLS read that must write, e.g. a key update). The blocking helpers (handshake,
+// read_exact, write_all) poll with a deadline: they serve the connection setup, never the collectives.
+// Writes use MSG_NOSIGNAL (plaintext); TLS writes go through write(2), so the data plane ignores SIGPIPE
+// (ignore_sigpipe_unless_handled) and a dead peer is an error, not a signal.
+//
+// Errors: DeadlineExceeded "[data plane] ... timed out", Unavailable for a closed or reset connection, naming
+// `what` (the step) given by the caller.
+// Thread-safety: one thread at a time; shutdown() from any thread (it wakes a blocked poll with an error).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include <openssl/ssl.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace mcx::distributed {
+
+class DataPlaneStream {
+ public:
+  // Takes ownership of fd (made non-blocking here) and ssl (may be null: plaintext).
+  DataPlaneStream(int fd, SSL* ssl);
+  ~DataPlaneStream();
+  DataPlaneStream(const DataPlaneStream&) = delete;
+  DataPlaneStream& operator=(const DataPlaneStream&) = delete;
+
+  int fd() const { return fd_; }
+  SSL* ssl() const { return ssl_; }
+
+  enum class Io { kDone, kWouldBlock, kClosed, kError };
+  struct Result {
+    Io io = Io::kDone;
+    size_t bytes = 0;   // moved before stopping
+    std::string error;  // kError / kClosed: why
+  };
+  Result read_some(void* data, size_t len);
+  Result write_some(const void* data, size_t len);
+  bool wants_write() const { return want_write_; }
+
+  absl::Status tls_handshake(absl::Time deadline);  // no-op when plaintext
+  absl::Status read_exact(void* data, size_t len, absl::Time deadline, const std::string& what);
+  absl::Status write_all(const void* data, size_t len, absl::Time deadline, const std::string& what);
+
+  // shutdown(2) both directions: the peer sees EOF and a local poll wakes.
+  void shutdown();
+
+ private:
+  Result tls_result(int rc, size_t moved);
+  Result move_some(bool write, char* p, size_t len);  // read_some / write_some (p is only read when writing)
+  absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
+  // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
+  absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);
+  int fd_;
+  SSL* ssl_;
+  bool want_write_ = false;
+};
+
+// Ignores SIGPIPE unless the program installed its own handler (a peer that died must fail a write with
+// EPIPE, not kill the process). Idempotent.
+void ignore_sigpipe_unless_handled();
+
+}  // namespace mcx::distributed

@@ -1,0 +1,441 @@
+#include "mcx/distributed/data_plane/tcp/tcp_peer_group.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/core/error.h"
+
+namespace mcx::distributed {
+namespace {
+
+constexpr size_t kHeaderBytes = 16;
+constexpr uint64_t kCoalesceBytes = 64 * 1024;  // smaller payloads go out in the header's write
+// The last frame of a process that leaves a poisoned group: {i32 failed process or -1, the reason}. So a peer
+// blocked on that process learns why instead of seeing a bare closed connection (and blames the process that
+// failed, not the one that left because of it). No message uses this tag.
+constexpr uint64_t kGoodbyeTag = ~uint64_t{0};
+constexpr size_t kMaxGoodbyeBytes = 2048;
+
+void put_u64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+// One connection's state across exchanges.
+struct Peer {
+  std::unique_ptr<DataPlaneStream> stream;
+  absl::Status closed;  // why the connection closed (the peer died or aborted the group); OK while open
+
+  struct Out {
+    std::string head;  // header, and the payload when it is small
+    const char* data = nullptr;
+    uint64_t data_bytes = 0;  // payload written from `data` (0 when it rode in `head`)
+    size_t head_off = 0;
+    uint64_t data_off = 0;
+  };
+  std::deque<Out> out;
+
+  // The message being read: its header, then its body into `dst`.
+  std::array<char, kHeaderBytes> header{};
+  size_t header_got = 0;
+  bool in_body = false;
+  uint64_t tag = 0, bytes = 0, got = 0;
+  char* dst = nullptr;        // null with in_body: parked (see pump)
+  int recv_index = -1;        // the posted receive it completes, or -1: read into `unmatched`
+  std::vector<char> unmatched;  // a message no receive was posted for when its header came
+
+  std::map<uint64_t, size_t> posted;                         // tag -> receive index, this exchange
+  std::map<uint64_t, std::deque<std::vector<char>>> early;  // whole messages that came before their receive
+};
+
+class TcpPeerGroup final : public PeerGroup {
+ public:
+  TcpPeerGroup(std::vector<std::unique_ptr<DataPlaneStream>> streams, std::vector<int> processes, int rank,
+               std::string key, bool tls)
+      : processes_(std::move(processes)), rank_(rank), key_(std::move(key)), tls_(tls),
+        wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    peers_.resize(streams.size());
+    for (size_t r = 0; r < streams.size(); ++r) peers_[r].stream = std::move(streams[r]);
+  }
+  ~TcpPeerGroup() override {
+    if (wake_fd_ >= 0) close(wake_fd_);
+  }
+
+  int size() const override { return static_cast<int>(processes_.size()); }
+  int rank() const override { return rank_; }
+  std::string description() const override {
+    return absl::StrCat(tls_ ? "tls" : "tcp", " group '", key_, "' of processes {", absl::StrJoin(processes_, ","),
+                        "}");
+  }
+
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!poison_.ok()) return poisoned();
+      busy_ = true;
+    }
+    absl::Status status = run(sends, recvs, deadline, on_recv);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    if (!status.ok()) {
+      if (poison_.ok()) poison_ = status;
+      close_locked();
+    }
+    return status;
+  }
+
+  void abort(const absl::Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (poison_.ok()) poison_ = why.ok() ? absl::AbortedError("[data plane] aborted") : why;
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    if (!busy_) close_locked();  // otherwise the exchange closes it on its way out
+  }
+
+  bool failed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !poison_.ok();
+  }
+
+ private:
+  std::string who(int peer) const {
+    return absl::StrCat("process ", processes_[peer], " (peer ", peer, " of ", description(), ")");
+  }
+
+  absl::Status run(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                   const OnRecv& on_recv) {
+    const int n = size();
+    for (Peer& p : peers_) p.posted.clear();
+    std::vector<bool> done(recvs.size(), false);
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      const Recv& r = recvs[i];
+      if (r.peer < 0 || r.peer >= n || r.peer == rank_) {
+        return absl::InvalidArgumentError(absl::StrCat("[data plane] receive ", i, " names peer ", r.peer, " in ",
+                                                       description(), "; expected another rank in [0, ", n, ")"));
+      }
+      if (r.tag == kGoodbyeTag) return absl::InvalidArgumentError("[data plane] tag 2^64-1 is reserved");
+      if (r.bytes <= 0) {
+        done[i] = true;
+        continue;
+      }
+      Peer& p = peers_[r.peer];
+      if (auto e = p.early.find(r.tag); e != p.early.end()) {
+        std::vector<char> msg = std::move(e->second.front());
+        e->second.pop_front();
+        if (e->second.empty()) p.early.erase(e);
+        MCX_RETURN_IF_ERROR(check_fits(r.peer, r.tag, msg.size(), r.bytes));
+        if (!msg.empty()) std::memcpy(r.data, msg.data(), msg.size());
+        done[i] = true;
+        continue;
+      }
+      if (p.in_body && p.dst == nullptr && p.tag == r.tag) {  // its header came, its body waits in the socket
+        MCX_RETURN_IF_ERROR(check_fits(r.peer, r.tag, p.bytes, r.bytes));
+        p.dst = static_cast<char*>(r.data);
+        p.recv_index = static_cast<int>(i);
+        continue;
+      }
+      if (!p.posted.emplace(r.tag, i).second) {
+        return absl::InvalidArgumentError(absl::StrCat("[data plane] two receives from peer ", r.peer,
+                                                       " with tag ", r.tag, " in one exchange of ", description()));
+      }
+    }
+    for (const Send& s : sends) {
+      if (s.peer < 0 || s.peer >= n || s.peer == rank_) {
+        return absl::InvalidArgumentError(absl::StrCat("[data plane] a send names peer ", s.peer, " in ", description(),
+                                                       "; expected another rank in [0, ", n, ")"));
+      }
+      if (s.tag == kGoodbyeTag) return absl::InvalidArgumentError("[data plane] tag 2^64-1 is reserved");
+      if (s.bytes <= 0) continue;
+      Peer::Out o;
+      o.head.resize(kHeaderBytes);
+      put_u64(o.head.data(), s.tag);
+      put_u64(o.head.data() + 8, static_cast<uint64_t>(s.bytes));
+      if (static_cast<uint64_t>(s.bytes) <= kCoalesceBytes) {
+        o.head.append(static_cast<const char*>(s.data), static_cast<size_t>(s.bytes));
+      } else {
+        o.data = static_cast<const char*>(s.data);
+        o.data_bytes = static_cast<uint64_t>(s.bytes);
+      }
+      peers_[s.peer].out.push_back(std::move(o));
+    }
+
+    size_t next_notify = 0;
+    std::vector<pollfd> fds;
+    std::vector<int> fd_peer;
+    bool first = true;
+    while (true) {
+      while (next_notify < recvs.size() && done[next_notify]) {
+        if (on_recv && recvs[next_notify].bytes > 0) MCX_RETURN_IF_ERROR(on_recv(next_notify));
+        ++next_notify;
+      }
+      bool sending = false;
+      for (const Peer& p : peers_) sending = sending || !p.out.empty();
+      if (next_notify == recvs.size() && !sending) return absl::OkStatus();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!poison_.ok()) return abort_reason_locked();
+      }
+      MCX_RETURN_IF_ERROR(needed_closed(recvs, done));
+      if (absl::Now() >= deadline) return deadline_error(recvs, done);
+      fds.clear();
+      fd_peer.clear();
+      for (int r = 0; r < n; ++r) {
+        Peer& p = peers_[r];
+        if (!p.stream || !p.closed.ok()) continue;
+        if (first) {  // start the sends and drain what is already here before waiting
+          MCX_RETURN_IF_ERROR(pump(r, recvs, done));
+          if (!p.closed.ok()) continue;
+        }
+        const bool want_out = !p.out.empty() || p.stream->wants_write();
+        const bool want_in = !parked(p);  // a parked peer still reports a hang-up (POLLHUP)
+        fds.push_back({p.stream->fd(), static_cast<short>((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0});
+        fd_peer.push_back(r);
+      }
+      if (first) {
+        first = false;
+        continue;  // the pumps may have finished everything
+      }
+      fds.push_back({wake_fd_, POLLIN, 0});
+      const absl::Duration left = deadline - absl::Now();
+      const int ms = static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(left) + 1, 0, 1000));
+      const int rc = poll(fds.data(), fds.size(), ms);
+      if (rc < 0 && errno != EINTR) {
+        return absl::InternalError(absl::StrCat("[data plane] poll in ", description(), ": ", strerror(errno)));
+      }
+      if (rc <= 0) continue;
+      if (fds.back().revents & POLLIN) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return abort_reason_locked();
+      }
+      for (size_t k = 0; k + 1 < fds.size(); ++k) {
+        const bool hangup = (fds[k].revents & (POLLHUP | POLLERR)) != 0;
+        if (fds[k].revents != 0) MCX_RETURN_IF_ERROR(pump(fd_peer[k], recvs, done, hangup));
+      }
+    }
+  }
+
+  // A large message whose header came before any receive was posted for it waits in the socket ("parked": TCP
+  // holds it back) until an exchange posts its receive, which then gets it read straight into its buffer; read
+  // into a temporary buffer instead, it would cost an allocation, page faults and a second copy (a ring's next
+  // step routinely arrives early). It is read aside only when the exchange needs what follows it on the
+  // connection (a receive from that peer is pending), or the peer hung up.
+  static bool parked(const Peer& p) { return p.in_body && p.dst == nullptr && p.posted.empty(); }
+
+  // Moves what can move now on peer r's connection: reads until it would block (or parks), then writes.
+  absl::Status pump(int r, std::span<const Recv> recvs, std::vector<bool>& done, bool hangup = false) {
+    Peer& p = peers_[r];
+    while (true) {
+      if (p.in_body && p.dst == nullptr) {
+        if (p.posted.empty() && !hangup) break;  // stays parked
+        p.unmatched.resize(p.bytes);
+        p.dst = p.unmatched.data();
+      }
+      if (!p.in_body) {
+        DataPlaneStream::Result res = p.stream->read_some(p.header.data() + p.header_got, kHeaderBytes - p.header_got);
+        p.header_got += res.bytes;
+        if (res.io != DataPlaneStream::Io::kDone) {
+          if (res.io == DataPlaneStream::Io::kWouldBlock) break;
+          return mark_closed(r, "receiving from", res);
+        }
+        p.header_got = 0;
+        p.tag = get_u64(p.header.data());
+        p.bytes = get_u64(p.header.data() + 8);
+        if (p.tag == kGoodbyeTag && p.bytes > kMaxGoodbyeBytes) {
+          return absl::InvalidArgumentError(absl::StrCat("[data plane] ", who(r), " sent a goodbye of ", p.bytes,
+                                                         " bytes; expected at most ", kMaxGoodbyeBytes));
+        }
+        p.got = 0;
+        p.in_body = true;
+        if (auto it = p.posted.find(p.tag); it != p.posted.end()) {
+          const Recv& rv = recvs[it->second];
+          MCX_RETURN_IF_ERROR(check_fits(r, p.tag, p.bytes, rv.bytes));
+          p.dst = static_cast<char*>(rv.data);
+          p.recv_index = static_cast<int>(it->second);
+          p.posted.erase(it);
+        } else if (p.tag != kGoodbyeTag && p.bytes > kCoalesceBytes) {
+          p.dst = nullptr;  // parked (above): read when its receive is posted, or when something behind it is
+          p.recv_index = -1;
+          continue;
+        } else {
+          p.unmatched.resize(p.bytes);
+          p.dst = p.unmatched.data();
+          p.recv_index = -1;
+        }
+      }
+      if (p.got < p.bytes) {
+        DataPlaneStream::Result res = p.stream->read_some(p.dst + p.got, p.bytes - p.got);
+        p.got += res.bytes;
+        if (res.io != DataPlaneStream::Io::kDone) {
+          if (res.io == DataPlaneStream::Io::kWouldBlock) break;
+          return mark_closed(r, "receiving from", res);
+        }
+      }
+      p.in_body = false;
+      if (p.recv_index >= 0) {
+        done[p.recv_index] = true;
+      } else if (p.tag == kGoodbyeTag) {
+        p.closed = goodbye_status(r, p.unmatched);
+        return absl::OkStatus();  // nothing follows a goodbye
+      } else if (auto it = p.posted.find(p.tag); it != p.posted.end()) {
+        // Its receive was posted while it was being read (by a later exchange): hand it over now.
+        const Recv& rv = recvs[it->second];
+        MCX_RETURN_IF_ERROR(check_fits(r, p.tag, p.unmatched.size(), rv.bytes));
+        if (!p.unmatched.empty()) std::memcpy(rv.data, p.unmatched.data(), p.unmatched.size());
+        done[it->second] = true;
+        p.posted.erase(it);
+        p.unmatched.clear();
+      } else {
+        p.early[p.tag].push_back(std::move(p.unmatched));
+        p.unmatched = {};
+      }
+    }
+    while (!p.out.empty()) {
+      Peer::Out& o = p.out.front();
+      if (o.head_off < o.head.size()) {
+        DataPlaneStream::Result res = p.stream->write_some(o.head.data() + o.head_off, o.head.size() - o.head_off);
+        o.head_off += res.bytes;
+        if (res.io != DataPlaneStream::Io::kDone) {
+          if (res.io == DataPlaneStream::Io::kWouldBlock) break;
+          return mark_closed(r, "sending to", res);
+        }
+      }
+      if (o.data_off < o.data_bytes) {
+        DataPlaneStream::Result res = p.stream->write_some(o.data + o.data_off, o.data_bytes - o.data_off);
+        o.data_off += res.bytes;
+        if (res.io != DataPlaneStream::Io::kDone) {
+          if (res.io == DataPlaneStream::Io::kWouldBlock) break;
+          return mark_closed(r, "sending to", res);
+        }
+      }
+      p.out.pop_front();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status check_fits(int peer, uint64_t tag, uint64_t bytes, int64_t capacity) const {
+    if (bytes <= static_cast<uint64_t>(capacity)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("[data plane] ", who(peer), " sent ", bytes,
+                                                   " bytes with tag ", tag, "; the receive posted for it holds ",
+                                                   capacity));
+  }
+
+  // A connection that closed fails an exchange only once the exchange needs that peer (a receive not yet
+  // complete, or a send not yet written): a process that aborted the group because a third one died closes its
+  // connections too, and the exchange must blame the dead process it waits for, not the messenger. Transport
+  // errors other than a closed connection fail at once.
+  absl::Status mark_closed(int peer, const char* what, const DataPlaneStream::Result& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!poison_.ok()) return poison_;  // an abort shut the connections under us
+    }
+    if (res.io == DataPlaneStream::Io::kError) {
+      return absl::UnavailableError(absl::StrCat("[data plane] ", what, " ", who(peer), " failed: ", res.error));
+    }
+    peers_[peer].closed = mark_process_failure(
+        absl::UnavailableError(absl::StrCat("[data plane] ", what, " ", who(peer),
+                                            ": the connection closed (the process exited, was killed or aborted "
+                                            "the group): ",
+                                            res.error)),
+        processes_[peer]);
+    return absl::OkStatus();
+  }
+
+  // The closed connection this exchange waits for, the earliest receive first.
+  absl::Status needed_closed(std::span<const Recv> recvs, const std::vector<bool>& done) const {
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (!done[i] && !peers_[recvs[i].peer].closed.ok()) return peers_[recvs[i].peer].closed;
+    }
+    for (const Peer& p : peers_) {
+      if (!p.out.empty() && !p.closed.ok()) return p.closed;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status deadline_error(std::span<const Recv> recvs, const std::vector<bool>& done) const {
+    std::vector<std::string> waiting;
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (!done[i]) waiting.push_back(absl::StrCat("receive from ", who(recvs[i].peer)));
+    }
+    for (size_t r = 0; r < peers_.size(); ++r) {
+      if (!peers_[r].out.empty()) waiting.push_back(absl::StrCat("send to ", who(static_cast<int>(r))));
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("[data plane] deadline exceeded in ", description(), ": ", absl::StrJoin(waiting, "; ")));
+  }
+
+  absl::Status abort_reason_locked() const {
+    return poison_.ok() ? absl::AbortedError(absl::StrCat("[data plane] ", description(), " was aborted")) : poison_;
+  }
+
+  absl::Status poisoned() const { return peer_group_unusable(description(), poison_); }
+
+  // Says goodbye (poison_ as the reason) to every peer whose connection is between frames, then shuts the
+  // connections down. Best effort: a goodbye that does not fit in the socket buffer now is dropped.
+  void close_locked() {
+    if (closed_) return;
+    closed_ = true;
+    std::string frame(kHeaderBytes + 4, '\0');
+    const int failed = failed_process(poison_);
+    for (int b = 0; b < 4; ++b) frame[kHeaderBytes + b] = static_cast<char>((static_cast<uint32_t>(failed) >> (8 * b)) & 0xff);
+    frame.append(poison_.message().data(), std::min<size_t>(poison_.message().size(), kMaxGoodbyeBytes - 4));
+    put_u64(frame.data(), kGoodbyeTag);
+    put_u64(frame.data() + 8, frame.size() - kHeaderBytes);
+    for (Peer& p : peers_) {
+      if (!p.stream) continue;
+      const bool between_frames = p.out.empty() || (p.out.front().head_off == 0 && p.out.front().data_off == 0);
+      if (between_frames && p.closed.ok()) (void)p.stream->write_some(frame.data(), frame.size());
+      p.stream->shutdown();
+    }
+  }
+
+  // The failure a goodbye from peer r reports: the failure of the process it names (mark_process_failure), else,
+  // as a bare closed connection would be, the failure of peer r itself (with its reason in the message).
+  absl::Status goodbye_status(int r, const std::vector<char>& body) const {
+    int32_t failed = -1;
+    std::string why;
+    if (body.size() >= 4) {
+      uint32_t v = 0;
+      for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(static_cast<unsigned char>(body[b])) << (8 * b);
+      failed = static_cast<int32_t>(v);
+      why.assign(body.data() + 4, body.size() - 4);
+    }
+    const std::string msg = absl::StrCat("[data plane] ", who(r), " left the group: ", why);
+    return mark_process_failure(absl::UnavailableError(msg), failed >= 0 ? failed : processes_[r]);
+  }
+
+  const std::vector<int> processes_;
+  const int rank_;
+  const std::string key_;
+  const bool tls_;
+  const int wake_fd_;
+  std::vector<Peer> peers_;  // used by the exchanging thread only; streams shut down under mu_
+
+  mutable std::mutex mu_;
+  absl::Status poison_;  // guarded by mu_
+  bool busy_ = false;    // guarded by mu_
+  bool closed_ = false;  // guarded by mu_: goodbyes sent, connections shut down
+};
+
+}  // namespace
+
+std::unique_ptr<PeerGroup> make_tcp_peer_group(std::vector<std::unique_ptr<DataPlaneStream>> streams,
+                                               std::vector<int> processes, int rank, std::string key, bool tls) {
+  return std::make_unique<TcpPeerGroup>(std::move(streams), std::move(processes), rank, std::move(key), tls);
+}
+
+}  // namespace mcx::distributed

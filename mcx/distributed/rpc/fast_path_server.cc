@@ -1,0 +1,491 @@
+#include "mcx/distributed/rpc/fast_path_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "mcx/core/logging.h"
+#include "mcx/core/mutex.h"
+#include "mcx/distributed/rpc/handlers.h"
+#include "mcx/distributed/rpc/fast_path_wire.h"
+#include "mcx/distributed/rpc/proto_convert.h"
+#include "mcx/distributed/security/rate_limiter.h"
+
+namespace mcx::distributed {
+namespace {
+
+constexpr uint64_t kListenerId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr size_t kMaxQueuedReplyBytes = size_t{256} << 20;  // a client that stops reading is dropped past this
+
+// The epoll instance, shared by the reactor and every connection (a reply written from another thread may
+// ask for EPOLLOUT); closed when the last owner goes.
+struct Poller {
+  int fd = -1;
+  ~Poller() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// One accepted connection. The reactor thread reads and closes it; any thread may send().
+class Connection {
+ public:
+  Connection(int fd, uint64_t id, std::shared_ptr<Poller> poller)
+      : fd_(fd), id_(id), peer_(absl::StrCat("fast-path connection ", id)), poller_(std::move(poller)) {}
+
+  uint64_t id() const { return id_; }
+  const std::string& peer() const { return peer_; }  // its name for the rate limit
+  int fd() const { return fd_; }  // reactor thread only (it is the one that closes)
+
+  // Writes what the socket takes now and queues the rest for the reactor. Dropped once the connection closed.
+  void send(std::string frame) {
+    MutexLock lock(&mu_);
+    if (fd_ < 0) return;
+    size_t off = 0;
+    if (out_.empty() && !corked_) {
+      ssize_t n = write_some(frame.data(), frame.size());
+      if (n < 0) return;  // broken: the reactor sees the error and closes
+      off = static_cast<size_t>(n);
+      if (off == frame.size()) return;
+    }
+    if (out_.size() + frame.size() - off > kMaxQueuedReplyBytes) {
+      ::shutdown(fd_, SHUT_RDWR);  // the reactor sees the hang-up and closes
+      return;
+    }
+    out_.append(frame, off, std::string::npos);
+    if (!corked_) watch_writable(true);
+  }
+
+  // Reactor, around serving the frames of one read: replies are queued while corked and written together by
+  // uncork() (thousands of pipelined inserts get their acknowledgements in a few writes, not one each).
+  void cork() {
+    MutexLock lock(&mu_);
+    corked_ = true;
+  }
+  // False when the connection broke.
+  bool uncork() {
+    MutexLock lock(&mu_);
+    corked_ = false;
+    return write_queued();
+  }
+
+  // Reactor: writes queued bytes. False when the connection broke.
+  bool flush() {
+    MutexLock lock(&mu_);
+    return write_queued();
+  }
+
+  // Reactor: runs `f` when the connection closes (true: because the server shuts down). Thread: reactor only
+  // (it is the one that closes, so the connection is still open).
+  void on_close(std::function<void(bool server_stopping)> f) {
+    MutexLock lock(&mu_);
+    on_close_.push_back(std::move(f));
+  }
+
+  // Reactor: stops watching, closes the socket (unless `release`: its owner is now someone else), drops queued
+  // replies, then runs the on_close functions (not when released).
+  void close(bool server_stopping, bool release = false) {
+    std::vector<std::function<void(bool)>> hooks;
+    {
+      MutexLock lock(&mu_);
+      if (fd_ < 0) return;
+      epoll_ctl(poller_->fd, EPOLL_CTL_DEL, fd_, nullptr);
+      if (!release) ::close(fd_);
+      fd_ = -1;
+      out_.clear();
+      if (!release) hooks.swap(on_close_);
+    }
+    for (auto& f : hooks) f(server_stopping);  // outside the lock: they call into the service
+  }
+
+  std::string in;                // reactor only: bytes read and not yet parsed
+  bool sniffed = false;          // reactor only: the first bytes said this is a fast-path connection
+
+ private:
+  // Bytes written (0 when the socket is full), or -1 when it broke.
+  ssize_t write_some(const char* p, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (true) {
+      ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w >= 0) return w;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return -1;
+    }
+  }
+  // Writes what the socket takes of out_; watches for room while some is left. False when it broke.
+  bool write_queued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (fd_ < 0) return false;
+    while (!out_.empty()) {
+      ssize_t n = write_some(out_.data(), out_.size());
+      if (n < 0) return false;
+      if (n == 0) {  // full: the reactor writes the rest when there is room
+        watch_writable(true);
+        return true;
+      }
+      out_.erase(0, static_cast<size_t>(n));
+    }
+    watch_writable(false);
+    return true;
+  }
+  void watch_writable(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writable_watched_ == on) return;
+    writable_watched_ = on;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+    ev.data.u64 = id_;
+    epoll_ctl(poller_->fd, EPOLL_CTL_MOD, fd_, &ev);
+  }
+
+  Mutex mu_;
+  int fd_ ABSL_GUARDED_BY(mu_);
+  const uint64_t id_;
+  const std::string peer_;
+  std::shared_ptr<Poller> poller_;
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  bool writable_watched_ ABSL_GUARDED_BY(mu_) = false;
+  bool corked_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void(bool)>> on_close_ ABSL_GUARDED_BY(mu_);
+};
+
+void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
+  proto::StatusProto p;
+  to_proto(s, &p);
+  c.send(encode_frame(h.op, kFlagTransportError, h.id, p.SerializeAsString()));
+}
+
+}  // namespace
+
+struct FastPathServer::Impl {
+  CoordinationService* service = nullptr;
+  std::function<void(int)> hand_off;
+  std::shared_ptr<PeerRateLimiter> limiter;  // null: no limit
+  std::shared_ptr<Poller> poller = std::make_shared<Poller>();
+  int listener = -1;
+  int wake = -1;
+  int port = 0;
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+  Mutex mu;
+  bool shut ABSL_GUARDED_BY(mu) = false;
+  // Reactor thread only.
+  std::map<uint64_t, std::shared_ptr<Connection>> connections;
+  uint64_t next_id = 2;
+
+  ~Impl() {
+    if (listener >= 0) ::close(listener);
+    if (wake >= 0) ::close(wake);
+  }
+
+  void run() {
+    epoll_event events[64];
+    while (!stopping.load()) {
+      int n = epoll_wait(poller->fd, events, 64, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        log_error("[coordination] fast path: epoll_wait failed: {}; the fast path stops", std::strerror(errno));
+        break;
+      }
+      for (int i = 0; i < n; ++i) {
+        uint64_t id = events[i].data.u64;
+        if (id == kWakeId) continue;  // shutdown(): the loop condition sees it
+        if (id == kListenerId) {
+          accept_all();
+          continue;
+        }
+        auto it = connections.find(id);
+        if (it == connections.end()) continue;  // closed earlier in this batch
+        std::shared_ptr<Connection> c = it->second;
+        uint32_t ev = events[i].events;
+        bool ok = true;
+        if (ev & EPOLLOUT) ok = c->flush();
+        if (ok && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+          ok = read_and_serve(c, /*hung_up=*/(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+        }
+        if (!ok) close(c);
+      }
+    }
+    for (auto& [id, c] : connections) c->close(/*server_stopping=*/true);
+    connections.clear();
+  }
+
+  void accept_all() {
+    while (true) {
+      int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          log_warn("[coordination] fast path: accept failed: {}", std::strerror(errno));
+        }
+        return;
+      }
+      set_socket_options(fd);
+      uint64_t id = next_id++;
+      auto c = std::make_shared<Connection>(fd, id, poller);
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = id;
+      if (epoll_ctl(poller->fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        c->close(/*server_stopping=*/false);
+        continue;
+      }
+      connections.emplace(id, std::move(c));
+    }
+  }
+
+  void close(const std::shared_ptr<Connection>& c) {
+    c->close(/*server_stopping=*/false);
+    connections.erase(c->id());
+  }
+
+  // A new connection's first bytes decide: the fast path's magic keeps it here; anything else (gRPC's HTTP/2
+  // preface) goes to hand_off with the bytes unread. kWait while fewer than 4 bytes have arrived.
+  enum class Sniff { kWait, kFastPath, kHandedOff, kBroken };
+  Sniff sniff(const std::shared_ptr<Connection>& c) {
+    unsigned char magic[4];
+    ssize_t r = ::recv(c->fd(), magic, sizeof magic, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return Sniff::kBroken;
+    if (r < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? Sniff::kWait : Sniff::kBroken;
+    if (r < 4) return Sniff::kWait;
+    uint32_t v = magic[0] | (magic[1] << 8) | (magic[2] << 16) | (static_cast<uint32_t>(magic[3]) << 24);
+    if (v == kFastPathMagic) return Sniff::kFastPath;
+    const int fd = c->fd();
+    c->close(/*server_stopping=*/false, /*release=*/true);
+    connections.erase(c->id());
+    hand_off(fd);
+    return Sniff::kHandedOff;
+  }
+
+  // Reads what is there and serves every complete frame. False when the connection ended or broke.
+  bool read_and_serve(const std::shared_ptr<Connection>& c, bool hung_up) {
+    if (!c->sniffed) {
+      switch (sniff(c)) {
+        case Sniff::kWait: return !hung_up;  // fewer than 4 bytes from a peer that hung up: never more
+        case Sniff::kBroken: return false;
+        case Sniff::kHandedOff: return true;  // (no longer ours; the caller's close() finds it closed)
+        case Sniff::kFastPath: c->sniffed = true;
+      }
+    }
+    char buf[65536];
+    bool open = true;
+    while (true) {
+      ssize_t r = ::recv(c->fd(), buf, sizeof buf, MSG_DONTWAIT);
+      if (r > 0) {
+        c->in.append(buf, static_cast<size_t>(r));
+        if (static_cast<size_t>(r) < sizeof buf) break;
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      open = false;  // EOF or error: serve what arrived complete, then close
+      break;
+    }
+    size_t pos = 0;
+    c->cork();
+    while (c->in.size() - pos >= kFastPathHeaderBytes) {
+      absl::StatusOr<FrameHeader> h = decode_frame_header(c->in.data() + pos);
+      if (!h.ok()) {
+        log_warn("{}; closing that connection", std::string(h.status().message()));
+        return false;
+      }
+      if (c->in.size() - pos - kFastPathHeaderBytes < h->length) break;  // the rest has not arrived
+      serve(c, *h, std::string_view(c->in).substr(pos + kFastPathHeaderBytes, h->length));
+      pos += kFastPathHeaderBytes + h->length;
+    }
+    c->in.erase(0, pos);
+    return c->uncork() && open;
+  }
+
+  template <typename Request>
+  bool parse(Request& req, const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    if (req.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return true;
+    send_error(*c, h, absl::InvalidArgumentError(absl::StrCat("[coordination] fast path: the payload of op ", h.op,
+                                                              " (", payload.size(), " bytes) is not a valid request")));
+    return false;
+  }
+
+  template <typename Response>
+  static Reply<Response> reply_to(const std::shared_ptr<Connection>& c, const FrameHeader& h) {
+    return [c, op = h.op, id = h.id](Response r) { c->send(encode_frame(op, 0, id, r)); };
+  }
+
+  template <typename Request, typename Response>
+  void run_request(void (*handler)(CoordinationService&, const Request&, Reply<Response>),
+                   const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    Request req;
+    if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h));
+  }
+
+  // A registration waits for the other tasks; its connection closing meanwhile (the process died) tells the
+  // service at once, as a cancelled gRPC call does.
+  void serve_registration(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    proto::RegisterRequest req;
+    if (!parse(req, c, h, payload)) return;
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    if (!req.rejoin()) {
+      c->on_close([s = service, task = req.task(), incarnation = req.incarnation(), answered](bool server_stopping) {
+        if (!server_stopping && !answered->load()) s->registration_abandoned(task, incarnation);
+      });
+    }
+    serve_register(*service, req, [reply = reply_to<proto::RegisterResponse>(c, h), answered](proto::RegisterResponse r) {
+      answered->store(true);
+      reply(std::move(r));
+    });
+  }
+
+  // The watch stream: one frame per job state, on this connection until it closes; its closing (other than
+  // by a server shutdown) is a lost connection for the service, as the gRPC stream's end.
+  void serve_watch(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    proto::WatchRequest req;
+    if (!parse(req, c, h, payload)) return;
+    absl::StatusOr<uint64_t> id = service->watch(req.task(), req.incarnation(),
+                                                 [reply = reply_to<proto::JobStateProto>(c, h)](const JobState& s) {
+                                                   proto::JobStateProto p;
+                                                   to_proto(s, &p);
+                                                   reply(std::move(p));
+                                                 });
+    if (!id.ok()) return send_error(*c, h, id.status());
+    c->on_close([s = service, id = *id](bool server_stopping) { s->end_watch(id, /*connection_lost=*/!server_stopping); });
+  }
+
+  void serve(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    if (h.op == kHelloOp) {
+      c->send(encode_frame(h.op, 0, h.id, std::string_view()));
+      return;
+    }
+    if (limiter) {
+      if (absl::Status limited = limiter->admit(c->peer()); !limited.ok()) {
+        return send_error(*c, h, limited);
+      }
+    }
+    switch (static_cast<Rpc>(h.op)) {
+      case Rpc::kRegister: return serve_registration(c, h, payload);
+      case Rpc::kWatch: return serve_watch(c, h, payload);
+      case Rpc::kHeartbeat: return run_request(serve_heartbeat, c, h, payload);
+      case Rpc::kReportError: return run_request(serve_report_error, c, h, payload);
+      case Rpc::kShutdown: return run_request(serve_shutdown, c, h, payload);
+      case Rpc::kStatus: return run_request(serve_status, c, h, payload);
+      case Rpc::kEndJob: return run_request(serve_end_job, c, h, payload);
+      case Rpc::kKvInsert: return run_request(serve_kv_insert, c, h, payload);
+      case Rpc::kKvGet: return run_request(serve_kv_get, c, h, payload);
+      case Rpc::kKvIncrement: return run_request(serve_kv_increment, c, h, payload);
+      case Rpc::kKvDir: return run_request(serve_kv_dir, c, h, payload);
+      case Rpc::kKvDelete: return run_request(serve_kv_delete, c, h, payload);
+      case Rpc::kBarrier: return run_request(serve_barrier, c, h, payload);
+      case Rpc::kCancelBarrier: return run_request(serve_cancel_barrier, c, h, payload);
+      case Rpc::kLiveTasks: return run_request(serve_live_tasks, c, h, payload);
+    }
+    send_error(*c, h, absl::UnimplementedError(absl::StrCat("[coordination] fast path: unknown op ", h.op,
+                                                            " (a client newer than this coordinator?)")));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(CoordinationService* service,
+                                                                      const std::string& bind_address,
+                                                                      std::function<void(int fd)> hand_off,
+                                                                      std::shared_ptr<PeerRateLimiter> limiter) {
+  auto impl = std::make_unique<Impl>();
+  impl->service = service;
+  impl->hand_off = std::move(hand_off);
+  impl->limiter = std::move(limiter);
+  const std::string host = address_host(bind_address);
+  const std::string& where = bind_address;
+  int port = -1;
+  if (size_t colon = bind_address.rfind(':'); colon != std::string::npos && !absl::SimpleAtoi(bind_address.substr(colon + 1), &port)) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("[coordination] expected a bind address host:port, found '",
+                                                   bind_address, "'"));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string port_text = std::to_string(port);
+  const bool any = host.empty() || host == "::" || host == "0.0.0.0" || host == "*";
+  if (int rc = getaddrinfo(any ? nullptr : host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("[coordination] cannot listen on ", where, ": ", gai_strerror(rc)));
+  }
+  std::string last_error = "no address";
+  // Prefer IPv6 for the wildcard (dual-stack: it takes IPv4 connections too).
+  for (int pass = 0; pass < 2 && impl->listener < 0; ++pass) {
+    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      if (any && (pass == 0) != (a->ai_family == AF_INET6)) continue;
+      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) {
+        last_error = std::strerror(errno);
+        continue;
+      }
+      int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+        last_error = std::strerror(errno);
+        ::close(fd);
+        continue;
+      }
+      impl->listener = fd;
+      break;
+    }
+  }
+  freeaddrinfo(res);
+  if (impl->listener < 0) {
+    return absl::UnavailableError(absl::StrCat("[coordination] cannot listen on ", where, ": ", last_error));
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  getsockname(impl->listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  impl->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  impl->poller->fd = epoll_create1(EPOLL_CLOEXEC);
+  impl->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->poller->fd < 0 || impl->wake < 0) {
+    return absl::InternalError(absl::StrCat("[coordination] fast path: cannot create epoll/eventfd: ", std::strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerId;
+  epoll_ctl(impl->poller->fd, EPOLL_CTL_ADD, impl->listener, &ev);
+  ev.data.u64 = kWakeId;
+  epoll_ctl(impl->poller->fd, EPOLL_CTL_ADD, impl->wake, &ev);
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<FastPathServer>(new FastPathServer(std::move(impl)));
+}
+
+FastPathServer::FastPathServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+FastPathServer::~FastPathServer() { shutdown(); }
+
+int FastPathServer::port() const { return impl_->port; }
+
+void FastPathServer::shutdown() {
+  {
+    MutexLock lock(&impl_->mu);
+    if (impl_->shut) return;
+    impl_->shut = true;
+  }
+  impl_->stopping.store(true);
+  uint64_t one = 1;
+  ssize_t w = ::write(impl_->wake, &one, sizeof one);
+  (void)w;
+  impl_->thread.join();
+}
+
+}  // namespace mcx::distributed
