@@ -32,76 +32,30 @@
 // Thread-safety: every public method is thread-safe.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "mcx/core/mutex.h"
-#include "absl/time/time.h"
+#include "mcx/distributed/coordination/service_lock.h"
+#include "mcx/distributed/coordination/types.h"
 
 namespace mcx::distributed {
 
-using TaskId = int32_t;
-struct Principal;  // principal.h: who calls, when the gRPC edge binds identities
-using Incarnation = uint64_t;
+struct Principal;  // security/principal.h: who calls, when the gRPC edge binds identities
 
-// A random non-zero 64-bit id (std::random_device), used for task and service incarnations.
-Incarnation random_incarnation();
-
-// The only source of time for the service. Thread-safe.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual absl::Time now() const = 0;
-};
-
-// absl::Now().
-class SystemClock final : public Clock {
- public:
-  absl::Time now() const override { return absl::Now(); }
-  static SystemClock* get();  // process-wide instance
-};
-
-// A clock that moves only when told to (tests).
-class ManualClock final : public Clock {
- public:
-  explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'000'000)) : now_(start) {}
-  absl::Time now() const override;
-  void advance(absl::Duration d);
-
- private:
-  mutable Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_);
-};
-
-enum class TaskState { kDisconnected, kConnected, kError, kShutdown };
-std::string_view task_state_name(TaskState s);  // "DISCONNECTED", "CONNECTED", "ERROR", "SHUTDOWN"
-
-// One task as the job sees it (an element of JobState).
-struct TaskInfo {
-  TaskId id = 0;
-  Incarnation incarnation = 0;  // 0 until it first registers
-  TaskState state = TaskState::kDisconnected;
-  absl::Status error;           // why it failed, when state == kError
-  bool operator==(const TaskInfo&) const = default;
-};
-
-// What a watch delivers: the whole job state at one version. Versions increase by one per change; a
-// watcher may skip versions (it always gets the newest) and may see the same task state twice.
-// `job_error` is set once a failure is fate-shared (non-recoverable mode), or an admin ended the job (end_job):
-// every task must stop.
-struct JobState {
-  uint64_t version = 0;
-  Incarnation service_incarnation = 0;
-  std::vector<TaskInfo> tasks;  // indexed by task id
-  absl::Status job_error;       // OK unless the job as a whole failed
+// What one task owns in the service's key-value store (the per-task quotas of ServiceOptions).
+struct KvUsage {
+  int64_t keys = 0;
+  int64_t bytes = 0;
 };
 
 struct ServiceOptions {
@@ -135,83 +89,6 @@ struct ServiceOptions {
   const Clock* clock = nullptr;     // nullptr = SystemClock::get()
   bool start_timer_thread = true;   // false with a ManualClock; then call check_timeouts()
 };
-
-// One barrier in flight, for status().
-struct BarrierStatus {
-  std::string name;
-  int64_t counter = 0;
-  std::vector<TaskId> arrived;
-  std::vector<TaskId> missing;
-  absl::Duration age;      // since the first arrival
-  absl::Duration timeout;  // fixed by the first arrival
-};
-
-struct TaskStatus {
-  TaskInfo info;
-  std::optional<absl::Duration> last_heartbeat_age;  // nullopt before the first registration
-  bool watching = false;  // it has a live watch stream (its connection is monitored)
-  bool rejoined = false;  // it came back with rejoin_task (its incarnation predates this service)
-};
-
-// An operator's snapshot of the whole service.
-struct ServiceStatus {
-  Incarnation service_incarnation = 0;
-  int num_tasks = 0;
-  bool recoverable = false;
-  absl::Duration heartbeat_timeout;
-  uint64_t job_state_version = 0;
-  absl::Status job_error;
-  std::vector<TaskStatus> tasks;
-  std::vector<BarrierStatus> barriers;  // in flight only
-  size_t kv_keys = 0;
-  size_t kv_bytes = 0;
-  // The membership was rebuilt from rejoining tasks: this service replaced a coordinator that was lost.
-  bool rebuilt = false;
-  uint64_t live_set_generation = 0;  // the newest generation numbered (or the floor the rejoining tasks reported)
-};
-
-// A barrier instance a task had passed (rejoin_task).
-struct PassedBarrier {
-  std::string name;
-  int64_t counter = 0;
-};
-
-struct RegisterResult {
-  Incarnation service_incarnation = 0;
-};
-
-// What a live-set agreement is asked (get_live_tasks).
-struct LiveSetRequest {
-  std::vector<TaskId> tasks;  // the set to agree over; empty = all tasks
-  // Agreements with different names are independent (each has its own pending call per set), so libraries
-  // built on the agreement (live_devices, preemption sync) never meet each other's calls. "" is allowed.
-  std::string name;
-  // Delivered to every caller of the agreement, in LiveTasks::payloads (at most max_value_bytes).
-  std::string payload;
-};
-
-struct LiveTasks {
-  std::vector<TaskId> tasks;              // sorted
-  std::vector<Incarnation> incarnations;  // parallel to tasks
-  std::vector<std::string> payloads;      // parallel to tasks: what each caller sent
-  // The number of this live set: the same for every caller of one agreement. It is job-wide and grows
-  // (by one, across all names and sets) whenever an agreement over a (name, set) yields other members or
-  // incarnations than the previous agreement over it; an agreement with the same members keeps the number.
-  // So two agreements carry the same generation exactly when they agreed on the same live set, and a later
-  // different set always has a larger number. A coordinator restart forgets the previous agreements: the first
-  // one after it gets a new, larger number even over the same members (rejoin_task).
-  uint64_t generation = 0;
-  bool operator==(const LiveTasks&) const = default;
-};
-
-struct KeyValue {
-  std::string key;
-  std::string value;
-  bool operator==(const KeyValue&) const = default;
-};
-
-template <typename T>
-using Callback = std::function<void(T)>;
 
 class CoordinationService {
  public:
@@ -368,11 +245,157 @@ class CoordinationService {
   void fail_task(TaskId task, absl::Status error);
 
  private:
-  struct Impl;
+  struct Task {
+    Incarnation incarnation = 0;
+    TaskState state = TaskState::kDisconnected;
+    absl::Status error;
+    absl::Time last_heartbeat;
+    bool ever_registered = false;
+    bool rejoined = false;  // came back through rejoin_task (status only)
+    int watchers = 0;
+  };
+  struct RegisterWaiter {
+    TaskId task;
+    absl::Time deadline;
+    absl::Duration timeout;
+    Callback<absl::StatusOr<RegisterResult>> done;
+  };
+  struct Barrier {
+    std::string name;
+    int64_t counter = 0;
+    std::vector<TaskId> participants;  // sorted
+    absl::Time start, deadline;
+    absl::Duration timeout;
+    std::map<TaskId, Callback<absl::Status>> waiting;  // arrived, not yet answered
+    std::set<TaskId> arrived;
+    bool done = false;
+    absl::Status result;
+  };
+  struct LiveWaiter {
+    Incarnation incarnation;
+    absl::Time deadline;
+    std::string payload;
+    Callback<absl::StatusOr<LiveTasks>> done;
+  };
+  // A live-set agreement is identified by its name and its (sorted) task set.
+  using LiveSetKey = std::pair<std::string, std::vector<TaskId>>;
+  struct LiveSet {
+    std::map<TaskId, LiveWaiter> waiting;
+  };
+  // The members of the last agreement over a key, and its generation.
+  struct AgreedLiveSet {
+    std::vector<TaskId> tasks;
+    std::vector<Incarnation> incarnations;
+    uint64_t generation = 0;
+  };
+  struct KvWaiter {
+    uint64_t id;
+    absl::Time deadline;
+    Callback<absl::StatusOr<std::string>> done;
+  };
+  struct Watcher {
+    TaskId task;
+    Incarnation incarnation;
+    Callback<const JobState&> on_state;
+    Mutex mu;  // serialises deliveries
+    uint64_t delivered ABSL_GUARDED_BY(mu) = 0;
+    bool ended ABSL_GUARDED_BY(mu) = false;
+    bool first ABSL_GUARDED_BY(mu) = true;
+  };
+
   explicit CoordinationService(ServiceOptions options);
-  ServiceOptions options_;
-  Incarnation service_incarnation_;
-  std::unique_ptr<Impl> impl_;
+
+  // --- checks and views (service.cc) ---
+  absl::Status check_task_id(absl::string_view api, TaskId task) const;
+  // The caller must be a CONNECTED task with this incarnation.
+  absl::Status check_caller_locked(absl::string_view api, TaskId task, Incarnation inc) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status check_participants(absl::string_view api, const std::vector<TaskId>& ids) const;
+  // The sorted, deduplicated set; empty: every task.
+  std::vector<TaskId> resolve_set(std::vector<TaskId> ids) const;
+  JobState job_state_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "task 1 (connected, last heartbeat 0.3s ago)"
+  std::string describe_task_locked(TaskId id, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job state changed: a new version, delivered to every watcher after the lock is released.
+  void changed_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Delivers the newest job state to one watcher (takes the lock itself).
+  void deliver(const std::shared_ptr<Watcher>& w) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // --- the timer (service.cc) ---
+  void timer_loop() ABSL_LOCKS_EXCLUDED(mu_);
+  void check_timeouts_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time earliest_deadline_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A wait with this deadline was added: wakes the timer thread only if its current wait ends later (a barrier
+  // of 64 tasks used to wake it 64 times, each scanning every deadline).
+  void wake_timer_for_locked(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- tasks (service_tasks.cc) ---
+  // Marks a task failed; the failure becomes the job's in fate-sharing mode.
+  void fail_task_locked(TaskId id, absl::Status error, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job as a whole failed (a fate-shared task failure, or an admin ended it): the first such error becomes the
+  // job error every watcher sees; pending barriers and registrations fail with it. The caller then re-evaluates
+  // live sets and publishes the change.
+  void fail_job_locked(absl::Status why, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool all_registered_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the waiting registrations once every task has registered at least once.
+  void complete_registration_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<TaskId> unregistered_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The tasks a rebuilt service still expects back after the coordinator restarted (see rejoin_task).
+  std::vector<TaskId> awaited_after_restart_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void expire_tasks_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- barriers (service_barriers.cc) ---
+  void barrier_arrive_locked(TaskId task, Incarnation inc, std::string_view name_in, int64_t counter,
+                             std::vector<TaskId> req_tasks, absl::Duration timeout, Callback<absl::Status> done,
+                             ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void finish_barrier_locked(Barrier& b, absl::Status result, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why barrier `name` cannot pass: participant `task` was declared dead (ABORTED, naming it and its error).
+  absl::Status participant_failed_locked(std::string_view name, TaskId task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Instance `counter` of barrier `name` passed on the service this one replaced (rejoin_task): complete it.
+  void barrier_passed_locked(const std::string& name, int64_t counter, ServiceLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void expire_barriers_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- live sets (service_live_sets.cc) ---
+  // Answers the agreements that can complete (and the callers that are no longer live).
+  void evaluate_live_sets_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void expire_live_sets_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- key-value store (service_kv.cc) ---
+  void expire_kv_gets_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ServiceOptions options_;
+  const Incarnation service_incarnation_;
+  const Clock* const clock_;
+
+  mutable Mutex mu_;
+  CondVar timer_cv_;
+  // When the timer thread's current wait ends; InfinitePast while it is not waiting (it recomputes the
+  // earliest deadline before it waits again). See wake_timer_for_locked.
+  absl::Time timer_wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status job_error_ ABSL_GUARDED_BY(mu_);
+  // Every task has registered at least once (here, or with the coordinator this service replaced: rebuilt).
+  bool assembled_ ABSL_GUARDED_BY(mu_) = false;
+  // A task rejoined (rejoin_task): this service replaced a lost coordinator; tasks still DISCONNECTED are
+  // expected back until rebuilt_at_ + heartbeat_timeout.
+  bool rebuilt_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time rebuilt_at_ ABSL_GUARDED_BY(mu_);
+  std::vector<RegisterWaiter> register_waiters_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);                // newest instance per name
+  std::map<LiveSetKey, LiveSet> live_sets_ ABSL_GUARDED_BY(mu_);                // pending agreements
+  std::map<LiveSetKey, AgreedLiveSet> agreed_live_sets_ ABSL_GUARDED_BY(mu_);  // the last one per key
+  uint64_t live_set_generation_ ABSL_GUARDED_BY(mu_) = 0;                      // job-wide, see LiveTasks
+  std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TaskId> kv_owner_ ABSL_GUARDED_BY(mu_);  // keys first written by a task Principal
+  std::map<TaskId, KvUsage> kv_usage_ ABSL_GUARDED_BY(mu_);      // what each owner holds (the per-task quotas)
+  size_t kv_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::vector<KvWaiter>> kv_waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::shared_ptr<Watcher>> watchers_ ABSL_GUARDED_BY(mu_);
+  std::thread timer_;
 };
 
 }  // namespace mcx::distributed

@@ -1,15 +1,19 @@
-// The key-value store of the coordination service (see coordination/service.h).
+// The coordination service's key-value store (service.h, "Key-value store").
+#include "mcx/distributed/coordination/service.h"
+
+#include <utility>
+
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/core/error.h"
+#include "mcx/distributed/coordination/service_format.h"
 #include "mcx/distributed/security/job_secret.h"
 #include "mcx/distributed/security/principal.h"
-#include "mcx/distributed/coordination/service.h"
-#include "mcx/distributed/coordination/service_impl.h"
 
 namespace mcx::distributed {
-
-// --- KV ---
-
 namespace {
+
 absl::Status check_key(absl::string_view api, std::string_view key, size_t max) {
   if (key.empty()) return absl::InvalidArgumentError(absl::StrCat("[", api, "] the key is empty"));
   if (key.size() > max) {
@@ -50,6 +54,7 @@ std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, cons
   if (it == owners.end()) return std::nullopt;
   return it->second;
 }
+
 }  // namespace
 
 absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
@@ -60,76 +65,74 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
     return absl::InvalidArgumentError(absl::StrCat("[kv_insert] value of ", value.size(), " bytes for key '", A(key),
                                                    "' exceeds the limit of ", options_.max_value_bytes, " bytes"));
   }
-  Deferred d;
-  MutexLock lock(&impl_->mu);
+  ServiceLock lock(&mu_);
   std::string k(key);
-  auto it = impl_->kv.find(k);
+  auto it = kv_.find(k);
   size_t old = 0;
-  if (it != impl_->kv.end()) {
+  if (it != kv_.end()) {
     if (!allow_overwrite) {
       return absl::AlreadyExistsError(
           absl::StrCat("[kv_insert] key '", A(key), "' already exists (pass allow_overwrite to replace it)"));
     }
     old = it->first.size() + it->second.size();
   }
-  const std::optional<TaskId> owner = owner_of(impl_->kv_owner, k);
-  const bool new_owned = it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask;
+  const std::optional<TaskId> owner = owner_of(kv_owner_, k);
+  const bool new_owned = it == kv_.end() && caller != nullptr && caller->role == Role::kTask;
   const int64_t dbytes = static_cast<int64_t>(k.size() + value.size()) - static_cast<int64_t>(old);
   if (caller != nullptr) {
-    MCX_RETURN_IF_ERROR(authorize_key(*caller, it == impl_->kv.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
+    MCX_RETURN_IF_ERROR(authorize_key(*caller, it == kv_.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
                                       owner));
     if (new_owned || (owner && *owner == caller->task)) {
       MCX_RETURN_IF_ERROR(
-          check_quota("kv_insert", options_, *caller, impl_->kv_usage, new_owned ? 1 : 0, dbytes));
+          check_quota("kv_insert", options_, *caller, kv_usage_, new_owned ? 1 : 0, dbytes));
     }
   }
-  size_t next = impl_->kv_bytes - old + k.size() + value.size();
+  size_t next = kv_bytes_ - old + k.size() + value.size();
   if (next > options_.max_total_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("[kv_insert] the key-value store would hold ", next,
                                                      " bytes, over its limit of ", options_.max_total_bytes));
   }
-  impl_->kv_bytes = next;
+  kv_bytes_ = next;
   if (new_owned) {
-    impl_->kv_owner[k] = caller->task;
-    impl_->kv_usage[caller->task].keys += 1;
-    impl_->kv_usage[caller->task].bytes += dbytes;
+    kv_owner_[k] = caller->task;
+    kv_usage_[caller->task].keys += 1;
+    kv_usage_[caller->task].bytes += dbytes;
   } else if (owner) {
-    impl_->kv_usage[*owner].bytes += dbytes;
+    kv_usage_[*owner].bytes += dbytes;
   }
-  impl_->kv[k] = std::string(value);
-  auto w = impl_->kv_waiters.find(k);
-  if (w != impl_->kv_waiters.end()) {
+  kv_[k] = std::string(value);
+  auto w = kv_waiters_.find(k);
+  if (w != kv_waiters_.end()) {
     std::string v(value);
-    for (auto& kw : w->second) d.add([f = std::move(kw.done), v] { f(v); });
-    impl_->kv_waiters.erase(w);
+    for (auto& kw : w->second) lock.defer([f = std::move(kw.done), v] { f(v); });
+    kv_waiters_.erase(w);
   }
   return absl::OkStatus();
 }
 
 void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
                                  Callback<absl::StatusOr<std::string>> done) {
-  Deferred d;
-  MutexLock lock(&impl_->mu);
+  ServiceLock lock(&mu_);
   if (absl::Status s = check_key("kv_get", key, options_.max_key_bytes); !s.ok()) {
-    d.add([f = std::move(done), s] { f(s); });
+    lock.defer([f = std::move(done), s] { f(s); });
     return;
   }
   std::string k(key);
-  auto it = impl_->kv.find(k);
-  if (it != impl_->kv.end()) {
-    d.add([f = std::move(done), v = it->second] { f(v); });
+  auto it = kv_.find(k);
+  if (it != kv_.end()) {
+    lock.defer([f = std::move(done), v = it->second] { f(v); });
     return;
   }
-  const absl::Time deadline = impl_->clock->now() + timeout;
-  impl_->kv_waiters[k].push_back({impl_->next_id++, deadline, std::move(done)});
-  impl_->wake_timer_for(deadline);
+  const absl::Time deadline = clock_->now() + timeout;
+  kv_waiters_[k].push_back({next_id_++, deadline, std::move(done)});
+  wake_timer_for_locked(deadline);
 }
 
 absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key) {
   MCX_RETURN_IF_ERROR(check_key("kv_try_get", key, options_.max_key_bytes));
-  MutexLock lock(&impl_->mu);
-  auto it = impl_->kv.find(std::string(key));
-  if (it == impl_->kv.end()) return absl::NotFoundError(absl::StrCat("[kv_try_get] key '", A(key), "' is not set"));
+  MutexLock lock(&mu_);
+  auto it = kv_.find(std::string(key));
+  if (it == kv_.end()) return absl::NotFoundError(absl::StrCat("[kv_try_get] key '", A(key), "' is not set"));
   return it->second;
 }
 
@@ -137,17 +140,16 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
                                                           const Principal* caller) {
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
   MCX_RETURN_IF_ERROR(check_writable("kv_increment", key));
-  Deferred d;
-  MutexLock lock(&impl_->mu);
+  ServiceLock lock(&mu_);
   std::string k(key);
-  auto it = impl_->kv.find(k);
-  const bool new_owned = it == impl_->kv.end() && caller != nullptr && caller->role == Role::kTask;
+  auto it = kv_.find(k);
+  const bool new_owned = it == kv_.end() && caller != nullptr && caller->role == Role::kTask;
   if (caller != nullptr) {
-    MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kIncrement, key, owner_of(impl_->kv_owner, k)));
-    if (new_owned) MCX_RETURN_IF_ERROR(check_quota("kv_increment", options_, *caller, impl_->kv_usage, 1, 0));
+    MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kIncrement, key, owner_of(kv_owner_, k)));
+    if (new_owned) MCX_RETURN_IF_ERROR(check_quota("kv_increment", options_, *caller, kv_usage_, 1, 0));
   }
   int64_t value = 0;
-  if (it != impl_->kv.end() && !absl::SimpleAtoi(it->second, &value)) {
+  if (it != kv_.end() && !absl::SimpleAtoi(it->second, &value)) {
     return absl::InvalidArgumentError(absl::StrCat("[kv_increment] key '", A(key),
                                                    "' holds a value that is not a decimal int64 (",
                                                    it->second.size(), " bytes)"));
@@ -157,25 +159,25 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
                                                    " overflows int64"));
   }
   std::string v = absl::StrCat(value);
-  if (it != impl_->kv.end()) {
-    impl_->kv_bytes = impl_->kv_bytes - it->second.size() + v.size();
-    if (std::optional<TaskId> owner = owner_of(impl_->kv_owner, k)) {
-      impl_->kv_usage[*owner].bytes += static_cast<int64_t>(v.size()) - static_cast<int64_t>(it->second.size());
+  if (it != kv_.end()) {
+    kv_bytes_ = kv_bytes_ - it->second.size() + v.size();
+    if (std::optional<TaskId> owner = owner_of(kv_owner_, k)) {
+      kv_usage_[*owner].bytes += static_cast<int64_t>(v.size()) - static_cast<int64_t>(it->second.size());
     }
     it->second = v;
   } else {
-    impl_->kv_bytes += k.size() + v.size();
-    impl_->kv[k] = v;
+    kv_bytes_ += k.size() + v.size();
+    kv_[k] = v;
     if (new_owned) {
-      impl_->kv_owner[k] = caller->task;
-      impl_->kv_usage[caller->task].keys += 1;
-      impl_->kv_usage[caller->task].bytes += static_cast<int64_t>(k.size() + v.size());
+      kv_owner_[k] = caller->task;
+      kv_usage_[caller->task].keys += 1;
+      kv_usage_[caller->task].bytes += static_cast<int64_t>(k.size() + v.size());
     }
   }
-  auto w = impl_->kv_waiters.find(k);
-  if (w != impl_->kv_waiters.end()) {
-    for (auto& kw : w->second) d.add([f = std::move(kw.done), v] { f(v); });
-    impl_->kv_waiters.erase(w);
+  auto w = kv_waiters_.find(k);
+  if (w != kv_waiters_.end()) {
+    for (auto& kw : w->second) lock.defer([f = std::move(kw.done), v] { f(v); });
+    kv_waiters_.erase(w);
   }
   return value;
 }
@@ -184,8 +186,8 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
   std::string prefix = strip_trailing_slashes(dir);
   if (!prefix.empty()) prefix += "/";
   std::vector<KeyValue> out;
-  MutexLock lock(&impl_->mu);
-  for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
+  MutexLock lock(&mu_);
+  for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.starts_with(prefix); ++it) {
     out.push_back({it->first, it->second});
   }
   return out;
@@ -195,29 +197,52 @@ absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, cons
   std::string k = strip_trailing_slashes(key);
   std::string prefix = k + "/";
   MCX_RETURN_IF_ERROR(check_writable("kv_delete", k));
-  MutexLock lock(&impl_->mu);
+  MutexLock lock(&mu_);
   // The key and every key under key/: all are checked before any is deleted.
   std::vector<std::map<std::string, std::string>::iterator> doomed;
-  if (auto it = impl_->kv.find(k); it != impl_->kv.end()) doomed.push_back(it);
-  for (auto it = impl_->kv.lower_bound(prefix); it != impl_->kv.end() && it->first.starts_with(prefix); ++it) {
+  if (auto it = kv_.find(k); it != kv_.end()) doomed.push_back(it);
+  for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.starts_with(prefix); ++it) {
     if (!written_by_service(it->first)) doomed.push_back(it);  // a directory delete leaves the service's keys
   }
   if (caller != nullptr) {
     for (const auto& it : doomed) {
-      MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kDelete, it->first, owner_of(impl_->kv_owner, it->first)));
+      MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kDelete, it->first, owner_of(kv_owner_, it->first)));
     }
   }
   for (const auto& it : doomed) {
-    impl_->kv_bytes -= it->first.size() + it->second.size();
-    if (std::optional<TaskId> owner = owner_of(impl_->kv_owner, it->first)) {
-      KvUsage& u = impl_->kv_usage[*owner];
+    kv_bytes_ -= it->first.size() + it->second.size();
+    if (std::optional<TaskId> owner = owner_of(kv_owner_, it->first)) {
+      KvUsage& u = kv_usage_[*owner];
       u.keys -= 1;
       u.bytes -= static_cast<int64_t>(it->first.size() + it->second.size());
     }
-    impl_->kv_owner.erase(it->first);
-    impl_->kv.erase(it);
+    kv_owner_.erase(it->first);
+    kv_.erase(it);
   }
   return doomed.size();
+}
+
+// Ends the blocking gets past their deadline.
+void CoordinationService::expire_kv_gets_locked(absl::Time now, ServiceLock& lock) {
+  for (auto it = kv_waiters_.begin(); it != kv_waiters_.end();) {
+    auto& ws = it->second;
+    for (auto w = ws.begin(); w != ws.end();) {
+      if (w->deadline <= now) {
+        absl::Status st = absl::DeadlineExceededError(
+            absl::StrCat("[kv_get] key '", it->first, "' was not set within the timeout"));
+        auto f = std::move(w->done);
+        lock.defer([f = std::move(f), st] { f(st); });
+        w = ws.erase(w);
+      } else {
+        ++w;
+      }
+    }
+    if (ws.empty()) {
+      it = kv_waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace mcx::distributed
