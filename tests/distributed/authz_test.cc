@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/rpc/handlers.h"
 #include "mcx/distributed/security/job_secret.h"
 #include "tests/distributed/callback_result.h"
 
@@ -78,29 +79,29 @@ std::unique_ptr<CoordinationService> service(int n) {
 TEST(KeyOwnership, TheStoreRecordsTheFirstWriter) {
   auto s = service(3);
   const Principal t1 = task(1), t2 = task(2), a = admin();
-  ASSERT_TRUE(s->kv_insert("job/k", "v1", false, &t1).ok());
-  EXPECT_TRUE(s->kv_insert("job/k", "v2", true, &t1).ok());
-  absl::Status over = s->kv_insert("job/k", "evil", true, &t2);
+  ASSERT_TRUE(s->kv_insert("job/k", "v1", false, t1).ok());
+  EXPECT_TRUE(s->kv_insert("job/k", "v2", true, t1).ok());
+  absl::Status over = s->kv_insert("job/k", "evil", true, t2);
   EXPECT_EQ(over.code(), absl::StatusCode::kPermissionDenied) << over;
   EXPECT_EQ(*s->kv_try_get("job/k"), "v2");  // nothing lost
   // A delete of a directory with one key the caller does not own deletes nothing.
-  ASSERT_TRUE(s->kv_insert("job/dir/mine", "x", false, &t2).ok());
-  ASSERT_TRUE(s->kv_insert("job/dir/theirs", "y", false, &t1).ok());
-  absl::StatusOr<size_t> n = s->kv_delete("job/dir", &t2);
+  ASSERT_TRUE(s->kv_insert("job/dir/mine", "x", false, t2).ok());
+  ASSERT_TRUE(s->kv_insert("job/dir/theirs", "y", false, t1).ok());
+  absl::StatusOr<size_t> n = s->kv_delete("job/dir", t2);
   EXPECT_EQ(n.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(n.status().message(), HasSubstr("'job/dir/theirs'"));
   EXPECT_TRUE(s->kv_try_get("job/dir/mine").ok());
-  EXPECT_EQ(*s->kv_delete("job/dir/mine", &t2), 1u);
-  EXPECT_EQ(*s->kv_delete("job/dir", &a), 1u);  // the admin may
+  EXPECT_EQ(*s->kv_delete("job/dir/mine", t2), 1u);
+  EXPECT_EQ(*s->kv_delete("job/dir", a), 1u);  // the admin may
   // Another task's prefix.
-  EXPECT_EQ(s->kv_insert("mcx/task/1/topology", "fake", false, &t2).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->kv_insert("mcx/task/1/topology", "fake", false, t2).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE(s->kv_try_get("mcx/task/1/topology").ok());
-  EXPECT_EQ(s->kv_increment("mcx/task/1/n", 1, &t2).status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(*s->kv_increment("job/n", 1, &t2), 1);
-  EXPECT_EQ(*s->kv_increment("job/n", 1, &t1), 2);  // counters are shared
+  EXPECT_EQ(s->kv_increment("mcx/task/1/n", 1, t2).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(*s->kv_increment("job/n", 1, t2), 1);
+  EXPECT_EQ(*s->kv_increment("job/n", 1, t1), 2);  // counters are shared
   // A trusted (in-process) caller is not checked.
-  EXPECT_TRUE(s->kv_insert("job/k", "v3", true).ok());
-  EXPECT_EQ(*s->kv_delete("job/k"), 1u);
+  EXPECT_TRUE(s->kv_insert("job/k", "v3", true, Caller::trusted()).ok());
+  EXPECT_EQ(*s->kv_delete("job/k", Caller::trusted()), 1u);
 }
 
 TEST(KeyOwnership, TheJobSecretIsTheServicesAndTasksAloneReadIt) {
@@ -113,14 +114,14 @@ TEST(KeyOwnership, TheJobSecretIsTheServicesAndTasksAloneReadIt) {
   EXPECT_NE(*secret, *(*CoordinationService::create(o))->kv_try_get(kDataPlaneSecretKey));  // new per service
   const Principal t1 = task(1), a = admin(), o1 = op();
   for (const Principal* who : {&t1, &a}) {
-    EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true, who).code(), absl::StatusCode::kPermissionDenied);
-    EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey, who).status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true, *who).code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey, *who).status().code(), absl::StatusCode::kPermissionDenied);
   }
   // Nor any trusted caller; a directory delete leaves it.
-  EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(s->kv_increment(kDataPlaneSecretKey, 1).status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(*s->kv_delete("mcx", &a), 0u);
-  EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->kv_insert(kDataPlaneSecretKey, "mine", true, Caller::trusted()).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->kv_increment(kDataPlaneSecretKey, 1, Caller::trusted()).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(*s->kv_delete("mcx", a), 0u);
+  EXPECT_EQ(s->kv_delete(kDataPlaneSecretKey, Caller::trusted()).status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(*s->kv_try_get(kDataPlaneSecretKey), *secret);
   EXPECT_EQ(s->status().kv_keys, 0u);  // not the job's data: not counted
   EXPECT_TRUE(authorize_read(t1, kDataPlaneSecretKey).ok());
@@ -138,13 +139,13 @@ TEST(KeyOwnership, OnlyAnAdminEndsTheJob) {
   o.recoverable = true;  // ended all the same
   auto s = *CoordinationService::create(o);
   const Principal t0 = task(0), a = admin(), op1 = op();
-  EXPECT_EQ(s->end_job("mine", &t0).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(s->end_job("mine", &op1).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->end_job("mine", t0).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->end_job("mine", op1).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(s->status().job_error.ok());
-  ASSERT_TRUE(s->end_job("maintenance", &a).ok());
+  ASSERT_TRUE(s->end_job("maintenance", a).ok());
   EXPECT_EQ(s->status().job_error.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(s->status().job_error.message(), HasSubstr("the job was ended by admin/root: maintenance"));
-  EXPECT_EQ(s->end_job("again", &a).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->end_job("again", a).code(), absl::StatusCode::kFailedPrecondition);
   Result<absl::StatusOr<RegisterResult>> reg;
   s->register_task(0, 100, 2, absl::Seconds(1), reg.cb());
   EXPECT_EQ(reg.get().status().code(), absl::StatusCode::kAborted);  // nobody joins an ended job
@@ -159,15 +160,71 @@ TEST(KeyOwnership, OnlyParticipantsInFlightOrAnAdminCancelABarrier) {
   Result<absl::Status> b0;
   s->barrier(0, 100, "b", 0, {0, 1}, absl::Seconds(30), b0.cb());
   const Principal t2 = task(2), t1 = task(1), a = admin(), o = op();
-  absl::Status s2 = s->cancel_barrier("b", 0, &t2);
+  absl::Status s2 = s->cancel_barrier("b", 0, t2);
   EXPECT_EQ(s2.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(s2.message(), HasSubstr("a task may cancel only an instance in flight that it takes part in"));
-  EXPECT_EQ(s->cancel_barrier("b", 0, &o).code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(s->cancel_barrier("b", 1, &t1).code(), absl::StatusCode::kPermissionDenied);  // a future instance
+  EXPECT_EQ(s->cancel_barrier("b", 0, o).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s->cancel_barrier("b", 1, t1).code(), absl::StatusCode::kPermissionDenied);  // a future instance
   EXPECT_FALSE(b0.ready());
-  EXPECT_TRUE(s->cancel_barrier("b", 0, &t1).ok());
+  EXPECT_TRUE(s->cancel_barrier("b", 0, t1).ok());
   EXPECT_EQ(b0.get().code(), absl::StatusCode::kCancelled);
-  EXPECT_TRUE(s->cancel_barrier("b", 1, &a).ok());  // an admin may cancel a future instance
+  EXPECT_TRUE(s->cancel_barrier("b", 1, a).ok());  // an admin may cancel a future instance
+}
+
+// Every handler of an authorized call hands the service (or its read filter) the caller it was given: the same
+// request that a trusted caller may make is refused for a principal the rules refuse, through each handler.
+TEST(Authz, EveryAuthorizedHandlerPassesItsCaller) {
+  ServiceOptions o;
+  o.num_tasks = 3;
+  o.start_timer_thread = false;
+  auto s = *CoordinationService::create(o);
+  const Principal t1 = task(1), t2 = task(2), operator_ = op();
+  ASSERT_TRUE(s->kv_insert("mcx/task/1/k", "v", false, t1).ok());
+  ASSERT_TRUE(s->kv_insert("mcx/task/1/n", "1", false, t1).ok());
+  // Each handler with a refused principal, then with a trusted caller; code() of the reply's status.
+  auto code = [](const proto::StatusProto& p) { return static_cast<absl::StatusCode>(p.code()); };
+  auto run = [&](const Caller& who) {
+    std::vector<absl::StatusCode> codes;
+    proto::KvInsertRequest insert;
+    insert.set_key("mcx/task/1/k");
+    insert.set_value("w");
+    insert.set_allow_overwrite(true);
+    serve_kv_insert(*s, insert, [&](proto::StatusResponse r) { codes.push_back(code(r.status())); }, who);
+    proto::KvIncrementRequest increment;
+    increment.set_key("mcx/task/1/n");
+    increment.set_delta(1);
+    serve_kv_increment(*s, increment, [&](proto::KvIncrementResponse r) { codes.push_back(code(r.status())); }, who);
+    proto::KvGetRequest get;
+    get.set_key(std::string(kDataPlaneSecretKey));
+    get.set_try_only(true);
+    serve_kv_get(*s, get, [&](proto::KvGetResponse r) { codes.push_back(code(r.status())); }, who);
+    proto::KvDirRequest dir;
+    dir.set_dir("mcx/secret");
+    serve_kv_dir(*s, dir, [&](proto::KvDirResponse r) {
+      codes.push_back(r.entries_size() == 0 ? absl::StatusCode::kPermissionDenied : absl::StatusCode::kOk);
+    }, who);
+    proto::CancelBarrierRequest cancel;
+    cancel.set_name("future");
+    cancel.set_counter(3);
+    serve_cancel_barrier(*s, cancel, [&](proto::StatusResponse r) { codes.push_back(code(r.status())); }, who);
+    proto::KvDeleteRequest del;
+    del.set_key("mcx/task/1/k");
+    serve_kv_delete(*s, del, [&](proto::KvDeleteResponse r) { codes.push_back(code(r.status())); }, who);
+    return codes;
+  };
+  const auto denied = absl::StatusCode::kPermissionDenied;
+  // Task 2 may not write task 1's keys or cancel a barrier it is not in; an operator may not read the secrets.
+  EXPECT_THAT(run(t2), ::testing::ElementsAre(denied, denied, absl::StatusCode::kOk, absl::StatusCode::kOk, denied,
+                                              denied));
+  EXPECT_THAT(run(operator_), ::testing::ElementsAre(denied, denied, denied, denied, denied, denied));
+  EXPECT_THAT(run(Caller::trusted()), ::testing::Each(absl::StatusCode::kOk));
+  proto::EndJobRequest end;
+  end.set_reason("test");
+  absl::StatusCode ended = absl::StatusCode::kUnknown;
+  serve_end_job(*s, end, [&](proto::StatusResponse r) { ended = code(r.status()); }, t1);
+  EXPECT_EQ(ended, denied);
+  serve_end_job(*s, end, [&](proto::StatusResponse r) { ended = code(r.status()); }, Caller::trusted());
+  EXPECT_EQ(ended, absl::StatusCode::kOk);
 }
 
 }  // namespace

@@ -129,14 +129,14 @@ TEST_F(ServiceTest, StaleIncarnationAndUnknownTaskHeartbeat) {
 
 TEST_F(ServiceTest, KeyValueOperations) {
   auto s = make(1);
-  ASSERT_TRUE(s->kv_insert("a/x", "1", false).ok());
-  EXPECT_EQ(s->kv_insert("a/x", "2", false).code(), absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(s->kv_insert("a/x", std::string("b\0y", 3), true).ok());  // bytes, overwrite
+  ASSERT_TRUE(s->kv_insert("a/x", "1", false, Caller::trusted()).ok());
+  EXPECT_EQ(s->kv_insert("a/x", "2", false, Caller::trusted()).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(s->kv_insert("a/x", std::string("b\0y", 3), true, Caller::trusted()).ok());  // bytes, overwrite
   EXPECT_EQ(*s->kv_try_get("a/x"), std::string("b\0y", 3));
   EXPECT_EQ(s->kv_try_get("nope").status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(s->kv_insert("a/y/z", "3", false).ok());
-  ASSERT_TRUE(s->kv_insert("ab", "4", false).ok());
-  ASSERT_TRUE(s->kv_insert("a", "5", false).ok());
+  ASSERT_TRUE(s->kv_insert("a/y/z", "3", false, Caller::trusted()).ok());
+  ASSERT_TRUE(s->kv_insert("ab", "4", false, Caller::trusted()).ok());
+  ASSERT_TRUE(s->kv_insert("a", "5", false, Caller::trusted()).ok());
   std::vector<KeyValue> dir = s->kv_dir("a");
   ASSERT_EQ(dir.size(), 2u);  // "a/x", "a/y/z"; not "a" itself nor "ab"
   EXPECT_EQ(dir[0].key, "a/x");
@@ -144,27 +144,27 @@ TEST_F(ServiceTest, KeyValueOperations) {
   EXPECT_EQ(s->kv_dir("a/").size(), 2u);
   EXPECT_EQ(s->kv_dir("a/y").size(), 1u);
   // Increment.
-  EXPECT_EQ(*s->kv_increment("cnt", 5), 5);
-  EXPECT_EQ(*s->kv_increment("cnt", -7), -2);
+  EXPECT_EQ(*s->kv_increment("cnt", 5, Caller::trusted()), 5);
+  EXPECT_EQ(*s->kv_increment("cnt", -7, Caller::trusted()), -2);
   EXPECT_EQ(*s->kv_try_get("cnt"), "-2");
-  EXPECT_EQ(s->kv_increment("ab", 1).value(), 5);
-  ASSERT_TRUE(s->kv_insert("ab", "x", true).ok());
-  EXPECT_EQ(s->kv_increment("ab", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->kv_increment("ab", 1, Caller::trusted()).value(), 5);
+  ASSERT_TRUE(s->kv_insert("ab", "x", true, Caller::trusted()).ok());
+  EXPECT_EQ(s->kv_increment("ab", 1, Caller::trusted()).status().code(), absl::StatusCode::kInvalidArgument);
   // Recursive delete: "a" and "a/..." but not "ab".
-  EXPECT_EQ(*s->kv_delete("a"), 3u);
+  EXPECT_EQ(*s->kv_delete("a", Caller::trusted()), 3u);
   EXPECT_TRUE(s->kv_dir("a").empty());
   EXPECT_TRUE(s->kv_try_get("ab").ok());
-  EXPECT_EQ(*s->kv_delete("missing"), 0u);
+  EXPECT_EQ(*s->kv_delete("missing", Caller::trusted()), 0u);
   // Limits.
-  absl::Status big_key = s->kv_insert(std::string(17, 'k'), "v", false);
+  absl::Status big_key = s->kv_insert(std::string(17, 'k'), "v", false, Caller::trusted());
   EXPECT_EQ(big_key.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(big_key.message(), HasSubstr("key of 17 bytes exceeds the limit of 16 bytes"));
-  absl::Status big_val = s->kv_insert("k", std::string(65, 'v'), false);
+  absl::Status big_val = s->kv_insert("k", std::string(65, 'v'), false, Caller::trusted());
   EXPECT_EQ(big_val.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(big_val.message(), HasSubstr("value of 65 bytes"));
-  EXPECT_EQ(s->kv_insert("", "v", false).code(), absl::StatusCode::kInvalidArgument);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->kv_insert("f" + std::to_string(i), std::string(60, 'v'), false).ok());
-  EXPECT_EQ(s->kv_insert("f9", std::string(60, 'v'), false).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s->kv_insert("", "v", false, Caller::trusted()).code(), absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->kv_insert("f" + std::to_string(i), std::string(60, 'v'), false, Caller::trusted()).ok());
+  EXPECT_EQ(s->kv_insert("f9", std::string(60, 'v'), false, Caller::trusted()).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(s->status().kv_keys, 5u);  // ab, cnt, f0..f2
 }
 
@@ -174,7 +174,7 @@ TEST_F(ServiceTest, BlockingGetWakesOnInsertOrTimesOut) {
   s->kv_get("k", absl::Seconds(5), g1.cb());
   s->kv_get("other", absl::Seconds(2), g2.cb());
   EXPECT_FALSE(g1.ready());
-  ASSERT_TRUE(s->kv_insert("k", "v", false).ok());
+  ASSERT_TRUE(s->kv_insert("k", "v", false, Caller::trusted()).ok());
   EXPECT_EQ(*g1.get(), "v");
   clock_.advance(absl::Seconds(3));
   s->check_timeouts();
@@ -262,13 +262,13 @@ TEST_F(ServiceTest, BarrierCancel) {
   register_all(*s, 2);
   Result<absl::Status> a;
   s->barrier(0, 100, "c", 0, {}, absl::Seconds(5), a.cb());
-  ASSERT_TRUE(s->cancel_barrier("c", 0).ok());
+  ASSERT_TRUE(s->cancel_barrier("c", 0, Caller::trusted()).ok());
   EXPECT_EQ(a.get().code(), absl::StatusCode::kCancelled);
   Result<absl::Status> b;
   s->barrier(1, 101, "c", 0, {}, absl::Seconds(5), b.cb());
   EXPECT_EQ(b.get().code(), absl::StatusCode::kCancelled);
   // Cancel a future instance; then cancel of a passed instance fails.
-  ASSERT_TRUE(s->cancel_barrier("c", 1).ok());
+  ASSERT_TRUE(s->cancel_barrier("c", 1, Caller::trusted()).ok());
   Result<absl::Status> f;
   s->barrier(0, 100, "c", 1, {}, absl::Seconds(5), f.cb());
   EXPECT_EQ(f.get().code(), absl::StatusCode::kCancelled);
@@ -276,7 +276,7 @@ TEST_F(ServiceTest, BarrierCancel) {
   s->barrier(0, 100, "c", 2, {}, absl::Seconds(5), p0.cb());
   s->barrier(1, 101, "c", 2, {}, absl::Seconds(5), p1.cb());
   EXPECT_TRUE(p0.get().ok());
-  EXPECT_EQ(s->cancel_barrier("c", 2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->cancel_barrier("c", 2, Caller::trusted()).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ServiceTest, HeartbeatTimeoutFailsTaskAndPropagates) {
@@ -376,8 +376,8 @@ TEST_F(ServiceTest, PublishesItsFailureModeUnderAKeyOnlyItWrites) {
   EXPECT_EQ(*make(1)->kv_try_get(std::string(kServiceModeKey)), "fate-sharing");
   auto s = make(1, /*recoverable=*/true);
   EXPECT_EQ(*s->kv_try_get(std::string(kServiceModeKey)), "recoverable");
-  EXPECT_EQ(s->kv_insert(std::string(kServiceModeKey), "fate-sharing", true).code(), absl::StatusCode::kPermissionDenied);
-  ASSERT_TRUE(s->kv_delete("mcx").ok());  // a directory delete leaves it
+  EXPECT_EQ(s->kv_insert(std::string(kServiceModeKey), "fate-sharing", true, Caller::trusted()).code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_TRUE(s->kv_delete("mcx", Caller::trusted()).ok());  // a directory delete leaves it
   EXPECT_EQ(*s->kv_try_get(std::string(kServiceModeKey)), "recoverable");
   EXPECT_EQ(s->status().kv_keys, 0u);  // not one of the job's keys
 }
@@ -569,7 +569,7 @@ TEST_F(ServiceTest, StatusSnapshot) {
   register_all(*s, 2);
   clock_.advance(absl::Seconds(3));
   ASSERT_TRUE(s->heartbeat(1, 101).ok());
-  ASSERT_TRUE(s->kv_insert("k", "vv", false).ok());
+  ASSERT_TRUE(s->kv_insert("k", "vv", false, Caller::trusted()).ok());
   ServiceStatus st = s->status();
   EXPECT_EQ(st.num_tasks, 2);
   ASSERT_EQ(st.tasks.size(), 2u);

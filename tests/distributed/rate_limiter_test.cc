@@ -51,24 +51,24 @@ TEST(KvQuotas, ATaskMayOwnSoManyKeysAndBytes) {
   o.max_bytes_per_task = 100;
   auto s = *CoordinationService::create(o);
   const Principal t0 = task(0), t1 = task(1);
-  ASSERT_TRUE(s->kv_insert("a", "1", false, &t0).ok());
-  ASSERT_TRUE(s->kv_insert("b", "1", false, &t0).ok());
-  ASSERT_TRUE(s->kv_increment("c", 1, &t0).ok());  // counters a task creates count too
-  absl::Status keys = s->kv_insert("d", "1", false, &t0);
+  ASSERT_TRUE(s->kv_insert("a", "1", false, t0).ok());
+  ASSERT_TRUE(s->kv_insert("b", "1", false, t0).ok());
+  ASSERT_TRUE(s->kv_increment("c", 1, t0).ok());  // counters a task creates count too
+  absl::Status keys = s->kv_insert("d", "1", false, t0);
   EXPECT_EQ(keys.code(), absl::StatusCode::kResourceExhausted) << keys;
   EXPECT_THAT(keys.message(), HasSubstr("task/0 would own 4 keys, over its quota of 3 (MCX_KV_MAX_KEYS_PER_TASK)"));
-  EXPECT_TRUE(s->kv_insert("d", "1", false, &t1).ok());  // another task has its own quota
+  EXPECT_TRUE(s->kv_insert("d", "1", false, t1).ok());  // another task has its own quota
   // Bytes: overwriting one's own key with a larger value counts the difference.
-  absl::Status bytes = s->kv_insert("a", std::string(99, 'x'), true, &t0);
+  absl::Status bytes = s->kv_insert("a", std::string(99, 'x'), true, t0);
   EXPECT_EQ(bytes.code(), absl::StatusCode::kResourceExhausted) << bytes;
   EXPECT_THAT(bytes.message(), HasSubstr("over its quota of 100 (MCX_KV_MAX_BYTES_PER_TASK)"));
   EXPECT_EQ(*s->kv_try_get("a"), "1");  // nothing lost
-  ASSERT_TRUE(s->kv_insert("a", std::string(90, 'x'), true, &t0).ok());
+  ASSERT_TRUE(s->kv_insert("a", std::string(90, 'x'), true, t0).ok());
   // Deleting frees the quota.
-  ASSERT_EQ(*s->kv_delete("a", &t0), 1u);
-  EXPECT_TRUE(s->kv_insert("e", std::string(50, 'y'), false, &t0).ok());
+  ASSERT_EQ(*s->kv_delete("a", t0), 1u);
+  EXPECT_TRUE(s->kv_insert("e", std::string(50, 'y'), false, t0).ok());
   // Trusted (in-process) writers own nothing and have no quota.
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s->kv_insert("trusted/" + std::to_string(i), "v", false).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s->kv_insert("trusted/" + std::to_string(i), "v", false, Caller::trusted()).ok());
 }
 
 }  // namespace

@@ -311,7 +311,7 @@ absl::StatusOr<std::unique_ptr<WatchStream>> InProcessClient::watch(TaskId task,
 absl::Status InProcessClient::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                         absl::Duration) {
   return endpoint_->with_service("kv_insert", [&](CoordinationService* s, uint64_t) {
-    return s->kv_insert(key, value, allow_overwrite);
+    return s->kv_insert(key, value, allow_overwrite, Caller::trusted());
   });
 }
 
@@ -329,7 +329,7 @@ absl::StatusOr<std::string> InProcessClient::kv_try_get(std::string_view key, ab
 
 absl::StatusOr<int64_t> InProcessClient::kv_increment(std::string_view key, int64_t delta, absl::Duration) {
   return endpoint_->with_service("kv_increment",
-                                 [&](CoordinationService* s, uint64_t) { return s->kv_increment(key, delta); });
+                                 [&](CoordinationService* s, uint64_t) { return s->kv_increment(key, delta, Caller::trusted()); });
 }
 
 absl::StatusOr<std::vector<KeyValue>> InProcessClient::kv_dir(std::string_view dir, absl::Duration) {
@@ -340,7 +340,7 @@ absl::StatusOr<std::vector<KeyValue>> InProcessClient::kv_dir(std::string_view d
 
 absl::StatusOr<int64_t> InProcessClient::kv_delete(std::string_view key, absl::Duration) {
   return endpoint_->with_service("kv_delete", [&](CoordinationService* s, uint64_t) -> absl::StatusOr<int64_t> {
-    MCX_ASSIGN_OR_RETURN(size_t n, s->kv_delete(key));
+    MCX_ASSIGN_OR_RETURN(size_t n, s->kv_delete(key, Caller::trusted()));
     return static_cast<int64_t>(n);
   });
 }
@@ -354,12 +354,12 @@ absl::Status InProcessClient::barrier(TaskId task, Incarnation incarnation, std:
 }
 
 absl::Status InProcessClient::end_job(std::string_view reason, absl::Duration) {
-  return endpoint_->with_service("end_job", [&](CoordinationService* s, uint64_t) { return s->end_job(reason); });
+  return endpoint_->with_service("end_job", [&](CoordinationService* s, uint64_t) { return s->end_job(reason, Caller::trusted()); });
 }
 
 absl::Status InProcessClient::cancel_barrier(std::string_view name, int64_t counter, absl::Duration) {
   return endpoint_->with_service("cancel_barrier",
-                                 [&](CoordinationService* s, uint64_t) { return s->cancel_barrier(name, counter); });
+                                 [&](CoordinationService* s, uint64_t) { return s->cancel_barrier(name, counter, Caller::trusted()); });
 }
 
 absl::StatusOr<LiveTasks> InProcessClient::get_live_tasks(TaskId task, Incarnation incarnation,

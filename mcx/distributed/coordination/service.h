@@ -47,10 +47,10 @@
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination/service_lock.h"
 #include "mcx/distributed/coordination/types.h"
+#include "mcx/distributed/security/caller.h"
 
 namespace mcx::distributed {
 
-struct Principal;  // security/principal.h: who calls, when the gRPC edge binds identities
 
 // What one task owns in the service's key-value store (the per-task quotas of ServiceOptions).
 struct KvUsage {
@@ -173,28 +173,28 @@ class CoordinationService {
   // --- Key-value store ------------------------------------------------------------------------------
   // Keys are non-empty byte strings without NUL; "a/b" is in the directory "a". Values are bytes.
 
-  // `caller` (the write calls and cancel_barrier): the identity the gRPC edge bound to the call, checked by
-  // authorize_key (principal.h) with the key's owner, which the store records (the task that first wrote
-  // it); nullptr: a trusted caller (in-process, or identity binding off), not checked and owning nothing.
+  // `caller` (the write calls, cancel_barrier, end_job; security/caller.h): the identity the gRPC edge bound to
+  // the call, checked by authorize_key (principal.h) with the key's owner, which the store records (the task that
+  // first wrote it); or Caller::trusted() (in-process, or identity binding off), not checked and owning nothing.
 
   // Errors: AlreadyExists (key present and !allow_overwrite), InvalidArgument (empty/oversized key or
   // oversized value; the message gives both sizes and the limit), ResourceExhausted (store full),
   // PermissionDenied (caller).
   absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
-                         const Principal* caller = nullptr);
+                         const Caller& caller);
   // Runs `done` with the value once the key exists, or DEADLINE_EXCEEDED after `timeout`.
   void kv_get(std::string_view key, absl::Duration timeout, Callback<absl::StatusOr<std::string>> done);
   // NotFound when absent.
   absl::StatusOr<std::string> kv_try_get(std::string_view key);
   // Atomically adds `delta` to the decimal int64 stored at key (absent = 0) and returns the new value.
   // Errors: InvalidArgument when the stored value is not a decimal int64 or the sum overflows.
-  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta, const Principal* caller = nullptr);
+  absl::StatusOr<int64_t> kv_increment(std::string_view key, int64_t delta, const Caller& caller);
   // Every entry whose key starts with `dir` + "/" (a trailing "/" on dir is allowed), in key order;
   // an empty `dir` lists every entry.
   std::vector<KeyValue> kv_dir(std::string_view dir);
   // Deletes `key` and every key under `key/`. Deleting nothing is OK. Returns the number deleted.
   // PermissionDenied (caller; naming the first key it may not delete) deletes nothing.
-  absl::StatusOr<size_t> kv_delete(std::string_view key, const Principal* caller = nullptr);
+  absl::StatusOr<size_t> kv_delete(std::string_view key, const Caller& caller);
 
   // --- Barriers -------------------------------------------------------------------------------------
 
@@ -213,12 +213,12 @@ class CoordinationService {
   // Cancels instance `counter` of barrier `name`: its pending and future calls get CANCELLED.
   // FailedPrecondition if that instance already passed. A task `caller` may cancel only an instance in
   // flight that it takes part in; an admin any; PermissionDenied otherwise.
-  absl::Status cancel_barrier(std::string_view name, int64_t counter, const Principal* caller = nullptr);
+  absl::Status cancel_barrier(std::string_view name, int64_t counter, const Caller& caller);
   // Ends the job (an admin's call under identity binding; PERMISSION_DENIED for any other role): the job error
   // becomes ABORTED "the job was ended by admin/root: <reason>", in either failure mode, so every task's watch
   // delivers it (fate-sharing tasks stop; recoverable ones hear it through on_failure), pending barriers and
   // registrations fail with it, and no task may register again. FAILED_PRECONDITION if the job failed already.
-  absl::Status end_job(std::string_view reason, const Principal* caller = nullptr);
+  absl::Status end_job(std::string_view reason, const Caller& caller);
 
   // --- Live-set agreement ---------------------------------------------------------------------------
 

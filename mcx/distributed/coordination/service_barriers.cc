@@ -24,18 +24,19 @@ void CoordinationService::barrier(TaskId task, Incarnation incarnation, std::str
   barrier_arrive_locked(task, incarnation, name, counter, std::move(participants), timeout, std::move(done), lock);
 }
 
-absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64_t counter, const Principal* caller) {
+absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64_t counter, const Caller& caller) {
+  const Principal* who = caller.principal();  // nullptr: trusted
   ServiceLock lock(&mu_);
   std::string name(name_in);
   auto it = barriers_.find(name);
-  if (caller != nullptr && caller->role != Role::kAdmin) {
-    const bool in_flight_with_caller = caller->role == Role::kTask && it != barriers_.end() &&
+  if (who != nullptr && who->role != Role::kAdmin) {
+    const bool in_flight_with_caller = who->role == Role::kTask && it != barriers_.end() &&
                                        it->second.counter == counter && !it->second.done &&
                                        std::binary_search(it->second.participants.begin(),
-                                                          it->second.participants.end(), caller->task);
+                                                          it->second.participants.end(), who->task);
     if (!in_flight_with_caller) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "[authz] ", caller->to_string(), " may not cancel barrier '", name, "' (instance ", counter,
+          "[authz] ", who->to_string(), " may not cancel barrier '", name, "' (instance ", counter,
           "): a task may cancel only an instance in flight that it takes part in; an admin may cancel any"));
     }
   }

@@ -58,7 +58,8 @@ std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, cons
 }  // namespace
 
 absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
-                                            const Principal* caller) {
+                                            const Caller& caller) {
+  const Principal* who = caller.principal();  // nullptr: trusted
   MCX_RETURN_IF_ERROR(check_key("kv_insert", key, options_.max_key_bytes));
   MCX_RETURN_IF_ERROR(check_writable("kv_insert", key));
   if (value.size() > options_.max_value_bytes) {
@@ -77,14 +78,14 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
     old = it->first.size() + it->second.size();
   }
   const std::optional<TaskId> owner = owner_of(kv_owner_, k);
-  const bool new_owned = it == kv_.end() && caller != nullptr && caller->role == Role::kTask;
+  const bool new_owned = it == kv_.end() && who != nullptr && who->role == Role::kTask;
   const int64_t dbytes = static_cast<int64_t>(k.size() + value.size()) - static_cast<int64_t>(old);
-  if (caller != nullptr) {
-    MCX_RETURN_IF_ERROR(authorize_key(*caller, it == kv_.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
+  if (who != nullptr) {
+    MCX_RETURN_IF_ERROR(authorize_key(*who, it == kv_.end() ? KeyAction::kInsert : KeyAction::kOverwrite, key,
                                       owner));
-    if (new_owned || (owner && *owner == caller->task)) {
+    if (new_owned || (owner && *owner == who->task)) {
       MCX_RETURN_IF_ERROR(
-          check_quota("kv_insert", options_, *caller, kv_usage_, new_owned ? 1 : 0, dbytes));
+          check_quota("kv_insert", options_, *who, kv_usage_, new_owned ? 1 : 0, dbytes));
     }
   }
   size_t next = kv_bytes_ - old + k.size() + value.size();
@@ -94,9 +95,9 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
   }
   kv_bytes_ = next;
   if (new_owned) {
-    kv_owner_[k] = caller->task;
-    kv_usage_[caller->task].keys += 1;
-    kv_usage_[caller->task].bytes += dbytes;
+    kv_owner_[k] = who->task;
+    kv_usage_[who->task].keys += 1;
+    kv_usage_[who->task].bytes += dbytes;
   } else if (owner) {
     kv_usage_[*owner].bytes += dbytes;
   }
@@ -137,16 +138,17 @@ absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key
 }
 
 absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta,
-                                                          const Principal* caller) {
+                                                          const Caller& caller) {
+  const Principal* who = caller.principal();  // nullptr: trusted
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
   MCX_RETURN_IF_ERROR(check_writable("kv_increment", key));
   ServiceLock lock(&mu_);
   std::string k(key);
   auto it = kv_.find(k);
-  const bool new_owned = it == kv_.end() && caller != nullptr && caller->role == Role::kTask;
-  if (caller != nullptr) {
-    MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kIncrement, key, owner_of(kv_owner_, k)));
-    if (new_owned) MCX_RETURN_IF_ERROR(check_quota("kv_increment", options_, *caller, kv_usage_, 1, 0));
+  const bool new_owned = it == kv_.end() && who != nullptr && who->role == Role::kTask;
+  if (who != nullptr) {
+    MCX_RETURN_IF_ERROR(authorize_key(*who, KeyAction::kIncrement, key, owner_of(kv_owner_, k)));
+    if (new_owned) MCX_RETURN_IF_ERROR(check_quota("kv_increment", options_, *who, kv_usage_, 1, 0));
   }
   int64_t value = 0;
   if (it != kv_.end() && !absl::SimpleAtoi(it->second, &value)) {
@@ -169,9 +171,9 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
     kv_bytes_ += k.size() + v.size();
     kv_[k] = v;
     if (new_owned) {
-      kv_owner_[k] = caller->task;
-      kv_usage_[caller->task].keys += 1;
-      kv_usage_[caller->task].bytes += static_cast<int64_t>(k.size() + v.size());
+      kv_owner_[k] = who->task;
+      kv_usage_[who->task].keys += 1;
+      kv_usage_[who->task].bytes += static_cast<int64_t>(k.size() + v.size());
     }
   }
   auto w = kv_waiters_.find(k);
@@ -193,7 +195,8 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
   return out;
 }
 
-absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Principal* caller) {
+absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Caller& caller) {
+  const Principal* who = caller.principal();  // nullptr: trusted
   std::string k = strip_trailing_slashes(key);
   std::string prefix = k + "/";
   MCX_RETURN_IF_ERROR(check_writable("kv_delete", k));
@@ -204,9 +207,9 @@ absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, cons
   for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.starts_with(prefix); ++it) {
     if (!written_by_service(it->first)) doomed.push_back(it);  // a directory delete leaves the service's keys
   }
-  if (caller != nullptr) {
+  if (who != nullptr) {
     for (const auto& it : doomed) {
-      MCX_RETURN_IF_ERROR(authorize_key(*caller, KeyAction::kDelete, it->first, owner_of(kv_owner_, it->first)));
+      MCX_RETURN_IF_ERROR(authorize_key(*who, KeyAction::kDelete, it->first, owner_of(kv_owner_, it->first)));
     }
   }
   for (const auto& it : doomed) {

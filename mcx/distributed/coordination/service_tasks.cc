@@ -165,10 +165,11 @@ absl::Status CoordinationService::report_error(TaskId task, Incarnation incarnat
   return absl::OkStatus();
 }
 
-absl::Status CoordinationService::end_job(std::string_view reason, const Principal* caller) {
-  if (caller != nullptr && caller->role != Role::kAdmin) {
+absl::Status CoordinationService::end_job(std::string_view reason, const Caller& caller) {
+  const Principal* who = caller.principal();  // nullptr: trusted
+  if (who != nullptr && who->role != Role::kAdmin) {
     return absl::PermissionDeniedError(
-        absl::StrCat("[authz] ", caller->to_string(), " may not end the job: only an admin may"));
+        absl::StrCat("[authz] ", who->to_string(), " may not end the job: only an admin may"));
   }
   ServiceLock lock(&mu_);
   if (!job_error_.ok()) {
@@ -176,7 +177,7 @@ absl::Status CoordinationService::end_job(std::string_view reason, const Princip
         absl::StrCat("[end_job] the job has failed already: ", job_error_.message()));
   }
   fail_job_locked(absl::AbortedError(absl::StrCat("the job was ended by ",
-                                                         caller ? caller->to_string() : "an operator", ": ",
+                                                         who ? who->to_string() : "an operator", ": ",
                                                          reason.empty() ? "no reason given" : std::string(reason))),
                          lock);
   evaluate_live_sets_locked(lock);

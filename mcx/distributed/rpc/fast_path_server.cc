@@ -332,6 +332,15 @@ struct FastPathServer::Impl {
     if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h));
   }
 
+  // A call authorized against its caller: the fast path binds no identity (it runs only without mTLS, where every
+  // caller is trusted: docs/security.md), so it says so.
+  template <typename Request, typename Response>
+  void run_as_trusted(void (*handler)(CoordinationService&, const Request&, Reply<Response>, const Caller&),
+                      const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+    Request req;
+    if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h), Caller::trusted());
+  }
+
   // A registration waits for the other tasks; its connection closing meanwhile (the process died) tells the
   // service at once, as a cancelled gRPC call does.
   void serve_registration(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
@@ -381,14 +390,14 @@ struct FastPathServer::Impl {
       case Rpc::kReportError: return run_request(serve_report_error, c, h, payload);
       case Rpc::kShutdown: return run_request(serve_shutdown, c, h, payload);
       case Rpc::kStatus: return run_request(serve_status, c, h, payload);
-      case Rpc::kEndJob: return run_request(serve_end_job, c, h, payload);
-      case Rpc::kKvInsert: return run_request(serve_kv_insert, c, h, payload);
-      case Rpc::kKvGet: return run_request(serve_kv_get, c, h, payload);
-      case Rpc::kKvIncrement: return run_request(serve_kv_increment, c, h, payload);
-      case Rpc::kKvDir: return run_request(serve_kv_dir, c, h, payload);
-      case Rpc::kKvDelete: return run_request(serve_kv_delete, c, h, payload);
+      case Rpc::kEndJob: return run_as_trusted(serve_end_job, c, h, payload);
+      case Rpc::kKvInsert: return run_as_trusted(serve_kv_insert, c, h, payload);
+      case Rpc::kKvGet: return run_as_trusted(serve_kv_get, c, h, payload);
+      case Rpc::kKvIncrement: return run_as_trusted(serve_kv_increment, c, h, payload);
+      case Rpc::kKvDir: return run_as_trusted(serve_kv_dir, c, h, payload);
+      case Rpc::kKvDelete: return run_as_trusted(serve_kv_delete, c, h, payload);
       case Rpc::kBarrier: return run_request(serve_barrier, c, h, payload);
-      case Rpc::kCancelBarrier: return run_request(serve_cancel_barrier, c, h, payload);
+      case Rpc::kCancelBarrier: return run_as_trusted(serve_cancel_barrier, c, h, payload);
       case Rpc::kLiveTasks: return run_request(serve_live_tasks, c, h, payload);
     }
     send_error(*c, h, absl::UnimplementedError(absl::StrCat("[coordination] fast path: unknown op ", h.op,

@@ -274,7 +274,7 @@ class Handler final : public proto::Coordination::CallbackService {
   template <typename Request, typename Response>
   ServerUnaryReactor* answer_as(CallbackServerContext* ctx, Rpc rpc,
                                 void (*serve)(CoordinationService&, const Request&, Reply<Response>,
-                                              const Principal*),
+                                              const Caller&),
                                 const Request* req, Response* resp) {
     const std::optional<Principal> who = principal(ctx);
     if (absl::Status id = authorize(ctx, who, rpc, std::nullopt); !id.ok()) {
@@ -288,7 +288,7 @@ class Handler final : public proto::Coordination::CallbackService {
             }
             PendingCall::complete(st, [&] { *resp = std::move(r); });
           },
-          who ? &*who : nullptr);
+          who ? Caller(*who) : Caller::trusted());  // without identity binding every caller is trusted
     return call;
   }
   static ServerUnaryReactor* fail(ServerUnaryReactor* r, const absl::Status& s, proto::StatusProto* out) {

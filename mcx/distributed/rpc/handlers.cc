@@ -81,29 +81,21 @@ std::string_view rpc_name(Rpc rpc) {
   return "?";
 }
 
-void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply) {
-  serve_kv_insert(s, req, std::move(reply), nullptr);
-}
-
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply,
-                     const Principal* caller) {
+                     const Caller& caller) {
   reply(status_response(s.kv_insert(req.key(), req.value(), req.allow_overwrite(), caller)));
 }
 
-void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply) {
-  serve_kv_get(s, req, std::move(reply), nullptr);
-}
-
 void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply,
-                  const Principal* caller) {
+                  const Caller& caller) {
   auto done = [reply = std::move(reply)](absl::StatusOr<std::string> v) {
     proto::KvGetResponse r;
     to_proto(v.status(), r.mutable_status());
     if (v.ok()) r.set_value(std::move(*v));
     reply(std::move(r));
   };
-  if (caller != nullptr) {
-    if (absl::Status read = authorize_read(*caller, req.key()); !read.ok()) return done(read);
+  if (const Principal* who = caller.principal()) {
+    if (absl::Status read = authorize_read(*who, req.key()); !read.ok()) return done(read);
   }
   if (req.try_only()) {
     done(s.kv_try_get(req.key()));
@@ -113,12 +105,7 @@ void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<
 }
 
 void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
-                        Reply<proto::KvIncrementResponse> reply) {
-  serve_kv_increment(s, req, std::move(reply), nullptr);
-}
-
-void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
-                        Reply<proto::KvIncrementResponse> reply, const Principal* caller) {
+                        Reply<proto::KvIncrementResponse> reply, const Caller& caller) {
   absl::StatusOr<int64_t> v = s.kv_increment(req.key(), req.delta(), caller);
   proto::KvIncrementResponse r;
   to_proto(v.status(), r.mutable_status());
@@ -126,15 +113,12 @@ void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest&
   reply(std::move(r));
 }
 
-void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply) {
-  serve_kv_dir(s, req, std::move(reply), nullptr);
-}
-
 void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply,
-                  const Principal* caller) {
+                  const Caller& caller) {
   proto::KvDirResponse r;
+  const Principal* who = caller.principal();
   for (KeyValue& kv : s.kv_dir(req.dir())) {
-    if (caller != nullptr && !authorize_read(*caller, kv.key).ok()) continue;  // listed only to who may read it
+    if (who != nullptr && !authorize_read(*who, kv.key).ok()) continue;  // listed only to who may read it
     proto::KvEntry* e = r.add_entries();
     e->set_key(std::move(kv.key));
     e->set_value(std::move(kv.value));
@@ -143,12 +127,8 @@ void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<
   reply(std::move(r));
 }
 
-void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply) {
-  serve_kv_delete(s, req, std::move(reply), nullptr);
-}
-
 void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply,
-                     const Principal* caller) {
+                     const Caller& caller) {
   proto::KvDeleteResponse r;
   absl::StatusOr<size_t> n = s.kv_delete(req.key(), caller);
   if (n.ok()) r.set_deleted(static_cast<int64_t>(*n));
@@ -163,21 +143,12 @@ void serve_barrier(CoordinationService& s, const proto::BarrierRequest& req, Rep
 }
 
 void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
-                          Reply<proto::StatusResponse> reply) {
-  serve_cancel_barrier(s, req, std::move(reply), nullptr);
-}
-
-void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
-                          Reply<proto::StatusResponse> reply, const Principal* caller) {
+                          Reply<proto::StatusResponse> reply, const Caller& caller) {
   reply(status_response(s.cancel_barrier(req.name(), req.counter(), caller)));
 }
 
-void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply) {
-  serve_end_job(s, req, std::move(reply), nullptr);
-}
-
 void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply,
-                   const Principal* caller) {
+                   const Caller& caller) {
   reply(status_response(s.end_job(req.reason(), caller)));
 }
 

@@ -15,6 +15,7 @@
 
 #include "mcx/distributed/rpc/coordination.pb.h"
 #include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/security/caller.h"
 
 namespace mcx::distributed {
 
@@ -52,34 +53,26 @@ void serve_shutdown(CoordinationService& s, const proto::ShutdownRequest& req, R
 void serve_status(CoordinationService& s, const proto::ServiceStatusRequest& req,
                   Reply<proto::ServiceStatusResponse> reply);
 
-void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply);
-void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply);
-void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
-                        Reply<proto::KvIncrementResponse> reply);
-void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply);
-void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply);
 void serve_barrier(CoordinationService& s, const proto::BarrierRequest& req, Reply<proto::StatusResponse> reply);
-void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
-                          Reply<proto::StatusResponse> reply);
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
                       Reply<proto::LiveTasksResponse> reply);
-void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply);
 
-// The calls the service authorizes against their caller (the gRPC edge with identity binding; nullptr:
-// trusted, as the three-argument forms above).
+// The calls authorized against their caller (security/caller.h): the identity the gRPC edge bound to the call,
+// or Caller::trusted() (the fast path, which runs only without identity binding; in-process code). Reads are
+// filtered here (authorize_read), writes by the service.
 void serve_kv_get(CoordinationService& s, const proto::KvGetRequest& req, Reply<proto::KvGetResponse> reply,
-                  const Principal* caller);
+                  const Caller& caller);
 void serve_kv_dir(CoordinationService& s, const proto::KvDirRequest& req, Reply<proto::KvDirResponse> reply,
-                  const Principal* caller);  // leaves out the entries the caller may not read
+                  const Caller& caller);  // leaves out the entries the caller may not read
 void serve_kv_insert(CoordinationService& s, const proto::KvInsertRequest& req, Reply<proto::StatusResponse> reply,
-                     const Principal* caller);
+                     const Caller& caller);
 void serve_kv_increment(CoordinationService& s, const proto::KvIncrementRequest& req,
-                        Reply<proto::KvIncrementResponse> reply, const Principal* caller);
+                        Reply<proto::KvIncrementResponse> reply, const Caller& caller);
 void serve_kv_delete(CoordinationService& s, const proto::KvDeleteRequest& req, Reply<proto::KvDeleteResponse> reply,
-                     const Principal* caller);
+                     const Caller& caller);
 void serve_cancel_barrier(CoordinationService& s, const proto::CancelBarrierRequest& req,
-                          Reply<proto::StatusResponse> reply, const Principal* caller);
+                          Reply<proto::StatusResponse> reply, const Caller& caller);
 void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Reply<proto::StatusResponse> reply,
-                   const Principal* caller);
+                   const Caller& caller);
 
 }  // namespace mcx::distributed

@@ -3,8 +3,8 @@
 // With mTLS and task identity binding on (mtls.h), the gRPC edge derives a Principal from the client
 // certificate's URI SANs (under MtlsOptions::peer_uri_prefix when one is set): a SAN whose last two path
 // segments are "task/<id>", "operator/<name>" or "admin/<name>" gives that role; a certificate with none of
-// them has Role::kNone and may call nothing. Without binding there is no Principal (callers pass nullptr) and
-// nothing below applies: the service trusts every caller, as before.
+// them has Role::kNone and may call nothing. Without binding there is no Principal: every caller is
+// Caller::trusted() (caller.h) and nothing below applies.
 //
 // Key rules (docs/security.md, "Authorization"):
 //   - "mcx/task/<id>/..." belongs to task <id>: only it may insert, overwrite, increment or delete there,
