@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,11 +26,19 @@ class JobKeyValue {
   // another writer's under identity binding). Errors: the service's (Unavailable, ResourceExhausted, ...), or
   // FailedPrecondition after shutdown.
   virtual absl::StatusOr<bool> insert(std::string_view key, std::string_view value) = 0;
-  // Writes key (overwriting). Keys under this process's prefix (mcx/task/<index>/...) are always its own.
+  // Writes key (overwriting). Keys under this process's prefix (task_key(process_index(), ...)) are always its own.
   virtual absl::Status set(std::string_view key, std::string_view value) = 0;
   // The value of key, waiting up to timeout for it to appear: DeadlineExceeded (or NotFound) when it does not.
   virtual absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout) = 0;
 };
+
+// The keys that belong to one process: "mcx/task/<process>/<suffix>" (an empty suffix: the prefix itself, with
+// its slash). Under identity binding only that process's task may write there, except its inbox (suffix
+// "inbox/..."), which every task may write to wake it (distributed/security/principal.h). Every layer spells these
+// keys through task_key.
+std::string task_key(int process, std::string_view suffix);
+// The process whose prefix holds `key` ("mcx/task/<decimal id>", then "/" or the end), or nullopt.
+std::optional<int> task_of_key(std::string_view key);
 
 // Installs (or, with nullptr, removes) the job's store.
 void set_job_key_value(std::shared_ptr<JobKeyValue> store);

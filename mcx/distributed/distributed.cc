@@ -246,7 +246,7 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   return c;
 }
 
-std::string topology_key(int process) { return absl::StrCat("mcx/task/", process, "/topology"); }
+std::string topology_key(int process) { return task_key(process, "topology"); }
 
 absl::Status initialize_or_status(const InitializeOptions& options) {
   Runtime& r = runtime();

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/job_key_value.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/process_exit.h"
 
@@ -20,7 +21,7 @@ constexpr absl::Duration kRetryBackoff = absl::Seconds(1);
 
 std::string key(absl::string_view name) { return absl::StrCat(kPreemptionKeyDir, "/", name); }
 // In the task's inbox (principal.h): under identity binding any task may write it, only its task delete it.
-std::string wake_key_of(TaskId task) { return absl::StrCat("mcx/task/", task, "/inbox/preemption_wake"); }
+std::string wake_key_of(TaskId task) { return task_key(task, "inbox/preemption_wake"); }
 
 std::string steps_dir() { return key("steps"); }
 

@@ -1,8 +1,8 @@
 #include "mcx/distributed/security/principal.h"
 
+#include "mcx/core/job_key_value.h"
 #include "mcx/distributed/security/job_secret.h"
 
-#include <charconv>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,15 +10,6 @@
 
 namespace mcx::distributed {
 namespace {
-
-constexpr std::string_view kTaskKeys = "mcx/task/";
-
-std::optional<int32_t> parse_id(std::string_view s) {
-  int32_t id = -1;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || id < 0) return std::nullopt;
-  return id;
-}
 
 std::string_view action_name(KeyAction a) {
   switch (a) {
@@ -77,12 +68,7 @@ Principal principal_from_uri_sans(const std::vector<std::string>& uris, std::str
   return p;
 }
 
-std::optional<int32_t> key_task_prefix(std::string_view key) {
-  if (!key.starts_with(kTaskKeys)) return std::nullopt;
-  key.remove_prefix(kTaskKeys.size());
-  const size_t slash = key.find('/');
-  return parse_id(key.substr(0, slash == std::string_view::npos ? key.size() : slash));
-}
+std::optional<int32_t> key_task_prefix(std::string_view key) { return task_of_key(key); }
 
 absl::Status authorize_key(const Principal& who, KeyAction action, std::string_view key,
                            std::optional<int32_t> owner) {
@@ -99,10 +85,10 @@ absl::Status authorize_key(const Principal& who, KeyAction action, std::string_v
   }
   if (who.role != Role::kTask) return deny("only tasks write keys (an operator reads only)");
   if (std::optional<int32_t> holder = key_task_prefix(key)) {
-    const bool inbox = key.starts_with(absl::StrCat(std::string(kTaskKeys), *holder, "/inbox/"));
+    const bool inbox = key.starts_with(task_key(*holder, "inbox/"));
     if (*holder == who.task) return absl::OkStatus();
     if (inbox && action != KeyAction::kDelete) return absl::OkStatus();
-    return deny(absl::StrCat("keys under 'mcx/task/", *holder, "/' belong to task ", *holder,
+    return deny(absl::StrCat("keys under '", task_key(*holder, ""), "' belong to task ", *holder,
                              inbox ? " (others may only write its inbox)" : ""));
   }
   switch (action) {

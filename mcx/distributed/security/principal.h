@@ -7,8 +7,9 @@
 // Caller::trusted() (caller.h) and nothing below applies.
 //
 // Key rules (docs/security.md, "Authorization"):
-//   - "mcx/task/<id>/..." belongs to task <id>: only it may insert, overwrite, increment or delete there,
-//     except "mcx/task/<id>/inbox/...", which any task may write (to wake <id>) and only <id> may delete;
+//   - task_key(<id>, ...) ("mcx/task/<id>/...", core/job_key_value.h) belongs to task <id>: only it may insert,
+//     overwrite, increment or delete there, except task_key(<id>, "inbox/..."), which any task may write (to
+//     wake <id>) and only <id> may delete;
 //   - every other key is job-wide: any task may insert it (and becomes its owner) and increment it (counters
 //     are shared by design); only its owner may overwrite or delete it;
 //   - an admin may delete any key and write none; an operator writes and deletes nothing;
@@ -46,7 +47,7 @@ struct Principal {
 // (task_id_from_uri, mtls.h), operator/<name> or admin/<name>.
 Principal principal_from_uri_sans(const std::vector<std::string>& uris, std::string_view prefix);
 
-// The task whose prefix "mcx/task/<id>/" holds key, if any.
+// The task whose prefix (core/job_key_value.h: task_key) holds key, if any.
 std::optional<int32_t> key_task_prefix(std::string_view key);
 
 enum class KeyAction { kInsert, kOverwrite, kIncrement, kDelete };

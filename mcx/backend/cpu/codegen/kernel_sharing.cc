@@ -29,7 +29,7 @@ std::string digest_of(const KernelKey& key) {
 
 std::string owner_key(const std::string& digest) { return absl::StrCat("mcx/compiled_kernels/", digest, "/owner"); }
 std::string object_key(int process, const std::string& digest) {
-  return absl::StrCat("mcx/task/", process, "/compiled_kernels/", digest);
+  return task_key(process, absl::StrCat("compiled_kernels/", digest));
 }
 
 }  // namespace

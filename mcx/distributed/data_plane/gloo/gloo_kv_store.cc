@@ -21,7 +21,7 @@ std::optional<int> GlooKvStore::owner(const std::string& key) const {
 }
 
 std::string GlooKvStore::full_key(const std::string& key) const {
-  if (std::optional<int> p = owner(key)) return absl::StrCat("mcx/task/", *p, "/", prefix_, key);
+  if (std::optional<int> p = owner(key)) return task_key(*p, prefix_ + key);
   return prefix_ + key;
 }
 

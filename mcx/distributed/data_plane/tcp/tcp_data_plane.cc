@@ -80,7 +80,7 @@ absl::StatusOr<int> dial(const std::string& address, absl::Time deadline) {
 
 }  // namespace
 
-std::string TcpDataPlane::address_key(int process) { return absl::StrCat("mcx/task/", process, "/data_plane/address"); }
+std::string TcpDataPlane::address_key(int process) { return task_key(process, "data_plane/address"); }
 
 absl::StatusOr<std::shared_ptr<TcpDataPlane>> TcpDataPlane::start(Options options) {
   if (options.kv == nullptr) return absl::InvalidArgumentError("[data plane] TcpDataPlane needs the job's key-value store");
