@@ -1,10 +1,12 @@
 // The umbrella header users include: arrays, ops, pytrees, jit, grad, random, export, devices,
-// meshes, shardings, placement, shard_map and collectives, transfer and thread guards.
+// meshes, shardings, placement, shard_map and collectives, transfer and thread guards, the CPU backend's
+// thread count and compile statistics.
 #pragma once
 
 #include "mcx/core/dtype.h"
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/mesh.h"
 #include "mcx/runtime/sharding.h"

@@ -48,7 +48,7 @@
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
 #include "examples/train_digits/start_devices.h"
-#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
@@ -155,7 +155,7 @@ int run(const Config& cfg) {
   std::printf("%s: %lld train / %lld test rows, MLP %s, Adam lr %g, global batch %d (%d per device), %d threads\n",
               kTool, static_cast<long long>(train.rows), static_cast<long long>(test.rows),
               digits::layer_sizes_string(sizes).c_str(), cfg.lr,
-              cfg.batch, cfg.batch / global_devices, mcx::cpu::num_threads());
+              cfg.batch, cfg.batch / global_devices, mcx::num_cpu_threads());
   std::printf("%s: %d process%s x %d devices per process, mesh %s (process %d)\n", kTool, mcx::process_count(),
               mcx::process_count() == 1 ? "" : "es", mcx::local_device_count(), mesh.to_string().c_str(),
               mcx::process_index());

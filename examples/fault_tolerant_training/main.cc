@@ -37,7 +37,7 @@
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
-#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
@@ -150,7 +150,7 @@ int run(const Config& cfg) {
           "`mcx-coordinator --recoverable`");
     }
   }
-  if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  if (cfg.threads > 0) mcx::set_num_cpu_threads(cfg.threads);
   const char* restart_count = std::getenv("MCX_RESTART_COUNT");
   const bool restarted = restart_count != nullptr && std::string(restart_count) != "0";
 

@@ -23,7 +23,7 @@
 #include "CLI/CLI.hpp"
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
-#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/core/error.h"
 #include "mcx/core/npy.h"
 #include "mcx/trace/export.h"
@@ -70,7 +70,7 @@ void export_predictor(const Tree& params, const digits::Dataset& test, const Con
 }
 
 int run(const Config& cfg) {
-  if (cfg.threads > 0) mcx::cpu::set_num_threads(cfg.threads);
+  if (cfg.threads > 0) mcx::set_num_cpu_threads(cfg.threads);
   if (digits::skip_missing_data(cfg, "train_digits")) return 77;
   const digits::Experiment ex = digits::prepare_experiment(cfg.data, cfg.seed);
   const digits::Dataset& train = ex.train;
@@ -91,7 +91,7 @@ int run(const Config& cfg) {
 
   std::printf("train_digits: %lld train / %lld test rows, MLP %s, Adam lr %g, batch %d, %d threads\n",
               static_cast<long long>(train.rows), static_cast<long long>(test.rows),
-              digits::layer_sizes_string(sizes).c_str(), cfg.lr, cfg.batch, mcx::cpu::num_threads());
+              digits::layer_sizes_string(sizes).c_str(), cfg.lr, cfg.batch, mcx::num_cpu_threads());
   double test_acc = 0;
   int64_t step = 0;
   for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {

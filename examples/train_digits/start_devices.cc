@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "mcx/backend/cpu/thread_pool.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"
@@ -19,7 +19,7 @@ bool start_devices(int devices, int threads, bool recoverable) {
   } else {
     mcx::set_cpu_device_count(devices);
   }
-  if (threads > 0) mcx::cpu::set_num_threads(threads);
+  if (threads > 0) mcx::set_num_cpu_threads(threads);
   return distributed;
 }
 

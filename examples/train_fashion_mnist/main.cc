@@ -47,10 +47,8 @@
 #include "examples/train_fashion_mnist/classifier_export.h"
 #include "examples/train_fashion_mnist/cnn_model.h"
 #include "examples/train_fashion_mnist/fashion_data.h"
-#include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/cache/install.h"
-#include "mcx/runtime/spmd_executable.h"
+#include "mcx/runtime/cpu_backend.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/data/loader.h"
 #include "mcx/data/loader_state.h"
@@ -375,15 +373,14 @@ int run(const Config& cfg) {
     if (!reported_compile) {
       // The warm start: how much of the first step was making kernels, and whether the cache supplied them.
       reported_compile = true;
-      const mcx::cpu::codegen::CodegenStats cg = mcx::cpu::codegen::stats();
-      const mcx::cpu::ExecutableStoreStats ex = mcx::cpu::executable_store_stats();
-      const mcx::SpmdCompileStats spmd = mcx::spmd_compile_stats();
+      const mcx::CompileStatistics cs = mcx::compile_statistics();
       std::printf("%s: first step done %.2f s after start; kernels: %lld compiled (%.0f ms), %lld loaded from the "
                   "compilation cache (%.0f ms); executables: %lld read back (%.0f ms), %lld partitioned programs "
                   "read back, %lld partitioned%s\n",
-                  kTool, seconds_since(t_start), static_cast<long long>(cg.kernels_compiled), cg.compile_ms_total,
-                  static_cast<long long>(cg.kernels_loaded), cg.load_ms_total, static_cast<long long>(ex.loaded),
-                  ex.load_ms_total, static_cast<long long>(spmd.loaded), static_cast<long long>(spmd.partitioned),
+                  kTool, seconds_since(t_start), static_cast<long long>(cs.kernels_compiled), cs.kernel_compile_ms,
+                  static_cast<long long>(cs.kernels_loaded), cs.kernel_load_ms,
+                  static_cast<long long>(cs.executables_loaded), cs.executable_load_ms,
+                  static_cast<long long>(cs.programs_loaded), static_cast<long long>(cs.programs_partitioned),
                   mcx::cache::installed_compilation_cache() ? "" : " (no cache: --compile-cache DIR)");
       std::fflush(stdout);
     }

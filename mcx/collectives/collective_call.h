@@ -1,6 +1,6 @@
 // What one member of a group passed to a collective, as the in-process communicators (LocalGroup,
 // SpanningGroup) record it at their rendezvous: the arguments every member must agree on, and the buffers.
-// Internal to mcx/core's communicators. Thread-safety: a plain value.
+// Internal to the collectives layer's groups. Thread-safety: a plain value.
 #pragma once
 
 #include <cstdint>

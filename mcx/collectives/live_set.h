@@ -5,7 +5,8 @@
 // (new incarnation) and the survivors meet in new groups, and a group that includes a process outside the
 // live set refuses to run instead of waiting for it (docs/architecture.md, "Data plane").
 //
-// Layering: core holds the record so that the runtime can read what the multihost layer agreed.
+// Layering: the collectives layer holds the record so that the runtime and the data planes can read what the
+// multihost layer agreed.
 // Thread-safety: thread-safe.
 #pragma once
 

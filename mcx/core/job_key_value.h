@@ -1,7 +1,7 @@
 // The job's key-value store (the coordination service) as the layers below distributed see it: distributed
 // installs an implementation when initialize() succeeds and removes it at shutdown(), so that, e.g., the code
 // generator can share compiled kernels between the processes of a job without depending on the distributed
-// layer (the registry pattern of topology.h and peer_group.h; docs/architecture.md).
+// layer (the registry pattern of topology.h and collectives/peer_group.h; docs/architecture.md).
 //
 // Thread-safety: the registry functions are thread-safe; implementations are thread-safe. Every call that
 // may block takes a timeout.

@@ -1,5 +1,5 @@
 // Placing and moving array data: the ArrayValue-level operations behind mcx::device_put,
-// mcx::device_get and the make_array_from_* constructors (trace/sharding_api.h is the user API).
+// mcx::device_get and the make_array_from_* constructors (trace/placement.h is the user API).
 //
 // All functions return at once with arrays whose shards are being filled on the target devices' streams
 // (asynchronous copies), except where they must read host data the caller owns (callbacks run on the

@@ -71,7 +71,7 @@ TEST_F(GlooPeerGroupTest, RingAllReduceAndAllGatherOverTcp) {
   start(n);
   // Each rank's rendezvous entry lives under its own process's prefix (only that task may write it).
   for (int p = 0; p < n; ++p) {
-    EXPECT_TRUE(service_->kv_try_get(absl::StrCat("mcx/task/", p, "/dataplane/test_group/0.0/", p)).ok()) << p;
+    EXPECT_TRUE(service_->kv_try_get(absl::StrCat("mcx/task/", p, "/data_plane/test_group/0.0/", p)).ok()) << p;
   }
   const int64_t count = 100003;  // uneven chunks
   on_each(n, [&](int i) {

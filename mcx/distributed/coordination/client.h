@@ -7,8 +7,10 @@
 // RPC deadline. Transport failures are UNAVAILABLE ("[coordination] cannot reach the coordination
 // service at ADDR: ...") or DEADLINE_EXCEEDED.
 //
-// Two implementations: InProcessClient (below; calls a CoordinationService directly, for unit tests and
-// for a process that hosts the service) and the gRPC client (grpc_client.h).
+// Three implementations: InProcessClient (below; calls a CoordinationService directly, for unit tests and
+// for a process that hosts the service), and two over the network that share their requests
+// (rpc/proto_client.h): the gRPC client (rpc/grpc_client.h) and the fast path's (rpc/fast_path_client.h), which
+// processes use.
 //
 // Thread-safety: every method of every implementation is thread-safe; calls may run concurrently.
 #pragma once
@@ -71,8 +73,8 @@ class CoordinationClient {
 
   virtual absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                  absl::Duration timeout) = 0;
-  // An insert that does not wait for its acknowledgement where the transport can pipeline (the gRPC client's
-  // fast path); elsewhere kv_insert. Later key-value, barrier and live-set calls of this client see it applied.
+  // An insert that does not wait for its acknowledgement where the transport can pipeline (the fast path's
+  // client, rpc/fast_path_client.cc); elsewhere kv_insert. Later key-value, barrier and live-set calls of this client see it applied.
   // Its error (or one of an earlier pipelined insert) is returned once: by this call, by the client's next
   // key-value, barrier or live-set call, or by kv_flush.
   virtual absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,

@@ -245,7 +245,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> connect_gloo_peer_group(const PeerGro
   const int rank = static_cast<int>(it - request.processes.begin());
   const int size = static_cast<int>(request.processes.size());
   const std::string prefix =
-      absl::StrCat("dataplane/", sanitize_key(request.key), "/", request.live_set, ".", request.generation, "/");
+      absl::StrCat("data_plane/", sanitize_key(request.key), "/", request.live_set, ".", request.generation, "/");
   try {
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(std::max(std::chrono::milliseconds(1), until(request.deadline)));

@@ -1,7 +1,7 @@
 // GlooPeerGroup: the PeerGroup (collectives/peer_group.h) over Gloo's TCP transport.
 //
 // One Gloo context per group, connected as a full mesh; the rendezvous goes through the coordination
-// service's key-value store (gloo/gloo_kv_store.h): rank r's addresses under "mcx/task/<process of r>/dataplane/<key>/<live
+// service's key-value store (gloo/gloo_kv_store.h): rank r's addresses under "mcx/task/<process of r>/data_plane/<key>/<live
 // set>.<generation>/r". Messages are Gloo unbound
 // buffers (send/recv matched by peer and slot = tag), not Gloo's built-in algorithms: every wait then has a
 // deadline and can be aborted from another thread (Gloo's own collectives cannot be interrupted; see
