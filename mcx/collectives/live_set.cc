@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/core/mutex.h"
 
 namespace mcx {
 namespace {
@@ -18,9 +19,9 @@ struct Failure {
 };
 
 struct Recorded {
-  std::mutex mu;
-  std::map<std::vector<int>, LiveSet> by_requested;  // guarded by mu
-  std::map<int, Failure> failures;                   // guarded by mu: by process
+  Mutex mu;
+  std::map<std::vector<int>, LiveSet> by_requested ABSL_GUARDED_BY(mu);
+  std::map<int, Failure> failures ABSL_GUARDED_BY(mu);  // by process
 };
 
 std::atomic<uint64_t> g_changes{0};
@@ -44,20 +45,20 @@ std::string LiveSet::to_string() const {
 
 void record_process_failure(int process, uint64_t incarnation, const absl::Status& why) {
   Recorded& r = recorded();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.failures.insert_or_assign(process, Failure{incarnation, mark_process_failure(why, process)});
 }
 
 void record_process_alive(int process, uint64_t incarnation) {
   Recorded& r = recorded();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.failures.find(process);
   if (it != r.failures.end() && it->second.incarnation != incarnation) r.failures.erase(it);
 }
 
 absl::Status reported_process_failure(const std::vector<int>& processes) {
   Recorded& r = recorded();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   for (int p : processes) {
     auto it = r.failures.find(p);
     if (it != r.failures.end()) return it->second.why;
@@ -68,7 +69,7 @@ absl::Status reported_process_failure(const std::vector<int>& processes) {
 void record_live_set(const LiveSet& live) {
   for (size_t i = 0; i < live.processes.size(); ++i) record_process_alive(live.processes[i], live.incarnations[i]);
   Recorded& r = recorded();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   LiveSet& slot = r.by_requested[live.requested];
   if (slot.generation < live.generation) {
     slot = live;
@@ -80,7 +81,7 @@ uint64_t live_set_changes() { return g_changes.load(std::memory_order_acquire); 
 
 std::optional<LiveSet> live_set_for(const std::vector<int>& processes) {
   Recorded& r = recorded();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   const LiveSet* best = nullptr;
   for (const auto& [requested, live] : r.by_requested) {
     if (!std::includes(requested.begin(), requested.end(), processes.begin(), processes.end())) continue;

@@ -9,15 +9,16 @@
 #include "absl/strings/str_join.h"
 #include "mcx/collectives/collective_group.h"
 #include "mcx/core/error.h"
+#include "mcx/core/mutex.h"
 #include "mcx/collectives/live_set.h"
 
 namespace mcx {
 namespace {
 
 struct FactoryRegistry {
-  std::mutex mu;
-  std::string backend;  // guarded by mu
-  PeerGroupFactory factory;  // guarded by mu
+  Mutex mu;
+  std::string backend ABSL_GUARDED_BY(mu);
+  PeerGroupFactory factory ABSL_GUARDED_BY(mu);
 };
 
 FactoryRegistry& registry() {
@@ -28,8 +29,8 @@ FactoryRegistry& registry() {
 // Every group make_peer_group built that is still alive, with its processes, so that a process reported
 // dead can abort the groups that wait for it.
 struct LiveGroups {
-  std::mutex mu;
-  std::map<PeerGroup*, std::vector<int>> groups;  // guarded by mu
+  Mutex mu;
+  std::map<PeerGroup*, std::vector<int>> groups ABSL_GUARDED_BY(mu);
 };
 
 LiveGroups& live_groups() {
@@ -42,12 +43,12 @@ class TrackedPeerGroup final : public PeerGroup {
  public:
   TrackedPeerGroup(std::unique_ptr<PeerGroup> inner, std::vector<int> processes) : inner_(std::move(inner)) {
     LiveGroups& l = live_groups();
-    std::lock_guard<std::mutex> lock(l.mu);
+    MutexLock lock(&l.mu);
     l.groups[this] = std::move(processes);
   }
   ~TrackedPeerGroup() override {
     LiveGroups& l = live_groups();
-    std::lock_guard<std::mutex> lock(l.mu);  // held while inner_ dies: an abort never meets a dying group
+    MutexLock lock(&l.mu);  // held while inner_ dies: an abort never meets a dying group
     l.groups.erase(this);
     inner_.reset();
   }
@@ -66,29 +67,29 @@ class TrackedPeerGroup final : public PeerGroup {
   }
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
   absl::Status failure() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return failure_;
   }
 
  private:
   void record(const absl::Status& s) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (failure_.ok()) failure_ = s;
     }
     failed_.store(true, std::memory_order_release);
   }
   std::unique_ptr<PeerGroup> inner_;
   std::atomic<bool> failed_{false};
-  mutable std::mutex mu_;
-  absl::Status failure_;  // guarded by mu_
+  mutable Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
 int abort_peer_groups_of_process(int process, const absl::Status& why) {
   LiveGroups& l = live_groups();
-  std::lock_guard<std::mutex> lock(l.mu);
+  MutexLock lock(&l.mu);
   int aborted = 0;
   for (auto& [group, processes] : l.groups) {
     if (std::find(processes.begin(), processes.end(), process) == processes.end()) continue;
@@ -100,7 +101,7 @@ int abort_peer_groups_of_process(int process, const absl::Status& why) {
 
 void set_peer_group_factory(std::string backend, PeerGroupFactory factory) {
   FactoryRegistry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.backend = factory ? std::move(backend) : std::string();
   r.factory = std::move(factory);
 }
@@ -113,7 +114,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupReques
   PeerGroupFactory factory;
   {
     FactoryRegistry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
+    MutexLock lock(&r.mu);
     factory = r.factory;
   }
   if (!factory) {
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> make_peer_group(const PeerGroupReques
 
 std::string peer_group_backend() {
   FactoryRegistry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   return r.backend;
 }
 

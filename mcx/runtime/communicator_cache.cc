@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
+#include "mcx/core/mutex.h"
 #include "mcx/collectives/live_set.h"
 #include "mcx/collectives/local_communicator.h"
 #include "mcx/collectives/peer_group.h"
@@ -20,17 +21,17 @@ namespace mcx {
 namespace {
 
 struct Entry {
-  std::mutex mu;  // serialises building and replacing this entry's group (not the whole cache)
-  std::unique_ptr<LocalGroup> local;         // all members in this process (lives until exit)
-  std::shared_ptr<SpanningGroup> spanning;   // the current group, when the group spans processes
-  uint64_t live_set = 0;                     // the live set `spanning` was built under (guarded by mu)
-  uint64_t generation = 0;                   // rebuilds under that live set (guarded by mu)
-  uint64_t changes_seen = 0;                 // live_set_changes() when `spanning` was last checked (guarded by mu)
+  Mutex mu;  // serialises building and replacing this entry's group (not the whole cache)
+  std::unique_ptr<LocalGroup> local ABSL_GUARDED_BY(mu);        // all members in this process (lives until exit)
+  std::shared_ptr<SpanningGroup> spanning ABSL_GUARDED_BY(mu);  // the current group, when it spans processes
+  uint64_t live_set ABSL_GUARDED_BY(mu) = 0;      // the live set `spanning` was built under
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;    // rebuilds under that live set
+  uint64_t changes_seen ABSL_GUARDED_BY(mu) = 0;  // live_set_changes() when `spanning` was last checked
 };
 
 struct Cache {
-  std::mutex mu;
-  std::map<std::vector<int>, std::unique_ptr<Entry>> entries;  // guarded by mu
+  Mutex mu;
+  std::map<std::vector<int>, std::unique_ptr<Entry>> entries ABSL_GUARDED_BY(mu);
 };
 
 Cache& cache() {
@@ -40,7 +41,7 @@ Cache& cache() {
 
 Entry& entry_for(const std::vector<int>& key) {
   Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
+  MutexLock lock(&c.mu);
   std::unique_ptr<Entry>& e = c.entries[key];
   if (!e) e = std::make_unique<Entry>();
   return *e;
@@ -99,7 +100,7 @@ absl::StatusOr<std::shared_ptr<Communicator>> group_communicator(std::span<const
     return absl::InternalError(absl::StrCat("[collective] ", member.to_string(), " is not in its group"));
   }
   Entry& e = entry_for(key);
-  std::lock_guard<std::mutex> lock(e.mu);
+  MutexLock lock(&e.mu);
   if (!spans) {
     if (!e.local) {
       std::vector<std::string> names;

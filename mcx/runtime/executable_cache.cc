@@ -25,7 +25,7 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   // the key (which holds constants' bytes) is not copied on this hot path.
   const int table = cpu::codegen::enabled() ? 1 : 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_[table].find(key);
     if (it != entries_[table].end()) {
       ++hits_;
@@ -36,25 +36,25 @@ absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(c
   // A miss here compiles, or reads the executable back from the persistent cache when one is installed
   // (backend/cpu/executable_store.h): the key is the same canonical encoding.
   MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::load_or_compile(program, key));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = entries_[table].emplace(key, exe);
   return it->second;
 }
 
 int64_t ExecutableCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int64_t>(entries_[0].size() + entries_[1].size());
 }
 int64_t ExecutableCache::hits() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return hits_;
 }
 int64_t ExecutableCache::misses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return misses_;
 }
 void ExecutableCache::clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& table : entries_) table.clear();
 }
 

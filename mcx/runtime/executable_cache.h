@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "mcx/core/mutex.h"
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/ir/program.h"
 #include "mcx/runtime/array_value.h"
@@ -48,11 +49,11 @@ class ExecutableCache {
   void clear();
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // [0]: compiled with code generation off, [1]: on (codegen::enabled() at compile time).
-  absl::flat_hash_map<std::string, ExecutablePtr> entries_[2];  // guarded by mu_
-  int64_t hits_ = 0;                                          // guarded by mu_
-  int64_t misses_ = 0;                                        // guarded by mu_
+  absl::flat_hash_map<std::string, ExecutablePtr> entries_[2] ABSL_GUARDED_BY(mu_);
+  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs exe on the arguments' buffers and wraps each result as a single-shard ArrayValue on the default
