@@ -130,12 +130,17 @@ void abort_groups_of_failed_tasks(const JobState& state) {
   }
 }
 
+// Uninstalls the job's key-value store and closes it: waits for calls in progress (the data plane's too), so
+// none uses the agent after this. Idempotent.
+void close_job_key_value_locked(Runtime& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
+  if (!r.job_kv) return;
+  set_job_key_value(nullptr);
+  r.job_kv->close();
+  r.job_kv.reset();
+}
+
 void teardown_locked(Runtime& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
-  if (r.job_kv) {
-    set_job_key_value(nullptr);
-    r.job_kv->close();  // waits for calls in progress: none uses the agent after this
-    r.job_kv.reset();
-  }
+  close_job_key_value_locked(r);
   r.agent.reset();
   if (r.server) r.server->shutdown();
   r.server.reset();
@@ -364,10 +369,7 @@ absl::Status shutdown_or_status() {
   MutexLock lock(&r.mu);
   if (!r.agent) return absl::OkStatus();
   detach_process_preemption_sync();  // its watcher uses the agent: joined before the agent goes
-  if (r.job_kv) {
-    set_job_key_value(nullptr);
-    r.job_kv->close();  // waits for calls in progress (the data plane's too): none uses the agent after this
-  }
+  close_job_key_value_locked(r);
   stop_data_plane();
   absl::Status s = r.agent->shutdown();
   if (r.service) {

@@ -5,9 +5,9 @@
 // table of the current code-generation setting. Two programs that differ only in their name share an entry.
 // A miss compiles, or reads the executable back from the persistent compilation cache when one is installed
 // (cpu::load_or_compile; docs/compilation_cache.md). Compilation happens outside the lock; when two threads compile the same key at once, both compile and the
-// first insert wins (the work is duplicated, never the entry). The lock is a std::mutex rather than
-// absl::Mutex because Debian's abseil is not built with ThreadSanitizer annotations, so TSAN cannot see
-// absl::Mutex and reports false races.
+// first insert wins (the work is duplicated, never the entry). The lock is an mcx::Mutex
+// (core/mutex.h) rather than absl::Mutex because Debian's abseil is not built with ThreadSanitizer
+// annotations, so TSAN cannot see absl::Mutex and reports false races.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
 #include "mcx/core/mutex.h"
