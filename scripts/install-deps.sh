@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config
+  # compiler cache: unchanged files are not compiled again (cmake/mcx_ccache.cmake)
+  ccache
   # code generation for fused regions (ORC JIT; optional at build time, see docs/codegen.md)
   llvm-19-dev
   # Clang's thread-safety analysis of the library (scripts/thread_safety.sh, run by CI)

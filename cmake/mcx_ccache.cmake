@@ -1,0 +1,28 @@
+# Compiler cache: when ccache is installed (scripts/install-deps.sh installs it) and MCX_CCACHE is ON, every C
+# and C++ compile goes through it, so a build of an unchanged file (a fresh checkout, another build directory,
+# the sanitizer builds of CI) is a cache hit instead of a compile. docs/testing.md ("Build time") says what it
+# saves. The settings make hits independent of where the checkout lies:
+#  - base_dir = the source tree and no hashing of the working directory: paths inside the tree are hashed
+#    relative to it, so a clone elsewhere hits the same entries;
+#  - sloppiness pch_defines,time_macros, include_file_mtime/ctime: needed for hits through the layers'
+#    precompiled headers (their .gch is rebuilt, with a new mtime, in every fresh build directory).
+# MCX_CCACHE_DIR (default: ccache's own, ~/.cache/ccache) and MCX_CCACHE_MAXSIZE (20G: the release, ASan+UBSan
+# and TSan objects of one tree) override where it lives and how large it grows.
+option(MCX_CCACHE "Compile through ccache when it is installed" ON)
+set(MCX_CCACHE_MAXSIZE "20G" CACHE STRING "Size limit of the compiler cache")
+set(MCX_CCACHE_DIR "" CACHE PATH "Compiler cache directory (empty: ccache's default)")
+if(MCX_CCACHE)
+  find_program(MCX_CCACHE_PROGRAM ccache)
+  if(MCX_CCACHE_PROGRAM)
+    set(launcher ${CMAKE_COMMAND} -E env
+        CCACHE_BASEDIR=${CMAKE_SOURCE_DIR} CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${MCX_CCACHE_MAXSIZE}
+        CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime)
+    if(MCX_CCACHE_DIR)
+      list(APPEND launcher CCACHE_DIR=${MCX_CCACHE_DIR})
+    endif()
+    list(APPEND launcher ${MCX_CCACHE_PROGRAM})
+    set(CMAKE_C_COMPILER_LAUNCHER ${launcher})
+    set(CMAKE_CXX_COMPILER_LAUNCHER ${launcher})
+    message(STATUS "mcx: compiling through ${MCX_CCACHE_PROGRAM} (MCX_CCACHE=OFF to compile directly)")
+  endif()
+endif()
