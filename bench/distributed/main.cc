@@ -14,9 +14,9 @@
 //   barrier/N      agent->barrier() latency, every (process, round) a sample; peer: a store barrier
 //                  (add + wait on a done key). Target: p50 < 5 ms at N = 64.
 //   kv_set/C, kv_get/C   C client processes each insert `kv-ops` distinct keys (64-byte values) with
-//                  kv_set_async + one kv_flush (TCPStore's set does not wait for a reply either), then
+//                  kv_insert_async + one kv_flush (TCPStore's set does not wait for a reply either), then
 //                  blocking-get them; aggregate ops/s = C * kv-ops / slowest client. mcx_ms = ms per op.
-//   kv_set_acked/C  the same inserts with kv_set, each waiting for the service (no TCPStore counterpart).
+//   kv_set_acked/C  the same inserts with kv_insert, each waiting for the service (no TCPStore counterpart).
 //   detect_killed/N  kill -9 of one of N processes -> the others' failure callbacks run; ms from the kill
 //                  (CLOCK_MONOTONIC, shared by all processes) to each survivor's callback. TCPStore has no
 //                  failure detection (peer none). Target < 1000 ms.
@@ -131,13 +131,13 @@ int worker(const std::string& mode, int iters, int warmup, int ops, int value_by
     // service has applied them all (kv_flush), as the peer's ends with one get.
     double t1 = now_ms();
     for (int i = 0; i < ops; ++i) {
-      if (absl::Status s = agent->kv_set_async(absl::StrCat("kv/", me, "/", i), value); !s.ok()) return fail(s);
+      if (absl::Status s = agent->kv_insert_async(absl::StrCat("kv/", me, "/", i), value); !s.ok()) return fail(s);
     }
     if (absl::Status s = agent->kv_flush(absl::Seconds(60)); !s.ok()) return fail(s);
     double t2 = now_ms();
     // Acknowledged inserts (each waits for the service), which TCPStore has no counterpart of.
     for (int i = 0; i < ops; ++i) {
-      if (absl::Status s = agent->kv_set(absl::StrCat("kva/", me, "/", i), value); !s.ok()) return fail(s);
+      if (absl::Status s = agent->kv_insert(absl::StrCat("kva/", me, "/", i), value); !s.ok()) return fail(s);
     }
     double t2b = now_ms();
     if (absl::Status s = agent->barrier("sets", absl::Seconds(60)); !s.ok()) return fail(s);

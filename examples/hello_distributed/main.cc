@@ -32,7 +32,7 @@ int main() {
     dist::CoordinationAgent* agent = dist::agent();
     // Each process publishes a value only it can know; its right neighbour checks it.
     auto value_of = [](int p) { return "hello from process " + std::to_string(p) + " (" + std::to_string(p * p + 7) + ")"; };
-    mcx::throw_if_error(agent->kv_set("hello/" + std::to_string(me), value_of(me)));
+    mcx::throw_if_error(agent->kv_insert("hello/" + std::to_string(me), value_of(me)));
     const int right = (me + 1) % n;
     std::string got = mcx::value_or_throw(agent->kv_get("hello/" + std::to_string(right), absl::Seconds(30)));
     if (got != value_of(right)) {

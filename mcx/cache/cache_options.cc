@@ -35,15 +35,6 @@ const Flag<bool> kExplain("MCX_EXPLAIN_CACHE_MISSES", false,
 
 }  // namespace
 
-std::string_view writers_name(CacheWriters w) {
-  switch (w) {
-    case CacheWriters::kAll: return "all";
-    case CacheWriters::kProcess0: return "process0";
-    case CacheWriters::kNone: return "none";
-  }
-  return "?";
-}
-
 absl::StatusOr<CacheOptions> resolve_options(CacheOptions o) {
   if (!o.directory) {
     MCX_ASSIGN_OR_RETURN(std::string dir, kDir.get());

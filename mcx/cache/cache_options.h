@@ -40,7 +40,4 @@ struct CacheOptions {
 // Every field set: the option where given, else its flag. InvalidArgument naming a bad variable.
 absl::StatusOr<CacheOptions> resolve_options(CacheOptions options);
 
-// "all" / "process0" / "none".
-std::string_view writers_name(CacheWriters w);
-
 }  // namespace mcx::cache

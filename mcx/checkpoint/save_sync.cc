@@ -51,7 +51,7 @@ absl::StatusOr<std::string> SaveSync::share_from_leader(const std::string& name,
   if (agent_ == nullptr) return value;
   const std::string key = absl::StrCat(prefix_, "/", name);
   if (is_leader()) {
-    absl::Status s = agent_->kv_set(key, encode(value));
+    absl::Status s = agent_->kv_insert(key, encode(value));
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("[checkpoint] cannot publish '", name, "' to the other processes: ",
                                                  s.message()));
@@ -79,7 +79,7 @@ absl::Status SaveSync::all_ok(const std::string& name, const absl::Status& mine)
   if (agent_ == nullptr) return mine;
   const std::string dir = absl::StrCat(prefix_, "/", name);
   absl::StatusOr<std::string> mine_or = mine.ok() ? absl::StatusOr<std::string>("") : mine;
-  absl::Status s = agent_->kv_set(absl::StrCat(dir, "/", process_), encode(mine_or));
+  absl::Status s = agent_->kv_insert(absl::StrCat(dir, "/", process_), encode(mine_or));
   if (!s.ok()) return s;
   s = agent_->barrier(dir, timeout_, std::vector<distributed::TaskId>(participants_.begin(), participants_.end()));
   if (!s.ok()) {

@@ -45,7 +45,6 @@ struct SpanningGroup::State {
 
   int nlocal() const { return static_cast<int>(local_ranks.size()); }
   int size() const { return static_cast<int>(members.size()); }
-  std::string member_name(int r) const { return members[r].name; }
   // The calls of the round being completed, by local index.
   const std::vector<Call>& calls() const { return meeting->calls(); }
 

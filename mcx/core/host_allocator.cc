@@ -120,7 +120,5 @@ HostMemoryStats host_memory_stats() {
   return {live_bytes.load(std::memory_order_relaxed), peak_live_bytes.load(std::memory_order_relaxed)};
 }
 void reset_host_memory_peak() { peak_live_bytes.store(live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed); }
-HostCacheStats host_cache_stats() { return process_cache().stats(); }
-void host_cache_release() { process_cache().release(); }
 
 }  // namespace mcx

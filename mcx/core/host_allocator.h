@@ -61,8 +61,6 @@ void* host_allocate(size_t bytes);
 // Returns a block from host_allocate; `bytes` must be the size it was asked for.
 void host_free(void* block, size_t bytes);
 
-HostCacheStats host_cache_stats();
-
 // The bytes of array storage in use: asked for through host_allocate and not yet returned (blocks held by the
 // cache for reuse are not in use), and the most that was in use at once since the process started or since
 // the last reset_host_memory_peak(). What a program's peak memory is measured by (e.g. with and without
@@ -74,9 +72,6 @@ struct HostMemoryStats {
 HostMemoryStats host_memory_stats();
 // Sets the peak to the bytes in use now.
 void reset_host_memory_peak();
-
-// Releases every cached block to the C library.
-void host_cache_release();
 
 // The size class a cacheable request is rounded up to.
 size_t host_size_class(size_t bytes);

@@ -22,12 +22,13 @@ class JobKeyValue {
   virtual ~JobKeyValue() = default;
   virtual int process_index() const = 0;
   virtual int process_count() const = 0;
-  // Creates key with value unless it exists. true: this call created it; false: it existed already (or is
-  // another writer's under identity binding). Errors: the service's (Unavailable, ResourceExhausted, ...), or
+  // Writes value under key: the service's KV insert (the one name of the write in every layer). Without
+  // allow_overwrite it creates key unless it exists: true when this call created it, false when it existed already
+  // (or is another writer's under identity binding). With allow_overwrite it writes and returns true; keys under
+  // this process's prefix (task_key(process_index(), ...)) are always its own. Errors: the service's
+  // (Unavailable, ResourceExhausted, PermissionDenied when overwriting another writer's key, ...), or
   // FailedPrecondition after shutdown.
-  virtual absl::StatusOr<bool> insert(std::string_view key, std::string_view value) = 0;
-  // Writes key (overwriting). Keys under this process's prefix (task_key(process_index(), ...)) are always its own.
-  virtual absl::Status set(std::string_view key, std::string_view value) = 0;
+  virtual absl::StatusOr<bool> insert(std::string_view key, std::string_view value, bool allow_overwrite) = 0;
   // The value of key, waiting up to timeout for it to appear: DeadlineExceeded (or NotFound) when it does not.
   virtual absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout) = 0;
 };

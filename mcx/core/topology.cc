@@ -77,11 +77,6 @@ std::optional<Topology> distributed_topology() {
   return r.topology;
 }
 
-int topology_process_index() {
-  Registry& r = registry();
-  MutexLock lock(&r.mu);
-  return r.topology ? r.topology->process_index : 0;
-}
 
 int topology_process_count() {
   Registry& r = registry();

@@ -44,8 +44,7 @@ void clear_distributed_topology();
 // The installed multi-process topology, or nullopt when this is a single-process run.
 std::optional<Topology> distributed_topology();
 
-// Convenience: process index / count from the installed topology, or 0 / 1 when none is installed.
-int topology_process_index();
+// Convenience: the process count from the installed topology, or 1 when none is installed.
 int topology_process_count();
 
 // The runtime layer calls this when it first creates devices (backend initialisation). Once set,

@@ -26,7 +26,7 @@ absl::Status verify_replicas(const std::string& loader, int64_t epoch, int64_t p
   if (holders.size() < 2 || agent == nullptr) return absl::OkStatus();
   const int me = process_index();
   const std::string mine(reinterpret_cast<const char*>(digest.data()), digest.size());
-  if (absl::Status s = agent->kv_set(key(loader, epoch, position, rows, me), mine, /*allow_overwrite=*/true); !s.ok()) {
+  if (absl::Status s = agent->kv_insert(key(loader, epoch, position, rows, me), mine, /*allow_overwrite=*/true); !s.ok()) {
     return s;
   }
   const std::string where = absl::StrCat("[data] MCX_DATA_VERIFY: loader '", loader, "' epoch ", epoch, " position ",

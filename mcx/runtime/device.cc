@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +13,7 @@
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/mutex.h"
 #include "mcx/core/process_exit.h"
 #include "mcx/core/topology.h"
 #include "mcx/runtime/compilation_cache_setup.h"
@@ -38,12 +38,13 @@ struct Client {
   pid_t creator_pid = 0;
 };
 
-std::mutex& client_mutex() {
-  static std::mutex* mu = new std::mutex();  // never destroyed
+// Serialises creating the client and set_cpu_device_count (g_client itself is read without it).
+Mutex& client_mutex() {
+  static Mutex* mu = new Mutex();  // never destroyed
   return *mu;
 }
 std::atomic<Client*> g_client{nullptr};
-std::optional<int> g_requested_cpu_device_count;  // guarded by client_mutex()
+std::optional<int> g_requested_cpu_device_count ABSL_GUARDED_BY(client_mutex());
 
 // Joins every stream thread at process exit (ExitStage::kDeviceStreams: before the thread pool the
 // streams' kernels use). A child made by fork() inherits the client but not its threads: only the creating
@@ -55,13 +56,13 @@ void shutdown_client_at_exit() {
   for (auto& s : c->streams) s->shutdown();
 }
 
-absl::StatusOr<int> resolve_cpu_device_count() {
+absl::StatusOr<int> resolve_cpu_device_count() ABSL_EXCLUSIVE_LOCKS_REQUIRED(client_mutex()) {
   if (g_requested_cpu_device_count) return *g_requested_cpu_device_count;
   MCX_ASSIGN_OR_RETURN(int64_t n, kCpuDeviceCountFlag.get());
   return static_cast<int>(n);
 }
 
-absl::StatusOr<std::unique_ptr<Client>> create_client() {
+absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQUIRED(client_mutex()) {
   // Mark first, then read the topology: a concurrent distributed::initialize either installed its
   // topology before this point (and we see it) or fails because devices are now in use.
   mark_devices_used();
@@ -107,7 +108,7 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() {
 
 Client& client() {
   if (Client* c = g_client.load(std::memory_order_acquire)) return *c;
-  std::lock_guard<std::mutex> lock(client_mutex());
+  MutexLock lock(&client_mutex());
   if (Client* c = g_client.load(std::memory_order_relaxed)) return *c;
   logger();  // never destroyed either; created here so that stream tasks never race to create it
   Client* c = value_or_throw(create_client()).release();  // never destroyed (see Client)
@@ -135,7 +136,7 @@ void set_cpu_device_count(int n) {
     throw InvalidArgument(absl::StrCat("[set_cpu_device_count] expected a device count in [1, ", kMaxCpuDevices,
                                        "], got ", n));
   }
-  std::lock_guard<std::mutex> lock(client_mutex());
+  MutexLock lock(&client_mutex());
   if (Client* c = g_client.load(std::memory_order_relaxed)) {
     throw FailedPrecondition(absl::StrCat("[set_cpu_device_count] the devices were already created (",
                                           c->local_devices.size(),

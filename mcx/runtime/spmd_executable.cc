@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +13,7 @@
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/mutex.h"
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/text.h"
 #include "mcx/runtime/communicator_cache.h"
@@ -32,28 +32,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::mutex& launch_mutex() {
-  static std::mutex* mu = new std::mutex();  // never destroyed: streams may launch until exit
-  return *mu;
-}
-
 // Launches so far per mesh (by device ids), for the launch check of meshes that span processes: every process
 // enqueues the same computations over a mesh in the same order, so the counts agree (until
-// restart_launch_sequences). Guarded by launch_mutex().
+// restart_launch_sequences). mu also orders the enqueues of one launch against another's, so that every
+// device's stream sees the launches in sequence order.
 struct LaunchCount {
   std::vector<int> processes;  // of the mesh, ascending
   uint64_t launched = 0;
 };
+struct LaunchSequences {
+  Mutex mu;
+  std::map<std::vector<int>, LaunchCount> counts ABSL_GUARDED_BY(mu);
+};
 
-std::map<std::vector<int>, LaunchCount>& launch_counts() {
-  static auto* counts = new std::map<std::vector<int>, LaunchCount>();  // never destroyed
-  return *counts;
+LaunchSequences& launch_sequences() {
+  static auto* sequences = new LaunchSequences();  // never destroyed: streams may launch until exit
+  return *sequences;
 }
 
-uint64_t next_launch_sequence(const Mesh& mesh) {
+uint64_t next_launch_sequence(LaunchSequences& sequences, const Mesh& mesh)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(sequences.mu) {
   std::vector<int> ids;
   for (const Device& d : mesh.devices()) ids.push_back(d.global_id);
-  LaunchCount& c = launch_counts()[ids];
+  LaunchCount& c = sequences.counts[ids];
   if (c.processes.empty()) {
     for (const Device& d : mesh.devices()) c.processes.push_back(d.process_index);
     std::sort(c.processes.begin(), c.processes.end());
@@ -269,7 +270,6 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
               exe->stats_.all_reduces, exe->stats_.all_gathers, exe->stats_.all_to_alls, exe->stats_.local_slices,
               exe->stats_.fallback_gathers, ir::print_program(exe->exe_ ? exe->exe_->program() : per_device));
   }
-  auto t1 = std::chrono::steady_clock::now();
   if (!exe->exe_) {
     MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
     exe->fingerprint_ = fingerprint64(per_device);
@@ -285,7 +285,6 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
       }
     }
   }
-  exe->compile_seconds_ = seconds_since(t1);
   for (size_t i = 0; i < in_avals.size(); ++i) {
     exe->in_shardings_.push_back(NamedSharding(options.mesh, options.in_specs[i]));
   }
@@ -298,7 +297,6 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
 
 SpmdCompileStats spmd_compile_stats() { return {g_spmd_partitioned.load(), g_spmd_loaded.load()}; }
 
-const ir::Program& SpmdExecutable::per_device_program() const { return exe_->program(); }
 
 absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const ArrayValue> args,
                                                                 std::span<const bool> donate) const {
@@ -346,9 +344,10 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
     tasks.push_back(std::move(task));
   }
   for (DeviceTask& task : tasks) MCX_RETURN_IF_ERROR(task.commit_donations());
-  std::lock_guard<std::mutex> launch(launch_mutex());
+  LaunchSequences& sequences = launch_sequences();
+  MutexLock launch(&sequences.mu);
   if (options_.spans_processes) {
-    const LaunchTag tag{what, fingerprint_, next_launch_sequence(mesh)};
+    const LaunchTag tag{what, fingerprint_, next_launch_sequence(sequences, mesh)};
     for (DeviceTask& task : tasks) task.launch = tag;
   }
   for (DeviceTask& task : tasks) stream_for(task.device).enqueue(std::move(task));
@@ -377,8 +376,9 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const c
 }
 
 void restart_launch_sequences(const std::vector<int>& processes) {
-  std::lock_guard<std::mutex> lock(launch_mutex());
-  for (auto& [ids, count] : launch_counts()) {
+  LaunchSequences& sequences = launch_sequences();
+  MutexLock lock(&sequences.mu);
+  for (auto& [ids, count] : sequences.counts) {
     if (std::includes(processes.begin(), processes.end(), count.processes.begin(), count.processes.end())) {
       count.launched = 0;
     }

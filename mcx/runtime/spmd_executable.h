@@ -55,10 +55,8 @@ class SpmdExecutable {
 
   const std::vector<Sharding>& in_shardings() const { return in_shardings_; }
   const std::vector<Sharding>& out_shardings() const { return out_shardings_; }
-  const ir::Program& per_device_program() const;
   const spmd::PartitionStats& stats() const { return stats_; }
   double partition_seconds() const { return partition_seconds_; }
-  double compile_seconds() const { return compile_seconds_; }
 
  private:
   explicit SpmdExecutable(SpmdOptions options) : options_(std::move(options)) {}
@@ -70,7 +68,6 @@ class SpmdExecutable {
   uint64_t fingerprint_ = 0;  // of the per-device program (the launch check across processes)
   spmd::PartitionStats stats_;
   double partition_seconds_ = 0;
-  double compile_seconds_ = 0;
 };
 
 // Process-wide counts of SpmdExecutable::compile (tests and benchmarks): how often the partitioner ran and how

@@ -25,7 +25,5 @@ Array broadcast_to_shape(const Array& x, const Shape& shape);
 Shape reduced_shape(const Shape& s, const std::vector<int64_t>& axes, bool keepdims);
 // The number of elements along axes as an array of dtype (works for symbolic dims inside traces).
 Array count_along(const Array& x, const std::vector<int64_t>& axes, DType dtype);
-// "[3,4]" for messages.
-inline std::string shape_str(const Shape& s) { return shape_to_string(s); }
 
 }  // namespace mcx::detail

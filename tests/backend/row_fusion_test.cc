@@ -1,4 +1,4 @@
-// Row-block regions (executable.cc, Plan::RowRegion): runs of "reduce over trailing axes -> broadcast back
+// Row-block regions (executable_plan.h, Plan::RowRegion): runs of "reduce over trailing axes -> broadcast back
 // -> element-wise" steps executed row block by row block. Every case is checked against the reference
 // evaluator and bitwise against the same program run one op at a time (each op its own executable), for
 // odd row lengths, empty rows, one row, escaping intermediates, rank-3 shapes, 16-bit floats and thread

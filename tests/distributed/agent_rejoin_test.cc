@@ -125,10 +125,10 @@ TEST_F(AgentRejoinTest, AgentsRejoinRepublishTheirEntriesAndFinishTheCallsInFlig
   start(3);
   const Incarnation first_service = service_->service_incarnation();
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(agents_[i]->kv_set(absl::StrCat("mcx/task/", i, "/topology"), absl::StrCat("devices of ", i), true).ok());
+    ASSERT_TRUE(agents_[i]->kv_insert(absl::StrCat("mcx/task/", i, "/topology"), absl::StrCat("devices of ", i), true).ok());
   }
-  ASSERT_TRUE(agents_[0]->kv_set("scratch/a", "1").ok());
-  ASSERT_TRUE(agents_[0]->kv_set("scratch/b", "2").ok());
+  ASSERT_TRUE(agents_[0]->kv_insert("scratch/a", "1").ok());
+  ASSERT_TRUE(agents_[0]->kv_insert("scratch/b", "2").ok());
   ASSERT_EQ(*agents_[0]->kv_delete("scratch/a"), 1);
   {
     // The data plane's rendezvous writes through the agent.
@@ -171,7 +171,7 @@ TEST_F(AgentRejoinTest, AgentsRejoinRepublishTheirEntriesAndFinishTheCallsInFlig
   EXPECT_EQ(service_->kv_try_get("counter").status().code(), absl::StatusCode::kNotFound);   // not owned: lost
 
   // The blocked get is answered by a write on the new service; the barrier meets again with the same counter.
-  ASSERT_TRUE(agents_[2]->kv_set("late/key", "here").ok());
+  ASSERT_TRUE(agents_[2]->kv_insert("late/key", "here").ok());
   std::thread t2([&] { EXPECT_TRUE(agents_[1]->barrier("step", absl::Seconds(20)).ok()); });
   EXPECT_TRUE(agents_[2]->barrier("step", absl::Seconds(20)).ok());
   t0.join();
@@ -222,9 +222,9 @@ TEST_F(AgentRejoinTest, ACoordinatorThatDoesNotComeBackIsFatalAfterTheReconnectT
   EXPECT_GE(absl::Now() - killed, absl::Milliseconds(400));
   // Later calls fail at once with the same reason.
   absl::Time t = absl::Now();
-  absl::Status s = agents_[0]->kv_set("k", "v");
+  absl::Status s = agents_[0]->kv_insert("k", "v");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(s.message(), HasSubstr("[kv_set] lost the coordination service"));
+  EXPECT_THAT(s.message(), HasSubstr("[kv_insert] lost the coordination service"));
   EXPECT_LT(absl::Now() - t, absl::Seconds(1));  // not the 10 s RPC deadline
 }
 

@@ -70,7 +70,7 @@ class AgentTest : public ::testing::Test {
 TEST_F(AgentTest, KvBarrierLiveTasksAndShutdown) {
   start(3);
   EXPECT_NE(agents_[0]->incarnation(), agents_[1]->incarnation());
-  ASSERT_TRUE(agents_[0]->kv_set("x/0", "zero").ok());
+  ASSERT_TRUE(agents_[0]->kv_insert("x/0", "zero").ok());
   EXPECT_EQ(*agents_[2]->kv_get("x/0", absl::Seconds(1)), "zero");
   EXPECT_EQ(*agents_[1]->kv_increment("n", 2), 2);
   EXPECT_EQ(*agents_[2]->kv_increment("n", 3), 5);

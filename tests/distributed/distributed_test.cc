@@ -62,7 +62,7 @@ TEST_F(DistributedTest, SingleProcess) {
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.message(), HasSubstr("should only be called once"));
   EXPECT_THROW(initialize(o), mcx::FailedPrecondition);
-  ASSERT_TRUE(agent()->kv_set("k", "v").ok());
+  ASSERT_TRUE(agent()->kv_insert("k", "v").ok());
   EXPECT_TRUE(shutdown_or_status().ok());
   EXPECT_FALSE(is_initialized());
   EXPECT_FALSE(distributed_topology().has_value());
@@ -92,7 +92,7 @@ TEST_F(DistributedTest, TwoProcessesExchangeDevices) {
   ao.on_failure = [](const TaskFailure& f) { ADD_FAILURE() << f.message; };
   CoordinationAgent p1(*make_grpc_client({absl::StrCat("127.0.0.1:", port), {}}), ao);
   ASSERT_TRUE(p1.connect().ok());
-  ASSERT_TRUE(p1.kv_set(topology_key(1), "0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
+  ASSERT_TRUE(p1.kv_insert(topology_key(1), "0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
   p0.join();
   ASSERT_TRUE(init.ok()) << init;
   auto topo = *distributed_topology();

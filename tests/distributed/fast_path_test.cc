@@ -97,7 +97,7 @@ TEST(FastPath, PipelinedInsertsAreAppliedInOrderAndTheirErrorIsReportedOnce) {
   FastCluster c(1);
   auto client = c.client();
   for (int i = 0; i < 3000; ++i) {
-    ASSERT_TRUE(client->kv_insert_pipelined(absl::StrCat("k/", i), absl::StrCat("v", i), false, absl::Seconds(5)).ok());
+    ASSERT_TRUE(client->kv_insert_async(absl::StrCat("k/", i), absl::StrCat("v", i), false, absl::Seconds(5)).ok());
   }
   // A later call of the same client sees every insert applied.
   EXPECT_EQ(*client->kv_get("k/2999", absl::Seconds(1)), "v2999");
@@ -105,7 +105,7 @@ TEST(FastPath, PipelinedInsertsAreAppliedInOrderAndTheirErrorIsReportedOnce) {
   // An insert-once conflict is reported once, naming the key: by the insert itself when its acknowledgement
   // is already there, else by the flush (or the client's next call).
   ASSERT_TRUE(client->register_task(0, 9, 1, absl::Seconds(2)).ok());
-  absl::Status inserted = client->kv_insert_pipelined("k/7", "again", false, absl::Seconds(5));
+  absl::Status inserted = client->kv_insert_async("k/7", "again", false, absl::Seconds(5));
   // A heartbeat neither waits for pipelined inserts nor reports their errors.
   EXPECT_TRUE(client->heartbeat(0, 9, absl::Seconds(2)).ok());
   absl::Status flushed = client->kv_flush(absl::Seconds(5));
@@ -114,7 +114,7 @@ TEST(FastPath, PipelinedInsertsAreAppliedInOrderAndTheirErrorIsReportedOnce) {
   EXPECT_EQ(conflict.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(conflict.message(), HasSubstr("pipelined insert of key 'k/7'"));
   EXPECT_TRUE(client->kv_flush(absl::Seconds(5)).ok());
-  inserted = client->kv_insert_pipelined("k/8", "again", false, absl::Seconds(5));
+  inserted = client->kv_insert_async("k/8", "again", false, absl::Seconds(5));
   absl::StatusOr<std::string> next = client->kv_get("k/1", absl::Seconds(1));
   ASSERT_NE(inserted.ok(), next.ok());
   EXPECT_EQ((inserted.ok() ? next.status() : inserted).code(), absl::StatusCode::kAlreadyExists);

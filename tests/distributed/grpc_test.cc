@@ -98,15 +98,15 @@ TEST_P(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   std::string blob("a\0b\xff", 4);
   std::thread getter([&] { EXPECT_EQ(*agents[1]->kv_get("late", absl::Seconds(3)), blob); });
   absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(agents[0]->kv_set("late", blob).ok());
+  ASSERT_TRUE(agents[0]->kv_insert("late", blob).ok());
   getter.join();
-  EXPECT_EQ(agents[2]->kv_set("late", "x").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(agents[2]->kv_insert("late", "x").code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(agents[2]->kv_try_get("none").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*agents[2]->kv_increment("ctr", 4), 4);
   auto dir = agents[1]->kv_dir("");
   ASSERT_TRUE(dir.ok());
   EXPECT_EQ(dir->size(), 4u);  // late, ctr, and the job secret and service mode the service writes (job_secret.h)
-  absl::Status big = agents[0]->kv_set("big", std::string(5 << 20, 'x'));
+  absl::Status big = agents[0]->kv_insert("big", std::string(5 << 20, 'x'));
   EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(big.message(), HasSubstr("exceeds the limit"));
   // Barrier (reused) and a timeout with the missing task named, through gRPC.

@@ -408,7 +408,7 @@ TEST_P(TcpPeerGroupTest, TheListenerAlsoProvesItselfToTheConnector) {
   fake.secret = [](absl::Time) -> absl::StatusOr<std::string> { return std::string("a guess"); };
   auto impostor = DataPlaneListener::start(fake);
   ASSERT_TRUE(impostor.ok()) << impostor.status();
-  ASSERT_TRUE(agents_[0]->kv_set(TcpDataPlane::address_key(0), (*impostor)->address(), true).ok());
+  ASSERT_TRUE(agents_[0]->kv_insert(TcpDataPlane::address_key(0), (*impostor)->address(), true).ok());
   std::vector<int> pair = {0, 1};
   auto g = planes_[1]->connect(PeerGroupRequest{pair, "redirected", 0, absl::Now() + absl::Seconds(5)});
   EXPECT_EQ(g.status().code(), absl::StatusCode::kPermissionDenied) << g.status();

@@ -186,7 +186,7 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
     case OpKind::kAllReduce: {
       MCX_ASSIGN_OR_RETURN(ReduceOp op, ir::get_reduce_op(name, in.attrs));
       // The result may be one buffer shared by the whole group (read-only: the executable never reuses
-      // a collective's output in place, see executable.cc).
+      // a collective's output in place: plan_inplace_reuse, executable_plan.h).
       absl::StatusOr<Buffer> shared = comm->all_reduce_shared(x.data, out_dims, dtype, op, deadline);
       MCX_RETURN_IF_ERROR(wrap(shared.status(), in, w));
       return *std::move(shared);

@@ -1,5 +1,6 @@
-// CpuExecutable: compile = verify + plan (schedule, fusion groups, liveness, in-place reuse); execute =
-// walk the plan with per-call state only (so concurrent execute calls are safe).
+// CpuExecutable: compile = plan_program (executable_plan.h: verify, fusion groups, schedule, row regions,
+// liveness, in-place reuse, generated kernels); execute = walk the plan with per-call state only (so concurrent
+// execute calls are safe), each step run by the runner of its kind (kStepRunners).
 //
 // Values at run time are strided views over shared storage. broadcast_in_dim, transpose, slice, reverse
 // and reshape (of a contiguous value) are views: no data moves. Element-wise ops are grouped into fused
@@ -8,16 +9,12 @@
 #include "mcx/backend/cpu/executable.h"
 
 #include <algorithm>
-#include <exception>
+#include <array>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <set>
+#include <exception>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/codegen/row_kernel.h"
 #include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/control_flow.h"
@@ -31,10 +28,6 @@
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
-#include "mcx/core/logging.h"
-#include "mcx/ir/control_flow.h"
-#include "mcx/ir/custom_rules.h"
-#include "mcx/ir/shape_rules.h"
 
 namespace mcx::cpu {
 
@@ -43,27 +36,12 @@ using ir::ValueId;
 
 namespace {
 
-// sharding_constraint and remat_barrier are the identity on values: aliases, like a reshape to the same dims.
-bool is_view_op(OpKind k) {
-  return k == OpKind::kBroadcastInDim || k == OpKind::kTranspose || k == OpKind::kSlice ||
-         k == OpKind::kReverse || k == OpKind::kReshape || k == OpKind::kShardingConstraint ||
-         k == OpKind::kRematBarrier;
-}
-
-bool is_fusible(OpKind k) {
-  return (ir::is_elementwise(k) && k != OpKind::kRematBarrier) || k == OpKind::kConvert || k == OpKind::kIsFinite;
-}
+using Plan = CpuExecutable::Plan;
 
 struct RtValue {
   Buffer base;  // keeps the storage alive
   View view;
 };
-
-}  // namespace
-
-namespace {
-
-using Plan = CpuExecutable::Plan;
 
 // The view op applied to an operand view (no data moves, except reshape of a non-contiguous value).
 RtValue apply_view(const Plan::Step& st, const ir::Instr& in, const std::vector<int64_t>& out_dims,
@@ -190,175 +168,6 @@ Buffer execute_op(const Plan::Step& st, const ir::Instr& in, const std::vector<i
 }
 
 
-bool is_reduction(OpKind k) {
-  return k == OpKind::kReduceSum || k == OpKind::kReduceMax || k == OpKind::kReduceMin || k == OpKind::kReduceProd;
-}
-
-// A control-flow instruction v joins the step of an earlier sibling, or starts a step that runs the group.
-absl::Status schedule_control_flow(Plan& plan, ValueId v) {
-  const ir::Program& p = plan.program;
-  const ir::Instr& in = p.defining_instr(v);
-  const int result = ir::result_index(in);
-  for (auto it = plan.steps.rbegin(); it != plan.steps.rend(); ++it) {
-    if (it->kind != Plan::StepKind::kControlFlow || !ir::are_siblings(p.defining_instr(it->value), in)) continue;
-    if (it->sibling_values[result] < 0) {
-      it->sibling_values[result] = v;
-      return absl::OkStatus();
-    }
-    break;  // a duplicate sibling (no CSE ran): it gets a step of its own
-  }
-  std::vector<AbstractValue> operand_types;
-  for (ValueId o : in.operands) operand_types.push_back(p.type(o));
-  Plan::Step st;
-  st.kind = Plan::StepKind::kControlFlow;
-  st.value = v;
-  MCX_ASSIGN_OR_RETURN(st.control_flow, ControlFlowRunner::compile(in, operand_types));
-  st.sibling_values.assign(st.control_flow->num_results(), -1);
-  st.sibling_values[result] = v;
-  plan.steps.push_back(std::move(st));
-  return absl::OkStatus();
-}
-
-// Values a top-level step reads.
-std::vector<ValueId> step_reads(const Plan& plan, const Plan::Step& st) {
-  switch (st.kind) {
-    case Plan::StepKind::kFused: return plan.groups[st.group].leaves;
-    case Plan::StepKind::kRowRegion: return plan.regions[st.region].reads;
-    default: return plan.program.defining_instr(st.value).operands;
-  }
-}
-
-constexpr int64_t kRowBlockBytes = 128 * 1024;  // per value of a row block: a few values stay in L2
-
-// Replaces maximal runs of row-blockable steps (see Plan::RowRegion) that hold at least one reduction and
-// one fused group by one kRowRegion step. Views of outside values met in a run move before the region.
-void form_row_regions(Plan& plan) {
-  const ir::Program& p = plan.program;
-  auto rows_of = [&](const Plan::Step& st) -> int64_t {
-    if (st.kind == Plan::StepKind::kFused) {
-      const auto& d = plan.groups[st.group].group.dims;
-      return d.empty() ? -1 : d[0];
-    }
-    if (st.kind != Plan::StepKind::kOp) return -1;
-    const ir::Instr& in = p.defining_instr(st.value);
-    if (!is_reduction(in.kind)) return -1;
-    const auto& d = plan.dims[in.operands[0]];
-    const auto& axes = std::get<step_attrs::Axes>(st.attrs).dimensions;
-    if (d.empty() || std::find(axes.begin(), axes.end(), 0) != axes.end()) return -1;
-    return d[0];
-  };
-  std::vector<Plan::Step> out;
-  const int S = static_cast<int>(plan.steps.size());
-  for (int i = 0; i < S;) {
-    const int64_t R = rows_of(plan.steps[i]);
-    if (R < 0) {
-      out.push_back(std::move(plan.steps[i++]));
-      continue;
-    }
-    Plan::RowRegion rg;
-    rg.rows = R;
-    std::vector<int> hoisted;
-    int reductions = 0, groups = 0, j = i;
-    for (; j < S; ++j) {
-      const Plan::Step& st = plan.steps[j];
-      std::vector<ValueId> made;
-      if (st.kind == Plan::StepKind::kView) {
-        const ir::Instr& in = p.defining_instr(st.value);
-        if (!rg.local.count(in.operands[0])) {
-          hoisted.push_back(j);
-          continue;
-        }
-        // Views that keep every row's elements in that row: broadcasts that map dim 0 to dim 0, and
-        // reshapes that keep dim 0 (row-major, so row r's elements stay row r's; a block of a local value
-        // is contiguous, so the reshape of a block is a view of it).
-        const bool keeps_rows = !plan.dims[st.value].empty() && !plan.dims[in.operands[0]].empty() &&
-                                plan.dims[st.value][0] == R && plan.dims[in.operands[0]][0] == R;
-        const auto* bcast = std::get_if<step_attrs::BroadcastInDim>(&st.attrs);
-        const bool row_broadcast = in.kind == OpKind::kBroadcastInDim && !bcast->broadcast_dimensions.empty() &&
-                                   bcast->broadcast_dimensions[0] == 0;
-        if (!keeps_rows || !(row_broadcast || in.kind == OpKind::kReshape)) break;
-        made.push_back(st.value);
-      } else if (rows_of(st) == R) {
-        if (st.kind == Plan::StepKind::kFused) {
-          ++groups;
-          made = plan.groups[st.group].outputs;
-        } else {
-          ++reductions;
-          made.push_back(st.value);
-        }
-      } else {
-        break;
-      }
-      for (ValueId v : made) rg.local.emplace(v, static_cast<int>(rg.local.size()));
-      rg.steps.push_back(st);
-    }
-    if (reductions == 0 || groups == 0) {
-      out.push_back(std::move(plan.steps[i++]));
-      continue;
-    }
-    for (int h : hoisted) out.push_back(std::move(plan.steps[h]));
-    Plan::Step st;
-    st.kind = Plan::StepKind::kRowRegion;
-    st.region = static_cast<int>(plan.regions.size());
-    plan.regions.push_back(std::move(rg));
-    out.push_back(std::move(st));
-    i = j;
-  }
-  plan.steps = std::move(out);
-
-  // What each region reads from outside (all regions first: a region's needed values include what later
-  // regions read), then what it must leave behind, and its block size.
-  for (Plan::RowRegion& rg : plan.regions) {
-    std::set<ValueId> reads;
-    for (const Plan::Step& st : rg.steps) {
-      std::vector<ValueId> in = st.kind == Plan::StepKind::kFused ? plan.groups[st.group].leaves
-                                                                   : p.defining_instr(st.value).operands;
-      for (ValueId v : in) {
-        if (!rg.local.count(v)) reads.insert(v);
-      }
-    }
-    rg.reads.assign(reads.begin(), reads.end());
-  }
-  for (size_t r = 0; r < plan.regions.size(); ++r) {
-    Plan::RowRegion& rg = plan.regions[r];
-    std::set<ValueId> needed(p.results.begin(), p.results.end());
-    for (const Plan::Step& st : plan.steps) {
-      if (st.kind == Plan::StepKind::kRowRegion && st.region == static_cast<int>(r)) continue;
-      for (ValueId v : step_reads(plan, st)) needed.insert(v);
-    }
-    int64_t row_bytes = 1;
-    auto note_row = [&](ValueId v) {
-      row_bytes = std::max(row_bytes, product(plan.dims[v]) / std::max<int64_t>(1, rg.rows) * dtype_size(p.type(v).dtype));
-    };
-    for (ValueId v : rg.reads) note_row(v);
-    // Backwards, so that a needed view makes its operand needed too.
-    for (auto it = rg.steps.rbegin(); it != rg.steps.rend(); ++it) {
-      if (it->kind == Plan::StepKind::kView) {
-        if (needed.count(it->value)) {
-          rg.post_views.insert(rg.post_views.begin(), *it);
-          needed.insert(p.defining_instr(it->value).operands[0]);
-        }
-        continue;
-      }
-      std::vector<ValueId> made = it->kind == Plan::StepKind::kFused ? plan.groups[it->group].outputs
-                                                                      : std::vector<ValueId>{it->value};
-      for (ValueId v : made) {
-        note_row(v);
-        if (needed.count(v)) {
-          rg.escape_slot[v] = 0;
-        } else {
-          rg.local_row_bytes += product(plan.dims[v]) / std::max<int64_t>(1, rg.rows) * dtype_size(p.type(v).dtype);
-        }
-      }
-    }
-    for (auto& [v, slot] : rg.escape_slot) {
-      slot = static_cast<int>(rg.escaping.size());
-      rg.escaping.push_back(v);
-    }
-    rg.max_block_rows = std::max<int64_t>(1, kRowBlockBytes / row_bytes);
-  }
-}
-
 // v restricted to rows [r0, r0 + n) of dim 0.
 View row_block(View v, int64_t r0, int64_t n) {
   if (n > 0) v.data += r0 * v.strides[0] * dtype_size(v.dtype);
@@ -483,240 +292,91 @@ void run_region(const Plan& plan, const Plan::RowRegion& rg, std::vector<RtValue
   finish_region(plan, rg, rt, full);
 }
 
-// Logs, once per process, a failed code generation (a bug in the generator, not in the program). Unimplemented
-// is by design (the generator does not take that source: it runs on the interpreter, its intended path).
-void note_codegen_failure(const absl::Status& st) {
-  if (st.code() == absl::StatusCode::kUnimplemented) return;
-  static std::once_flag logged;
-  std::call_once(logged, [&] {
-    log_warn("[cpu_compile] code generation failed, running the interpreter instead: {}", std::string(st.message()));
-  });
+// The state of one execute() call: the run-time value of every program value so far.
+struct Run {
+  const Plan& plan;
+  const ExecutionContext* ctx;
+  std::vector<RtValue> rt;
+};
+
+// A step's runner: runs it and stores what it makes in run.rt. A kernel may also throw (execute converts).
+using StepRunner = absl::Status (*)(const Plan::Step& st, Run& run);
+
+absl::Status run_view_step(const Plan::Step& st, Run& run) {
+  const ir::Instr& in = run.plan.program.defining_instr(st.value);
+  run.rt[st.value] = apply_view(st, in, run.plan.dims[st.value], run.rt[in.operands[0]]);
+  return absl::OkStatus();
 }
 
-// Generates machine code, in parallel on the thread pool: a kernel for each row region that is a row program
-// (codegen/row_kernel.h), then one for each fused group outside those regions (codegen/fused_kernel.h). A
-// source the generator does not take, or whose compile fails, stays on the interpreter. A region without a
-// kernel runs its steps with its groups' own kernels; a region with one whose reads do not fit it at run
-// time (run_row_kernel) runs its steps on the interpreter, since its groups were not generated separately.
-void generate_kernels(Plan& plan) {
-  if (!codegen::enabled()) return;
-  std::vector<Plan::RowRegion*> row_candidates;
-  for (Plan::RowRegion& rg : plan.regions) {
-    absl::StatusOr<RowProgram> rp = plan_row_program(plan, rg);
-    if (!rp.ok()) continue;
-    rg.row_program = std::make_shared<const RowProgram>(*std::move(rp));
-    row_candidates.push_back(&rg);
+// One op: debug_print (its callback), an SPMD op (its collective, through run.ctx) or a local kernel.
+absl::Status run_op_step(const Plan::Step& st, Run& run) {
+  const Plan& plan = run.plan;
+  const ir::Instr& in = plan.program.defining_instr(st.value);
+  if (in.kind == OpKind::kDebugPrint) {
+    std::vector<Buffer> ops;
+    for (ValueId o : in.operands) ops.push_back(to_buffer(run.rt[o]));
+    MCX_ASSIGN_OR_RETURN(Buffer r, run_debug_print(in, ops, run.ctx));
+    run.rt[st.value] = from_buffer(std::move(r));
+  } else if (is_spmd_kernel(in.kind)) {
+    std::vector<View> ops;
+    for (ValueId o : in.operands) ops.push_back(run.rt[o].view);
+    MCX_ASSIGN_OR_RETURN(Buffer r, run_spmd_op(in, ops, plan.dims[st.value], run.ctx));
+    run.rt[st.value] = from_buffer(std::move(r));
+  } else {
+    run.rt[st.value] = from_buffer(execute_op(st, in, plan.dims[st.value], run.rt));
   }
-  parallel_for(static_cast<int64_t>(row_candidates.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      auto kernel = codegen::compile_rows(*row_candidates[k]->row_program);
-      if (kernel.ok()) row_candidates[k]->row_kernel = *std::move(kernel);
-      else note_codegen_failure(kernel.status());
-    }
-  });
-  std::vector<bool> covered(plan.groups.size(), false);
-  for (const Plan::RowRegion& rg : plan.regions) {
-    if (!rg.row_kernel) continue;
-    for (const Plan::Step& st : rg.steps) {
-      if (st.kind == Plan::StepKind::kFused) covered[st.group] = true;
-    }
-  }
-  std::vector<FusedGroup*> candidates;
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    FusedGroup& group = plan.groups[g].group;
-    if (!covered[g] && static_cast<int>(group.nodes.size()) >= codegen::kMinNodesToGenerate) {
-      candidates.push_back(&group);
-    }
-  }
-  parallel_for(static_cast<int64_t>(candidates.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      absl::StatusOr<std::shared_ptr<const codegen::GeneratedKernel>> kernel = codegen::compile_fused(*candidates[k]);
-      if (kernel.ok()) candidates[k]->kernel = *std::move(kernel);
-      else note_codegen_failure(kernel.status());
-    }
-  });
+  return absl::OkStatus();
 }
+
+// A fused group: its outputs into fresh storage, or into the storage of the leaf the planner chose for reuse.
+absl::Status run_fused_step(const Plan::Step& st, Run& run) {
+  const Plan& plan = run.plan;
+  const Plan::GroupPlan& gp = plan.groups[st.group];
+  std::vector<View> leaves;
+  leaves.reserve(gp.leaves.size());
+  for (ValueId l : gp.leaves) leaves.push_back(run.rt[l].view);
+  std::vector<std::byte*> outs;
+  std::vector<Buffer> out_bufs;
+  for (size_t j = 0; j < gp.outputs.size(); ++j) {
+    const ValueId o = gp.outputs[j];
+    Buffer b = gp.inplace_leaf[j] >= 0 ? run.rt[gp.leaves[gp.inplace_leaf[j]]].base
+                                        : Buffer::uninitialized(plan.program.type(o).dtype, plan.dims[o]);
+    outs.push_back(static_cast<std::byte*>(b.mutable_data()));
+    out_bufs.push_back(std::move(b));
+  }
+  run_fused(gp.group, leaves, outs);
+  for (size_t j = 0; j < gp.outputs.size(); ++j) run.rt[gp.outputs[j]] = from_buffer(std::move(out_bufs[j]));
+  return absl::OkStatus();
+}
+
+absl::Status run_row_region_step(const Plan::Step& st, Run& run) {
+  run_region(run.plan, run.plan.regions[st.region], run.rt);
+  return absl::OkStatus();
+}
+
+// A group of control-flow siblings: one run of the op gives every sibling's value.
+absl::Status run_control_flow_step(const Plan::Step& st, Run& run) {
+  std::vector<Buffer> operands;
+  for (ValueId o : run.plan.program.defining_instr(st.value).operands) operands.push_back(to_buffer(run.rt[o]));
+  MCX_ASSIGN_OR_RETURN(std::vector<Buffer> r, st.control_flow->run(operands, run.ctx));
+  for (size_t k = 0; k < st.sibling_values.size(); ++k) {
+    if (st.sibling_values[k] >= 0) run.rt[st.sibling_values[k]] = from_buffer(std::move(r[k]));
+  }
+  return absl::OkStatus();
+}
+
+// execute's dispatch: the runner of each step kind, in the order of Plan::StepKind.
+constexpr std::array<StepRunner, Plan::kNumStepKinds> kStepRunners = {
+    run_view_step, run_op_step, run_fused_step, run_row_region_step, run_control_flow_step};
+static_assert(static_cast<int>(Plan::StepKind::kView) == 0 && static_cast<int>(Plan::StepKind::kOp) == 1 &&
+              static_cast<int>(Plan::StepKind::kFused) == 2 && static_cast<int>(Plan::StepKind::kRowRegion) == 3 &&
+              static_cast<int>(Plan::StepKind::kControlFlow) == 4 && Plan::kNumStepKinds == 5,
+              "kStepRunners lists one runner per step kind, in the enum's order");
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const CpuExecutable>> CpuExecutable::compile(const ir::Program& program) {
-  MCX_RETURN_IF_ERROR(ir::verify(program));
-  for (const ir::Instr& in : program.instrs) {
-    if (in.kind != ir::OpKind::kShardMap) continue;
-    auto mesh = in.attrs.get_ints("mesh_shape");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "[shard_map] program @", program.name, " holds a shard_map over a mesh of shape [",
-        mesh.ok() ? absl::StrJoin(*mesh, ", ") : std::string("?"),
-        "]; it runs only partitioned on such a mesh (jit and grad pick the mesh of the shard_map they trace), "
-        "not on one device"));
-  }
-  auto plan = std::make_unique<Plan>();
-  // Custom-rule calls run their function, inlined so that it fuses with its neighbours.
-  if (ir::has_custom_calls(program)) {
-    MCX_ASSIGN_OR_RETURN(plan->program, ir::inline_custom_calls(program));
-  } else {
-    plan->program = program;
-  }
-  const ir::Program& p = plan->program;
-  const int P = p.num_params();
-  const int V = p.num_values();
-  MCX_RETURN_IF_ERROR(fill_program_facts(*plan));
-
-  // --- Fusion groups (see the header comment of fusion.h). A group stays open while none of its values
-  // has been consumed outside it; an element-wise op joins the first open group of its operands.
-  std::vector<int> group_of(V, -1);
-  std::vector<bool> open;
-  std::vector<std::vector<ValueId>> members;
-  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
-    const ir::Instr& in = p.instrs[i];
-    const ValueId v = P + i;
-    if (is_fusible(in.kind)) {
-      if (!elementwise_supported(in.kind, in.type.dtype, p.type(in.operands.back()).dtype)) {
-        return absl::UnimplementedError(absl::StrCat("[cpu_compile] instruction ", i, " (", std::string(ir::op_name(in.kind)),
-                                                     "): no CPU kernel for ", in.type.to_string()));
-      }
-      int g = -1;
-      for (ValueId o : in.operands) {
-        const int og = group_of[o];
-        if (og >= 0 && open[og] && plan->dims[o] == plan->dims[v]) {
-          g = og;
-          break;
-        }
-      }
-      for (ValueId o : in.operands) {
-        if (group_of[o] >= 0 && group_of[o] != g) open[group_of[o]] = false;
-      }
-      if (g < 0) {
-        g = static_cast<int>(members.size());
-        members.emplace_back();
-        open.push_back(true);
-      }
-      group_of[v] = g;
-      members[g].push_back(v);
-    } else {
-      for (ValueId o : in.operands) {
-        if (group_of[o] >= 0) open[group_of[o]] = false;
-      }
-    }
-  }
-
-  // Which group values are needed outside their group.
-  std::vector<bool> escapes(V, false);
-  for (ValueId r : p.results) escapes[r] = true;
-  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
-    for (ValueId o : p.instrs[i].operands) {
-      if (group_of[o] >= 0 && group_of[o] != group_of[P + i]) escapes[o] = true;
-    }
-  }
-
-  // --- Schedule: instruction order, each group placed at its last member.
-  std::vector<ValueId> last_member(members.size());
-  for (size_t g = 0; g < members.size(); ++g) last_member[g] = members[g].back();
-  plan->groups.resize(members.size());
-  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
-    const ir::Instr& in = p.instrs[i];
-    const ValueId v = P + i;
-    if (in.kind == OpKind::kConstant) continue;  // fill_program_facts took its value
-    if (group_of[v] >= 0) {
-      const int g = group_of[v];
-      if (last_member[g] != v) continue;
-      Plan::GroupPlan& gp = plan->groups[g];
-      gp.group.dims = plan->dims[v];
-      std::map<ValueId, int> slot;
-      for (ValueId m : members[g]) {
-        const ir::Instr& mi = p.defining_instr(m);
-        for (ValueId o : mi.operands) {
-          if (group_of[o] == g || slot.count(o)) continue;
-          slot[o] = static_cast<int>(gp.leaves.size());
-          gp.leaves.push_back(o);
-          gp.group.leaf_dtypes.push_back(p.type(o).dtype);
-        }
-      }
-      const int L = static_cast<int>(gp.leaves.size());
-      for (size_t k = 0; k < members[g].size(); ++k) slot[members[g][k]] = L + static_cast<int>(k);
-      for (size_t k = 0; k < members[g].size(); ++k) {
-        const ValueId m = members[g][k];
-        const ir::Instr& mi = p.defining_instr(m);
-        FusedNode node{mi.kind, mi.type.dtype, p.type(mi.operands.back()).dtype, {}};
-        for (ValueId o : mi.operands) node.args.push_back(slot[o]);
-        gp.group.nodes.push_back(std::move(node));
-        if (escapes[m]) {
-          gp.group.outputs.push_back(static_cast<int>(k));
-          gp.outputs.push_back(m);
-        }
-      }
-      Plan::Step st;
-      st.kind = Plan::StepKind::kFused;
-      st.group = g;
-      plan->steps.push_back(std::move(st));
-      continue;
-    }
-    if (ir::has_regions(in.kind)) {
-      MCX_RETURN_IF_ERROR(schedule_control_flow(*plan, v));
-      continue;
-    }
-    Plan::Step st;
-    st.kind = is_view_op(in.kind) ? Plan::StepKind::kView : Plan::StepKind::kOp;
-    st.value = v;
-    MCX_ASSIGN_OR_RETURN(st.attrs, parse_step_attrs(in));
-    plan->steps.push_back(std::move(st));
-  }
-
-  // --- Row-block regions (softmax and friends), before liveness so that they count as one step.
-  form_row_regions(*plan);
-
-  // --- Liveness: a value's storage root is itself, or for a view the root of its operand. A root dies
-  // after the last step that reads it or any view of it; results never die.
-  std::vector<ValueId> root(V);
-  for (ValueId v = 0; v < V; ++v) {
-    root[v] = v;
-    if (!p.is_param(v) && is_view_op(p.defining_instr(v).kind)) root[v] = root[p.defining_instr(v).operands[0]];
-  }
-  const int S = static_cast<int>(plan->steps.size());
-  std::vector<int> last_use(V, -1);
-  for (int s = 0; s < S; ++s) {
-    for (ValueId o : step_reads(*plan, plan->steps[s])) last_use[root[o]] = std::max(last_use[root[o]], s);
-  }
-  std::vector<bool> pinned(V, false);  // results and anything a result is a view of
-  for (ValueId r : p.results) pinned[root[r]] = true;
-  for (ValueId v = 0; v < V; ++v) {
-    if (pinned[root[v]] || (group_of[v] >= 0 && !escapes[v])) continue;
-    const int s = last_use[root[v]];
-    if (s >= 0) plan->steps[s].release.push_back(v);
-  }
-
-  // --- In-place reuse: a group output may take over the storage of a leaf that dies in this step, was
-  // produced by this execution (not an argument or constant, not a collective), is not a view, matches
-  // dtype and dims, and is the only leaf of the group over that storage.
-  for (int s = 0; s < S; ++s) {
-    Plan::Step& st = plan->steps[s];
-    if (st.kind != Plan::StepKind::kFused) continue;
-    Plan::GroupPlan& gp = plan->groups[st.group];
-    gp.inplace_leaf.assign(gp.outputs.size(), -1);
-    std::vector<bool> used(gp.leaves.size(), false);
-    for (size_t j = 0; j < gp.outputs.size(); ++j) {
-      const AbstractValue& ot = p.type(gp.outputs[j]);
-      for (size_t l = 0; l < gp.leaves.size(); ++l) {
-        const ValueId lv = gp.leaves[l];
-        if (used[l] || p.is_param(lv) || root[lv] != lv || plan->constants.count(lv) || pinned[lv]) continue;
-        // A collective's result may be storage shared with the other members of its group; a control-flow
-        // result may be its operand's storage (a carry a loop passes through, or zero iterations).
-        const OpKind lk = p.defining_instr(lv).kind;
-        if (ir::is_collective(lk) || ir::has_regions(lk)) continue;
-        if (last_use[lv] != s || p.type(lv).dtype != ot.dtype || plan->dims[lv] != plan->dims[gp.outputs[j]]) continue;
-        bool shared = false;
-        for (size_t l2 = 0; l2 < gp.leaves.size(); ++l2) shared |= (l2 != l && root[gp.leaves[l2]] == lv);
-        if (shared) continue;
-        used[l] = true;
-        gp.inplace_leaf[j] = static_cast<int>(l);
-        break;
-      }
-    }
-  }
-  for (const ir::Instr& in : p.instrs) plan->has_collectives |= ir::is_collective(in.kind);
-  for (const Plan::Step& st : plan->steps)
-    if (st.kind == Plan::StepKind::kControlFlow) plan->has_collectives |= st.control_flow->has_collectives();
-  generate_kernels(*plan);
+  MCX_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, plan_program(program));
   return std::shared_ptr<const CpuExecutable>(new CpuExecutable(std::move(plan)));
 }
 
@@ -752,64 +412,20 @@ absl::StatusOr<std::vector<Buffer>> CpuExecutable::execute(std::span<const Buffe
                                                      has_storage ? "" : " without storage"));
     }
   }
-  std::vector<RtValue> rt(p.num_values());
-  for (int i = 0; i < p.num_params(); ++i) rt[i] = from_buffer(args[i]);
-  for (const auto& [v, c] : plan.constants) rt[v] = from_buffer(c);
+  Run run{plan, ctx, std::vector<RtValue>(p.num_values())};
+  for (int i = 0; i < p.num_params(); ++i) run.rt[i] = from_buffer(args[i]);
+  for (const auto& [v, c] : plan.constants) run.rt[v] = from_buffer(c);
   try {
     for (const Plan::Step& st : plan.steps) {
-      if (st.kind == Plan::StepKind::kRowRegion) {
-        run_region(plan, plan.regions[st.region], rt);
-      } else if (st.kind == Plan::StepKind::kFused) {
-        const Plan::GroupPlan& gp = plan.groups[st.group];
-        std::vector<View> leaves;
-        leaves.reserve(gp.leaves.size());
-        for (ValueId l : gp.leaves) leaves.push_back(rt[l].view);
-        std::vector<std::byte*> outs;
-        std::vector<Buffer> out_bufs;
-        for (size_t j = 0; j < gp.outputs.size(); ++j) {
-          const ValueId o = gp.outputs[j];
-          Buffer b = gp.inplace_leaf[j] >= 0 ? rt[gp.leaves[gp.inplace_leaf[j]]].base
-                                              : Buffer::uninitialized(p.type(o).dtype, plan.dims[o]);
-          outs.push_back(static_cast<std::byte*>(b.mutable_data()));
-          out_bufs.push_back(std::move(b));
-        }
-        run_fused(gp.group, leaves, outs);
-        for (size_t j = 0; j < gp.outputs.size(); ++j) rt[gp.outputs[j]] = from_buffer(std::move(out_bufs[j]));
-      } else if (st.kind == Plan::StepKind::kControlFlow) {
-        std::vector<Buffer> operands;
-        for (ValueId o : p.defining_instr(st.value).operands) operands.push_back(to_buffer(rt[o]));
-        absl::StatusOr<std::vector<Buffer>> r = st.control_flow->run(operands, ctx);
-        if (!r.ok()) return r.status();
-        for (size_t k = 0; k < st.sibling_values.size(); ++k)
-          if (st.sibling_values[k] >= 0) rt[st.sibling_values[k]] = from_buffer(std::move((*r)[k]));
-      } else {
-        const ir::Instr& in = p.defining_instr(st.value);
-        if (st.kind == Plan::StepKind::kView) {
-          rt[st.value] = apply_view(st, in, plan.dims[st.value], rt[in.operands[0]]);
-        } else if (in.kind == OpKind::kDebugPrint) {
-          std::vector<Buffer> ops;
-          for (ValueId o : in.operands) ops.push_back(to_buffer(rt[o]));
-          absl::StatusOr<Buffer> r = run_debug_print(in, ops, ctx);
-          if (!r.ok()) return r.status();
-          rt[st.value] = from_buffer(*std::move(r));
-        } else if (is_spmd_kernel(in.kind)) {
-          std::vector<View> ops;
-          for (ValueId o : in.operands) ops.push_back(rt[o].view);
-          absl::StatusOr<Buffer> r = run_spmd_op(in, ops, plan.dims[st.value], ctx);
-          if (!r.ok()) return r.status();
-          rt[st.value] = from_buffer(*std::move(r));
-        } else {
-          rt[st.value] = from_buffer(execute_op(st, in, plan.dims[st.value], rt));
-        }
-      }
-      for (ValueId v : st.release) rt[v] = RtValue{};
+      MCX_RETURN_IF_ERROR(kStepRunners[static_cast<int>(st.kind)](st, run));
+      for (ValueId v : st.release) run.rt[v] = RtValue{};
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("[execute] ", p.name, ": ", e.what()));
   }
   std::vector<Buffer> results;
   results.reserve(p.results.size());
-  for (ValueId r : p.results) results.push_back(to_buffer(rt[r]));
+  for (ValueId r : p.results) results.push_back(to_buffer(run.rt[r]));
   return results;
 }
 

@@ -38,13 +38,25 @@ struct ExecutionContext {
 
 class CpuExecutable {
  public:
-  // InvalidArgument when the program has symbolic dimensions (specialise it first) or fails verify().
+  // Plans the program (executable_plan.h: its phases, in order) and generates kernels for it. Errors:
+  //  - InvalidArgument: the program fails ir::verify(); it has symbolic dimensions (specialise it first); it
+  //    holds a shard_map (it runs only partitioned over its mesh); an op's attributes are missing or mistyped;
+  //  - Unimplemented: an element-wise op with no CPU kernel for its dtypes (naming the instruction);
+  //  - the errors of compiling a control-flow op's regions (named by the op).
+  // A failed code generation is no error: that part runs on the interpreter.
   static absl::StatusOr<std::shared_ptr<const CpuExecutable>> compile(const ir::Program& program);
 
-  // Runs the program. Arguments must match the parameter types exactly (dtype and dims); the error names
-  // the argument index, expected and found types. Returns one Buffer per program result.
-  // SPMD ops use ctx; with ctx == nullptr the program runs as partition 0 of 1 (every replica group must
-  // then have size 1, FailedPrecondition otherwise). A failing collective's error names the op.
+  // Runs the program. Returns one Buffer per program result. SPMD ops use ctx; with ctx == nullptr the program
+  // runs as partition 0 of 1. Errors:
+  //  - InvalidArgument: a wrong number of arguments, or an argument whose dtype or dims differ from its
+  //    parameter's, or without storage (naming the index, expected and found types); an SPMD op whose replica
+  //    groups do not cover ctx->num_partitions, or whose communicator's size or rank do not match its group;
+  //    a malformed debug_print format;
+  //  - FailedPrecondition: a replica group larger than 1 without a context or communicator factory;
+  //  - a collective's own errors (DeadlineExceeded naming the missing ranks, Aborted, Unavailable, ...) with
+  //    its op name prepended ("[all_reduce] ...");
+  //  - any of these from inside a control-flow region, naming the op and the iteration or branch;
+  //  - Internal: a kernel that failed (an exception such as an allocation failure), naming the program.
   absl::StatusOr<std::vector<Buffer>> execute(std::span<const Buffer> args,
                                               const ExecutionContext* ctx = nullptr) const;
   // Whether the program contains collectives (callers then must run every partition concurrently).

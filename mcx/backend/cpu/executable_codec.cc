@@ -145,7 +145,7 @@ class PlanReader : public ByteReader {
  private:
   absl::Status step(Plan::Step& st) {
     const ir::Program& p = plan_.program;
-    MCX_ASSIGN_OR_RETURN(int64_t kind, index(5, "step kind"));
+    MCX_ASSIGN_OR_RETURN(int64_t kind, index(Plan::kNumStepKinds, "step kind"));
     st.kind = static_cast<Plan::StepKind>(kind);
     MCX_ASSIGN_OR_RETURN(int64_t v, i64());
     MCX_ASSIGN_OR_RETURN(st.group, index(static_cast<int64_t>(plan_.groups.size()), "group", -1));

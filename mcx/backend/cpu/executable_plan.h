@@ -1,10 +1,11 @@
-// The plan a CpuExecutable runs (executable.h), private to the CPU backend: executable.cc builds it
-// (compile: fusion groups, schedule, row regions, liveness, in-place reuse) and walks it (execute);
-// executable_codec.cc writes and reads it (serialised executables, docs/compilation_cache.md).
+// The plan a CpuExecutable runs (executable.h), private to the CPU backend: plan_program builds it in named
+// phases (below, in the order they run), executable.cc walks it (execute), executable_codec.cc writes and reads
+// it (serialised executables, docs/compilation_cache.md).
 //
 // Every step holds what it needs by name: an op step's attributes are parsed once into the typed struct of
 // its op (StepAttrs), never re-read from the IR while executing.
-// Thread-safety: a Plan is immutable once built; execute() reads it from any number of threads.
+// Thread-safety: a Plan is immutable once built; execute() reads it from any number of threads. The phases
+// are single-threaded over the plan they are given (generate_kernels compiles on the thread pool inside).
 #pragma once
 
 #include <map>
@@ -86,7 +87,9 @@ struct CpuExecutable::Plan {
     std::vector<ir::ValueId> outputs;  // values written out, parallel to group.outputs
     std::vector<int> inplace_leaf;     // per output: leaf index whose storage is reused, or -1
   };
+  // The kinds of step, in the order of execute's dispatch table (executable.cc) and of the serialised form.
   enum class StepKind { kView, kOp, kFused, kRowRegion, kControlFlow };
+  static constexpr int kNumStepKinds = 5;
   struct Step {
     StepKind kind = StepKind::kOp;
     ir::ValueId value = -1;  // kView / kOp / kControlFlow (the first sibling)
@@ -136,8 +139,67 @@ struct CpuExecutable::Plan {
 // codegen::row_unsupported_reason's question.)
 absl::StatusOr<RowProgram> plan_row_program(const CpuExecutable::Plan& plan, const CpuExecutable::Plan::RowRegion& rg);
 
-// The parts of a plan that follow from its program alone (no planning): dims per value and the constants.
-// InvalidArgument when a value has a symbolic type.
+// ---- The planner. plan_program runs the phases below in this order; each reads what the earlier ones put in
+// the plan and adds its own part (tests/backend/executable_plan_test.cc tests each one).
+
+// All phases: the plan of `program`, which CpuExecutable::compile wraps. Errors: those of the phases.
+absl::StatusOr<std::unique_ptr<CpuExecutable::Plan>> plan_program(const ir::Program& program);
+
+// Phase 1. The program the plan runs: `program` verified, with its custom-rule calls (ir/custom_rules.h)
+// inlined so that they fuse with their neighbours. Errors: ir::verify's InvalidArgument; InvalidArgument for a
+// program holding a shard_map (it runs only partitioned over its mesh, which the message names).
+absl::StatusOr<ir::Program> program_for_plan(const ir::Program& program);
+
+// Phase 2. The parts of a plan that follow from its program alone: dims per value and the constants (also run
+// when a stored plan is loaded). InvalidArgument when a value has a symbolic type.
 absl::Status fill_program_facts(CpuExecutable::Plan& plan);
+
+// Phase 3. Element-wise fusion groups (fusion.h): in program order, a fusible op joins the first still-open
+// group of an operand with its own dims, else opens one; a group closes once any of its values is read outside
+// it. Unimplemented for an element-wise op with no CPU kernel for its dtypes (naming the instruction).
+struct FusionGroups {
+  std::vector<int> group_of;                      // per value: its group, or -1
+  std::vector<std::vector<ir::ValueId>> members;  // per group: its values in program order
+  std::vector<bool> escapes;                      // per value: a result, or read outside its group
+};
+absl::StatusOr<FusionGroups> form_fusion_groups(const CpuExecutable::Plan& plan);
+
+// Phase 4. plan.steps in program order (constants skipped) and plan.groups: each group one kFused step where
+// its last member is (leaves in first-use order, escaping members as outputs), view ops kView, control-flow
+// siblings one kControlFlow step (compiled here), every other op kOp with its parsed attributes. Errors:
+// parse_step_attrs's and ControlFlowRunner::compile's.
+absl::Status schedule_steps(CpuExecutable::Plan& plan, const FusionGroups& fusion);
+
+// Phase 5. Replaces maximal runs of row-blockable steps (see Plan::RowRegion) holding at least one reduction
+// and one fused group by one kRowRegion step (views of outside values met in a run move before it), then
+// fills each region's reads, escaping values, post-region views and block size (executable_row_regions.cc).
+void form_row_regions(CpuExecutable::Plan& plan);
+
+// Phase 6. Liveness: each value's storage root (itself, or for a view its operand's root), the last step that
+// reads each root, and the roots results pin. Adds every value whose storage dies to its last step's release
+// list (results and what they view never die; group values that do not escape have no storage).
+struct Liveness {
+  std::vector<ir::ValueId> root;
+  std::vector<int> last_use;  // per root: index into plan.steps of its last reader, or -1
+  std::vector<bool> pinned;   // per root: a result or what a result views
+};
+Liveness plan_releases(CpuExecutable::Plan& plan, const FusionGroups& fusion);
+
+// Phase 7. In-place reuse: a group output takes over the storage of a leaf that dies in that step, was made by
+// this execution (not an argument, constant, collective or control-flow result), is no view, has the output's
+// dtype and dims, and is the only leaf over that storage (GroupPlan::inplace_leaf).
+void plan_inplace_reuse(CpuExecutable::Plan& plan, const Liveness& live);
+
+// Phase 8. plan.has_collectives: a collective op in the program or in a control-flow region.
+void note_collectives(CpuExecutable::Plan& plan);
+
+// Phase 9. Machine code (codegen/), on the thread pool: a kernel per row region that is a row program, then per
+// fused group outside those regions of at least codegen::kMinNodesToGenerate nodes. A source the generator
+// does not take, or whose compile fails (logged once per process), stays on the interpreter. No-op when code
+// generation is off (executable_kernels.cc).
+void generate_kernels(CpuExecutable::Plan& plan);
+
+// The values a top-level step reads (a fused group's leaves, a region's reads, else its instruction's operands).
+std::vector<ir::ValueId> step_reads(const CpuExecutable::Plan& plan, const CpuExecutable::Plan::Step& st);
 
 }  // namespace mcx::cpu

@@ -345,16 +345,16 @@ int CoordinationAgent::rejoins() const {
   return static_cast<int>(impl_->link_epoch);
 }
 
-absl::Status CoordinationAgent::kv_set(std::string_view key, std::string_view value, bool allow_overwrite) {
-  absl::Status s = impl_->retrying<absl::Status>("kv_set", options_.rpc_timeout, [&](absl::Duration t) {
+absl::Status CoordinationAgent::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite) {
+  absl::Status s = impl_->retrying<absl::Status>("kv_insert", options_.rpc_timeout, [&](absl::Duration t) {
     return client_->kv_insert(key, value, allow_overwrite, t);
   });
   if (s.ok() && options_.recoverable) impl_->remember(key, value, allow_overwrite);
   return s;
 }
-absl::Status CoordinationAgent::kv_set_async(std::string_view key, std::string_view value, bool allow_overwrite) {
+absl::Status CoordinationAgent::kv_insert_async(std::string_view key, std::string_view value, bool allow_overwrite) {
   if (options_.recoverable) impl_->remember(key, value, allow_overwrite);
-  return client_->kv_insert_pipelined(key, value, allow_overwrite, options_.rpc_timeout);
+  return client_->kv_insert_async(key, value, allow_overwrite, options_.rpc_timeout);
 }
 
 absl::Status CoordinationAgent::kv_flush(absl::Duration timeout) { return client_->kv_flush(timeout); }

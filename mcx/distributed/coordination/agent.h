@@ -14,7 +14,7 @@
 //   - recoverable (AgentOptions::recoverable): the watcher thread rejoins the coordinator at the same address
 //     (CoordinationService::rejoin_task: same incarnation, and the newest live-set generation this agent saw),
 //     retrying with backoff (50 ms doubling to 1 s) for up to reconnect_timeout; then it re-opens the watch
-//     stream, re-publishes every key-value entry this agent wrote (kv_set) and did not delete, and heartbeats
+//     stream, re-publishes every key-value entry this agent wrote (kv_insert) and did not delete, and heartbeats
 //     resume; the new service incarnation is accepted on this path only. Calls in flight or made meanwhile wait
 //     for the rejoin and are retried within their own deadline (a barrier with the same instance counter; a
 //     live-set agreement with the same request). If the coordinator does not come back within
@@ -79,7 +79,7 @@ struct AgentOptions {
   std::function<void(const TaskFailure&)> on_failure;
   // Called with each new job state (membership changes, also in recoverable mode). Agent thread.
   std::function<void(const JobState&)> on_job_state;
-  // Entries connect() writes (overwriting) before it registers, as kv_set would: they are in the store by the
+  // Entries connect() writes (overwriting) before it registers, as kv_insert would: they are in the store by the
   // time every task has registered, so the others read them without waiting (the job's topology).
   std::vector<KeyValue> publish_on_connect;
 };
@@ -116,16 +116,16 @@ class CoordinationAgent {
   int rejoins() const;
 
   // Key-value store (see CoordinationService). `timeout` of kv_get is how long to wait for the key. In a
-  // recoverable job the agent keeps a copy of every entry kv_set wrote (until kv_delete removes it or a key
+  // recoverable job the agent keeps a copy of every entry kv_insert wrote (until kv_delete removes it or a key
   // above it) and writes it again after rejoining a restarted coordinator.
-  absl::Status kv_set(std::string_view key, std::string_view value, bool allow_overwrite = false);
-  // kv_set without waiting for the service's acknowledgement, where the transport pipelines (the gRPC
-  // client's fast path; elsewhere it is kv_set without retries): thousands of inserts cost one round trip.
+  absl::Status kv_insert(std::string_view key, std::string_view value, bool allow_overwrite = false);
+  // kv_insert without waiting for the service's acknowledgement, where the transport pipelines (the gRPC
+  // client's fast path; elsewhere it is kv_insert without retries): thousands of inserts cost one round trip.
   // Every later call of this agent sees the insert applied. An insert's error is returned by a later
-  // kv_set_async, by the agent's next key-value / barrier / live-set call, or by kv_flush, once; shutdown()
-  // flushes first. A recoverable agent remembers the entry (as kv_set) before sending it.
-  absl::Status kv_set_async(std::string_view key, std::string_view value, bool allow_overwrite = false);
-  // Waits up to `timeout` until every kv_set_async insert was applied; the first error among them.
+  // kv_insert_async, by the agent's next key-value / barrier / live-set call, or by kv_flush, once; shutdown()
+  // flushes first. A recoverable agent remembers the entry (as kv_insert) before sending it.
+  absl::Status kv_insert_async(std::string_view key, std::string_view value, bool allow_overwrite = false);
+  // Waits up to `timeout` until every kv_insert_async insert was applied; the first error among them.
   absl::Status kv_flush(absl::Duration timeout);
   absl::StatusOr<std::string> kv_get(std::string_view key, absl::Duration timeout);
   absl::StatusOr<std::string> kv_try_get(std::string_view key);

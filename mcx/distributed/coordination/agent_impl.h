@@ -57,7 +57,7 @@ struct CoordinationAgent::Impl {
   bool rejoin_requested ABSL_GUARDED_BY(mu) = false;
   absl::Status rejoin_reason ABSL_GUARDED_BY(mu);
   uint64_t live_set_generation ABSL_GUARDED_BY(mu) = 0;  // the newest one get_live_tasks returned
-  std::map<std::string, OwnedEntry> owned ABSL_GUARDED_BY(mu);  // recoverable: what kv_set wrote
+  std::map<std::string, OwnedEntry> owned ABSL_GUARDED_BY(mu);  // recoverable: what kv_insert wrote
 
   std::shared_ptr<WatchStream> stream ABSL_GUARDED_BY(mu);
   std::thread heartbeat_thread, watcher_thread;

@@ -11,20 +11,14 @@ absl::Status closed() {
 
 }  // namespace
 
-absl::StatusOr<bool> AgentKeyValue::insert(std::string_view key, std::string_view value) {
+absl::StatusOr<bool> AgentKeyValue::insert(std::string_view key, std::string_view value, bool allow_overwrite) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (agent_ == nullptr) return closed();
-  absl::Status s = agent_->kv_set(key, value, /*allow_overwrite=*/false);
+  absl::Status s = agent_->kv_insert(key, value, allow_overwrite);
   if (s.ok()) return true;
-  // Existing (or, under identity binding, another writer's job-wide key): not ours.
-  if (absl::IsAlreadyExists(s) || absl::IsPermissionDenied(s)) return false;
+  // Creating: an existing key (or, under identity binding, another writer's job-wide key) is not ours.
+  if (!allow_overwrite && (absl::IsAlreadyExists(s) || absl::IsPermissionDenied(s))) return false;
   return s;
-}
-
-absl::Status AgentKeyValue::set(std::string_view key, std::string_view value) {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  if (agent_ == nullptr) return closed();
-  return agent_->kv_set(key, value, /*allow_overwrite=*/true);
 }
 
 absl::StatusOr<std::string> AgentKeyValue::get(std::string_view key, absl::Duration timeout) {

@@ -18,8 +18,7 @@ class AgentKeyValue final : public JobKeyValue {
 
   int process_index() const override { return process_index_; }
   int process_count() const override { return process_count_; }
-  absl::StatusOr<bool> insert(std::string_view key, std::string_view value) override;
-  absl::Status set(std::string_view key, std::string_view value) override;
+  absl::StatusOr<bool> insert(std::string_view key, std::string_view value, bool allow_overwrite) override;
   absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout) override;
 
   // Waits for calls in progress (each bounded by its timeout), then refuses new ones.

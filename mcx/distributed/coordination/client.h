@@ -77,7 +77,7 @@ class CoordinationClient {
   // client, rpc/fast_path_client.cc); elsewhere kv_insert. Later key-value, barrier and live-set calls of this client see it applied.
   // Its error (or one of an earlier pipelined insert) is returned once: by this call, by the client's next
   // key-value, barrier or live-set call, or by kv_flush.
-  virtual absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
+  virtual absl::Status kv_insert_async(std::string_view key, std::string_view value, bool allow_overwrite,
                                            absl::Duration timeout) {
     return kv_insert(key, value, allow_overwrite, timeout);
   }

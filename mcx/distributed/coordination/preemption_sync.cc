@@ -44,7 +44,7 @@ absl::Status PreemptionSync::notify(const std::string& reason) {
     return absl::FailedPreconditionError(
         "[notify_preemption] expected a running preemption sync, found it stopped (mcx::distributed::shutdown)");
   }
-  absl::Status s = agent_->kv_set(key("notice"), reason, /*allow_overwrite=*/false);
+  absl::Status s = agent_->kv_insert(key("notice"), reason, /*allow_overwrite=*/false);
   if (absl::IsAlreadyExists(s)) return absl::OkStatus();  // an earlier notice stands; its publisher woke everyone
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("[notify_preemption] cannot publish the preemption notice: ", s.message()));
@@ -52,7 +52,7 @@ absl::Status PreemptionSync::notify(const std::string& reason) {
   log_info("[mcx.preemption] process {} published a preemption notice: {}", agent_->task_id(), reason);
   for (TaskId t = 0; t < agent_->num_tasks(); ++t) {
     // A watcher that misses its wake-up (its key write failed) still finds the notice after one watch slice.
-    absl::Status w = agent_->kv_set(wake_key_of(t), "notice", /*allow_overwrite=*/true);
+    absl::Status w = agent_->kv_insert(wake_key_of(t), "notice", /*allow_overwrite=*/true);
     if (!w.ok()) log_warn("[mcx.preemption] cannot wake process {}'s preemption watcher: {}", t, w.ToString());
   }
   return absl::OkStatus();
@@ -167,7 +167,7 @@ void PreemptionSync::agree(const std::string& reason) {
   if (point.ok()) {
     // For a process that joins after the agreement (a restart): every member writes the same value; the
     // first insert stands (a job-wide key is insert-once for the other tasks under identity binding).
-    (void)agent_->kv_set(key("sync_step"), absl::StrCat(point->step), /*allow_overwrite=*/false);
+    (void)agent_->kv_insert(key("sync_step"), absl::StrCat(point->step), /*allow_overwrite=*/false);
     log_info("[mcx.preemption] preemption sync step {} agreed by processes {{{}}} (their steps {{{}}})", point->step,
              absl::StrJoin(point->processes, ","), absl::StrJoin(point->steps, ","));
   } else {
@@ -188,7 +188,7 @@ absl::StatusOr<PreemptionSyncPoint> PreemptionSync::run_agreement(int64_t my_ste
   const absl::Time deadline = start + timeout;
   // Reported separately too, so that a timeout can name the live processes that never reported (the
   // agreement's own error names only those absent at the instant this process's call expired).
-  if (absl::Status s = agent_->kv_set(absl::StrCat(steps_dir(), "/", task_id_), absl::StrCat(my_step),
+  if (absl::Status s = agent_->kv_insert(absl::StrCat(steps_dir(), "/", task_id_), absl::StrCat(my_step),
                                       /*allow_overwrite=*/true);
       !s.ok()) {
     log_debug("[mcx.preemption] cannot record process {}'s step: {}", task_id_, s.ToString());
@@ -272,7 +272,7 @@ void PreemptionSync::stop() {
   }
   if (watcher.joinable()) {
     // Wake the watcher from its wait on its key; it sees the stop request and returns.
-    (void)agent_->kv_set(wake_key_, "stop", /*allow_overwrite=*/true);
+    (void)agent_->kv_insert(wake_key_, "stop", /*allow_overwrite=*/true);
     watcher.join();
     (void)agent_->kv_delete(wake_key_);
   }

@@ -307,7 +307,7 @@ void FastPathChannel::read_acks(size_t keep, absl::Time deadline) {
       result = from_proto(r.status());
     }
     if (!result.ok()) {
-      set_pipe_error(absl::Status(result.code(), absl::StrCat("[kv_set_async] the pipelined insert of key '", done.key,
+      set_pipe_error(absl::Status(result.code(), absl::StrCat("[kv_insert_async] the pipelined insert of key '", done.key,
                                                               "' failed: ", result.message())));
     }
   }
@@ -327,7 +327,7 @@ absl::Status FastPathChannel::insert_pipelined(const proto::KvInsertRequest& req
   absl::Status w = pipe_->write_frame(static_cast<uint16_t>(Rpc::kKvInsert), id, request, deadline);
   if (!w.ok()) {
     lose_pipe(w);
-    set_pipe_error(absl::Status(w.code(), absl::StrCat("[kv_set_async] could not send the insert of key '",
+    set_pipe_error(absl::Status(w.code(), absl::StrCat("[kv_insert_async] could not send the insert of key '",
                                                        request.key(), "': ", w.message())));
     return take_pipe_error();
   }

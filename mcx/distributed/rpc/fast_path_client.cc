@@ -105,7 +105,7 @@ class FastPathCoordinationClient final : public ProtoCoordinationClient {
     return std::unique_ptr<WatchStream>(new FastPathWatchStream(std::move(*c), id, channel_.address()));
   }
 
-  absl::Status kv_insert_pipelined(std::string_view key, std::string_view value, bool allow_overwrite,
+  absl::Status kv_insert_async(std::string_view key, std::string_view value, bool allow_overwrite,
                                    absl::Duration timeout) override {
     proto::KvInsertRequest req;
     req.set_key(std::string(key));

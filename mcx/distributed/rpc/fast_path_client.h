@@ -2,7 +2,7 @@
 // what an agent uses when mTLS is off (distributed.h picks it; MCX_COORDINATION_FAST_PATH=0 picks gRPC).
 // No gRPC runtime is started in the process: a unary call is one frame out and one back on a pooled
 // connection, and the watch stream is a connection of its own that next() reads directly (no reader
-// thread). The calls mean what they mean over gRPC (coordination/client.h); in addition kv_insert_pipelined
+// thread). The calls mean what they mean over gRPC (coordination/client.h); in addition kv_insert_async
 // does not wait for acknowledgements (fast_path_channel.h).
 //
 // Errors as the gRPC client's: UNAVAILABLE / DEADLINE_EXCEEDED "[api] cannot reach the coordination service at

@@ -25,7 +25,6 @@ class Caller {
   // The identity a transport bound to the call (implicit: a Principal is a caller).
   Caller(Principal who) : who_(std::move(who)) {}  // NOLINT(google-explicit-constructor)
 
-  bool is_trusted() const { return !who_.has_value(); }
   // The bound identity; nullptr for a trusted caller.
   const Principal* principal() const { return who_ ? &*who_ : nullptr; }
   // "trusted", or the principal ("task/3", "admin/bob", ...).

@@ -91,7 +91,7 @@ int churn(dist::CoordinationAgent* agent, int after) {
   for (;; ++round) {
     if (absl::Status s = agent->barrier("churn", wait); !s.ok()) return report(s);
     const std::string mine = absl::StrCat("churn/", me, "/", round);
-    if (absl::Status s = agent->kv_set(mine, absl::StrCat(round)); !s.ok()) return report(s);
+    if (absl::Status s = agent->kv_insert(mine, absl::StrCat(round)); !s.ok()) return report(s);
     absl::StatusOr<std::string> next = agent->kv_get(absl::StrCat("churn/", (me + 1) % n, "/", round), wait);
     if (!next.ok()) return report(next.status());
     if (*next != absl::StrCat(round)) return churn_fail(absl::StrCat("round ", round, " read '", *next, "'"));
@@ -204,7 +204,7 @@ int run(int argc, char** argv) {
     // others, who leave it only after task 0 entered, see the announcement.
     while (true) {
       if (me == 0 && !announced && absl::Now() >= end) {
-        if (absl::Status d = agent->kv_set("flood/done", absl::StrCat(count + 1)); !d.ok()) return report(d);
+        if (absl::Status d = agent->kv_insert("flood/done", absl::StrCat(count + 1)); !d.ok()) return report(d);
         announced = true;
       }
       const absl::Time start = absl::Now();
@@ -245,9 +245,9 @@ int run(int argc, char** argv) {
     return finish();
   }
   if (mode == "kv_limits") {
-    absl::Status big_key = agent->kv_set(std::string(2000, 'k'), "v");
-    absl::Status big_value = agent->kv_set("limits/value", std::string(5 << 20, 'v'));
-    absl::Status fine = agent->kv_set("limits/fine", std::string(1000, 'v'));
+    absl::Status big_key = agent->kv_insert(std::string(2000, 'k'), "v");
+    absl::Status big_value = agent->kv_insert("limits/value", std::string(5 << 20, 'v'));
+    absl::Status fine = agent->kv_insert("limits/fine", std::string(1000, 'v'));
     std::printf("KEY %s: %s\n", absl::StatusCodeToString(big_key.code()).c_str(), std::string(big_key.message()).c_str());
     std::printf("VALUE %s: %s\n", absl::StatusCodeToString(big_value.code()).c_str(),
                 std::string(big_value.message()).c_str());

@@ -172,7 +172,8 @@ void share_kernels(int pid, int n, bool silent_claimant) {
     check("claim_every_kernel", [&]() -> std::string {
       for (const auto& g : groups) {
         const cg::KernelKey key{cg::signature(g), cg::target_description()};
-        auto claimed = mcx::job_key_value()->insert(cg::shared_kernel_owner_key(key), std::to_string(pid));
+        auto claimed = mcx::job_key_value()->insert(cg::shared_kernel_owner_key(key), std::to_string(pid),
+                                                    /*allow_overwrite=*/false);
         if (!claimed.ok() || !*claimed) return "could not claim a kernel";
       }
       return std::string();

@@ -167,7 +167,6 @@ class ElementEmitter {
 
   // Loads and stores made after this carry `group` as their access group (a loop's parallel-access
   // metadata names it); null: none.
-  void set_access_group(llvm::MDNode* group) { access_group_ = group; }
   llvm::IRBuilder<>& builder() { return b_; }
   llvm::LLVMContext& context() { return ctx_; }
 

@@ -49,7 +49,7 @@ ShareOutcome share_or_claim(const KernelKey& key) {
   if (kv == nullptr) return out;
   const std::string digest = digest_of(key);
   const std::string me = std::to_string(kv->process_index());
-  absl::StatusOr<bool> claimed = kv->insert(owner_key(digest), me);
+  absl::StatusOr<bool> claimed = kv->insert(owner_key(digest), me, /*allow_overwrite=*/false);
   if (!claimed.ok()) {
     out.why = absl::StrCat("claiming it failed: ", claimed.status().message());
     return out;
@@ -90,7 +90,7 @@ void publish_shared(const KernelKey& key, std::string_view object) {
   std::shared_ptr<JobKeyValue> kv = job_key_value();
   if (kv == nullptr) return;
   if (object.size() > kMaxSharedObjectBytes) object = std::string_view();
-  absl::Status s = kv->set(object_key(kv->process_index(), digest_of(key)), object);
+  absl::Status s = kv->insert(object_key(kv->process_index(), digest_of(key)), object, /*allow_overwrite=*/true).status();
   if (!s.ok()) log_warn("[codegen] could not share a kernel with the job: {}", std::string(s.message()));
 }
 

@@ -34,7 +34,7 @@ absl::Duration GlooKvStore::left() const { return std::max(absl::Milliseconds(1)
 
 void GlooKvStore::set(const std::string& key, const std::vector<char>& data) {
   const std::string k = full_key(key);
-  absl::Status s = kv_.set(k, std::string_view(data.data(), data.size()));
+  absl::Status s = kv_.insert(k, std::string_view(data.data(), data.size()), /*allow_overwrite=*/true).status();
   if (!s.ok()) throw GlooKvStoreError(absl::StrCat("publishing ", k, ": ", s.message()));
 }
 

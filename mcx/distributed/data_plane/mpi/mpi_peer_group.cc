@@ -21,7 +21,6 @@ namespace mcx::distributed {
 
 #ifndef MCX_HAVE_MPI
 
-bool mpi_available() { return false; }
 absl::Status init_mpi(int, int) {
   return absl::UnimplementedError(
       "[data plane] MCX_COLLECTIVES=mpi, but this build of mcx has no MPI (install Debian's libopenmpi-dev and "
@@ -160,8 +159,6 @@ class MpiPeerGroup final : public PeerGroup {
 };
 
 }  // namespace
-
-bool mpi_available() { return true; }
 
 absl::Status init_mpi(int process_id, int num_processes) {
   std::lock_guard<std::mutex> lock(g_mu);

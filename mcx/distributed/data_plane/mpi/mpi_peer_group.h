@@ -1,6 +1,6 @@
 // MpiPeerGroup: the PeerGroup (collectives/peer_group.h) over MPI point-to-point messages, for jobs launched by
 // mpirun whose fabric MPI already drives (MCX_COLLECTIVES=mpi). Built when the build finds MPI (Debian's
-// OpenMPI); otherwise mpi_available() is false and MCX_COLLECTIVES=mpi is refused with a clear error.
+// OpenMPI); otherwise init_mpi() returns Unimplemented and MCX_COLLECTIVES=mpi is refused with that clear error.
 //
 // - init_mpi() initialises MPI with MPI_THREAD_MULTIPLE (device streams exchange concurrently, each on its own
 //   group), unless the program already did; the job's process indices must be the MPI world ranks.
@@ -22,7 +22,6 @@
 
 namespace mcx::distributed {
 
-bool mpi_available();
 // process_id and num_processes must equal the MPI world rank and size (FailedPrecondition otherwise).
 absl::Status init_mpi(int process_id, int num_processes);
 absl::StatusOr<std::unique_ptr<PeerGroup>> connect_mpi_peer_group(const PeerGroupRequest& request);

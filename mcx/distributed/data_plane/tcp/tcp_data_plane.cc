@@ -93,7 +93,7 @@ absl::StatusOr<std::shared_ptr<TcpDataPlane>> TcpDataPlane::start(Options option
   lo.secret = [kv](absl::Time deadline) { return kv->get(kDataPlaneSecretKey, left_until(deadline)); };
   MCX_ASSIGN_OR_RETURN(dp->listener_, DataPlaneListener::start(std::move(lo)));
   // A restarted process publishes its new address over the old one (its own key: overwrite allowed).
-  MCX_RETURN_IF_ERROR(kv->set(address_key(dp->options_.process), dp->listener_->address()));
+  MCX_RETURN_IF_ERROR(kv->insert(address_key(dp->options_.process), dp->listener_->address(), /*allow_overwrite=*/true).status());
   return dp;
 }
 
