@@ -16,6 +16,8 @@
 #include "mcx/core/mutex.h"
 #include "mcx/core/process_exit.h"
 #include "mcx/core/topology.h"
+#include "mcx/platform/platform_registry.h"
+#include "mcx/runtime/builtin_platforms.h"
 #include "mcx/runtime/compilation_cache_setup.h"
 #include "mcx/runtime/stream.h"
 
@@ -66,6 +68,10 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
   // Mark first, then read the topology: a concurrent distributed::initialize either installed its
   // topology before this point (and we see it) or fails because devices are now in use.
   mark_devices_used();
+  // MCX_PLATFORMS is checked here, with the devices, so that a bad list fails the first device use. (The
+  // devices are the CPU's until the runtime runs on the selected platforms.)
+  MCX_RETURN_IF_ERROR(register_builtin_platforms());
+  MCX_RETURN_IF_ERROR(selected_platforms().status());
   MCX_ASSIGN_OR_RETURN(int count, resolve_cpu_device_count());
   auto client = std::make_unique<Client>();
   client->creator_pid = getpid();

@@ -12,7 +12,8 @@
 //
 // The first call to any function below creates the devices and calls mark_devices_used(), after which
 // distributed::initialize() refuses to run (as jax.distributed.initialize after a backend exists).
-// Errors at creation (an invalid MCX_CPU_DEVICE_COUNT: InvalidArgument naming the variable and value;
+// Errors at creation (an invalid MCX_CPU_DEVICE_COUNT: InvalidArgument naming the variable and value; an
+// MCX_PLATFORMS list that names an unknown, repeated or unusable platform: its error, platform_registry.h;
 // a topology without devices for this process: FailedPrecondition) are thrown by that call, and by
 // every later one until fixed.
 //

@@ -4,6 +4,7 @@
 #include "mcx/runtime/device.h"
 
 #include <atomic>
+#include <utility>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -109,6 +110,35 @@ TEST_F(DeviceChildTest, SetCpuDeviceCountBeforeFirstUseWinsOverEnvironment) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(DeviceChildTest, McxPlatformsIsCheckedWhenDevicesAreMade) {
+  EXPECT_EXIT(
+      {
+        setenv("MCX_PLATFORMS", " cpu ", 1);
+        CHILD_CHECK(device_count() >= 1);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  const std::pair<const char*, const char*> bad[] = {
+      {"cuda", "MCX_PLATFORMS='cuda': [platform] no platform 'cuda' in this build (registered: cpu)"},
+      {"cpu,cpu", "MCX_PLATFORMS='cpu,cpu' names 'cpu' twice"},
+      {"cpu,", "MCX_PLATFORMS='cpu,': expected platform names separated by commas, found an empty name"},
+  };
+  for (const auto& [list, message] : bad) {
+    EXPECT_EXIT(
+        {
+          setenv("MCX_PLATFORMS", list, 1);
+          try {
+            devices();
+          } catch (const Error& e) {
+            std::fprintf(stderr, "error: %s\n", e.what());
+            std::exit(3);
+          }
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(3), message);
+  }
 }
 
 TEST_F(DeviceChildTest, EnvironmentCountIsUsedAndValidated) {

@@ -18,23 +18,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mcx/core/buffer.h"
-#include "mcx/collectives/communicator.h"
+#include "mcx/platform/execution_context.h"
 #include "mcx/ir/program.h"
 
 namespace mcx::cpu {
 
-// What the SPMD ops (op.h: all_reduce, ..., axis_index) need at run time: which partition this execution
-// is and how to reach the other members of a replica group. The runtime builds one per device per
-// execution; programs without SPMD ops ignore it.
-struct ExecutionContext {
-  int partition_id = 0;
-  int num_partitions = 1;
-  // This member's communicator for `group` (partition ids in group order, containing partition_id). The
-  // returned pointer must stay valid until execute() returns. Called from the executing thread.
-  std::function<absl::StatusOr<Communicator*>(std::span<const int64_t> group)> communicator;
-  // Deadline for each collective of this execution (DeadlineExceeded names the op and the missing ranks).
-  absl::Time deadline = absl::InfiniteFuture();
-};
+// The platform-neutral context of one execution (platform/execution_context.h).
+using ExecutionContext = mcx::ExecutionContext;
 
 class CpuExecutable {
  public:

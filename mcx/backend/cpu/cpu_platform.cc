@@ -1,0 +1,84 @@
+#include "mcx/backend/cpu/cpu_platform.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/backend/cpu/executable_store.h"
+#include "mcx/core/error.h"
+#include "mcx/platform/platform_registry.h"
+
+namespace mcx::cpu {
+namespace {
+
+// The host Buffer of a CPU buffer; InvalidArgument naming `what` for another platform's.
+absl::StatusOr<const Buffer*> host_storage(const DeviceBuffer& b, std::string_view what) {
+  if (const Buffer* host = b.host_buffer(); host != nullptr && b.platform() == kCpuPlatformName) return host;
+  return absl::InvalidArgumentError(absl::StrCat("[cpu] ", std::string(what), " is a buffer of platform '",
+                                                 std::string(b.platform()), "' (", b.describe(),
+                                                 "); copy it to the cpu first"));
+}
+
+class CpuPlatform final : public Platform {
+ public:
+  std::string_view name() const override { return kCpuPlatformName; }
+  absl::Status usable() const override { return absl::OkStatus(); }
+
+  std::string compile_fingerprint() const override {
+    const ExecutableKey key = executable_key("");
+    return absl::StrCat("cpu; ", key.options, "; target ", key.target, "; ", key.format);
+  }
+
+  absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program& program) const override {
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CpuExecutable> exe, CpuExecutable::compile(program));
+    return std::make_shared<const CpuPlatformExecutable>(std::move(exe));
+  }
+
+  absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view bytes) const override {
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CpuExecutable> exe, CpuExecutable::deserialize(bytes));
+    return std::make_shared<const CpuPlatformExecutable>(std::move(exe));
+  }
+
+  absl::StatusOr<std::shared_ptr<const DeviceBuffer>> from_host(const Buffer& host, int local_device) const override {
+    if (local_device < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("[cpu] expected a local device index >= 0, got ", local_device));
+    }
+    return std::make_shared<const CpuDeviceBuffer>(host);  // host memory: shared, not copied
+  }
+
+  absl::StatusOr<Buffer> to_host(const DeviceBuffer& buffer) const override {
+    MCX_ASSIGN_OR_RETURN(const Buffer* host, host_storage(buffer, "to_host's argument"));
+    return *host;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CpuPlatformExecutable::execute(
+    std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const {
+  std::vector<Buffer> host_args;
+  host_args.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == nullptr) return absl::InvalidArgumentError(absl::StrCat("[execute] argument ", i, " is null"));
+    MCX_ASSIGN_OR_RETURN(const Buffer* host, host_storage(*args[i], absl::StrCat("argument ", i)));
+    host_args.push_back(*host);
+  }
+  MCX_ASSIGN_OR_RETURN(std::vector<Buffer> results, exe_->execute(host_args, ctx));
+  std::vector<std::shared_ptr<const DeviceBuffer>> out;
+  out.reserve(results.size());
+  for (Buffer& r : results) out.push_back(std::make_shared<const CpuDeviceBuffer>(std::move(r)));
+  return out;
+}
+
+std::unique_ptr<Platform> make_cpu_platform() { return std::make_unique<CpuPlatform>(); }
+
+absl::Status register_cpu_platform() {
+  static const absl::Status registered = register_platform(
+      std::string(kCpuPlatformName), kCpuPlatformPriority,
+      []() -> absl::StatusOr<std::unique_ptr<Platform>> { return make_cpu_platform(); });
+  return registered;
+}
+
+}  // namespace mcx::cpu

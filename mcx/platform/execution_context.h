@@ -1,0 +1,26 @@
+// ExecutionContext: what an executable's SPMD ops (ir op.h: all_reduce, ..., axis_index) need at run time,
+// whatever the platform: which partition this execution is and how to reach the other members of a replica
+// group. The runtime builds one per device per execution; programs without SPMD ops ignore it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mcx/collectives/communicator.h"
+
+namespace mcx {
+
+struct ExecutionContext {
+  int partition_id = 0;
+  int num_partitions = 1;
+  // This member's communicator for `group` (partition ids in group order, containing partition_id). The
+  // returned pointer must stay valid until execute() returns. Called from the executing thread.
+  std::function<absl::StatusOr<Communicator*>(std::span<const int64_t> group)> communicator;
+  // Deadline for each collective of this execution (DeadlineExceeded names the op and the missing ranks).
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+}  // namespace mcx

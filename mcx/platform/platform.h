@@ -1,0 +1,55 @@
+// Platform: one kind of device the runtime can run on ("cpu", "cuda"), the interface a backend implements
+// (the shape of PJRT's client): it compiles programs into Executables for its devices, reads stored ones back,
+// and moves dense arrays between host memory and its devices' memory (DeviceBuffer). The runtime is written
+// against this interface; a backend registers its platform (platform_registry.h) and the runtime picks the
+// platforms it uses from MCX_PLATFORMS.
+//
+// What a backend implements: the members below. What it may leave to the runtime: device lists and streams
+// (one in-order queue per device), readiness and donation of buffers, caching of executables by program,
+// sharding, transfers across processes (through host memory), the transfer and thread guards.
+//
+// Errors name the platform ("[cpu] ..."). Thread-safety: every member may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mcx/core/buffer.h"
+#include "mcx/ir/program.h"
+#include "mcx/platform/device_buffer.h"
+#include "mcx/platform/executable.h"
+
+namespace mcx {
+
+class Platform {
+ public:
+  virtual ~Platform() = default;
+
+  // "cpu", "cuda", ...: the name MCX_PLATFORMS, devices(name), cache keys and messages use.
+  virtual std::string_view name() const = 0;
+  // OK when this process can run on the platform; else why not (FailedPrecondition: no driver, no device, ...).
+  virtual absl::Status usable() const = 0;
+
+  // Everything besides the program that decides what compile() makes of it (compile options, code generator
+  // target, serialisation format): a component of every key under which executables are stored.
+  virtual std::string compile_fingerprint() const = 0;
+  // Compiles program (concrete shapes; specialise symbolic ones first). Errors: the platform's compile errors
+  // (its executable header lists them), e.g. InvalidArgument for a program that fails verification.
+  virtual absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program& program) const = 0;
+  // Reads bytes written by Executable::serialize of this platform. Errors: InvalidArgument for damaged or
+  // malformed bytes; FailedPrecondition for bytes of another format or target (the caller compiles instead).
+  virtual absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view bytes) const = 0;
+
+  // A buffer on local device `local_device` (an index among this process's devices of the platform) holding
+  // host's values (a copy where the device's memory is not host memory). InvalidArgument for a device index
+  // out of range.
+  virtual absl::StatusOr<std::shared_ptr<const DeviceBuffer>> from_host(const Buffer& host, int local_device) const = 0;
+  // The values of a buffer of this platform in host memory (without a copy where they are host memory
+  // already). InvalidArgument (naming both platforms) for another platform's buffer.
+  virtual absl::StatusOr<Buffer> to_host(const DeviceBuffer& buffer) const = 0;
+};
+
+}  // namespace mcx
