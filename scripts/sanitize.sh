@@ -5,7 +5,7 @@
 # Build dirs: build-asan, build-tsan (-O1 -g1: fast enough to run, line tables for reports).
 #  - address,undefined: every unit test (halt_on_error, leaks detected); UBSan without its null and alignment
 #    checks unless MCX_UBSAN_FULL=1 (they double the compile time; ASan reports null dereferences).
-#  - thread: the concurrent layers only (core, collectives, backend, runtime, trace, distributed, multihost, checkpoint (its
+#  - thread: the concurrent layers only (core, collectives, platform (its registry), backend, runtime, trace, distributed, multihost, checkpoint (its
 #    save_async writer and parallel hashing/file I/O threads), the exit tests). The ir,
 #    spmd and export layers are single-threaded code (passes, partitioner, codecs): ThreadSanitizer has
 #    nothing to check there, and leaving them out keeps the CI run inside its time budget.
@@ -28,7 +28,7 @@ for mode in "${modes[@]}"; do
       ;;
     thread)
       dir=build-tsan
-      targets=(mcx_core_tests mcx_collectives_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
+      targets=(mcx_core_tests mcx_collectives_tests mcx_platform_tests mcx_backend_tests mcx_runtime_tests mcx_trace_tests mcx_distributed_tests
                mcx_multihost_tests mcx_checkpoint_tests mcx_data_tests exit_with_queued_work)
       # install_find_package (a packaging check), mcx_export_cli (a command-line check of mcx-export) and
       # idx_numpy_check (the IDX reader against numpy; its idx_dump is not among the targets) test no

@@ -120,8 +120,9 @@ TEST_F(DeviceChildTest, McxPlatformsIsCheckedWhenDevicesAreMade) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(0), "");
+  // The expected messages are regular expressions.
   const std::pair<const char*, const char*> bad[] = {
-      {"cuda", "MCX_PLATFORMS='cuda': [platform] no platform 'cuda' in this build (registered: cpu)"},
+      {"cuda", R"(MCX_PLATFORMS='cuda': \[platform\] no platform 'cuda' in this build \(registered: cpu\))"},
       {"cpu,cpu", "MCX_PLATFORMS='cpu,cpu' names 'cpu' twice"},
       {"cpu,", "MCX_PLATFORMS='cpu,': expected platform names separated by commas, found an empty name"},
   };
