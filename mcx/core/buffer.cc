@@ -6,19 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "fmt/format.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/host_allocator.h"
 
 namespace mcx {
 namespace {
-
-int64_t product(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    assert(d >= 0 && "Buffer dims must be non-negative");
-    n *= d;
-  }
-  return n;
-}
 
 // Aligned host storage (core/host_allocator.h: large blocks are reused) owned by a shared_ptr.
 std::shared_ptr<std::byte> allocate(size_t nbytes) {

@@ -7,12 +7,6 @@
 
 namespace mcx::cpu {
 
-int64_t product(const std::vector<int64_t>& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 std::vector<int64_t> multi_indices(const std::vector<int64_t>& dims) {
   const int64_t total = product(dims);
   const size_t n = dims.size();

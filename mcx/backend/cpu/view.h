@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mcx/core/buffer.h"
+#include "mcx/core/dims.h"  // product(dims)
 #include "mcx/core/dtype.h"
 
 namespace mcx::cpu {
@@ -25,7 +26,6 @@ struct View {
 };
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
-int64_t product(const std::vector<int64_t>& dims);
 // The row-major multi-index of every linear index of dims, flattened: dims.size() entries per index.
 std::vector<int64_t> multi_indices(const std::vector<int64_t>& dims);
 
