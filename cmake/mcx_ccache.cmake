@@ -1,11 +1,11 @@
 # Compiler cache: when ccache is installed (scripts/install-deps.sh installs it) and MCX_CCACHE is ON, every C
-# and C++ compile goes through it, so a build of an unchanged file (a fresh checkout, another build directory,
-# the sanitizer builds of CI) is a cache hit instead of a compile. docs/testing.md ("Build time") says what it
-# saves. The settings make hits independent of where the checkout lies:
-#  - base_dir = the source tree and no hashing of the working directory: paths inside the tree are hashed
-#    relative to it, so a clone elsewhere hits the same entries;
+# and C++ compile goes through it, so rebuilding an unchanged file in the same tree (a cleaned or reconfigured
+# build directory, a switch between commits) is a cache hit instead of a compile. docs/testing.md ("Build time")
+# says what it saves and what it does not. The settings:
+#  - base_dir = the source tree and no hashing of the working directory, so paths are hashed relative to it;
 #  - sloppiness pch_defines,time_macros, include_file_mtime/ctime: needed for hits through the layers'
-#    precompiled headers (their .gch is rebuilt, with a new mtime, in every fresh build directory).
+#    precompiled headers (their .gch is rebuilt, with a new mtime, whenever the build directory is new).
+# A clone at another path still misses: the precompiled headers it builds differ from the first tree's.
 # MCX_CCACHE_DIR (default: ccache's own, ~/.cache/ccache) and MCX_CCACHE_MAXSIZE (20G: the release, ASan+UBSan
 # and TSan objects of one tree) override where it lives and how large it grows.
 option(MCX_CCACHE "Compile through ccache when it is installed" ON)
