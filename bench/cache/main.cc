@@ -22,9 +22,10 @@
 #include "CLI/CLI.hpp"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/executable.h"
-#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/passes.h"
+#include "mcx/platform/platform_registry.h"
+#include "mcx/platform/stored_compile.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/mesh.h"
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
     } else if (part == "compile") {
       t0 = Clock::now();
       // The backend's path: the executable read back from the cache when it holds one, else compiled.
-      auto exe = mcx::cpu::load_or_compile(lowered, mcx::ir::canonical_encoding(lowered));
+      const mcx::Platform& cpu = *mcx::value_or_throw(mcx::find_platform(mcx::default_device().platform));
+      auto exe = mcx::load_or_compile(cpu, lowered, mcx::ir::canonical_encoding(lowered));
       j["backend_compile_ms"] = r3(ms_since(t0));
       if (!exe.ok()) throw std::runtime_error(std::string(exe.status().message()));
     }
@@ -139,8 +141,8 @@ int main(int argc, char** argv) {
     const mcx::cpu::codegen::CodegenStats st = mcx::cpu::codegen::stats();
     j["kernels_compiled"] = st.kernels_compiled;
     j["kernels_loaded"] = st.kernels_loaded;
-    j["executables_loaded"] = mcx::cpu::executable_store_stats().loaded;
-    j["executables_load_ms"] = r3(mcx::cpu::executable_store_stats().load_ms_total);
+    j["executables_loaded"] = mcx::executable_store_stats().loaded;
+    j["executables_load_ms"] = r3(mcx::executable_store_stats().load_ms_total);
     j["partitioned"] = mcx::spmd_compile_stats().partitioned;
     j["spmd_loaded"] = mcx::spmd_compile_stats().loaded;
     if (distributed) {

@@ -44,9 +44,10 @@ class CacheKey {
 };
 
 // The kinds of entry mcx writes: the bytes of each entry key's "kind" component.
-inline constexpr std::string_view kKindFusedKernel = "fused_kernel";        // kernel_cache.h
-inline constexpr std::string_view kKindExecutable = "executable";           // executable_entry_cache.h
-inline constexpr std::string_view kKindSpmdExecutable = "spmd_executable";  // executable_entry_cache.h
+// (compiled_entry_cache.h writes them; their names are the compiled-code store's kinds.)
+inline constexpr std::string_view kKindFusedKernel = "fused_kernel";
+inline constexpr std::string_view kKindExecutable = "executable";
+inline constexpr std::string_view kKindSpmdExecutable = "spmd_executable";
 
 // Which of the kinds above the "kind" component of components names (keys keep digests only, so this is
 // a match against the known names), or "unknown" (no kind component, or another one).

@@ -2,8 +2,7 @@
 
 #include <mutex>
 
-#include "mcx/cache/executable_entry_cache.h"
-#include "mcx/cache/kernel_cache.h"
+#include "mcx/cache/compiled_entry_cache.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cache {
@@ -19,8 +18,7 @@ absl::StatusOr<std::shared_ptr<CompilationCache>> install_compilation_cache(Cach
   if (!resolved.directory.has_value() || resolved.directory->empty()) return std::shared_ptr<CompilationCache>();
   MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> opened, CompilationCache::open(resolved));
   std::shared_ptr<CompilationCache> cache(std::move(opened));
-  cpu::codegen::set_kernel_store(std::make_shared<KernelCache>(cache));
-  cpu::set_executable_store(std::make_shared<ExecutableEntryCache>(cache));
+  set_compiled_store(std::make_shared<CompiledEntryCache>(cache));
   std::lock_guard<std::mutex> lock(g_mu);
   *g_installed = cache;
   return cache;

@@ -1,6 +1,5 @@
 // Turning the persistent compilation cache on for this process: one CompilationCache, installed as the
-// code generator's kernel store (kernel_cache.h) and as the CPU backend's executable store
-// (executable_entry_cache.h). The runtime calls install_compilation_cache() when the devices are made;
+// compiled-code store (compiled_entry_cache.h) every platform's executables and kernels go through. The runtime calls install_compilation_cache() when the devices are made;
 // programs (examples, tests) may call it with their own options.
 // Thread-safety: thread-safe.
 #pragma once

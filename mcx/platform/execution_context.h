@@ -21,6 +21,9 @@ struct ExecutionContext {
   std::function<absl::StatusOr<Communicator*>(std::span<const int64_t> group)> communicator;
   // Deadline for each collective of this execution (DeadlineExceeded names the op and the missing ranks).
   absl::Time deadline = absl::InfiniteFuture();
+  // How many partitions of this execution run at once in this process, sharing its host threads: a platform
+  // whose kernels run on host threads gives each a share.
+  int local_partitions = 1;
 };
 
 }  // namespace mcx

@@ -11,18 +11,31 @@
 // Errors name the platform ("[cpu] ..."). Thread-safety: every member may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mcx/core/buffer.h"
 #include "mcx/ir/program.h"
+#include "mcx/platform/compiled_store.h"
 #include "mcx/platform/device_buffer.h"
 #include "mcx/platform/executable.h"
 
 namespace mcx {
+
+// What a platform's code generator has done since the process started (all zero for one without).
+struct KernelCompileStats {
+  int64_t compiled = 0;    // distinct kernels generated here
+  int64_t loaded = 0;      // distinct kernels loaded (compiled-code store, serialised executables)
+  int64_t from_peers = 0;  // kernels another process of the job generated
+  int64_t reuses = 0;      // requests answered by a kernel already in this process
+  double compile_ms = 0;
+  double load_ms = 0;
+};
 
 class Platform {
  public:
@@ -33,15 +46,23 @@ class Platform {
   // OK when this process can run on the platform; else why not (FailedPrecondition: no driver, no device, ...).
   virtual absl::Status usable() const = 0;
 
-  // Everything besides the program that decides what compile() makes of it (compile options, code generator
-  // target, serialisation format): a component of every key under which executables are stored.
-  virtual std::string compile_fingerprint() const = 0;
+  // Everything besides the program that decides what compile() makes of it (compile options, serialisation
+  // format, code generator target), as named components in a fixed order: part of every key under which
+  // executables are stored (compiled_store.h), so a miss names which one changed.
+  virtual std::vector<KeyComponent> compile_key() const = 0;
+  // The settings of this process that change what compile() makes and may change while it runs (e.g. code
+  // generation switched on or off), as one number: the runtime's in-memory executable cache keeps executables
+  // of different settings apart. Cheap: called on every dispatch.
+  virtual uint64_t compile_setting() const { return 0; }
   // Compiles program (concrete shapes; specialise symbolic ones first). Errors: the platform's compile errors
   // (its executable header lists them), e.g. InvalidArgument for a program that fails verification.
   virtual absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program& program) const = 0;
   // Reads bytes written by Executable::serialize of this platform. Errors: InvalidArgument for damaged or
   // malformed bytes; FailedPrecondition for bytes of another format or target (the caller compiles instead).
   virtual absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view bytes) const = 0;
+
+  // Counters of the platform's code generator, for statistics and the exit report.
+  virtual KernelCompileStats kernel_stats() const { return {}; }
 
   // A buffer on local device `local_device` (an index among this process's devices of the platform) holding
   // host's values (a copy where the device's memory is not host memory). InvalidArgument for a device index

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/box_copy.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/stream.h"
 
 namespace mcx {
@@ -25,7 +26,10 @@ ArrayValue ArrayValue::single(Buffer buffer, const Device& device, bool committe
   v.aval = buffer.abstract_value();
   v.sharding = SingleDeviceSharding(device);
   IndexBox box = full_box(buffer.dims());
-  v.shards.push_back(Shard{device, std::move(box), AsyncBuffer::ready(std::move(buffer))});
+  // Host data onto the device (no copy for host memory); a failed copy is the shard's error, seen by readers.
+  auto data = AsyncBuffer::pending();
+  set_from_host(*data, std::move(buffer), device);
+  v.shards.push_back(Shard{device, std::move(box), std::move(data)});
   v.committed = committed;
   return v;
 }
@@ -96,7 +100,7 @@ absl::StatusOr<Buffer> ArrayValue::to_buffer() const {
 absl::Status ArrayValue::block_until_ready(absl::Time deadline) const {
   absl::Status first;
   for (const Shard& s : shards) {
-    absl::StatusOr<Buffer> b = s.data->await(deadline);
+    absl::StatusOr<std::shared_ptr<const DeviceBuffer>> b = s.data->await_device(deadline);
     if (!b.ok() && first.ok()) first = b.status();
   }
   return first;

@@ -26,7 +26,8 @@ struct Shard {
   IndexBox index;                      // the global indices this shard holds
   std::shared_ptr<AsyncBuffer> data;   // never null
 
-  // Blocks until the data is ready (default_device_deadline()); the producer's error otherwise.
+  // Blocks until the data is ready (default_device_deadline()) and returns its values in host memory (no copy
+  // for host memory; a copy off an accelerator's); the producer's error otherwise.
   absl::StatusOr<Buffer> buffer() const;
 };
 
@@ -39,7 +40,8 @@ struct ArrayValue {
   // computation is an implicit host-to-device transfer for the transfer guard (transfer_guard.h).
   bool host_data = false;
 
-  // One ready shard with the whole value on `device` (default_device() when omitted), uncommitted.
+  // One shard with the whole value on `device` (default_device() when omitted), uncommitted: host data put on
+  // the device through its platform (no copy for host memory); a failed copy is the shard's error.
   static ArrayValue single(Buffer buffer);
   static ArrayValue single(Buffer buffer, const Device& device, bool committed = false);
   // One pending shard on device, to be completed by a stream task.

@@ -4,7 +4,9 @@
 #include <exception>
 #include <utility>
 
+#include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/platform/platform_registry.h"
 
 namespace mcx {
 namespace {
@@ -23,23 +25,27 @@ void run_callbacks(std::vector<std::function<void()>> callbacks) {
 
 }  // namespace
 
-std::shared_ptr<AsyncBuffer> AsyncBuffer::ready(Buffer buffer) {
+std::shared_ptr<AsyncBuffer> AsyncBuffer::ready(std::shared_ptr<const DeviceBuffer> buffer) {
   auto b = std::make_shared<AsyncBuffer>();
   b->done_ = true;
+  if (buffer == nullptr) b->status_ = absl::InternalError("[AsyncBuffer::ready] made ready with no buffer");
   b->buffer_ = std::move(buffer);
   return b;
 }
 
 std::shared_ptr<AsyncBuffer> AsyncBuffer::pending() { return std::make_shared<AsyncBuffer>(); }
 
-void AsyncBuffer::set(Buffer buffer) { complete(std::move(buffer), absl::OkStatus()); }
+void AsyncBuffer::set(std::shared_ptr<const DeviceBuffer> buffer) {
+  if (buffer == nullptr) return set_error(absl::InternalError("[AsyncBuffer::set] completed with no buffer"));
+  complete(std::move(buffer), absl::OkStatus());
+}
 
 void AsyncBuffer::set_error(absl::Status status) {
   if (status.ok()) status = absl::InternalError("[AsyncBuffer::set_error] completed with an OK status");
-  complete(Buffer(), std::move(status));
+  complete(nullptr, std::move(status));
 }
 
-void AsyncBuffer::complete(Buffer buffer, absl::Status status) {
+void AsyncBuffer::complete(std::shared_ptr<const DeviceBuffer> buffer, absl::Status status) {
   std::vector<std::function<void()>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -61,7 +67,7 @@ bool AsyncBuffer::is_ready() const {
   return done_;
 }
 
-absl::StatusOr<Buffer> AsyncBuffer::await(absl::Time deadline) const {
+absl::StatusOr<std::shared_ptr<const DeviceBuffer>> AsyncBuffer::await_device(absl::Time deadline) const {
   std::unique_lock<std::mutex> lock(mu_);
   auto done = [&] { return done_; };
   if (deadline == absl::InfiniteFuture()) {
@@ -86,7 +92,7 @@ absl::Status AsyncBuffer::mark_donated(std::string reason) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Buffer> AsyncBuffer::take_donated(absl::Time deadline) {
+absl::StatusOr<std::shared_ptr<const DeviceBuffer>> AsyncBuffer::take_donated(absl::Time deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   auto done = [&] { return done_; };
   if (deadline == absl::InfiniteFuture()) {
@@ -97,9 +103,7 @@ absl::StatusOr<Buffer> AsyncBuffer::take_donated(absl::Time deadline) {
   if (!status_.ok()) return status_;
   taken_ = true;
   if (readers_ > 0) return buffer_;  // the leased reads still use it; the last one releases it
-  Buffer out = std::move(buffer_);
-  buffer_ = Buffer();
-  return out;
+  return std::move(buffer_);
 }
 
 absl::StatusOr<ReadLease> AsyncBuffer::lease_read() {
@@ -117,10 +121,10 @@ absl::StatusOr<ReadLease> AsyncBuffer::lease_read() {
 
 void AsyncBuffer::end_read() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (--readers_ == 0 && taken_) buffer_ = Buffer();
+  if (--readers_ == 0 && taken_) buffer_.reset();
 }
 
-absl::StatusOr<Buffer> ReadLease::await(absl::Time deadline) const {
+absl::StatusOr<std::shared_ptr<const DeviceBuffer>> ReadLease::await_device(absl::Time deadline) const {
   if (!buffer_) return absl::InternalError("[await] an empty read lease");
   AsyncBuffer& b = *buffer_;
   std::unique_lock<std::mutex> lock(b.mu_);
@@ -133,6 +137,22 @@ absl::StatusOr<Buffer> ReadLease::await(absl::Time deadline) const {
   }
   if (!b.status_.ok()) return b.status_;
   return b.buffer_;
+}
+
+absl::StatusOr<Buffer> ReadLease::await(absl::Time deadline) const {
+  MCX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> b, await_device(deadline));
+  return host_copy(*b);
+}
+
+absl::StatusOr<Buffer> AsyncBuffer::await(absl::Time deadline) const {
+  MCX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> b, await_device(deadline));
+  return host_copy(*b);
+}
+
+absl::StatusOr<Buffer> host_copy(const DeviceBuffer& buffer) {
+  if (const Buffer* host = buffer.host_buffer()) return *host;  // host memory: the storage itself
+  MCX_ASSIGN_OR_RETURN(Platform * platform, find_platform(buffer.platform()));
+  return platform->to_host(buffer);
 }
 
 bool AsyncBuffer::is_donated() const {

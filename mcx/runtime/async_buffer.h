@@ -1,7 +1,9 @@
 // AsyncBuffer: the data of one shard, produced asynchronously by a device stream.
 //
-// A pending AsyncBuffer becomes ready exactly once, with a Buffer (set) or an error (set_error). Readers
-// block in await() until then or until a deadline. Errors raised on a stream surface here, naming the
+// A pending AsyncBuffer becomes ready exactly once, with a DeviceBuffer of the shard's device's platform
+// (platform/device_buffer.h; set) or an error (set_error). Readers block until then or until a deadline:
+// await_device() gives the buffer, await() its values in host memory (through the buffer's platform: no copy
+// for the CPU's, a device-to-host copy for an accelerator's). Errors raised on a stream surface here, naming the
 // failing op ("[dot_general on cpu:1] ..."), and propagate to every value computed from the failed one.
 //
 // Thread-safety: all members are thread-safe.
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mcx/core/buffer.h"
+#include "mcx/platform/device_buffer.h"
 
 namespace mcx {
 
@@ -32,6 +35,8 @@ class ReadLease {
   ReadLease() = default;  // empty: await() is Internal
 
   // Blocks until ready or deadline: the buffer, the producer's error, or DeadlineExceeded.
+  absl::StatusOr<std::shared_ptr<const DeviceBuffer>> await_device(absl::Time deadline) const;
+  // await_device(), then the values in host memory (host_copy).
   absl::StatusOr<Buffer> await(absl::Time deadline) const;
 
  private:
@@ -44,16 +49,20 @@ class ReadLease {
 
 class AsyncBuffer : public std::enable_shared_from_this<AsyncBuffer> {
  public:
-  static std::shared_ptr<AsyncBuffer> ready(Buffer buffer);
+  // buffer must not be null.
+  static std::shared_ptr<AsyncBuffer> ready(std::shared_ptr<const DeviceBuffer> buffer);
   static std::shared_ptr<AsyncBuffer> pending();
 
   // Completes a pending buffer (a second completion is ignored and asserted in debug builds), then runs
-  // the on_ready callbacks on the calling thread. set_error(OkStatus()) completes with an Internal error.
-  void set(Buffer buffer);
+  // the on_ready callbacks on the calling thread. set_error(OkStatus()) or set(nullptr) completes with an
+  // Internal error.
+  void set(std::shared_ptr<const DeviceBuffer> buffer);
   void set_error(absl::Status status);
 
   bool is_ready() const;
   // Blocks until ready or deadline: the buffer, the producer's error, or DeadlineExceeded.
+  absl::StatusOr<std::shared_ptr<const DeviceBuffer>> await_device(absl::Time deadline = absl::InfiniteFuture()) const;
+  // await_device(), then the values in host memory (host_copy).
   absl::StatusOr<Buffer> await(absl::Time deadline = absl::InfiniteFuture()) const;
   // Donation (jit donate_argnums): the array owning this buffer was given to a computation, which takes
   // the data with take_donated(); every other await() then fails with InvalidArgument naming `reason`
@@ -61,7 +70,7 @@ class AsyncBuffer : public std::enable_shared_from_this<AsyncBuffer> {
   // mark_donated on an already donated buffer is InvalidArgument naming the first donation.
   absl::Status mark_donated(std::string reason);
   // take_donated leaves the data to the reads leased before the donation (the memory goes with the last).
-  absl::StatusOr<Buffer> take_donated(absl::Time deadline);
+  absl::StatusOr<std::shared_ptr<const DeviceBuffer>> take_donated(absl::Time deadline);
   bool is_donated() const;
   // Registers a read for work being enqueued now (see ReadLease). InvalidArgument ("the array was deleted")
   // when the buffer is donated already.
@@ -72,12 +81,12 @@ class AsyncBuffer : public std::enable_shared_from_this<AsyncBuffer> {
   void on_ready(std::function<void()> fn);
 
  private:
-  void complete(Buffer buffer, absl::Status status);  // set / set_error
+  void complete(std::shared_ptr<const DeviceBuffer> buffer, absl::Status status);  // set / set_error
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool done_ = false;
-  Buffer buffer_;
+  std::shared_ptr<const DeviceBuffer> buffer_;
   absl::Status status_;
   std::string donated_;  // non-empty once donated: the reason
   int readers_ = 0;      // leased reads not yet ended
@@ -86,5 +95,9 @@ class AsyncBuffer : public std::enable_shared_from_this<AsyncBuffer> {
   friend class ReadLease;
   std::vector<std::function<void()>> callbacks_;
 };
+
+// The values of `buffer` in host memory, through its platform's to_host (platform/platform.h): the storage
+// itself for host memory, a copy otherwise. Errors: NotFound for a platform this build lacks; the platform's.
+absl::StatusOr<Buffer> host_copy(const DeviceBuffer& buffer);
 
 }  // namespace mcx

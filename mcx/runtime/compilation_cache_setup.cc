@@ -1,26 +1,25 @@
 #include "mcx/runtime/compilation_cache_setup.h"
 
 #include "absl/time/time.h"
-#include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/cache/install.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/process_exit.h"
+#include "mcx/platform/stored_compile.h"
+#include "mcx/runtime/device_platform.h"
 
 namespace mcx {
 namespace {
 
 void report_at_exit() {
   std::shared_ptr<cache::CompilationCache> cache = cache::installed_compilation_cache();
-  const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
-  if (!cache && cg.kernels_compiled == 0) return;
+  const KernelCompileStats cg = selected_kernel_stats();
+  if (!cache && cg.compiled == 0) return;
   std::string line = fmt::format("[codegen] kernels compiled {} ({:.1f} ms), loaded from the cache {} and from "
                                  "other processes {} ({:.1f} ms), shared in process {}",
-                                 cg.kernels_compiled, cg.compile_ms_total, cg.kernels_loaded,
-                                 cg.kernels_from_peers, cg.load_ms_total, cg.kernel_reuses);
+                                 cg.compiled, cg.compile_ms, cg.loaded, cg.from_peers, cg.load_ms, cg.reuses);
   if (cache) {
     const cache::CacheStats s = cache->stats();
-    const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
+    const ExecutableStoreStats ex = executable_store_stats();
     line += fmt::format("; executables loaded {} ({:.1f} ms), offered to the cache {}; compilation cache {}: hits {}, misses {}, "
                         "writes {}, corrupt entries {}, compile time saved {:.1f} ms",
                         ex.loaded, ex.load_ms_total, ex.offered, cache->directory(), s.hits, s.misses, s.writes,

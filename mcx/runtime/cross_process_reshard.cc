@@ -18,6 +18,7 @@
 #include "mcx/core/logging.h"
 #include "mcx/collectives/peer_collectives.h"
 #include "mcx/runtime/async_buffer.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/box_copy.h"
 #include "mcx/runtime/stream.h"
 #include "mcx/runtime/transfer_channel.h"
@@ -155,7 +156,7 @@ absl::Status run(const Plan& plan, const Work& work, const AbstractValue& aval, 
         offset[r] += p.bytes;
       }
     }
-    t.data->set(std::move(result));
+    set_from_host(*t.data, std::move(result), t.device);
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "mcx/collectives/peer_collectives.h"
 #include "mcx/collectives/peer_group.h"
 #include "mcx/runtime/async_buffer.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/cross_process_reshard.h"
 #include "mcx/runtime/stream.h"
 #include "mcx/runtime/transfer_channel.h"
@@ -126,10 +127,10 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
       auto dst = AsyncBuffer::pending();
       absl::StatusOr<ReadLease> read = src->lease_read();
       if (!read.ok()) return fail(std::string(read.status().message()));
-      stream_for(m.to).enqueue([read = *std::move(read), dst] {
+      stream_for(m.to).enqueue([read = *std::move(read), dst, to = m.to] {
         absl::StatusOr<Buffer> b = read.await(default_device_deadline());
         if (b.ok()) {
-          dst->set(b->copy());
+          set_from_host(*dst, b->copy(), to);
         } else {
           dst->set_error(b.status());
         }
@@ -159,7 +160,7 @@ absl::StatusOr<ArrayValue> reshard_across_processes(const ArrayValue& value, con
         absl::Status st = run_transfer(*p.channel, p.sequence, /*sending=*/false, b.mutable_data(),
                                        static_cast<int64_t>(b.nbytes()), tag);
         if (st.ok()) {
-          dst->set(std::move(b));
+          set_from_host(*dst, std::move(b), m.to);
         } else {
           dst->set_error(st);
         }

@@ -1,9 +1,10 @@
 #include "mcx/runtime/executable_cache.h"
 
-#include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/fingerprint.h"
+#include "absl/strings/str_cat.h"
+#include "mcx/platform/stored_compile.h"
+#include "mcx/runtime/device_platform.h"
 
 namespace mcx {
 
@@ -15,35 +16,51 @@ ExecutableCache& ExecutableCache::global() {
 }
 
 absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const ir::Program& program) {
-  return get_or_compile(program_key(program), program);
+  MCX_ASSIGN_OR_RETURN(const Platform* platform, platform_of(default_device()));
+  return get_or_compile(*platform, program_key(program), program);
 }
 
-absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const std::string& key,
+absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const Platform& platform,
                                                                               const ir::Program& program) {
-  // Whether kernels are generated is a compile option: an executable compiled with it must not answer a
-  // lookup made without it (tests and benchmarks switch it within one process). One table per setting, so
-  // the key (which holds constants' bytes) is not copied on this hot path.
-  const int table = cpu::codegen::enabled() ? 1 : 0;
+  return get_or_compile(platform, program_key(program), program);
+}
+
+absl::StatusOr<ExecutableCache::ExecutablePtr> ExecutableCache::get_or_compile(const Platform& platform,
+                                                                              const std::string& key,
+                                                                              const ir::Program& program) {
+  // A compile setting (code generation on or off) is a compile option: an executable compiled under one
+  // must not answer a lookup made under another (tests and benchmarks switch it within one process).
+  const uint64_t setting = platform.compile_setting();
   {
     MutexLock lock(&mu_);
-    auto it = entries_[table].find(key);
-    if (it != entries_[table].end()) {
+    Table& table = table_for(platform, setting);
+    auto it = table.entries.find(key);
+    if (it != table.entries.end()) {
       ++hits_;
       return it->second;
     }
     ++misses_;
   }
   // A miss here compiles, or reads the executable back from the persistent cache when one is installed
-  // (backend/cpu/executable_store.h): the key is the same canonical encoding.
-  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, cpu::load_or_compile(program, key));
+  // (platform/stored_compile.h): the key is the same canonical encoding.
+  MCX_ASSIGN_OR_RETURN(ExecutablePtr exe, load_or_compile(platform, program, key));
   MutexLock lock(&mu_);
-  auto [it, inserted] = entries_[table].emplace(key, exe);
+  auto [it, inserted] = table_for(platform, setting).entries.emplace(key, exe);
   return it->second;
+}
+
+ExecutableCache::Table& ExecutableCache::table_for(const Platform& platform, uint64_t setting) {
+  for (Table& t : tables_) {
+    if (t.platform == &platform && t.setting == setting) return t;
+  }
+  return tables_.emplace_back(Table{&platform, setting, {}});
 }
 
 int64_t ExecutableCache::size() const {
   MutexLock lock(&mu_);
-  return static_cast<int64_t>(entries_[0].size() + entries_[1].size());
+  size_t n = 0;
+  for (const Table& t : tables_) n += t.entries.size();
+  return static_cast<int64_t>(n);
 }
 int64_t ExecutableCache::hits() const {
   MutexLock lock(&mu_);
@@ -55,21 +72,31 @@ int64_t ExecutableCache::misses() const {
 }
 void ExecutableCache::clear() {
   MutexLock lock(&mu_);
-  for (auto& table : entries_) table.clear();
+  tables_.clear();
 }
 
-absl::StatusOr<std::vector<ArrayValue>> execute(const cpu::CpuExecutable& exe,
-                                                std::span<const ArrayValue> args) {
-  std::vector<Buffer> buffers;
-  buffers.reserve(args.size());
+absl::StatusOr<std::vector<ArrayValue>> execute(const Executable& exe, std::span<const ArrayValue> args) {
+  const Device& device = default_device();
+  if (exe.platform() != device.platform) {
+    return absl::InvalidArgumentError(absl::StrCat("[execute] an executable of platform '", std::string(exe.platform()),
+                                                   "' cannot run on the default device ", device.to_string()));
+  }
+  std::vector<std::shared_ptr<const DeviceBuffer>> held;
+  std::vector<const DeviceBuffer*> buffers;
+  held.reserve(args.size());
   for (const ArrayValue& a : args) {
     MCX_ASSIGN_OR_RETURN(Buffer b, a.to_buffer());
-    buffers.push_back(std::move(b));
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> on_device, to_device(std::move(b), device));
+    buffers.push_back(on_device.get());
+    held.push_back(std::move(on_device));
   }
-  MCX_ASSIGN_OR_RETURN(std::vector<Buffer> outs, exe.execute(buffers));
+  MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const DeviceBuffer>> outs, exe.execute(buffers, nullptr));
   std::vector<ArrayValue> result;
   result.reserve(outs.size());
-  for (Buffer& b : outs) result.push_back(ArrayValue::single(std::move(b), default_device()));
+  for (auto& out : outs) {
+    MCX_ASSIGN_OR_RETURN(Buffer b, host_copy(*out));
+    result.push_back(ArrayValue::single(std::move(b), device));
+  }
   return result;
 }
 

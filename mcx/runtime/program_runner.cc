@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/collectives/live_set.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/spmd_executable.h"
 #include "mcx/runtime/transfer.h"
@@ -194,7 +195,8 @@ absl::StatusOr<std::vector<ArrayValue>> run_program(const ir::Program& program, 
       MCX_ASSIGN_OR_RETURN(ArrayValue v, place_argument(args[i], target, what, i));
       placed.push_back(std::move(v));
     }
-    MCX_ASSIGN_OR_RETURN(auto exe, ExecutableCache::global().get_or_compile(program_key, program));
+    MCX_ASSIGN_OR_RETURN(const Platform* platform, platform_of(run_on));
+    MCX_ASSIGN_OR_RETURN(auto exe, ExecutableCache::global().get_or_compile(*platform, program_key, program));
     ++g_single_runs;
     std::unique_ptr<bool[]> donate = donate_flags(options.donate);
     return launch_on_device(std::move(exe), placed, run_on, committed, what,

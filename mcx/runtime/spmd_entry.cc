@@ -46,7 +46,7 @@ absl::StatusOr<std::string> encode_spmd_entry(const SpmdEntry& entry) {
   return out;
 }
 
-absl::StatusOr<SpmdEntry> decode_spmd_entry(std::string_view bytes) {
+absl::StatusOr<SpmdEntry> decode_spmd_entry(std::string_view bytes, const Platform& platform) {
   ByteReader r(bytes, "load_spmd_executable");
   MCX_ASSIGN_OR_RETURN(std::string_view magic, r.bytes(kMagic.size()));
   if (magic != kMagic) return r.error("a partitioned executable (magic \"MCXSPMD1\")");
@@ -80,7 +80,7 @@ absl::StatusOr<SpmdEntry> decode_spmd_entry(std::string_view bytes) {
   MCX_ASSIGN_OR_RETURN(e.fingerprint, r.u64());
   MCX_ASSIGN_OR_RETURN(std::string_view exe, r.str());
   if (!r.at_end()) return r.error("the end of the entry");
-  MCX_ASSIGN_OR_RETURN(e.executable, cpu::CpuExecutable::deserialize(exe));
+  MCX_ASSIGN_OR_RETURN(e.executable, platform.deserialize(exe));
   return e;
 }
 

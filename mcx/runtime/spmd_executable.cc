@@ -9,14 +9,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "mcx/backend/cpu/executable_store.h"
-#include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/text.h"
+#include "mcx/platform/stored_compile.h"
 #include "mcx/runtime/communicator_cache.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/spmd_entry.h"
 #include "mcx/runtime/stream.h"
@@ -92,10 +92,23 @@ const Shard* shard_on(const ArrayValue& value, const Device& device) {
   return nullptr;
 }
 
+// The platform of a mesh's devices. InvalidArgument when they are on more than one platform.
+absl::StatusOr<const Platform*> mesh_platform(const Mesh& mesh, std::string_view what) {
+  const Device& first = mesh.devices().front();
+  for (const Device& d : mesh.devices()) {
+    if (d.platform != first.platform) {
+      return absl::InvalidArgumentError(absl::StrCat("[", std::string(what), "] the mesh ", mesh.to_string(),
+                                                     " holds devices of platforms '", first.platform, "' and '",
+                                                     d.platform, "'; expected one platform"));
+    }
+  }
+  return platform_of(first);
+}
+
 // The work one device does for one execution, run on its stream: await the inputs (take them, when
 // donated), run the executable, complete the outputs with the buffers or with the error.
 struct DeviceTask {
-  std::shared_ptr<const cpu::CpuExecutable> exe;
+  std::shared_ptr<const Executable> exe;
   std::vector<std::shared_ptr<AsyncBuffer>> inputs;
   std::vector<ReadLease> reads;  // per input: the read registered at enqueue (empty for a donated input)
   std::vector<bool> donated;
@@ -104,7 +117,7 @@ struct DeviceTask {
   std::string what;
   std::vector<Device> partition_devices;  // SPMD: the mesh devices by partition id; empty: one device
   int64_t position = 0;                   // SPMD: this device's partition id
-  int threads = 0;                        // SPMD: intra-op thread budget (0: unchanged)
+  int local_partitions = 1;               // SPMD: partitions of this launch running in this process
   std::optional<LaunchTag> launch;        // SPMD over processes: tags this launch's collectives
 
   // Records an input (the shard must exist and, when donated, must not have been donated before).
@@ -158,22 +171,25 @@ struct DeviceTask {
   }
 
   void operator()() {
-    std::optional<cpu::ScopedIntraOpThreads> budget;
-    if (threads > 0) budget.emplace(threads);
     auto fail = [&](const absl::Status& s) {
       for (auto& o : outputs) o->set_error(s);
     };
     const absl::Time deadline = default_device_deadline();
-    std::vector<Buffer> buffers;
+    std::vector<std::shared_ptr<const DeviceBuffer>> held;
+    std::vector<const DeviceBuffer*> buffers;
+    held.reserve(inputs.size());
     buffers.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::StatusOr<Buffer> b = donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await(deadline);
+      absl::StatusOr<std::shared_ptr<const DeviceBuffer>> b =
+          donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await_device(deadline);
       if (!b.ok()) return fail(b.status());
-      buffers.push_back(*std::move(b));
+      buffers.push_back(b->get());
+      held.push_back(*std::move(b));
     }
-    cpu::ExecutionContext ctx;
+    ExecutionContext ctx;
     ctx.partition_id = static_cast<int>(position);
     ctx.num_partitions = std::max<int>(1, static_cast<int>(partition_devices.size()));
+    ctx.local_partitions = local_partitions;
     ctx.deadline = deadline;
     std::vector<std::shared_ptr<Communicator>> in_use;  // keeps the groups alive until execute() returns
     ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
@@ -185,9 +201,10 @@ struct DeviceTask {
       in_use.push_back(comm);
       return comm.get();
     };
-    absl::StatusOr<std::vector<Buffer>> outs =
+    absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> outs =
         exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
     buffers.clear();
+    held.clear();
     if (!outs.ok()) {
       return fail(with_message(outs.status(), absl::StrCat("[", what, " on ", device.to_string(), "] ",
                                                            outs.status().message())));
@@ -206,9 +223,10 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
     return absl::InvalidArgumentError(absl::StrCat("[", options.name, "] expected ", global.params.size(),
                                                    " input shardings, found ", options.in_specs.size()));
   }
+  MCX_ASSIGN_OR_RETURN(const Platform* platform, mesh_platform(options.mesh, options.name));
   ir::Program per_device;
   std::vector<PartitionSpec> out_specs;
-  std::optional<cpu::ExecutableKey> stored_key;  // set when a persistent cache is installed (not for manual)
+  std::optional<CompiledKey> stored_key;  // set when a persistent cache is installed (not for manual)
   std::vector<AbstractValue> in_avals;
   auto t0 = std::chrono::steady_clock::now();
   if (options.manual) {
@@ -234,12 +252,13 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
     exe->out_avals_ = global.result_types();
     // With a persistent compilation cache, a partitioned program is one entry (spmd_entry.h): a hit skips
     // the partitioner, the planner and the code generator.
-    if (std::shared_ptr<cpu::ExecutableStore> store = cpu::executable_store()) {
-      stored_key = cpu::executable_key(options.program_key.empty() ? ir::canonical_encoding(global)
-                                                                    : options.program_key);
+    if (std::shared_ptr<CompiledStore> store = compiled_store()) {
+      stored_key = executable_key(*platform, options.program_key.empty() ? ir::canonical_encoding(global)
+                                                                          : options.program_key);
+      stored_key->kind = kCompiledSpmdExecutable;
       stored_key->device_assignment = spmd_device_assignment(axes, options.in_specs, options.out_specs);
       if (std::optional<std::string> bytes = store->load(*stored_key)) {
-        absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*bytes);
+        absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*bytes, *platform);
         if (entry.ok() && entry->out_specs.size() == global.results.size() &&
             entry->executable->program().num_params() == global.num_params()) {
           out_specs = std::move(entry->out_specs);
@@ -271,14 +290,15 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
               exe->stats_.fallback_gathers, ir::print_program(exe->exe_ ? exe->exe_->program() : per_device));
   }
   if (!exe->exe_) {
-    MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(per_device));
+    MCX_ASSIGN_OR_RETURN(exe->exe_, ExecutableCache::global().get_or_compile(*platform, per_device));
     exe->fingerprint_ = fingerprint64(per_device);
     const double compile_ms = 1e3 * seconds_since(t0);
-    if (stored_key && cpu::executable_store()->wants(compile_ms)) {
+    std::shared_ptr<CompiledStore> store = compiled_store();
+    if (stored_key && store && store->wants(compile_ms)) {
       absl::StatusOr<std::string> bytes =
           encode_spmd_entry(SpmdEntry{out_specs, exe->stats_, exe->fingerprint_, exe->exe_});
       if (bytes.ok()) {
-        cpu::executable_store()->save(*stored_key, *bytes, compile_ms);
+        store->save(*stored_key, *bytes, compile_ms);
       } else {
         log_warn("[spmd] could not serialise the executable of {}: {}", options.name,
                  std::string(bytes.status().message()));
@@ -326,17 +346,16 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
     }
   }
   const Mesh& mesh = options_.mesh;
-  // The devices of this execution run at once: each gets its share of the CPU threads for its kernels.
+  // The devices of this execution run at once (a platform whose kernels use host threads shares them out).
   int local_parts = 0;
   for (const Device& d : mesh.devices()) local_parts += d.is_addressable() ? 1 : 0;
-  const int threads_per_device = std::max(1, cpu::num_threads() / std::max(1, local_parts));
   // Every device's task is checked before any is enqueued: a partial launch would leave the launched
   // devices waiting in their first collective for partners that never come.
   std::vector<DeviceTask> tasks;
   for (int64_t position = 0; position < mesh.size(); ++position) {
     const Device& device = mesh.devices()[position];
     if (!device.is_addressable()) continue;
-    DeviceTask task{exe_, {}, {}, {}, {}, device, what, mesh.devices(), position, threads_per_device, std::nullopt};
+    DeviceTask task{exe_, {}, {}, {}, {}, device, what, mesh.devices(), position, local_parts, std::nullopt};
     for (size_t i = 0; i < args.size(); ++i) {
       MCX_RETURN_IF_ERROR(task.add_input(shard_on(args[i], device), i < donate.size() && donate[i], i));
     }
@@ -354,11 +373,17 @@ absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const 
   return results;
 }
 
-absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
+absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const Executable> exe,
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate) {
-  DeviceTask task{std::move(exe), {}, {}, {}, {}, device, std::string(what), {}, 0, 0, std::nullopt};
+  MCX_ASSIGN_OR_RETURN(const Platform* platform, platform_of(device));
+  if (exe->platform() != platform->name()) {
+    return absl::InvalidArgumentError(absl::StrCat("[", std::string(what), "] an executable of platform '",
+                                                   std::string(exe->platform()), "' cannot run on ",
+                                                   device.to_string()));
+  }
+  DeviceTask task{std::move(exe), {}, {}, {}, {}, device, std::string(what), {}, 0, 1, std::nullopt};
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i].shards.size() != 1) {
       return absl::InternalError(absl::StrCat("[", task.what, "] launch_on_device needs single-shard arguments"));

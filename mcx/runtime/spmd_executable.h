@@ -1,5 +1,5 @@
 // SpmdExecutable: a global program compiled for a mesh: partitioned into one per-device program
-// (spmd/partitioner.h), compiled once for the CPU backend, and launched on every addressable device of
+// (spmd/partitioner.h), compiled once by the mesh devices' platform, and launched on every addressable device of
 // the mesh, each on its own stream, with collectives through in-process communicators
 // (collectives/local_communicator.h; across processes the Gloo communicator will plug in at the same point).
 //
@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mcx/backend/cpu/executable.h"
+#include "mcx/platform/executable.h"
+#include "mcx/platform/platform.h"
 #include "mcx/ir/program.h"
 #include "mcx/runtime/array_value.h"
 #include "mcx/runtime/mesh.h"
@@ -42,7 +43,8 @@ struct SpmdOptions {
 
 class SpmdExecutable {
  public:
-  // Partitions (unless manual) and compiles. Errors: those of spmd::partition and CpuExecutable::compile.
+  // Partitions (unless manual) and compiles for the mesh devices' platform. Errors: those of spmd::partition
+  // and the platform's compile; InvalidArgument for a mesh over more than one platform.
   static absl::StatusOr<std::shared_ptr<const SpmdExecutable>> compile(const ir::Program& global,
                                                                        SpmdOptions options);
 
@@ -64,7 +66,7 @@ class SpmdExecutable {
   std::vector<AbstractValue> out_avals_;  // global result types
   std::vector<Sharding> in_shardings_;
   std::vector<Sharding> out_shardings_;
-  std::shared_ptr<const cpu::CpuExecutable> exe_;
+  std::shared_ptr<const Executable> exe_;
   uint64_t fingerprint_ = 0;  // of the per-device program (the launch check across processes)
   spmd::PartitionStats stats_;
   double partition_seconds_ = 0;
@@ -80,8 +82,9 @@ SpmdCompileStats spmd_compile_stats();
 
 // Launches a single-device executable on `device`'s stream and returns at once; results are single
 // shards on device (committed as given). args must be single-shard (the task awaits them); donate[i]
-// donates argument i (as SpmdExecutable::execute).
-absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const cpu::CpuExecutable> exe,
+// donates argument i (as SpmdExecutable::execute). InvalidArgument for an executable of another platform
+// than the device's.
+absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const Executable> exe,
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate = {});

@@ -14,6 +14,7 @@
 #include "mcx/core/error.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/box_copy.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/cross_process_transfer.h"
 #include "mcx/runtime/stream.h"
 #include "mcx/runtime/transfer_guard.h"
@@ -41,7 +42,7 @@ void enqueue_host_copy(const Device& device, Buffer host, IndexBox host_box, Ind
   stream_for(device).enqueue([host = std::move(host), host_box = std::move(host_box), box = std::move(box),
                               out = std::move(out), api = std::move(api), device]() {
     try {
-      out->set(extract_box(host, host_box, box));
+      set_from_host(*out, extract_box(host, host_box, box), device);
     } catch (const std::exception& e) {
       out->set_error(absl::InternalError(cat("[", api, " on ", device.to_string(), "] copy failed: ", e.what())));
     }
@@ -198,7 +199,7 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
           }
           copy_box(*src, p.source_box, result, box, p.region);
         }
-        dst->set(std::move(result));
+        set_from_host(*dst, std::move(result), device);
       } catch (const std::exception& e) {
         dst->set_error(absl::InternalError(cat("[", api, " on ", device.to_string(), "] copy failed: ", e.what())));
       }

@@ -7,10 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/cpu_platform.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/builder.h"
 #include "mcx/platform/platform_registry.h"
+#include "tests/support/platform_run.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::cpu {
@@ -35,22 +37,6 @@ ir::Program small_program() {
   return std::move(b).build({y, r});
 }
 
-std::vector<Buffer> run_through(const Platform& p, const Executable& exe, const std::vector<Buffer>& args) {
-  std::vector<std::shared_ptr<const DeviceBuffer>> held;
-  std::vector<const DeviceBuffer*> ptrs;
-  for (const Buffer& a : args) {
-    held.push_back(value_or_throw(p.from_host(a, 0)));
-    ptrs.push_back(held.back().get());
-  }
-  std::vector<std::shared_ptr<const DeviceBuffer>> out = value_or_throw(exe.execute(ptrs, nullptr));
-  std::vector<Buffer> host;
-  for (const auto& o : out) {
-    EXPECT_EQ(o->platform(), "cpu");
-    host.push_back(value_or_throw(p.to_host(*o)));
-  }
-  return host;
-}
-
 // A buffer of some other platform: what the CPU platform must refuse.
 class ForeignBuffer final : public DeviceBuffer {
  public:
@@ -69,8 +55,22 @@ TEST(CpuPlatform, IsRegisteredOnceUsableAndNamesItsCompileSetting) {
   Platform& p = cpu_platform();
   EXPECT_EQ(p.name(), "cpu");
   EXPECT_TRUE(p.usable().ok());
-  EXPECT_THAT(p.compile_fingerprint(), HasSubstr("codegen="));
-  EXPECT_THAT(p.compile_fingerprint(), HasSubstr(CpuExecutable::format_description()));
+  const std::vector<KeyComponent> key = p.compile_key();
+  ASSERT_GE(key.size(), 3u);
+  EXPECT_EQ(key[0].name, "options");
+  EXPECT_EQ(key[0].value, codegen::enabled() ? "codegen=1" : "codegen=0");
+  EXPECT_EQ(key[1], (KeyComponent{"executable_format", CpuExecutable::format_description()}));
+  EXPECT_EQ(p.compile_setting(), codegen::enabled() ? 1u : 0u);
+  const bool was_enabled = codegen::enabled();
+  codegen::set_enabled(false);
+  EXPECT_EQ(p.compile_key().back(), (KeyComponent{"target", "interpreter"}));
+  EXPECT_EQ(p.compile_setting(), 0u);
+  codegen::set_enabled(true);
+  if (codegen::built_with_llvm()) {
+    EXPECT_EQ(p.compile_key()[2].name, "llvm_version");
+    EXPECT_EQ(p.compile_setting(), 1u);
+  }
+  codegen::set_enabled(was_enabled);
 }
 
 TEST(CpuPlatform, ExecutesBitForBitAsCpuExecutable) {
@@ -82,7 +82,7 @@ TEST(CpuPlatform, ExecutesBitForBitAsCpuExecutable) {
   EXPECT_EQ(exe->platform(), "cpu");
   EXPECT_EQ(exe->program().num_params(), 2);
   EXPECT_FALSE(exe->has_collectives());
-  const std::vector<Buffer> got = run_through(p, *exe, args);
+  const std::vector<Buffer> got = test::run_on_platform(p, *exe, args);
   const std::vector<Buffer> want = value_or_throw(value_or_throw(CpuExecutable::compile(program))->execute(args));
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i].bitwise_equal(want[i])) << "result " << i;
@@ -112,8 +112,8 @@ TEST(CpuPlatform, SerialisedExecutablesRunTheSame) {
   std::shared_ptr<const Executable> exe = value_or_throw(p.compile(small_program()));
   const std::string bytes = value_or_throw(exe->serialize());
   std::shared_ptr<const Executable> back = value_or_throw(p.deserialize(bytes));
-  const std::vector<Buffer> a = run_through(p, *exe, args);
-  const std::vector<Buffer> b = run_through(p, *back, args);
+  const std::vector<Buffer> a = test::run_on_platform(p, *exe, args);
+  const std::vector<Buffer> b = test::run_on_platform(p, *back, args);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].bitwise_equal(b[i])) << "result " << i;
   std::string damaged = bytes;

@@ -1,4 +1,4 @@
-// Serialised executables through the persistent compilation cache (mcx/cache/executable_entry_cache.h): a
+// Serialised executables through the persistent compilation cache (mcx/cache/compiled_entry_cache.h): a
 // second process reads every executable back (no planning, no code generation) and computes the same bits;
 // a damaged entry is a miss that is compiled again and healed; another option, format or target misses and
 // says which component differs.
@@ -12,12 +12,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/backend/cpu/executable_store.h"
-#include "mcx/cache/executable_entry_cache.h"
+#include "mcx/backend/cpu/cpu_platform.h"
+#include "mcx/cache/compiled_entry_cache.h"
 #include "mcx/cache/install.h"
 #include "mcx/core/hash.h"
 #include "mcx/ir/fingerprint.h"
+#include "mcx/platform/platform_registry.h"
+#include "mcx/platform/stored_compile.h"
 #include "tests/support/compiled_programs.h"
+#include "tests/support/platform_run.h"
 #include "tests/support/cache_entries.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -41,15 +44,17 @@ TEST(ExecutableCacheChild, CompileAndRun) {
   auto cache = install_compilation_cache();
   ASSERT_TRUE(cache.ok()) << cache.status();
   ASSERT_NE(*cache, nullptr);
+  ASSERT_TRUE(cpu::register_cpu_platform().ok());
+  const Platform& platform = *value_or_throw(find_platform("cpu"));
   Sha256 digest;
   for (const ir::Program& p : test::compiled_programs()) {
-    auto exe = cpu::load_or_compile(p, ir::canonical_encoding(p));
+    auto exe = load_or_compile(platform, p, ir::canonical_encoding(p));
     ASSERT_TRUE(exe.ok()) << p.name << ": " << exe.status();
-    auto outs = (*exe)->execute(test::random_args(p, 11));
-    ASSERT_TRUE(outs.ok()) << p.name << ": " << outs.status();
-    for (const Buffer& b : *outs) digest.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
+    for (const Buffer& b : test::run_on_platform(platform, **exe, test::random_args(p, 11))) {
+      digest.update(std::string_view(static_cast<const char*>(b.data()), b.nbytes()));
+    }
   }
-  const cpu::ExecutableStoreStats ex = cpu::executable_store_stats();
+  const ExecutableStoreStats ex = executable_store_stats();
   const cpu::codegen::CodegenStats cg = cpu::codegen::stats();
   const CacheStats cs = (*cache)->stats();
   std::printf("report compiled=%lld loaded=%lld offered=%lld kernels_compiled=%lld corrupt=%lld digest=%s\n",
@@ -94,31 +99,56 @@ TEST(ExecutableCache, ASecondProcessReadsEveryExecutableBackAndADamagedEntryIsCo
   EXPECT_EQ(test::report_field(again, "digest"), test::report_field(cold, "digest"));
 }
 
-TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOrOptionMisses) {
+TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOptionOrPlatformMisses) {
   TempDir dir;
   std::shared_ptr<CompilationCache> cache = test::explaining_cache(dir.path());
   ASSERT_NE(cache, nullptr);
-  ExecutableEntryCache store{cache};
-  const cpu::ExecutableKey key{"canonical program bytes", "codegen=1",
-                               "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma",
-                               "cpu executable format 1; planner 0011223344556677"};
-  auto k = ExecutableEntryCache::entry_key(key);
+  CompiledEntryCache store{cache};
+  const CompiledKey key{kCompiledExecutable, "cpu", "canonical program bytes", "",
+                        {{"options", "codegen=1"},
+                         {"executable_format", "cpu executable format 1; planner 0011223344556677"},
+                         {"llvm_version", "llvm 19.1.7"},
+                         {"generator", "generator 0123456789abcdef"},
+                         {"cpu", "cpu skylake"},
+                         {"cpu_features", "+avx2,+fma"}}};
+  auto k = CompiledEntryCache::entry_key(key);
   ASSERT_TRUE(k.ok()) << k.status();
   std::vector<std::string> names;
   for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("kind", "program", "options", "executable_format", "mcx_version",
-                                            "llvm_version", "generator", "cpu", "cpu_features"));
+  EXPECT_THAT(names, ::testing::ElementsAre("kind", "platform", "program", "options", "executable_format",
+                                            "llvm_version", "generator", "cpu", "cpu_features", "mcx_version"));
   store.save(key, "executable bytes", 12.5);
   ASSERT_EQ(store.load(key), std::optional<std::string>("executable bytes"));
-  cpu::ExecutableKey other = key;
-  other.format = "cpu executable format 1; planner 8899aabbccddeeff";  // a rebuilt planner
+  CompiledKey other = key;
+  other.build[1].value = "cpu executable format 1; planner 8899aabbccddeeff";  // a rebuilt planner
   EXPECT_EQ(store.load(other), std::nullopt);
-  EXPECT_THAT(store.cache().explain_miss(*ExecutableEntryCache::entry_key(other)), HasSubstr("executable_format"));
+  EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("executable_format"));
   other = key;
-  other.options = "codegen=0";
-  other.target = "interpreter";
+  other.build = {{"options", "codegen=0"}, key.build[1], {"target", "interpreter"}};
   EXPECT_EQ(store.load(other), std::nullopt);
-  EXPECT_THAT(store.cache().explain_miss(*ExecutableEntryCache::entry_key(other)), HasSubstr("options"));
+  EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("options"));
+  // The same program and build on another platform is another entry, and the miss names the platform.
+  other = key;
+  other.platform = "cuda";
+  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("platform"));
+  // A partitioned program is another kind, with its device assignment after the program.
+  other = key;
+  other.kind = kCompiledSpmdExecutable;
+  other.device_assignment = "mesh {data: 2}; in P('data'); out auto";
+  names.clear();
+  const CacheKey spmd_key = value_or_throw(CompiledEntryCache::entry_key(other));
+  for (const CacheKeyComponent& c : spmd_key.components()) names.push_back(c.name);
+  EXPECT_EQ(names[3], "device_assignment");
+  EXPECT_EQ(store.load(other), std::nullopt);
+  // A malformed or repeated component name is refused, never stored under a key that drops it.
+  other = key;
+  other.build.push_back({"options", "codegen=0"});
+  EXPECT_FALSE(CompiledEntryCache::entry_key(other).ok());
+  other.build.back().name = "Bad Name";
+  EXPECT_FALSE(CompiledEntryCache::entry_key(other).ok());
+  store.save(other, "never written", 12.5);
+  EXPECT_EQ(store.load(other), std::nullopt);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Generated kernels through the persistent compilation cache (mcx/cache/kernel_cache.h): a second process
+// Generated kernels through the persistent compilation cache (mcx/cache/compiled_entry_cache.h): a second process
 // links the first one's object code instead of running LLVM and computes the same bits; a damaged entry is a
 // miss that is compiled again and healed; a different generator target misses and says why.
 
@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/cache/install.h"
-#include "mcx/cache/kernel_cache.h"
+#include "mcx/cache/compiled_entry_cache.h"
 #include "mcx/core/buffer.h"
 #include "mcx/core/hash.h"
 #include "tests/support/cache_entries.h"
@@ -130,25 +130,48 @@ TEST(KernelCache, EntryKeysNameEveryComponentAndAnotherTargetMisses) {
   TempDir dir;
   std::shared_ptr<CompilationCache> cache = test::explaining_cache(dir.path());
   ASSERT_NE(cache, nullptr);
-  KernelCache store{cache};
-  const cpu::codegen::KernelKey key{"leaves f32; exp f32(f32) %0; outputs 0",
-                                    "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,+fma"};
-  auto k = KernelCache::entry_key(key);
+  CompiledEntryCache store{cache};
+  const CompiledKey key{kCompiledKernel, "cpu", "leaves f32; exp f32(f32) %0; outputs 0", "",
+                        {{"llvm_version", "llvm 19.1.7"},
+                         {"generator", "generator 0123456789abcdef"},
+                         {"cpu", "cpu skylake"},
+                         {"cpu_features", "+avx2,+fma"}}};
+  auto k = CompiledEntryCache::entry_key(key);
   ASSERT_TRUE(k.ok()) << k.status();
   std::vector<std::string> names;
   for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("kind", "program", "mcx_version", "llvm_version", "generator", "cpu",
-                                            "cpu_features"));
+  EXPECT_THAT(names, ::testing::ElementsAre("kind", "platform", "program", "llvm_version", "generator", "cpu",
+                                            "cpu_features", "mcx_version"));
   store.save(key, "object bytes", 12.5);
   ASSERT_EQ(store.load(key), std::optional<std::string>("object bytes"));
-  cpu::codegen::KernelKey other = key;
-  other.target = "llvm 19.1.7; generator 0123456789abcdef; cpu skylake; +avx2,-fma";
+  CompiledKey other = key;
+  other.build[3].value = "+avx2,-fma";
   EXPECT_EQ(store.load(other), std::nullopt);
-  auto other_key = KernelCache::entry_key(other);
+  auto other_key = CompiledEntryCache::entry_key(other);
   ASSERT_TRUE(other_key.ok());
   EXPECT_THAT(store.cache().explain_miss(*other_key), HasSubstr("cpu_features"));
-  other.target = "llvm 20.1.0; generator 0123456789abcdef; cpu skylake; +avx2,+fma";
+  other = key;
+  other.build[0].value = "llvm 20.1.0";
   EXPECT_EQ(store.load(other), std::nullopt);
+}
+
+// The code generator's target splits into the named components kernel and executable keys carry.
+TEST(KernelCache, TheGeneratorsTargetIsNamedComponents) {
+  const std::vector<KeyComponent> target = cpu::codegen::target_components();
+  ASSERT_FALSE(target.empty());
+  if (!cpu::codegen::built_with_llvm()) {
+    EXPECT_EQ(target, (std::vector<KeyComponent>{{"llvm_version", "none"}}));
+    return;
+  }
+  ASSERT_GE(target.size(), 4u);
+  EXPECT_EQ(target[0].name, "llvm_version");
+  EXPECT_THAT(target[0].value, ::testing::StartsWith("llvm "));
+  EXPECT_EQ(target[1].name, "generator");
+  EXPECT_EQ(target[2].name, "cpu");
+  EXPECT_EQ(target[3].name, "cpu_features");
+  std::string joined;
+  for (const KeyComponent& c : target) joined += (joined.empty() ? "" : "; ") + c.value;
+  EXPECT_EQ(joined, cpu::codegen::target_description());
 }
 
 }  // namespace

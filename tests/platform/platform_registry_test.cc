@@ -21,7 +21,7 @@ class NamedPlatform final : public Platform {
   NamedPlatform(std::string name, absl::Status usable) : name_(std::move(name)), usable_(std::move(usable)) {}
   std::string_view name() const override { return name_; }
   absl::Status usable() const override { return usable_; }
-  std::string compile_fingerprint() const override { return name_; }
+  std::vector<KeyComponent> compile_key() const override { return {{"name", name_}}; }
   absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program&) const override {
     return absl::UnimplementedError("test platform");
   }

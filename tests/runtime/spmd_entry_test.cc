@@ -4,13 +4,20 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/backend/cpu/cpu_platform.h"
 #include "mcx/core/error.h"
+#include "mcx/platform/platform_registry.h"
 #include "tests/support/compiled_programs.h"
 
 namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
+
+const Platform& cpu_platform() {
+  throw_if_error(cpu::register_cpu_platform());
+  return *value_or_throw(find_platform("cpu"));
+}
 
 SpmdEntry sample_entry() {
   SpmdEntry e;
@@ -20,14 +27,14 @@ SpmdEntry sample_entry() {
   e.stats.fallback_gathers = 2;
   e.stats.notes = {"[partition] reshape %7: gathered", "second note"};
   e.fingerprint = 0x0123456789abcdefULL;
-  e.executable = value_or_throw(cpu::CpuExecutable::compile(test::mlp_softmax_program()));
+  e.executable = value_or_throw(cpu_platform().compile(test::mlp_softmax_program()));
   return e;
 }
 
 TEST(SpmdEntry, RoundTrips) {
   const SpmdEntry e = sample_entry();
   const std::string bytes = value_or_throw(encode_spmd_entry(e));
-  const SpmdEntry back = value_or_throw(decode_spmd_entry(bytes));
+  const SpmdEntry back = value_or_throw(decode_spmd_entry(bytes, cpu_platform()));
   EXPECT_EQ(back.out_specs, e.out_specs);
   EXPECT_EQ(back.stats.all_reduces, 3);
   EXPECT_EQ(back.stats.all_gathers, 1);
@@ -48,11 +55,11 @@ TEST(SpmdEntry, DeviceAssignmentNamesMeshAxesAndSpecs) {
 TEST(SpmdEntry, TruncatedOrForeignBytesAreErrors) {
   const std::string bytes = value_or_throw(encode_spmd_entry(sample_entry()));
   for (size_t n = 0; n < bytes.size(); n += 7) {
-    auto r = decode_spmd_entry(std::string_view(bytes).substr(0, n));
+    auto r = decode_spmd_entry(std::string_view(bytes).substr(0, n), cpu_platform());
     ASSERT_FALSE(r.ok()) << "truncated to " << n;
   }
-  EXPECT_FALSE(decode_spmd_entry(bytes + "x").ok());
-  auto r = decode_spmd_entry("MCXCPUEX and more");
+  EXPECT_FALSE(decode_spmd_entry(bytes + "x", cpu_platform()).ok());
+  auto r = decode_spmd_entry("MCXCPUEX and more", cpu_platform());
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("MCXSPMD1"));
 }

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/async_buffer.h"
 #include "mcx/runtime/device.h"
 
@@ -20,6 +21,11 @@ namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Host values as a buffer of this process's first device (through its platform: device_platform.h).
+std::shared_ptr<const DeviceBuffer> on_device(Buffer b) {
+  return value_or_throw(to_device(std::move(b), local_devices()[0]));
+}
 
 // A one-shot gate: threads wait (with a deadline) until the test opens it.
 class Gate {
@@ -160,7 +166,7 @@ TEST(StreamTest, DefaultDeviceDeadlineFollowsTheFlag) {
 }
 
 TEST(AsyncBufferTest, ReadyBufferAwaitsImmediately) {
-  auto b = AsyncBuffer::ready(Buffer::from_vector<float>({1, 2, 3}, {3}));
+  auto b = AsyncBuffer::ready(on_device(Buffer::from_vector<float>({1, 2, 3}, {3})));
   EXPECT_TRUE(b->is_ready());
   absl::StatusOr<Buffer> v = b->await(absl::Now());
   ASSERT_TRUE(v.ok());
@@ -178,10 +184,10 @@ TEST(AsyncBufferTest, StreamProducesAndAnotherStreamConsumes) {
     std::vector<double> v = x->to_doubles();
     std::vector<float> doubled;
     for (double e : v) doubled.push_back(static_cast<float>(2 * e));
-    out->set(Buffer::from_vector<float>(doubled, {static_cast<int64_t>(doubled.size())}));
+    out->set(on_device(Buffer::from_vector<float>(doubled, {static_cast<int64_t>(doubled.size())})));
   });
   EXPECT_FALSE(out->is_ready());
-  stream_for(local_devices()[0]).enqueue([in] { in->set(Buffer::from_vector<float>({1.5f, -2.0f}, {2})); });
+  stream_for(local_devices()[0]).enqueue([in] { in->set(on_device(Buffer::from_vector<float>({1.5f, -2.0f}, {2}))); });
   absl::StatusOr<Buffer> r = out->await(absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->to_doubles(), (std::vector<double>{3.0, -4.0}));
@@ -196,7 +202,7 @@ TEST(AsyncBufferTest, ProducerErrorSurfacesAtAwaitThroughDependents) {
   stream_for(local_devices()[2]).enqueue([a, b] {
     absl::StatusOr<Buffer> x = a->await(default_device_deadline());
     if (!x.ok()) return b->set_error(x.status());
-    b->set(*x);
+    b->set(on_device(*x));
   });
   absl::StatusOr<Buffer> r = b->await(absl::Now() + absl::Seconds(10));
   ASSERT_FALSE(r.ok());
@@ -213,7 +219,7 @@ TEST(AsyncBufferTest, AwaitDeadlineExpires) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(29));
   EXPECT_FALSE(b->is_ready());
-  b->set(Buffer::scalar<int32_t>(7));  // completes fine later
+  b->set(on_device(Buffer::scalar<int32_t>(7)));  // completes fine later
   EXPECT_EQ(b->await(absl::Now())->element_as_double(0), 7.0);
 }
 
@@ -227,7 +233,7 @@ TEST(AsyncBufferTest, OnReadyRunsOnTheCompletingThreadOrImmediately) {
     calls.fetch_add(1);
   });
   EXPECT_EQ(calls.load(), 0);
-  s.enqueue([b] { b->set(Buffer::scalar<float>(1)); });
+  s.enqueue([b] { b->set(on_device(Buffer::scalar<float>(1))); });
   ASSERT_TRUE(s.synchronize(absl::Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(calls.load(), 1);
   EXPECT_TRUE(ran_on_stream);
@@ -255,9 +261,9 @@ TEST(AsyncBufferTest, SetErrorWithOkStatusBecomesInternal) {
 #ifdef NDEBUG
 TEST(AsyncBufferTest, SecondCompletionIsIgnored) {
   auto b = AsyncBuffer::pending();
-  b->set(Buffer::scalar<float>(1));
+  b->set(on_device(Buffer::scalar<float>(1)));
   b->set_error(absl::InternalError("late"));
-  b->set(Buffer::scalar<float>(2));
+  b->set(on_device(Buffer::scalar<float>(2)));
   absl::StatusOr<Buffer> r = b->await();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->element_as_double(0), 1.0);
@@ -273,7 +279,7 @@ TEST(AsyncBufferTest, ManyWaitersAllWakeUp) {
       if (b->await(absl::Now() + absl::Seconds(10)).ok()) ok.fetch_add(1);
     });
   }
-  b->set(Buffer::scalar<double>(3));
+  b->set(on_device(Buffer::scalar<double>(3)));
   for (auto& t : waiters) t.join();
   EXPECT_EQ(ok.load(), 6);
 }

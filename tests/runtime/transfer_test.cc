@@ -10,6 +10,7 @@
 #include <set>
 
 #include "mcx/core/error.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/box_copy.h"
 #include "mcx/runtime/mesh.h"
 #include "mcx/runtime/stream.h"
@@ -19,6 +20,11 @@ namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Host values as a buffer of this process's first device (through its platform: device_platform.h).
+std::shared_ptr<const DeviceBuffer> on_device(Buffer b) {
+  return value_or_throw(to_device(std::move(b), local_devices()[0]));
+}
 
 std::string msg(const absl::Status& s) { return std::string(s.message()); }
 
@@ -158,7 +164,7 @@ TEST(TransferTest, ReshardAwaitsPendingSourcesOnTheTargetStreams) {
   Sharding to = NamedSharding(make_mesh({2}, {"y"}, devs({6, 7})), P(None, "y"));
   ArrayValue out = value_or_throw(reshard(src, to, true, true, "device_put"));
   for (const Shard& s : out.shards) EXPECT_FALSE(s.data->is_ready());
-  for (size_t i = 0; i < pending.size(); ++i) pending[i]->set(reference_slice(host, src.shards[i].index));
+  for (size_t i = 0; i < pending.size(); ++i) pending[i]->set(on_device(reference_slice(host, src.shards[i].index)));
   expect_shards_match(out, host);
 }
 
@@ -168,7 +174,7 @@ TEST(TransferTest, SourceErrorsPropagateToTheResharded) {
   ArrayValue src;
   src.aval = AbstractValue{DType::kFloat32, concrete_shape(dims)};
   src.sharding = from;
-  auto ok = AsyncBuffer::ready(Buffer::from_vector<float>({1, 2}, {2}));
+  auto ok = AsyncBuffer::ready(on_device(Buffer::from_vector<float>({1, 2}, {2})));
   auto bad = AsyncBuffer::pending();
   bad->set_error(absl::InternalError("[exp on cpu:1] boom"));
   src.shards = {Shard{devices()[0], IndexBox{{0}, {2}}, ok}, Shard{devices()[1], IndexBox{{2}, {4}}, bad}};

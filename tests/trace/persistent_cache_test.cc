@@ -8,10 +8,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
-#include "mcx/backend/cpu/executable_store.h"
 #include "mcx/cache/install.h"
 #include "mcx/core/hash.h"
 #include "mcx/mcx.h"
+#include "mcx/platform/stored_compile.h"
 #include "mcx/runtime/spmd_executable.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -61,7 +61,7 @@ TEST(PersistentCacheChild, JitAndRun) {
   const SpmdCompileStats spmd = spmd_compile_stats();
   std::printf("report partitioned=%lld spmd_loaded=%lld executables_loaded=%lld kernels_compiled=%lld digest=%s\n",
               static_cast<long long>(spmd.partitioned), static_cast<long long>(spmd.loaded),
-              static_cast<long long>(cpu::executable_store_stats().loaded),
+              static_cast<long long>(executable_store_stats().loaded),
               static_cast<long long>(cpu::codegen::stats().kernels_compiled), to_hex(digest.digest()).c_str());
 }
 

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "mcx/mcx.h"
 #include "mcx/runtime/async_buffer.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/program_runner.h"
 #include "mcx/runtime/stream.h"
 #include "tests/support/test_util.h"
@@ -265,7 +266,7 @@ TEST(AsyncDispatch, OpsReturnBeforeInputsAreReadyAndErrorsSurfaceAtTheWait) {
   ArrayValue ok = ArrayValue::single_pending(AbstractValue{DType::kFloat32, concrete_shape({2})}, devices()[3], true);
   Array w(ok);
   Array v = w + 1.0f;
-  ok.shards.front().data->set(Buffer::from_vector<float>({1.0f, 2.0f}, {2}));
+  ok.shards.front().data->set(value_or_throw(to_device(Buffer::from_vector<float>({1.0f, 2.0f}, {2}), ok.shards.front().device)));
   expect_allclose(v, {2.0, 3.0});
 }
 

@@ -1,11 +1,14 @@
 #include "mcx/backend/cpu/cpu_platform.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "mcx/backend/cpu/executable_store.h"
+#include "mcx/backend/cpu/codegen/fused_kernel.h"
+#include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
 #include "mcx/platform/platform_registry.h"
 
@@ -25,9 +28,25 @@ class CpuPlatform final : public Platform {
   std::string_view name() const override { return kCpuPlatformName; }
   absl::Status usable() const override { return absl::OkStatus(); }
 
-  std::string compile_fingerprint() const override {
-    const ExecutableKey key = executable_key("");
-    return absl::StrCat("cpu; ", key.options, "; target ", key.target, "; ", key.format);
+  // options (code generation on or off), executable_format (serialisation format and planner digest), then the
+  // code generator's target (codegen::target_components) or target = interpreter when no code is generated.
+  std::vector<KeyComponent> compile_key() const override {
+    const bool generate = codegen::enabled();
+    std::vector<KeyComponent> key = {{"options", generate ? "codegen=1" : "codegen=0"},
+                                     {"executable_format", CpuExecutable::format_description()}};
+    if (!generate) {
+      key.push_back({"target", "interpreter"});
+      return key;
+    }
+    for (KeyComponent& c : codegen::target_components()) key.push_back(std::move(c));
+    return key;
+  }
+  uint64_t compile_setting() const override { return codegen::enabled() ? 1 : 0; }
+
+  KernelCompileStats kernel_stats() const override {
+    const codegen::CodegenStats s = codegen::stats();
+    return KernelCompileStats{s.kernels_compiled, s.kernels_loaded, s.kernels_from_peers,
+                              s.kernel_reuses,    s.compile_ms_total, s.load_ms_total};
   }
 
   absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program& program) const override {
@@ -65,6 +84,9 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CpuPlatformExec
     MCX_ASSIGN_OR_RETURN(const Buffer* host, host_storage(*args[i], absl::StrCat("argument ", i)));
     host_args.push_back(*host);
   }
+  // Partitions running at once share the host's threads (thread_pool.h): each gets its share for its kernels.
+  std::optional<ScopedIntraOpThreads> budget;
+  if (ctx != nullptr) budget.emplace(std::max(1, num_threads() / std::max(1, ctx->local_partitions)));
   MCX_ASSIGN_OR_RETURN(std::vector<Buffer> results, exe_->execute(host_args, ctx));
   std::vector<std::shared_ptr<const DeviceBuffer>> out;
   out.reserve(results.size());

@@ -10,13 +10,13 @@
 
 #include "absl/status/status.h"
 #include "mcx/backend/cpu/executable.h"
+#include "mcx/backend/cpu/platform_name.h"
 #include "mcx/platform/device_buffer.h"
 #include "mcx/platform/executable.h"
 #include "mcx/platform/platform.h"
 
 namespace mcx::cpu {
 
-inline constexpr std::string_view kCpuPlatformName = "cpu";
 // Below any accelerator's, so that a usable GPU is the default when both are there.
 inline constexpr int kCpuPlatformPriority = 0;
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/codegen/kernel_sharing.h"
-#include "mcx/backend/cpu/codegen/kernel_store.h"
+#include "mcx/backend/cpu/codegen/kernel_key.h"
 #include "mcx/core/job_key_value.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/mcx.h"

@@ -6,11 +6,13 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "mcx/backend/cpu/codegen/kernel_registry.h"
 #include "mcx/backend/cpu/codegen/kernel_sharing.h"
-#include "mcx/backend/cpu/codegen/kernel_store.h"
+#include "mcx/backend/cpu/codegen/kernel_key.h"
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
 #include "mcx/backend/cpu/elementwise.h"
+#include "mcx/backend/cpu/platform_name.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
@@ -37,7 +39,6 @@ struct Registry {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<Entry>> by_signature;  // guarded by mu
   CodegenStats stats;                                          // guarded by mu
-  std::shared_ptr<KernelStore> store;                          // guarded by mu
 };
 
 Registry& registry() {
@@ -134,15 +135,17 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
   auto k = std::make_shared<GeneratedKernel>();
   k->symbol = symbol_of(src, sig) + std::string(symbol_suffix);
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<KernelStore> store = kernel_store();
+  std::shared_ptr<CompiledStore> store = compiled_store();
   const KernelKey key{sig, target_description()};
+  // Only with a store: its key names the platform and splits the target into named components.
+  const CompiledKey stored = store ? CompiledKey{kCompiledKernel, std::string(kCpuPlatformName), sig, "", target_components()} : CompiledKey{};
   // An object that does not link may be partly defined in the JIT: the fallback compiles under another name.
   auto fall_back = [&](const char* what, const absl::Status& why) {
     log_warn("[codegen] {} kernel {} did not load, compiling it: {}", what, k->symbol, std::string(why.message()));
     k->symbol += "_recompiled";
   };
   if (store) {
-    if (std::optional<std::string> object = store->load(key)) {
+    if (std::optional<std::string> object = store->load(stored)) {
       auto linked = link(k, *object, Source::kStore, t0);
       if (linked.ok()) return linked;
       fall_back("stored", linked.status());
@@ -152,7 +155,7 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
   ShareOutcome shared;
   if (sharing_enabled()) shared = share_or_claim(key);
   if (shared.kind == ShareOutcome::kFromPeer) {
-    if (store) store->save(key, shared.object, ms_since(t0));  // node-local caches warm up too
+    if (store) store->save(stored, shared.object, ms_since(t0));  // node-local caches warm up too
     auto linked = link(k, shared.object, Source::kPeer, t0);
     if (linked.ok()) return linked;
     fall_back("shared", linked.status());
@@ -162,23 +165,11 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
   absl::StatusOr<std::string> object = llvm_compile_object(src, k->symbol);
   if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
   if (!object.ok()) return object.status();
-  if (store) store->save(key, *object, ms_since(t0));
+  if (store) store->save(stored, *object, ms_since(t0));
   return link(k, *object, Source::kCompiled, t0);
 }
 
 }  // namespace
-
-void set_kernel_store(std::shared_ptr<KernelStore> store) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.store = std::move(store);
-}
-
-std::shared_ptr<KernelStore> kernel_store() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return r.store;
-}
 
 namespace {
 
@@ -246,6 +237,16 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGro
 }
 
 std::string target_description() { return built_with_llvm() ? llvm_target_description() : "none"; }
+
+std::vector<KeyComponent> target_components() {
+  const std::vector<std::string> parts = absl::StrSplit(target_description(), "; ");
+  const char* const kNames[] = {"llvm_version", "generator", "cpu", "cpu_features"};
+  std::vector<KeyComponent> components;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    components.push_back({i < 4 ? kNames[i] : absl::StrCat("target_", i), parts[i]});
+  }
+  return components;
+}
 
 CodegenStats stats() {
   Registry& r = registry();

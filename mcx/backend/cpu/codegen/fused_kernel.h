@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "mcx/platform/compiled_store.h"
 #include "mcx/backend/cpu/fusion.h"
 
 namespace mcx::cpu::codegen {
@@ -37,7 +38,7 @@ struct GeneratedKernel {
   void* code = nullptr;  // the function: a FusedKernelFn (fn()) or a RowKernelFn (row_kernel.h)
   FusedKernelFn fn() const { return reinterpret_cast<FusedKernelFn>(code); }
   std::string symbol;       // the kernel's name in the JIT ("mcx_fused_<digest>", "mcx_rows_<digest>")
-  bool from_store = false;  // object code loaded from the kernel store (kernel_store.h), not compiled
+  bool from_store = false;  // object code loaded from the compiled-code store, not compiled
   bool from_peer = false;   // object code another process of the job compiled (kernel_sharing.h)
   double compile_ms = 0;    // compile (IR, optimisation, machine code) and link, or load and link
   std::string object;       // the relocatable object it was linked from (what a serialised executable keeps)
@@ -65,7 +66,7 @@ std::string unsupported_reason(const FusedGroup& g);
 std::string signature(const FusedGroup& g);
 
 // Returns g's kernel: the one already made in this process for g's signature, else its object code from the
-// kernel store (kernel_store.h: the persistent compilation cache) linked in, else (MCX_SHARE_COMPILED, in a
+// compiled-code store (platform/compiled_store.h: the persistent compilation cache) linked in, else (MCX_SHARE_COMPILED, in a
 // job) the object another process of the job compiled (kernel_sharing.h), else compiled (IR, O3, machine
 // code: typically 5-20 ms per kernel on one core), offered to the store and linked in. Errors:
 // Unimplemented when not built with LLVM or unsupported_reason(g) is not empty; Internal when LLVM fails
@@ -81,11 +82,14 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> load_fused(const FusedGro
 // The generator's identity, for compilation-cache keys and diagnostics: LLVM version, host CPU name and
 // its features ("llvm 19.1.7; cpu skylake; +avx2,+fma,..."); "none" without LLVM.
 std::string target_description();
+// target_description() as named key components (platform/compiled_store.h), one per part: llvm_version,
+// generator, cpu, cpu_features (target_<i> for any further part), so a cache miss names the part that changed.
+std::vector<KeyComponent> target_components();
 
 // Process-wide counters (for stats and tests).
 struct CodegenStats {
   int64_t kernels_compiled = 0;  // distinct signatures compiled
-  int64_t kernels_loaded = 0;    // distinct signatures loaded from the kernel store or a serialised executable
+  int64_t kernels_loaded = 0;    // distinct signatures loaded from the compiled-code store or a serialised executable
   int64_t kernels_from_peers = 0;  // distinct signatures another process of the job compiled (MCX_SHARE_COMPILED)
   int64_t kernel_reuses = 0;     // compile_fused calls answered by a kernel already in this process
   double compile_ms_total = 0;

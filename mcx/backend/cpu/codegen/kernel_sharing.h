@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "mcx/backend/cpu/codegen/kernel_store.h"
+#include "mcx/backend/cpu/codegen/kernel_key.h"
 
 namespace mcx::cpu::codegen {
 

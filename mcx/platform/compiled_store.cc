@@ -1,0 +1,32 @@
+#include "mcx/platform/compiled_store.h"
+
+#include "mcx/core/mutex.h"
+
+namespace mcx {
+namespace {
+
+struct Installed {
+  Mutex mu;
+  std::shared_ptr<CompiledStore> store ABSL_GUARDED_BY(mu);
+};
+
+Installed& installed() {
+  static auto* i = new Installed();  // never destroyed: compiles may run until the process exits
+  return *i;
+}
+
+}  // namespace
+
+void set_compiled_store(std::shared_ptr<CompiledStore> store) {
+  Installed& i = installed();
+  MutexLock lock(&i.mu);
+  i.store = std::move(store);
+}
+
+std::shared_ptr<CompiledStore> compiled_store() {
+  Installed& i = installed();
+  MutexLock lock(&i.mu);
+  return i.store;
+}
+
+}  // namespace mcx
