@@ -47,3 +47,18 @@ function(mcx_add_test name label)
   gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT} ${env_props}
                        DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# Runs the tests of `name` (made by mcx_add_test) a second time on the test-only platform (MCX_PLATFORMS=test,
+# tests/support/test_platform.h) with `devices` virtual devices, as "test_platform/<test>", leaving out the
+# tests in MCX_CPU_ONLY_TESTS (a list of gtest filter patterns: tests about the CPU platform itself).
+function(mcx_add_test_platform_run name devices)
+  set(filter "*")
+  if(MCX_CPU_ONLY_TESTS)
+    list(JOIN MCX_CPU_ONLY_TESTS ":" excluded)
+    set(filter "*-${excluded}")
+  endif()
+  gtest_discover_tests(${name} TEST_PREFIX "test_platform/" TEST_FILTER "${filter}"
+                       PROPERTIES LABELS unit TIMEOUT 120
+                                  ENVIRONMENT "MCX_CPU_DEVICE_COUNT=${devices};MCX_PLATFORMS=test"
+                       DISCOVERY_TIMEOUT 60)
+endfunction()

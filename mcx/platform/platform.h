@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,10 @@ class Platform {
   virtual std::string_view name() const = 0;
   // OK when this process can run on the platform; else why not (FailedPrecondition: no driver, no device, ...).
   virtual absl::Status usable() const = 0;
+  // How many devices of this platform this process drives, or nullopt when its devices are virtual slices of
+  // the host (the CPU's): then the runtime makes as many as configured (set_cpu_device_count,
+  // MCX_CPU_DEVICE_COUNT).
+  virtual std::optional<int> device_count() const { return std::nullopt; }
 
   // Everything besides the program that decides what compile() makes of it (compile options, serialisation
   // format, code generator target), as named components in a fixed order: part of every key under which

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
@@ -31,8 +32,12 @@ constexpr int kMaxCpuDevices = 1024;
 // running during static destruction still finds valid devices, streams run their queued work to the end,
 // and everything their tasks use (the CPU thread pool) is stopped only after them.
 struct Client {
+  std::string platform;               // the default platform (the first selected): devices() are its
   std::vector<Device> devices;        // the whole job, by global id
   std::vector<Device> local_devices;  // this process, by local id
+  // Every selected platform's devices (the default one's as above; another's are this process's only, with
+  // global ids after the job's), by platform name in selection order.
+  std::vector<std::pair<std::string, std::vector<Device>>> by_platform;
   int process_index = 0;
   int process_count = 1;
   std::vector<std::unique_ptr<Stream>> streams;      // parallel to local_devices
@@ -68,13 +73,16 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
   // Mark first, then read the topology: a concurrent distributed::initialize either installed its
   // topology before this point (and we see it) or fails because devices are now in use.
   mark_devices_used();
-  // MCX_PLATFORMS is checked here, with the devices, so that a bad list fails the first device use. (The
-  // devices are the CPU's until the runtime runs on the selected platforms.)
+  // MCX_PLATFORMS is read here, with the devices, so that a bad list fails the first device use.
   MCX_RETURN_IF_ERROR(register_builtin_platforms());
-  MCX_RETURN_IF_ERROR(selected_platforms().status());
-  MCX_ASSIGN_OR_RETURN(int count, resolve_cpu_device_count());
+  MCX_ASSIGN_OR_RETURN(std::vector<Platform*> platforms, selected_platforms());
+  MCX_ASSIGN_OR_RETURN(int virtual_count, resolve_cpu_device_count());
+  const Platform& primary = *platforms.front();
+  const std::string name(primary.name());
+  const int count = primary.device_count().value_or(virtual_count);
   auto client = std::make_unique<Client>();
   client->creator_pid = getpid();
+  client->platform = name;
   if (std::optional<Topology> topo = distributed_topology()) {
     // Multi-process: the topology is authoritative (it was built from what every process contributed
     // in distributed::initialize, whose options may differ from MCX_CPU_DEVICE_COUNT). We adopt its
@@ -86,6 +94,15 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
                td.kind.empty() ? "cpu" : td.kind};
       client->devices.push_back(d);
       if (d.process_index == topo->process_index) client->local_devices.push_back(d);
+    }
+    // The job's devices were published at initialize (core/topology.h); this process runs on what it published.
+    for (const Device& d : client->local_devices) {
+      if (d.platform != name) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "[devices] the job's topology lists ", d.to_string(), " (platform '", d.platform, "') for process ",
+            topo->process_index, " but this process selected platform '", name,
+            "' (MCX_PLATFORMS); expected the platform published at distributed::initialize"));
+      }
     }
     if (client->local_devices.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("[devices] the distributed topology lists no devices for "
@@ -100,13 +117,24 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
                topo->process_index, client->local_devices.size(), count, client->local_devices.size());
     }
   } else {
-    for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, "cpu", "cpu"});
+    for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, name, name});
     client->local_devices = client->devices;
   }
-  for (size_t i = 0; i < client->local_devices.size(); ++i) {
-    const Device& d = client->local_devices[i];
-    client->streams.push_back(std::make_unique<Stream>(d.to_string()));
-    client->stream_by_global_id[d.global_id] = static_cast<int>(i);
+  client->by_platform.emplace_back(name, client->local_devices);
+  // The other selected platforms' devices belong to this process alone; their ids follow the job's.
+  int next_id = static_cast<int>(client->devices.size());
+  for (size_t p = 1; p < platforms.size(); ++p) {
+    const std::string other(platforms[p]->name());
+    std::vector<Device> local;
+    const int n = platforms[p]->device_count().value_or(virtual_count);
+    for (int i = 0; i < n; ++i) local.push_back(Device{next_id++, client->process_index, i, other, other});
+    client->by_platform.emplace_back(other, std::move(local));
+  }
+  for (const auto& [platform, local] : client->by_platform) {
+    for (const Device& d : local) {
+      client->stream_by_global_id[d.global_id] = static_cast<int>(client->streams.size());
+      client->streams.push_back(std::make_unique<Stream>(d.to_string()));
+    }
   }
   setup_compilation_cache(client->process_index);
   return client;
@@ -136,6 +164,25 @@ int local_device_count() { return static_cast<int>(client().local_devices.size()
 int process_index() { return client().process_index; }
 int process_count() { return client().process_count; }
 const Device& default_device() { return client().local_devices.front(); }
+std::string default_platform() { return client().platform; }
+
+const std::vector<Device>& devices(std::string_view platform) {
+  Client& c = client();
+  if (platform == c.platform) return c.devices;
+  return local_devices(platform);
+}
+
+const std::vector<Device>& local_devices(std::string_view platform) {
+  Client& c = client();
+  std::vector<std::string> names;
+  for (const auto& [name, local] : c.by_platform) {
+    if (name == platform) return local;
+    names.push_back(name);
+  }
+  throw NotFound(absl::StrCat("[devices] no devices of platform '", std::string(platform),
+                              "' in this process; the selected platforms are ", absl::StrJoin(names, ", "),
+                              " (MCX_PLATFORMS)"));
+}
 
 void set_cpu_device_count(int n) {
   if (n < 1 || n > kMaxCpuDevices) {

@@ -1,14 +1,19 @@
 // Devices of the job and of this process.
 //
-// The CPU platform exposes N virtual devices per process: N = set_cpu_device_count(n) if called before
-// the devices are first used, else MCX_CPU_DEVICE_COUNT (default 1). Each local device owns an in-order
-// stream (stream.h) on its own thread, so device-level parallelism and collectives are real.
+// The devices are the selected platforms' (MCX_PLATFORMS; platform/platform_registry.h): devices() and
+// local_devices() are the default platform's (the first selected, as JAX's default backend), devices(name) any
+// selected platform's. A platform of virtual devices (the CPU's) exposes N per process: N =
+// set_cpu_device_count(n) if called before the devices are first used, else MCX_CPU_DEVICE_COUNT (default 1).
+// A platform other than the default one has devices of this process only, with global ids after the job's.
+// Each local device owns an in-order stream (stream.h) on its own thread, so device-level parallelism and
+// collectives are real.
 //
 // In a multi-process job (distributed::initialize before first use) devices() lists every process's
 // devices from core/topology.h, ordered by global id; local_devices() are the ones this process drives,
 // ordered by local id. The topology is authoritative for the local count (it records what each process
 // contributed, e.g. InitializeOptions::cpu_device_count); a different configured N only logs a warning.
-// Single-process: global_id == local_id and process_index == 0.
+// Single-process: global_id == local_id and process_index == 0 (for the default platform). A topology that
+// lists devices of another platform for this process than the one it selected fails the devices' creation.
 //
 // The first call to any function below creates the devices and calls mark_devices_used(), after which
 // distributed::initialize() refuses to run (as jax.distributed.initialize after a backend exists).
@@ -25,6 +30,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mcx {
@@ -45,6 +51,12 @@ struct Device {
 
 const std::vector<Device>& devices();        // every device of the job, by global id
 const std::vector<Device>& local_devices();  // this process's devices, by local id
+// The devices of a selected platform ("cpu", "cuda", ...), as jax.devices(backend): the job's for the default
+// platform, this process's for another. NotFound (thrown as mcx::Error) naming the selected platforms otherwise.
+const std::vector<Device>& devices(std::string_view platform);
+const std::vector<Device>& local_devices(std::string_view platform);
+// The default platform's name: the first of MCX_PLATFORMS, else the usable platform of highest priority.
+std::string default_platform();
 int device_count();
 int local_device_count();
 int process_index();

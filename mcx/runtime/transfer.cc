@@ -154,6 +154,7 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
   };
   std::vector<Target> targets;
   bool moves_between_devices = false;
+  bool crosses_platforms = false;  // a piece moves to another platform's device: through host memory
   for (auto& [device, box] : sharding.addressable_devices_indices_map(dims)) {
     Target t{device, box, {}, nullptr};
     for (const auto& [src_box, holder] : source_boxes) {
@@ -172,13 +173,20 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
         break;
       }
       if (!(s->device == device)) moves_between_devices = true;
+      if (s->device.platform != device.platform) crosses_platforms = true;
       absl::StatusOr<ReadLease> read = s->data->lease_read();
       if (!read.ok()) return absl::Status(read.status().code(), cat("[", api, "] ", read.status().message()));
       t.pieces.push_back(Piece{*std::move(read), src_box, region, s->device});
     }
     targets.push_back(std::move(t));
   }
-  if (moves_between_devices) check_transfer(TransferDirection::kDeviceToDevice, value.aval, is_explicit, api);
+  if (crosses_platforms) {
+    // Between platforms the data goes off one device into host memory and onto the other: the guard sees both.
+    check_transfer(TransferDirection::kDeviceToHost, value.aval, is_explicit, api);
+    check_transfer(TransferDirection::kHostToDevice, value.aval, is_explicit, api);
+  } else if (moves_between_devices) {
+    check_transfer(TransferDirection::kDeviceToDevice, value.aval, is_explicit, api);
+  }
 
   for (Target& t : targets) {
     if (t.shared) {

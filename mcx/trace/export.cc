@@ -10,6 +10,7 @@
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/passes.h"
 #include "mcx/ir/str_util.h"
+#include "mcx/runtime/device.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/program_runner.h"
 #include "mcx/trace/dispatch.h"
@@ -193,7 +194,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.nr_devices = options.nr_devices;
   if (jit_placement != nullptr) record_jit_placement(*jit_placement, options, a);
   if (traced.mesh) record_mesh(*traced.mesh, options, a);
-  a.platforms = options.platforms;
+  a.platforms = options.platforms.empty() ? std::vector<std::string>{default_platform()} : options.platforms;
   a.constraints = a.program.scope.constraints();
   a.disabled_safety_checks = options.disabled_safety_checks;
   for (const std::string& c : a.disabled_safety_checks) {
@@ -397,10 +398,11 @@ std::shared_ptr<const ShardedLayout> Exported::sharded_layout(const std::vector<
 std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
   const Artifact& a = state_->artifact;
   const std::string api = "Exported.call";
-  if (std::find(a.platforms.begin(), a.platforms.end(), "cpu") == a.platforms.end() &&
+  const std::string platform = default_platform();
+  if (std::find(a.platforms.begin(), a.platforms.end(), platform) == a.platforms.end() &&
       !a.has_safety_check_disabled("platform")) {
     throw InvalidArgument(cat("[", api, "] Function '", a.fun_name, "' was exported for platforms '",
-                              join(a.platforms, ", "), "' but it is used on 'cpu'."));
+                              join(a.platforms, ", "), "' but it is used on '", platform, "'."));
   }
   std::shared_ptr<const ShardedLayout> layout;
   if (a.nr_devices != 1) layout = sharded_layout(leaves);

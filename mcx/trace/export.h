@@ -58,7 +58,7 @@ struct ExportOptions {
   static constexpr std::string_view kDefaultName = "function";
   std::string name = std::string(kDefaultName);
   std::vector<std::string> constraints = {};        // e.g. "b >= 16", "b == 2*c"
-  std::vector<std::string> platforms = {"cpu"};
+  std::vector<std::string> platforms = {};  // empty: the default platform (device.h default_platform())
   std::vector<std::string> disabled_safety_checks = {};  // "platform": call on any platform
   std::vector<exporting::ShardingSpec> in_shardings = {};   // one per flat input, or empty (unspecified)
   std::vector<exporting::ShardingSpec> out_shardings = {};  // one per flat output, or empty
