@@ -34,8 +34,9 @@ for mode in "${modes[@]}"; do
       # idx_numpy_check (the IDX reader against numpy; its idx_dump is not among the targets) test no
       # concurrency; the gRPC transport tests are out because TSan cannot see gRPC's own synchronisation
       # (tests/tsan.supp explains; the service and agent run under TSan through the in-process transport and
-      # the fast path).
-      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|^idx_numpy_check$|Grpc[A-Za-z]*\.|^MtlsTest\.|^DistributedTest\.'
+      # the fast path). The second run of the tests on the test-only platform (test_platform/...) goes through the
+      # same runtime threads and locks as the first, so it runs under AddressSanitizer only.
+      exclude='_NOT_BUILT$|^install_find_package$|^mcx_export_cli$|^idx_numpy_check$|Grpc[A-Za-z]*\.|^MtlsTest\.|^DistributedTest\.|^test_platform/'
       echo "sanitize.sh: thread: building ${targets[*]} (ir, spmd and export tests are single-threaded;" \
            "install_find_package, mcx_export_cli and idx_numpy_check check packaging, a command line and a file" \
            "reader against numpy; the Grpc*, MtlsTest and DistributedTest tests go through gRPC, whose" \
