@@ -17,6 +17,8 @@
 //   conv2d_grad  the same convolution forward and backward: sum(conv(x, w)) and its gradients for x and w
 //   per_example_grads  the gradient of each example's loss, 784-256-10 ReLU MLP, batch 128: mcx
 //                vmap(grad(loss)) under jit; PyTorch functorch.vmap(functorch.grad(loss)) (no numpy peer)
+//   eager_dispatch  100 eager (not jitted) ops in a chain, x = x * 0.5 + 1 fifty times on f32[16]: the cost
+//                of dispatching one small op (mcx: a cached executable launched on the device's stream)
 //
 // In a build with the LLVM code generator each case also runs with it switched off, as peer
 // "mcx_interpreter" (ratio > 1: the generated kernels are faster than the interpreter's).
@@ -57,7 +59,7 @@ using mcx::bench::Timing;
 
 const std::vector<std::string> kAllCases = {"elementwise", "dense_tanh",        "gemm",       "softmax",
                                             "attention_softmax", "layer_norm", "mlp_step", "conv2d",
-                                            "conv2d_grad", "per_example_grads"};
+                                            "conv2d_grad", "per_example_grads", "eager_dispatch"};
 
 Array normal(uint32_t seed, std::vector<int64_t> dims, double scale = 1.0) {
   Array a = mcx::random::normal(mcx::random::fold_in(mcx::random::key(2026), seed), dims);
@@ -77,6 +79,14 @@ std::function<void()> mcx_case(const std::string& name) {
     Array a = normal(1, {1 << 20}), b = normal(2, {1 << 20});
     auto f = mcx::jit([](const Array& a, const Array& b) { return mcx::exp(a) * b + 1.0f; }, {.name = "elementwise"});
     return [=] { wait(f(a, b)); };
+  }
+  if (name == "eager_dispatch") {
+    Array x0 = normal(50, {16});
+    return [=] {
+      Array x = x0;
+      for (int i = 0; i < 50; ++i) x = x * 0.5f + 1.0f;
+      wait(x);
+    };
   }
   if (name == "dense_tanh") {
     Array x = normal(3, {1024, 256}), w = normal(4, {256, 1024}, 1.0 / 16), b = normal(5, {1024});

@@ -19,6 +19,7 @@ Cases (shapes must match bench/core/main.cc):
   conv2d       3x3 convolution 32 -> 64 channels, padding 1, batch 64 of 28x28 (torch: NCHW; peer
                torch_channels_last: the same in channels_last memory format)
   conv2d_grad  the same convolution forward and backward (gradients of the summed output for x and w)
+  eager_dispatch  x = x * 0.5 + 1 fifty times on f32[16], op by op (the cost of dispatching small ops)
   per_example_grads  each example's gradient, 784-256-10 ReLU MLP, batch 128 (torch only: functorch.vmap
                of functorch.grad, as torch.func in later PyTorch releases)
 """
@@ -36,7 +37,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--cases",
                    default="elementwise,dense_tanh,gemm,softmax,attention_softmax,layer_norm,mlp_step,conv2d,"
-                           "conv2d_grad,per_example_grads")
+                           "conv2d_grad,per_example_grads,eager_dispatch")
     p.add_argument("--peers", default="numpy,torch,torch_channels_last")
     return p.parse_args()
 
@@ -90,6 +91,15 @@ def numpy_cases(rng):
     a = rng.standard_normal(1 << 20).astype(f32)
     b = rng.standard_normal(1 << 20).astype(f32)
     cases["elementwise"] = lambda: np.exp(a) * b + f32(1)
+
+    x16 = rng.standard_normal(16).astype(f32)
+
+    def eager_dispatch_numpy():
+        x = x16
+        for _ in range(50):
+            x = x * f32(0.5) + f32(1)
+        return x
+    cases["eager_dispatch"] = eager_dispatch_numpy
 
     x = rng.standard_normal((1024, 256)).astype(f32)
     w = (rng.standard_normal((256, 1024)) / 16).astype(f32)
@@ -182,6 +192,15 @@ def torch_cases(rng):
     a = t(rng.standard_normal(1 << 20))
     b = t(rng.standard_normal(1 << 20))
     cases["elementwise"] = lambda: torch.exp(a) * b + 1
+
+    x16 = t(rng.standard_normal(16))
+
+    def eager_dispatch_torch():
+        x = x16
+        for _ in range(50):
+            x = x * 0.5 + 1
+        return x
+    cases["eager_dispatch"] = eager_dispatch_torch
 
     x = t(rng.standard_normal((1024, 256)))
     w = t(rng.standard_normal((256, 1024)) / 16)

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
@@ -175,10 +176,9 @@ struct DeviceTask {
       for (auto& o : outputs) o->set_error(s);
     };
     const absl::Time deadline = default_device_deadline();
-    std::vector<std::shared_ptr<const DeviceBuffer>> held;
-    std::vector<const DeviceBuffer*> buffers;
-    held.reserve(inputs.size());
-    buffers.reserve(inputs.size());
+    // Inline storage: no allocation for up to 8 inputs (this runs for every op dispatched).
+    absl::InlinedVector<std::shared_ptr<const DeviceBuffer>, 8> held;
+    absl::InlinedVector<const DeviceBuffer*, 8> buffers;
     for (size_t i = 0; i < inputs.size(); ++i) {
       absl::StatusOr<std::shared_ptr<const DeviceBuffer>> b =
           donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await_device(deadline);
@@ -202,7 +202,8 @@ struct DeviceTask {
       return comm.get();
     };
     absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> outs =
-        exe->execute(buffers, partition_devices.empty() ? nullptr : &ctx);
+        exe->execute(std::span<const DeviceBuffer* const>(buffers.data(), buffers.size()),
+                     partition_devices.empty() ? nullptr : &ctx);
     buffers.clear();
     held.clear();
     if (!outs.ok()) {

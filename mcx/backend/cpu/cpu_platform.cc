@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/thread_pool.h"
@@ -77,7 +78,7 @@ class CpuPlatform final : public Platform {
 
 absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CpuPlatformExecutable::execute(
     std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const {
-  std::vector<Buffer> host_args;
+  absl::InlinedVector<Buffer, 8> host_args;  // no allocation for up to 8 arguments: this runs for every op
   host_args.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr) return absl::InvalidArgumentError(absl::StrCat("[execute] argument ", i, " is null"));
@@ -87,7 +88,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CpuPlatformExec
   // Partitions running at once share the host's threads (thread_pool.h): each gets its share for its kernels.
   std::optional<ScopedIntraOpThreads> budget;
   if (ctx != nullptr) budget.emplace(std::max(1, num_threads() / std::max(1, ctx->local_partitions)));
-  MCX_ASSIGN_OR_RETURN(std::vector<Buffer> results, exe_->execute(host_args, ctx));
+  MCX_ASSIGN_OR_RETURN(std::vector<Buffer> results, exe_->execute(std::span<const Buffer>(host_args.data(), host_args.size()), ctx));
   std::vector<std::shared_ptr<const DeviceBuffer>> out;
   out.reserve(results.size());
   for (Buffer& r : results) out.push_back(std::make_shared<const CpuDeviceBuffer>(std::move(r)));
