@@ -1,6 +1,7 @@
-// The CPU backend as a program sees it: its thread count, and what compiling has cost so far (kernels generated
-// or loaded, executables and partitioned programs read back from the persistent compilation cache). Part of the
-// public API (mcx/mcx.h); the backend's own headers stay internal.
+// The CPU platform's settings as a program sees them (its thread count), and what compiling has cost so far on
+// the selected platforms (kernels generated or loaded, executables and partitioned programs read back from the
+// persistent compilation cache; compile_statistics.cc). Part of the public API (mcx/mcx.h); the backend's own
+// headers stay internal.
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
