@@ -20,6 +20,7 @@
 #include "mcx/platform/platform_registry.h"
 #include "mcx/runtime/builtin_platforms.h"
 #include "mcx/runtime/compilation_cache_setup.h"
+#include "mcx/runtime/device_platform.h"
 #include "mcx/runtime/stream.h"
 
 namespace mcx {
@@ -35,9 +36,14 @@ struct Client {
   std::string platform;               // the default platform (the first selected): devices() are its
   std::vector<Device> devices;        // the whole job, by global id
   std::vector<Device> local_devices;  // this process, by local id
-  // Every selected platform's devices (the default one's as above; another's are this process's only, with
-  // global ids after the job's), by platform name in selection order.
-  std::vector<std::pair<std::string, std::vector<Device>>> by_platform;
+  // Every selected platform and its devices (the default one's local devices; another's are this process's
+  // only, with global ids after the job's), in selection order.
+  struct PlatformDevices {
+    std::string name;
+    const Platform* platform;
+    std::vector<Device> local;
+  };
+  std::vector<PlatformDevices> by_platform;
   int process_index = 0;
   int process_count = 1;
   std::vector<std::unique_ptr<Stream>> streams;      // parallel to local_devices
@@ -120,7 +126,7 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
     for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, name, name});
     client->local_devices = client->devices;
   }
-  client->by_platform.emplace_back(name, client->local_devices);
+  client->by_platform.push_back({name, &primary, client->local_devices});
   // The other selected platforms' devices belong to this process alone; their ids follow the job's.
   int next_id = static_cast<int>(client->devices.size());
   for (size_t p = 1; p < platforms.size(); ++p) {
@@ -128,10 +134,10 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
     std::vector<Device> local;
     const int n = platforms[p]->device_count().value_or(virtual_count);
     for (int i = 0; i < n; ++i) local.push_back(Device{next_id++, client->process_index, i, other, other});
-    client->by_platform.emplace_back(other, std::move(local));
+    client->by_platform.push_back({other, platforms[p], std::move(local)});
   }
-  for (const auto& [platform, local] : client->by_platform) {
-    for (const Device& d : local) {
+  for (const Client::PlatformDevices& p : client->by_platform) {
+    for (const Device& d : p.local) {
       client->stream_by_global_id[d.global_id] = static_cast<int>(client->streams.size());
       client->streams.push_back(std::make_unique<Stream>(d.to_string()));
     }
@@ -172,16 +178,30 @@ const std::vector<Device>& devices(std::string_view platform) {
   return local_devices(platform);
 }
 
-const std::vector<Device>& local_devices(std::string_view platform) {
+namespace {
+
+// The selected platform `name` and its devices; NotFound naming the selected platforms otherwise.
+absl::StatusOr<const Client::PlatformDevices*> selected(std::string_view name) {
   Client& c = client();
   std::vector<std::string> names;
-  for (const auto& [name, local] : c.by_platform) {
-    if (name == platform) return local;
-    names.push_back(name);
+  for (const Client::PlatformDevices& p : c.by_platform) {
+    if (p.name == name) return &p;
+    names.push_back(p.name);
   }
-  throw NotFound(absl::StrCat("[devices] no devices of platform '", std::string(platform),
-                              "' in this process; the selected platforms are ", absl::StrJoin(names, ", "),
-                              " (MCX_PLATFORMS)"));
+  return absl::NotFoundError(absl::StrCat("[devices] no devices of platform '", std::string(name),
+                                          "' in this process; the selected platforms are ",
+                                          absl::StrJoin(names, ", "), " (MCX_PLATFORMS)"));
+}
+
+}  // namespace
+
+const std::vector<Device>& local_devices(std::string_view platform) {
+  return value_or_throw(selected(platform))->local;
+}
+
+absl::StatusOr<const Platform*> platform_of(const Device& device) {
+  MCX_ASSIGN_OR_RETURN(const Client::PlatformDevices* p, selected(device.platform));
+  return p->platform;
 }
 
 void set_cpu_device_count(int n) {

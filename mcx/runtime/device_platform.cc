@@ -1,23 +1,9 @@
 #include "mcx/runtime/device_platform.h"
 
-#include <string>
-
 #include "mcx/core/error.h"
 #include "mcx/platform/platform_registry.h"
 
 namespace mcx {
-
-absl::StatusOr<const Platform*> platform_of(const Device& device) {
-  // Called for every dispatch: the last platform this thread found is remembered (platforms live until the
-  // process exits), so the registry's lock is taken once per thread and platform, not per op.
-  thread_local std::string last_name;
-  thread_local const Platform* last = nullptr;
-  if (last != nullptr && device.platform == last_name) return last;
-  MCX_ASSIGN_OR_RETURN(Platform * platform, find_platform(device.platform));
-  last_name = device.platform;
-  last = platform;
-  return platform;
-}
 
 absl::StatusOr<std::shared_ptr<const DeviceBuffer>> to_device(Buffer host, const Device& device) {
   MCX_ASSIGN_OR_RETURN(const Platform* platform, platform_of(device));

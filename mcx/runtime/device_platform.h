@@ -13,7 +13,8 @@
 
 namespace mcx {
 
-// find_platform(device.platform). NotFound (naming the registered platforms) for a platform this build lacks.
+// The selected platform (MCX_PLATFORMS) whose name device.platform is, as the devices were made with it (device.cc;
+// no lock). NotFound naming the selected platforms for any other.
 absl::StatusOr<const Platform*> platform_of(const Device& device);
 
 // host's values on `device` (local): its platform's from_host (the storage itself for host memory, a copy

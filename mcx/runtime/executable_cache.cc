@@ -93,9 +93,11 @@ absl::StatusOr<std::vector<ArrayValue>> execute(const Executable& exe, std::span
   MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const DeviceBuffer>> outs, exe.execute(buffers, nullptr));
   std::vector<ArrayValue> result;
   result.reserve(outs.size());
-  for (auto& out : outs) {
-    MCX_ASSIGN_OR_RETURN(Buffer b, host_copy(*out));
-    result.push_back(ArrayValue::single(std::move(b), device));
+  for (auto& out : outs) {  // the results stay in the device's memory
+    ArrayValue v = ArrayValue::single_pending(AbstractValue{out->dtype(), concrete_shape(out->dims())}, device,
+                                              /*committed=*/false);
+    v.shards.front().data->set(std::move(out));
+    result.push_back(std::move(v));
   }
   return result;
 }

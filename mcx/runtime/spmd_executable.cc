@@ -378,8 +378,7 @@ absl::StatusOr<std::vector<ArrayValue>> launch_on_device(std::shared_ptr<const E
                                                          std::span<const ArrayValue> args,
                                                          const Device& device, bool committed,
                                                          std::string_view what, std::span<const bool> donate) {
-  MCX_ASSIGN_OR_RETURN(const Platform* platform, platform_of(device));
-  if (exe->platform() != platform->name()) {
+  if (exe->platform() != device.platform) {
     return absl::InvalidArgumentError(absl::StrCat("[", std::string(what), "] an executable of platform '",
                                                    std::string(exe->platform()), "' cannot run on ",
                                                    device.to_string()));
