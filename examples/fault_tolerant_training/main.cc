@@ -37,6 +37,7 @@
 #include "examples/train_digits/digits_data.h"
 #include "examples/train_digits/digits_model.h"
 #include "examples/train_digits/digits_parallel.h"
+#include "examples/train_digits/start_devices.h"
 #include "mcx/runtime/cpu_backend.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/distributed/cluster.h"
@@ -257,7 +258,7 @@ int run(const Config& cfg) {
                     static_cast<unsigned long long>(fault_tolerant::digest(state.params)),
                     static_cast<long long>(state.steps));
         std::fflush(stdout);
-        if (distributed) std::_Exit(0);
+        if (distributed) digits::leave_job(0);
         return 0;
       }
     } catch (const mcx::ProcessFailure& e) {
@@ -286,9 +287,7 @@ int run(const Config& cfg) {
               static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
   const int status = digits::finish(kTool, test_acc, cfg.min_accuracy, true);
   std::fflush(stdout);
-  // Leave without the shutdown of a full job: the processes that died never reach it (recoverable mode has no
-  // shutdown barrier, but a dead peer's groups and connections need not be torn down in order).
-  if (distributed) std::_Exit(status);
+  if (distributed) digits::leave_job(status);
   return status;
 }
 

@@ -1,5 +1,6 @@
 #include "examples/train_digits/start_devices.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "mcx/runtime/cpu_backend.h"
@@ -21,6 +22,16 @@ bool start_devices(int devices, int threads, bool recoverable) {
   }
   if (threads > 0) mcx::set_num_cpu_threads(threads);
   return distributed;
+}
+
+void leave_job(int status) {
+  std::fflush(stdout);
+  if (!mcx::distributed::job_is_recoverable()) {
+    const absl::Status left = mcx::distributed::shutdown_or_status();
+    if (!left.ok()) std::fprintf(stderr, "leaving the job: %s\n", left.ToString().c_str());
+  }
+  std::fflush(stderr);
+  std::_Exit(status);
 }
 
 }  // namespace digits

@@ -393,7 +393,7 @@ int run(const Config& cfg) {
       std::printf("%s: preempted: stopping at step %lld%s\n", kTool, static_cast<long long>(state.steps),
                   ckpt != nullptr ? (", checkpoint saved in " + cfg.checkpoint_dir).c_str() : " (no --checkpoint-dir)");
       std::fflush(stdout);
-      if (distributed) std::_Exit(0);
+      if (distributed) digits::leave_job(0);
       return 0;
     }
     if (ckpt != nullptr && cfg.save_every > 0 && state.steps % cfg.save_every == 0 && !epoch_end &&
@@ -451,8 +451,7 @@ int run(const Config& cfg) {
               static_cast<unsigned long long>(fault_tolerant::digest(state.params)));
   const int status = digits::finish(kTool, acc, cfg.min_accuracy, true);
   std::fflush(stdout);
-  // Leave without the shutdown of a full job: a process that died never reaches it.
-  if (distributed) std::_Exit(status);
+  if (distributed) digits::leave_job(status);
   return status;
 }
 
