@@ -12,122 +12,20 @@
 #include "mcx/backend/cpu/elementwise.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "tests/backend/backend_test_util.h"
+#include "tests/support/backend/element_cases.h"
 
 namespace mcx::cpu::testing {
 namespace {
 
 using ir::OpKind;
 using Ints = std::vector<int64_t>;
+using test::all_element_cases;
+using test::element_case_name;
+using test::ElementCase;
+using test::interesting_values;
 
 #define SKIP_WITHOUT_LLVM()                                                          \
   if (!codegen::built_with_llvm()) GTEST_SKIP() << "built without LLVM (MCX_WITH_LLVM=OFF)"
-
-// n values of dtype t: the special values of the type first, then pseudo-random ones.
-Buffer interesting(DType t, int64_t n, uint64_t seed) {
-  Buffer b = Buffer::uninitialized(t, {n});
-  std::mt19937_64 rng(seed);
-  dispatch_dtype(t, [&](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-      // Special bit patterns (zeros, ones, subnormals, max, inf, quiet and signalling NaNs), then random bits.
-      const bool half = std::is_same_v<T, float16_t>;
-      const std::vector<uint16_t> special =
-          half ? std::vector<uint16_t>{0x0000, 0x8000, 0x3c00, 0xbc00, 0x0001, 0x83ff, 0x7bff, 0xfbff, 0x7c00, 0xfc00,
-                                       0x7e00, 0x7d01, 0xfe3f, 0x3800, 0x4500, 0x5640}
-               : std::vector<uint16_t>{0x0000, 0x8000, 0x3f80, 0xbf80, 0x0001, 0x807f, 0x7f7f, 0xff7f, 0x7f80, 0xff80,
-                                       0x7fc0, 0x7f81, 0xffc1, 0x3f00, 0x42b1, 0x4f80};
-      T* p = b.mutable_data<T>();
-      for (int64_t i = 0; i < n; ++i) {
-        p[i].bits = i < static_cast<int64_t>(special.size()) ? special[i] : static_cast<uint16_t>(rng());
-      }
-      std::shuffle(p, p + n, rng);
-    } else if constexpr (std::is_arithmetic_v<T>) {
-      T* p = b.mutable_data<T>();
-      std::vector<T> special;
-      if constexpr (std::is_floating_point_v<T>) {
-        using L = std::numeric_limits<T>;
-        special = {T(0), -T(0), T(1), T(-1), T(0.5), T(-2.5), T(2.5), T(3.7), L::denorm_min(), -L::min(),
-                   L::infinity(), -L::infinity(), L::quiet_NaN(), L::max(), L::lowest(), T(88.7), T(-103.3),
-                   T(1e10), T(-3e9), T(127.5), T(-128.5), T(4294967295.5), T(1e-3)};
-        std::uniform_real_distribution<double> d(-12, 12);
-        for (int64_t i = 0; i < n; ++i) p[i] = i < static_cast<int64_t>(special.size()) ? special[i] : T(d(rng));
-        // Shuffle so that special values meet each other in binary ops.
-        std::shuffle(p, p + n, rng);
-      } else if constexpr (std::is_same_v<T, bool>) {
-        for (int64_t i = 0; i < n; ++i) p[i] = (rng() & 1) != 0;
-      } else {
-        using L = std::numeric_limits<T>;
-        special = {T(0), T(1), L::max(), L::min(), T(7), T(3), T(2)};
-        if constexpr (std::is_signed_v<T>) {
-          special.push_back(T(-1));
-          special.push_back(T(-7));
-        }
-        for (int64_t i = 0; i < n; ++i) {
-          // Small values most of the time, so that pow and division stay interesting.
-          p[i] = i < static_cast<int64_t>(special.size()) ? special[i]
-                 : (rng() % 4 == 0) ? static_cast<T>(rng())
-                                    : static_cast<T>(static_cast<int64_t>(rng() % 17) - (std::is_signed_v<T> ? 8 : 0));
-        }
-        std::shuffle(p, p + n, rng);
-      }
-    }
-  });
-  return b;
-}
-
-struct Case {
-  OpKind kind;
-  DType result;
-  DType operand;
-  std::vector<DType> leaves;
-};
-
-// Every element-wise op with every dtype combination both the interpreter and the generator take.
-std::vector<Case> all_cases() {
-  const DType kTypes[] = {DType::kBool,   DType::kInt8,    DType::kInt16,    DType::kInt32,
-                          DType::kInt64,  DType::kUInt8,   DType::kUInt32,   DType::kFloat16,
-                          DType::kBFloat16, DType::kFloat32, DType::kFloat64};
-  std::vector<Case> cases;
-  for (int k = 0; k < ir::kNumOpKinds; ++k) {
-    const OpKind kind = static_cast<OpKind>(k);
-    const bool fusible = ir::is_elementwise(kind) || kind == OpKind::kConvert || kind == OpKind::kIsFinite;
-    if (!fusible) continue;
-    const ir::OpClass c = ir::op_info(kind).op_class;
-    for (DType r : kTypes) {
-      for (DType o : kTypes) {
-        Case cs{kind, r, o, {}};
-        if (kind == OpKind::kConvert || kind == OpKind::kIsFinite) {
-          if (kind == OpKind::kIsFinite && r != DType::kBool) continue;
-          cs.leaves = {o};
-        } else if (c == ir::OpClass::kCompare) {
-          if (r != DType::kBool) continue;
-          cs.leaves = {o, o};
-        } else if (kind == OpKind::kSelect) {
-          if (o != r) continue;
-          cs.leaves = {DType::kBool, r, r};
-        } else {
-          if (o != r) continue;
-          cs.leaves.assign(ir::op_info(kind).arity, r);
-        }
-        if (!elementwise_supported(kind, r, o)) continue;
-        FusedGroup g;
-        g.leaf_dtypes = cs.leaves;
-        FusedNode node{kind, r, o, {}};
-        for (size_t a = 0; a < cs.leaves.size(); ++a) node.args.push_back(static_cast<int>(a));
-        g.nodes = {node};
-        g.outputs = {0};
-        if (!codegen::unsupported_reason(g).empty()) continue;
-        cases.push_back(std::move(cs));
-      }
-    }
-  }
-  return cases;
-}
-
-std::string case_name(const Case& c) {
-  return absl::StrCat(std::string(ir::op_name(c.kind)), " ", std::string(dtype_short_name(c.result)), "(",
-                      std::string(dtype_short_name(c.operand)), ")");
-}
 
 // Runs g over leaves with and without its generated kernel; returns {generated, interpreted}.
 std::pair<std::vector<Buffer>, std::vector<Buffer>> run_both(FusedGroup g, const std::vector<Buffer>& leaves) {
@@ -159,13 +57,13 @@ TEST(Codegen, OnByDefaultWhenBuiltWithLlvm) {
 
 TEST(Codegen, EveryOpAndDtypeMatchesTheInterpreterBitForBit) {
   SKIP_WITHOUT_LLVM();
-  const std::vector<Case> cases = all_cases();
+  const std::vector<ElementCase> cases = all_element_cases();
   // The generator must take the bulk of the element-wise table, or this test would prove little.
   ASSERT_GE(cases.size(), 350u);
   const bool avx512 = codegen::target_description().find("+avx512f") != std::string::npos;
   int compared = 0;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(case_name(c));
+  for (const ElementCase& c : cases) {
+    SCOPED_TRACE(element_case_name(c));
     // 3 whole tiles and a partial one (padded to a block), so both kernel paths run.
     const int64_t n = 3 * kTileElements + 37;
     FusedGroup g;
@@ -180,14 +78,14 @@ TEST(Codegen, EveryOpAndDtypeMatchesTheInterpreterBitForBit) {
     if (!kernel.ok()) continue;
     g.kernel = *kernel;
     std::vector<Buffer> leaves;
-    for (size_t a = 0; a < c.leaves.size(); ++a) leaves.push_back(interesting(c.leaves[a], n, 17 + a));
+    for (size_t a = 0; a < c.leaves.size(); ++a) leaves.push_back(interesting_values(c.leaves[a], n, 17 + a));
     auto [generated, interpreted] = run_both(g, leaves);
     const bool transcendental = c.kind == OpKind::kExp || c.kind == OpKind::kLog || c.kind == OpKind::kLog1p ||
                                 c.kind == OpKind::kExpm1 || c.kind == OpKind::kTanh || c.kind == OpKind::kSin ||
                                 c.kind == OpKind::kCos || c.kind == OpKind::kPow || c.kind == OpKind::kLogistic;
     if (avx512 && transcendental) {
       // Documented in fused_kernel.h: libmvec variants of different widths may differ in the last bits.
-      EXPECT_TRUE(test::buffers_near(generated[0], interpreted[0], 4e-7, 0)) << case_name(c);
+      EXPECT_TRUE(test::buffers_near(generated[0], interpreted[0], 4e-7, 0)) << element_case_name(c);
     } else {
       EXPECT_TRUE(generated[0].bitwise_equal(interpreted[0]))
           << "generated " << generated[0].to_string(16) << "\ninterpreted " << interpreted[0].to_string(16);

@@ -21,17 +21,14 @@
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/dtype.h"
 #include "mcx/ir/op.h"
+#include "mcx/kernelgen/element_node.h"
 
 namespace mcx::cpu {
 
 inline constexpr int64_t kTileElements = 1024;
 
-struct FusedNode {
-  ir::OpKind kind;
-  DType dtype;          // result dtype
-  DType operand_dtype;  // dtype of the last operand (for convert, compare, is_finite, select's values)
-  std::vector<int> args;  // slots
-};
+// One node: an element-wise op over earlier slots (kernelgen/element_node.h).
+using FusedNode = kernelgen::ElementNode;
 
 namespace codegen {
 struct GeneratedKernel;

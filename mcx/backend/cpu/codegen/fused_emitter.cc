@@ -2,10 +2,13 @@
 // computing every node of the group (element_emitter.h has the per-node rules).
 #include "mcx/backend/cpu/codegen/fused_emitter.h"
 
-#include "mcx/backend/cpu/codegen/element_emitter.h"
+#include "mcx/backend/cpu/codegen/cpu_math_calls.h"
+#include "mcx/kernelgen/element_emitter.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cpu::codegen {
+
+using kernelgen::ElementEmitter;
 namespace {
 
 absl::Status emit_fused(ElementEmitter& e, llvm::Module& m, const FusedGroup& g, const std::string& symbol) {
@@ -50,7 +53,8 @@ absl::StatusOr<std::unique_ptr<llvm::Module>> emit_fused_module(const FusedGroup
                                                                 llvm::LLVMContext& ctx,
                                                                 const VectorVariants& variants) {
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
-  ElementEmitter e(ctx, *m, variants);
+  const CpuMathCalls math(variants);
+  ElementEmitter e(ctx, *m, math);
   MCX_RETURN_IF_ERROR(emit_fused(e, *m, g, symbol));
   return m;
 }

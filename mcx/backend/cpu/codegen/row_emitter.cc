@@ -7,10 +7,14 @@
 
 #include <map>
 
-#include "mcx/backend/cpu/codegen/element_emitter.h"
+#include "mcx/backend/cpu/codegen/cpu_math_calls.h"
+#include "mcx/kernelgen/element_emitter.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cpu::codegen {
+
+using kernelgen::ElementEmitter;
+using kernelgen::is_16bit_float;
 namespace {
 
 using ir::OpKind;
@@ -313,7 +317,8 @@ class RowEmitter {
 absl::StatusOr<std::unique_ptr<llvm::Module>> emit_row_module(const RowProgram& rp, const std::string& symbol,
                                                               llvm::LLVMContext& ctx, const VectorVariants& variants) {
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
-  ElementEmitter e(ctx, *m, variants);
+  const CpuMathCalls math(variants);
+  ElementEmitter e(ctx, *m, math);
   MCX_RETURN_IF_ERROR(RowEmitter(e, *m, rp).emit(symbol));
   return m;
 }

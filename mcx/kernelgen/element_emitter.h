@@ -1,8 +1,9 @@
-// The IR for one element of an element-wise op, shared by the fused-group emitter (fused_emitter.cc) and
-// the row-kernel emitter (row_emitter.cc). Each node's rule mirrors the interpreter's kernel for the same op
-// and dtype in elementwise.cc (same operations in the same order, the same special cases for NaN, integer
-// division by zero and saturating conversions), so generated code and the interpreter agree bit for bit;
-// tests/backend/codegen_test.cc compares them over every op and dtype.
+// The IR for one element of an element-wise op: the per-element rules every generated kernel is made from,
+// on every platform (the CPU's fused-group and row-kernel emitters, the GPU's kernel emitter). Each node's
+// rule mirrors the CPU interpreter's kernel for the same op and dtype (same operations in the same order, the
+// same special cases for NaN, integer division by zero and saturating conversions), so the CPU's generated
+// code and its interpreter agree bit for bit (tests/backend/codegen_test.cc compares them over every op and
+// dtype). Math functions (exp, log, pow...) are the one part a platform supplies (math_calls.h).
 //
 // float16 and bfloat16 values are computed in float, as in the interpreter: a leaf is widened when it is
 // loaded, a node of a 16-bit dtype rounds its float result to that dtype and back (the interpreter's
@@ -10,8 +11,8 @@
 // core/dtype.cc's integer algorithms written out in IR (not LLVM's fpext/fptrunc), so NaN payloads and every
 // rounding agree with the interpreter bit for bit.
 //
-// Includes LLVM headers: private to mcx/backend/cpu/codegen, included only by the emitters. Not thread-safe
-// (one per module being emitted).
+// Includes LLVM headers: included only by the code generators' emitters. Not thread-safe (one per module
+// being emitted).
 #pragma once
 
 #include <functional>
@@ -25,17 +26,20 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Metadata.h"
 #include "llvm/IR/Module.h"
-#include "mcx/backend/cpu/codegen/fused_emitter.h"
-#include "mcx/backend/cpu/fusion.h"
+#include "mcx/core/dtype.h"
+#include "mcx/ir/op.h"
+#include "mcx/kernelgen/element_node.h"
+#include "mcx/kernelgen/math_calls.h"
 
-namespace mcx::cpu::codegen {
+namespace mcx::kernelgen {
 
 inline bool is_16bit_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 class ElementEmitter {
  public:
-  ElementEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const VectorVariants& variants)
-      : ctx_(ctx), m_(m), b_(ctx), variants_(variants) {}
+  // math: how this platform computes math functions; must outlive the emitter.
+  ElementEmitter(llvm::LLVMContext& ctx, llvm::Module& m, const MathCalls& math)
+      : ctx_(ctx), m_(m), b_(ctx), math_(math) {}
 
   // Type of a value while computing (bool is i1) and in memory (bool is one byte).
   llvm::Type* compute_type(DType t) {
@@ -124,10 +128,8 @@ class ElementEmitter {
     return llvm::ConstantInt::get(compute_type(t), static_cast<uint64_t>(v), /*IsSigned=*/true);
   }
 
-  // A call of a math helper; the call site lists the helper's vector variants for the vectoriser.
-  llvm::Value* call_helper(std::string_view name, std::initializer_list<llvm::Value*> args);
-  // exp(x) as vmath computes it (vmath.h: +0 below kExpZeroBelowF / kExpZeroBelowD).
-  llvm::Value* exp_of(llvm::Value* x, bool is_double);
+  // fn(args) as this platform computes it.
+  llvm::Value* math(MathFn fn, llvm::ArrayRef<llvm::Value*> args) { return math_.call(b_, m_, fn, args); }
 
   // The interpreter's NaN-propagating max/min (elementwise.cc max_nan/min_nan): NaN in a wins, then NaN
   // in b, then the comparison (which keeps b on ties, so max(-0, +0) is +0 and max(+0, -0) is -0).
@@ -150,12 +152,12 @@ class ElementEmitter {
   absl::StatusOr<llvm::Value*> binary(ir::OpKind k, DType t, llvm::Value* a, llvm::Value* c);
   absl::StatusOr<llvm::Value*> compare(ir::OpKind k, DType operand, llvm::Value* a, llvm::Value* c);
   absl::StatusOr<llvm::Value*> convert(DType from, DType to, llvm::Value* x);
-  absl::StatusOr<llvm::Value*> node(const FusedNode& n, const std::vector<llvm::Value*>& args,
+  absl::StatusOr<llvm::Value*> node(const ElementNode& n, const std::vector<llvm::Value*>& args,
                                     const std::vector<DType>& arg_dtypes);
 
-  // The values of nodes (slots: the leaves' values first, then each node's, as in FusedGroup), each node of a
-  // 16-bit dtype rounded as the interpreter stores it. Returns every slot's value.
-  absl::StatusOr<std::vector<llvm::Value*>> emit_nodes(const std::vector<FusedNode>& nodes,
+  // The values of nodes (slots: the leaves' values first, then each node's), each node of a 16-bit dtype
+  // rounded as the interpreter stores it. Returns every slot's value.
+  absl::StatusOr<std::vector<llvm::Value*>> emit_nodes(const std::vector<ElementNode>& nodes,
                                                        std::vector<llvm::Value*> slots,
                                                        std::vector<DType> slot_dtypes);
 
@@ -171,7 +173,7 @@ class ElementEmitter {
   llvm::LLVMContext& context() { return ctx_; }
 
   absl::Status no_rule(ir::OpKind k, DType t) {
-    return absl::UnimplementedError(absl::StrCat("[codegen] no rule for ", std::string(ir::op_name(k)), " on ",
+    return absl::UnimplementedError(absl::StrCat("[kernelgen] no rule for ", std::string(ir::op_name(k)), " on ",
                                                  std::string(dtype_short_name(t))));
   }
 
@@ -179,8 +181,8 @@ class ElementEmitter {
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
-  const VectorVariants& variants_;
+  const MathCalls& math_;
   llvm::MDNode* access_group_ = nullptr;
 };
 
-}  // namespace mcx::cpu::codegen
+}  // namespace mcx::kernelgen

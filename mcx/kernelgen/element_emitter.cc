@@ -1,78 +1,27 @@
-#include "mcx/backend/cpu/codegen/element_emitter.h"
+#include "mcx/kernelgen/element_emitter.h"
 
 #include "llvm/IR/Intrinsics.h"
-#include "llvm/Transforms/Utils/ModuleUtils.h"
-#include "mcx/backend/cpu/vmath.h"
 #include "mcx/core/error.h"
 
-namespace mcx::cpu::codegen {
+namespace mcx::kernelgen {
 
 using ir::OpKind;
 
-llvm::Value* ElementEmitter::call_helper(std::string_view name, std::initializer_list<llvm::Value*> args) {
-  llvm::Type* t = (*args.begin())->getType();
-  std::vector<llvm::Type*> params(args.size(), t);
-  llvm::FunctionType* fty = llvm::FunctionType::get(t, params, false);
-  llvm::Function* f = m_.getFunction(name);
-  if (f == nullptr) {
-    f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, std::string(name), m_);
-    f->setDoesNotThrow();
-    f->setDoesNotAccessMemory();
-    f->setWillReturn();
-  }
-  llvm::CallInst* call = b_.CreateCall(f, std::vector<llvm::Value*>(args));
-  call->setDoesNotAccessMemory();
-  auto it = variants_.find(name);
-  if (it == variants_.end() || it->second.empty()) return call;
-  std::string mappings;
-  for (const VectorVariant& v : it->second) {
-    // Declare the vector function (kept alive through llvm.compiler.used so that nothing removes the
-    // declaration before the vectoriser looks for it).
-    if (m_.getFunction(v.symbol) == nullptr) {
-      llvm::Type* vt = llvm::FixedVectorType::get(t, v.width);
-      std::vector<llvm::Type*> vparams(args.size(), vt);
-      llvm::Function* vf = llvm::Function::Create(llvm::FunctionType::get(vt, vparams, false),
-                                                  llvm::Function::ExternalLinkage, v.symbol, m_);
-      vf->setDoesNotThrow();
-      vf->setDoesNotAccessMemory();
-      vf->setWillReturn();
-      llvm::appendToCompilerUsed(m_, {vf});
-    }
-    if (!mappings.empty()) mappings += ",";
-    absl::StrAppend(&mappings, "_ZGV_LLVM_N", v.width, std::string(args.size(), 'v'), "_", std::string(name), "(",
-                    v.symbol, ")");
-  }
-  call->addFnAttr(llvm::Attribute::get(ctx_, "vector-function-abi-variant", mappings));
-  return call;
-}
-
-llvm::Value* ElementEmitter::exp_of(llvm::Value* x, bool is_double) {
-  // +0 below the threshold without calling the vector function (vmath.h kExpZeroBelowF), as vmath does.
-  llvm::Value* below = b_.CreateFCmpOLT(
-      x, llvm::ConstantFP::get(x->getType(), is_double ? kExpZeroBelowD : static_cast<double>(kExpZeroBelowF)));
-  llvm::Value* zero = llvm::ConstantFP::get(x->getType(), 0.0);
-  llvm::Value* one = llvm::ConstantFP::get(x->getType(), 1.0);
-  llvm::Value* e = call_helper(is_double ? "mcx_cg_exp" : "mcx_cg_expf", {b_.CreateSelect(below, zero, x)});
-  return b_.CreateFMul(e, b_.CreateSelect(below, zero, one));  // as vmath's exp_or_zero: exp(0) * 0 is +0
-}
-
 absl::StatusOr<llvm::Value*> ElementEmitter::unary(OpKind k, DType t, llvm::Value* x) {
-  const bool d = t == DType::kFloat64;
-  auto helper = [&](const char* f) { return call_helper(absl::StrCat("mcx_cg_", f, d ? "" : "f"), {x}); };
   if (is_floating(t)) {
     switch (k) {
-      case OpKind::kExp: return exp_of(x, d);
-      case OpKind::kLog: return helper("log");
-      case OpKind::kLog1p: return helper("log1p");
-      case OpKind::kExpm1: return helper("expm1");
-      case OpKind::kTanh: return helper("tanh");
-      case OpKind::kSin: return helper("sin");
-      case OpKind::kCos: return helper("cos");
-      case OpKind::kErf: return helper("erf");
-      case OpKind::kErfc: return helper("erfc");
-      case OpKind::kErfInv: return helper("erf_inv");
-      case OpKind::kLogistic: {  // 1 / (1 + exp(-x)), as vmath computes it
-        llvm::Value* e = exp_of(b_.CreateFNeg(x), d);
+      case OpKind::kExp: return math(MathFn::kExp, {x});
+      case OpKind::kLog: return math(MathFn::kLog, {x});
+      case OpKind::kLog1p: return math(MathFn::kLog1p, {x});
+      case OpKind::kExpm1: return math(MathFn::kExpm1, {x});
+      case OpKind::kTanh: return math(MathFn::kTanh, {x});
+      case OpKind::kSin: return math(MathFn::kSin, {x});
+      case OpKind::kCos: return math(MathFn::kCos, {x});
+      case OpKind::kErf: return math(MathFn::kErf, {x});
+      case OpKind::kErfc: return math(MathFn::kErfc, {x});
+      case OpKind::kErfInv: return math(MathFn::kErfInv, {x});
+      case OpKind::kLogistic: {  // 1 / (1 + exp(-x)), as the interpreter's vmath computes it
+        llvm::Value* e = math(MathFn::kExp, {b_.CreateFNeg(x)});
         return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), e));
       }
       case OpKind::kSqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
@@ -122,7 +71,7 @@ absl::StatusOr<llvm::Value*> ElementEmitter::binary(OpKind k, DType t, llvm::Val
       case OpKind::kMul: return b_.CreateFMul(a, c);
       case OpKind::kDiv: return b_.CreateFDiv(a, c);
       case OpKind::kRem: return b_.CreateFRem(a, c);  // fmod
-      case OpKind::kPow: return call_helper(t == DType::kFloat64 ? "mcx_cg_pow" : "mcx_cg_powf", {a, c});
+      case OpKind::kPow: return math(MathFn::kPow, {a, c});
       default: return no_rule(k, t);
     }
   }
@@ -209,7 +158,7 @@ absl::StatusOr<llvm::Value*> ElementEmitter::convert(DType from, DType to, llvm:
   return b_.CreateIntCast(x, tt, /*isSigned=*/is_signed_integer(from));
 }
 
-absl::StatusOr<llvm::Value*> ElementEmitter::node(const FusedNode& n, const std::vector<llvm::Value*>& args,
+absl::StatusOr<llvm::Value*> ElementEmitter::node(const ElementNode& n, const std::vector<llvm::Value*>& args,
                                            const std::vector<DType>& arg_dtypes) {
   switch (n.kind) {
     case OpKind::kConvert: return convert(n.operand_dtype, n.dtype, args[0]);
@@ -234,10 +183,10 @@ absl::StatusOr<llvm::Value*> ElementEmitter::node(const FusedNode& n, const std:
   }
 }
 
-absl::StatusOr<std::vector<llvm::Value*>> ElementEmitter::emit_nodes(const std::vector<FusedNode>& nodes,
+absl::StatusOr<std::vector<llvm::Value*>> ElementEmitter::emit_nodes(const std::vector<ElementNode>& nodes,
                                                                      std::vector<llvm::Value*> slots,
                                                                      std::vector<DType> slot_dtypes) {
-  for (const FusedNode& nd : nodes) {
+  for (const ElementNode& nd : nodes) {
     std::vector<llvm::Value*> args;
     std::vector<DType> arg_dtypes;
     for (int a : nd.args) {
@@ -283,4 +232,4 @@ absl::Status ElementEmitter::counted_loop(llvm::Function* f, llvm::Value* n, boo
   return absl::OkStatus();
 }
 
-}  // namespace mcx::cpu::codegen
+}  // namespace mcx::kernelgen

@@ -1,0 +1,51 @@
+// A GPU kernel for one fused group of element-wise ops, made from the same per-element rules as the CPU's
+// generated code (kernelgen/element_emitter.h) with CUDA's libdevice for math functions, compiled to PTX
+// through LLVM's NVPTX target (nvptx_compiler.h). No LLVM in this header.
+//
+// The kernel's parameters are the leaves' device pointers, then the outputs' (in spec order), then the element
+// count n (i64). Each thread computes elements i = global thread index, i + total threads, ... < n, so any
+// launch grid covers the group. Outputs are contiguous (row-major over dims); a leaf is read through its
+// strides over the same dims (0 where it is broadcast), with its element index computed in the kernel from
+// the output index. The index is 32-bit when the group has fewer than 2^31 elements (cheaper), else 64-bit.
+// An output may be the storage of a leaf only when that leaf is contiguous (each element reads its leaves
+// before writing).
+//
+// Thread-safety: generate_element_kernel is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/core/dtype.h"
+#include "mcx/kernelgen/element_node.h"
+
+namespace mcx::cuda::codegen {
+
+struct ElementKernelLeaf {
+  DType dtype;
+  std::vector<int64_t> strides;  // in elements, one per dim of the group (0: broadcast along that dim)
+};
+
+struct ElementKernelSpec {
+  std::vector<int64_t> dims;
+  std::vector<ElementKernelLeaf> leaves;
+  std::vector<kernelgen::ElementNode> nodes;  // slots: leaves first, then each node
+  std::vector<int> outputs;                   // node indices whose values are written out
+};
+
+// Row-major strides of dims (the strides of a contiguous leaf).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
+
+struct PtxKernel {
+  std::string name;  // the .entry to launch
+  std::string ptx;
+  int arch = 0;      // sm_<arch> it was generated for
+};
+
+// The kernel `name` for spec, for sm_<arch>. Unimplemented naming the op and dtype when a node has no
+// per-element rule; InvalidArgument for a malformed spec (slot out of range, stride count not the rank).
+absl::StatusOr<PtxKernel> generate_element_kernel(const ElementKernelSpec& spec, int arch, const std::string& name);
+
+}  // namespace mcx::cuda::codegen
