@@ -30,10 +30,6 @@ bool is_view_op(OpKind k) {
          k == OpKind::kRematBarrier;
 }
 
-bool is_fusible(OpKind k) {
-  return (ir::is_elementwise(k) && k != OpKind::kRematBarrier) || k == OpKind::kConvert || k == OpKind::kIsFinite;
-}
-
 // A control-flow instruction v joins the step of an earlier sibling, or starts a step that runs the group.
 absl::Status schedule_control_flow(Plan& plan, ValueId v) {
   const ir::Program& p = plan.program;
@@ -135,52 +131,12 @@ absl::Status fill_program_facts(CpuExecutable::Plan& plan) {
 }
 
 absl::StatusOr<FusionGroups> form_fusion_groups(const CpuExecutable::Plan& plan) {
-  const ir::Program& p = plan.program;
-  const int P = p.num_params();
-  FusionGroups fusion;
-  fusion.group_of.assign(p.num_values(), -1);
-  std::vector<bool> open;
-  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
+  return kernelgen::form_element_groups(plan.program, plan.dims, [](const ir::Program& p, int i) -> absl::Status {
     const ir::Instr& in = p.instrs[i];
-    const ValueId v = P + i;
-    if (!is_fusible(in.kind)) {
-      for (ValueId o : in.operands) {
-        if (fusion.group_of[o] >= 0) open[fusion.group_of[o]] = false;
-      }
-      continue;
-    }
-    if (!elementwise_supported(in.kind, in.type.dtype, p.type(in.operands.back()).dtype)) {
-      return absl::UnimplementedError(absl::StrCat("[cpu_compile] instruction ", i, " (",
-                                                   std::string(ir::op_name(in.kind)), "): no CPU kernel for ",
-                                                   in.type.to_string()));
-    }
-    int g = -1;
-    for (ValueId o : in.operands) {
-      const int og = fusion.group_of[o];
-      if (og >= 0 && open[og] && plan.dims[o] == plan.dims[v]) {
-        g = og;
-        break;
-      }
-    }
-    for (ValueId o : in.operands) {
-      if (fusion.group_of[o] >= 0 && fusion.group_of[o] != g) open[fusion.group_of[o]] = false;
-    }
-    if (g < 0) {
-      g = static_cast<int>(fusion.members.size());
-      fusion.members.emplace_back();
-      open.push_back(true);
-    }
-    fusion.group_of[v] = g;
-    fusion.members[g].push_back(v);
-  }
-  fusion.escapes.assign(p.num_values(), false);
-  for (ValueId r : p.results) fusion.escapes[r] = true;
-  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
-    for (ValueId o : p.instrs[i].operands) {
-      if (fusion.group_of[o] >= 0 && fusion.group_of[o] != fusion.group_of[P + i]) fusion.escapes[o] = true;
-    }
-  }
-  return fusion;
+    if (elementwise_supported(in.kind, in.type.dtype, p.type(in.operands.back()).dtype)) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrCat("[cpu_compile] instruction ", i, " (", std::string(ir::op_name(in.kind)),
+                                                 "): no CPU kernel for ", in.type.to_string()));
+  });
 }
 
 absl::Status schedule_steps(CpuExecutable::Plan& plan, const FusionGroups& fusion) {

@@ -22,6 +22,7 @@
 #include "mcx/backend/cpu/row_program.h"
 #include "mcx/core/buffer.h"
 #include "mcx/ir/program.h"
+#include "mcx/kernelgen/element_groups.h"
 
 namespace mcx::cpu {
 
@@ -154,14 +155,9 @@ absl::StatusOr<ir::Program> program_for_plan(const ir::Program& program);
 // when a stored plan is loaded). InvalidArgument when a value has a symbolic type.
 absl::Status fill_program_facts(CpuExecutable::Plan& plan);
 
-// Phase 3. Element-wise fusion groups (fusion.h): in program order, a fusible op joins the first still-open
-// group of an operand with its own dims, else opens one; a group closes once any of its values is read outside
-// it. Unimplemented for an element-wise op with no CPU kernel for its dtypes (naming the instruction).
-struct FusionGroups {
-  std::vector<int> group_of;                      // per value: its group, or -1
-  std::vector<std::vector<ir::ValueId>> members;  // per group: its values in program order
-  std::vector<bool> escapes;                      // per value: a result, or read outside its group
-};
+// Phase 3. Element-wise fusion groups (fusion.h), as every platform forms them (kernelgen/element_groups.h).
+// Unimplemented for an element-wise op with no CPU kernel for its dtypes (naming the instruction).
+using FusionGroups = kernelgen::ElementGroups;
 absl::StatusOr<FusionGroups> form_fusion_groups(const CpuExecutable::Plan& plan);
 
 // Phase 4. plan.steps in program order (constants skipped) and plan.groups: each group one kFused step where
