@@ -1,6 +1,7 @@
-// ExecutionContext: what an executable's SPMD ops (ir op.h: all_reduce, ..., axis_index) need at run time,
-// whatever the platform: which partition this execution is and how to reach the other members of a replica
-// group. The runtime builds one per device per execution; programs without SPMD ops ignore it.
+// ExecutionContext: which device an execution runs on, and what its SPMD ops (ir op.h: all_reduce, ...,
+// axis_index) need at run time, whatever the platform: which partition this execution is and how to reach the
+// other members of a replica group. The runtime builds one per device per execution (for a single-device
+// execution: partition 0 of 1, without a communicator); programs without SPMD ops use only the device.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,9 @@ struct ExecutionContext {
   // How many partitions of this execution run at once in this process, sharing its host threads: a platform
   // whose kernels run on host threads gives each a share.
   int local_partitions = 1;
+  // The device this execution runs on: an index among this process's devices of the executable's platform
+  // (Device::local_id). An executable called without a context runs on local device 0.
+  int local_device = 0;
 };
 
 }  // namespace mcx

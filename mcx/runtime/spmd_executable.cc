@@ -191,8 +191,9 @@ struct DeviceTask {
     ctx.num_partitions = std::max<int>(1, static_cast<int>(partition_devices.size()));
     ctx.local_partitions = local_partitions;
     ctx.deadline = deadline;
+    ctx.local_device = device.local_id;
     std::vector<std::shared_ptr<Communicator>> in_use;  // keeps the groups alive until execute() returns
-    ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
+    if (!partition_devices.empty()) ctx.communicator = [&](std::span<const int64_t> group) -> absl::StatusOr<Communicator*> {
       std::vector<Device> members;
       members.reserve(group.size());
       for (int64_t p : group) members.push_back(partition_devices.at(p));
@@ -202,8 +203,7 @@ struct DeviceTask {
       return comm.get();
     };
     absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> outs =
-        exe->execute(std::span<const DeviceBuffer* const>(buffers.data(), buffers.size()),
-                     partition_devices.empty() ? nullptr : &ctx);
+        exe->execute(std::span<const DeviceBuffer* const>(buffers.data(), buffers.size()), &ctx);
     buffers.clear();
     held.clear();
     if (!outs.ok()) {

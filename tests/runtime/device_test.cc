@@ -122,7 +122,7 @@ TEST_F(DeviceChildTest, McxPlatformsIsCheckedWhenDevicesAreMade) {
       ::testing::ExitedWithCode(0), "");
   // The expected messages are regular expressions.
   const std::pair<const char*, const char*> bad[] = {
-      {"cuda", R"(MCX_PLATFORMS='cuda': \[platform\] no platform 'cuda' in this build \(registered: cpu[, a-z]*\))"},
+      {"rocm", R"(MCX_PLATFORMS='rocm': \[platform\] no platform 'rocm' in this build \(registered: cpu[, a-z]*\))"},
       {"cpu,cpu", "MCX_PLATFORMS='cpu,cpu' names 'cpu' twice"},
       {"cpu,", "MCX_PLATFORMS='cpu,': expected platform names separated by commas, found an empty name"},
   };

@@ -3,7 +3,7 @@
 // (Hopper) and sm_80 (Ampere) with no register spills. Running them against the CPU is the gpu label's
 // differential test.
 #include <chrono>
-#include <regex>
+#include <cctype>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -18,12 +18,16 @@ namespace {
 using ::testing::HasSubstr;
 using ir::OpKind;
 
-// The spill bytes the assembler reports (stores plus loads over every kernel), or -1 when it reports none.
+// The spill bytes the assembler reports ("N bytes spill stores, M bytes spill loads", summed over every
+// kernel), or -1 when it reports none.
 int64_t spill_bytes(const std::string& info) {
-  static const std::regex kSpill(R"((\d+) bytes spill (stores|loads))");
   int64_t total = -1;
-  for (std::sregex_iterator it(info.begin(), info.end(), kSpill), end; it != end; ++it) {
-    total = std::max<int64_t>(total, 0) + std::stoll((*it)[1].str());
+  const std::string marker = " bytes spill ";
+  for (size_t at = info.find(marker); at != std::string::npos; at = info.find(marker, at + 1)) {
+    size_t start = at;
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(info[start - 1]))) --start;
+    if (start == at) continue;
+    total = std::max<int64_t>(total, 0) + std::stoll(info.substr(start, at - start));
   }
   return total;
 }

@@ -1,5 +1,6 @@
 #include "mcx/backend/cuda/codegen/element_kernel.h"
 
+#include <cstdlib>
 #include <limits>
 #include <memory>
 
@@ -51,7 +52,13 @@ class ElementKernelEmitter {
  public:
   ElementKernelEmitter(const ElementKernelSpec& spec, llvm::LLVMContext& ctx, llvm::Module& m)
       : spec_(spec), m_(m), e_(ctx, m, math_), b_(e_.builder()) {
-    wide_ = element_count(spec.dims) > std::numeric_limits<int32_t>::max();
+    int64_t extent = element_count(spec.dims);
+    for (const ElementKernelLeaf& leaf : spec.leaves) {  // the farthest element a leaf reads, plus one
+      int64_t far = leaf.offset;
+      for (size_t d = 0; d < spec.dims.size(); ++d) far += (spec.dims[d] - 1) * std::abs(leaf.strides[d]);
+      extent = std::max(extent, far + 1);
+    }
+    wide_ = extent > std::numeric_limits<int32_t>::max();
     index_ty_ = wide_ ? b_.getInt64Ty() : b_.getInt32Ty();
   }
 
@@ -107,12 +114,14 @@ class ElementKernelEmitter {
     for (size_t k = 0; k < spec_.leaves.size(); ++k) {
       const ElementKernelLeaf& leaf = spec_.leaves[k];
       llvm::Value* at = i;
-      if (leaf.strides != contiguous) {
+      if (leaf.strides != contiguous || leaf.offset != 0) {
+        // offset + sum of coordinate * stride, wrapping (a negative stride is its two's complement).
         if (coords.empty()) coords = coordinates(i);
-        at = llvm::ConstantInt::get(index_ty_, 0);
+        at = llvm::ConstantInt::get(index_ty_, static_cast<uint64_t>(leaf.offset), /*IsSigned=*/true);
         for (size_t d = 0; d < spec_.dims.size(); ++d) {
           if (leaf.strides[d] == 0) continue;
-          at = b_.CreateAdd(at, b_.CreateMul(coords[d], llvm::ConstantInt::get(index_ty_, leaf.strides[d])));
+          llvm::Value* stride = llvm::ConstantInt::get(index_ty_, static_cast<uint64_t>(leaf.strides[d]), true);
+          at = b_.CreateAdd(at, b_.CreateMul(coords[d], stride));
         }
       }
       slots.push_back(e_.load_elem(f->getArg(k), leaf.dtype, widen_index(at)));

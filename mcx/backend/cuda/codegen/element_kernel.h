@@ -6,7 +6,8 @@
 // count n (i64). Each thread computes elements i = global thread index, i + total threads, ... < n, so any
 // launch grid covers the group. Outputs are contiguous (row-major over dims); a leaf is read through its
 // strides over the same dims (0 where it is broadcast), with its element index computed in the kernel from
-// the output index. The index is 32-bit when the group has fewer than 2^31 elements (cheaper), else 64-bit.
+// the output index. The index is 32-bit when the group and every leaf's extent stay below 2^31 elements
+// (cheaper), else 64-bit.
 // An output may be the storage of a leaf only when that leaf is contiguous (each element reads its leaves
 // before writing).
 //
@@ -25,7 +26,9 @@ namespace mcx::cuda::codegen {
 
 struct ElementKernelLeaf {
   DType dtype;
-  std::vector<int64_t> strides;  // in elements, one per dim of the group (0: broadcast along that dim)
+  std::vector<int64_t> strides;  // in elements, one per dim of the group (0: broadcast along that dim; negative:
+                                 // read backwards, as a reverse does)
+  int64_t offset = 0;            // element read at coordinates 0 (a slice's start)
 };
 
 struct ElementKernelSpec {

@@ -1,0 +1,351 @@
+#include "mcx/backend/cuda/cuda_executable.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/ptx_assembler.h"
+#include "mcx/core/config.h"
+#include "mcx/core/error.h"
+#include "mcx/ir/control_flow.h"
+#include "mcx/ir/custom_rules.h"
+#include "mcx/ir/shape_rules.h"
+#include "mcx/kernelgen/element_groups.h"
+
+namespace mcx::cuda {
+
+using ir::OpKind;
+using ir::ValueId;
+
+struct CudaExecutable::Plan {
+  struct Step {
+    // A kernel launch over `n` elements (inputs' and outputs' device pointers, then n), or, when alias is
+    // set, `value` taking the memory of `source` (a reshape).
+    bool alias = false;
+    ValueId value = -1;
+    ValueId source = -1;
+    int kernel = -1;
+    std::vector<ValueId> inputs;
+    std::vector<ValueId> outputs;
+    int64_t n = 0;
+    std::vector<ValueId> release;  // values read for the last time here
+  };
+  ir::Program program;
+  std::vector<std::vector<int64_t>> dims;  // per value
+  std::map<ValueId, Buffer> constants;
+  std::vector<Step> steps;
+};
+
+namespace {
+
+using Plan = CudaExecutable::Plan;
+using codegen::ElementKernelLeaf;
+using codegen::ElementKernelSpec;
+
+absl::Status unsupported(const ir::Program& p, int i, std::string_view why) {
+  const ir::Instr& in = p.instrs[i];
+  return absl::UnimplementedError(absl::StrCat("[cuda_compile] instruction ", i, " (", std::string(ir::op_name(in.kind)),
+                                               " -> ", in.type.to_string(), ") of @", p.name, ": ", std::string(why)));
+}
+
+absl::StatusOr<ir::Program> prepare(const ir::Program& program) {
+  MCX_RETURN_IF_ERROR(ir::verify(program));
+  for (const ir::Instr& in : program.instrs) {
+    if (in.kind == OpKind::kShardMap) {
+      return absl::InvalidArgumentError(absl::StrCat("[cuda_compile] program @", program.name,
+                                                     " holds a shard_map; it runs only partitioned over its mesh"));
+    }
+  }
+  if (ir::has_custom_calls(program)) return ir::inline_custom_calls(program);
+  return program;
+}
+
+// The copy kernel of a layout op: one leaf read through strides (and an offset) over the result's dims, and an
+// identity conversion as its one node.
+absl::StatusOr<ElementKernelSpec> layout_copy(const Plan& plan, const ir::Instr& in) {
+  const std::vector<int64_t>& out = plan.dims[plan.program.num_params() + (&in - plan.program.instrs.data())];
+  const std::vector<int64_t>& src = plan.dims[in.operands[0]];
+  const std::vector<int64_t> src_strides = codegen::contiguous_strides(src);
+  ElementKernelLeaf leaf{in.type.dtype, std::vector<int64_t>(out.size(), 0), 0};
+  switch (in.kind) {
+    case OpKind::kBroadcastInDim: {
+      MCX_ASSIGN_OR_RETURN(std::vector<int64_t> bd, in.attrs.get_ints("broadcast_dimensions"));
+      for (size_t i = 0; i < bd.size(); ++i) {
+        if (src[i] == out[bd[i]]) leaf.strides[bd[i]] = src_strides[i];  // else a size-1 dim, broadcast
+      }
+      break;
+    }
+    case OpKind::kTranspose: {
+      MCX_ASSIGN_OR_RETURN(std::vector<int64_t> perm, in.attrs.get_ints("permutation"));
+      for (size_t j = 0; j < perm.size(); ++j) leaf.strides[j] = src_strides[perm[j]];
+      break;
+    }
+    case OpKind::kSlice: {
+      MCX_ASSIGN_OR_RETURN(Shape start_shape, in.attrs.get_dims("start"));
+      MCX_ASSIGN_OR_RETURN(std::vector<int64_t> start, to_concrete(start_shape));
+      MCX_ASSIGN_OR_RETURN(std::vector<int64_t> step, in.attrs.get_ints("strides"));
+      for (size_t j = 0; j < out.size(); ++j) {
+        leaf.strides[j] = src_strides[j] * step[j];
+        leaf.offset += start[j] * src_strides[j];
+      }
+      break;
+    }
+    case OpKind::kReverse: {
+      leaf.strides = src_strides;
+      MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
+      for (int64_t d : axes) {
+        leaf.offset += (src[d] - 1) * src_strides[d];
+        leaf.strides[d] = -src_strides[d];
+      }
+      break;
+    }
+    default: return absl::InternalError("layout_copy of a non-layout op");
+  }
+  ElementKernelSpec spec;
+  spec.dims = out;
+  spec.leaves = {std::move(leaf)};
+  spec.nodes = {kernelgen::ElementNode{OpKind::kConvert, in.type.dtype, in.type.dtype, {0}}};
+  spec.outputs = {0};
+  return spec;
+}
+
+int64_t count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The plan and the kernel specs it launches (Step::kernel indexes specs).
+absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<ElementKernelSpec>>> plan_program(const ir::Program& program) {
+  auto plan = std::make_unique<Plan>();
+  MCX_ASSIGN_OR_RETURN(plan->program, prepare(program));
+  const ir::Program& p = plan->program;
+  const int P = p.num_params();
+  for (ValueId v = 0; v < p.num_values(); ++v) {
+    absl::StatusOr<std::vector<int64_t>> d = to_concrete(p.type(v).shape);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("[cuda_compile] value ", v, " has symbolic type ",
+                                                     p.type(v).to_string(), "; specialise the program first"));
+    }
+    plan->dims.push_back(*std::move(d));
+  }
+  MCX_ASSIGN_OR_RETURN(const kernelgen::ElementGroups groups,
+                       kernelgen::form_element_groups(p, plan->dims, [](const ir::Program&, int) { return absl::OkStatus(); }));
+  std::vector<ElementKernelSpec> specs;
+  for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
+    const ir::Instr& in = p.instrs[i];
+    const ValueId v = P + i;
+    Plan::Step step;
+    if (const int g = groups.group_of[v]; g >= 0) {
+      const std::vector<ValueId>& members = groups.members[g];
+      if (members.back() != v) continue;  // the group runs where its last member is
+      ElementKernelSpec spec;
+      spec.dims = plan->dims[v];
+      std::map<ValueId, int> slot;  // leaves first, in first-use order, then members
+      std::vector<ValueId> leaves;
+      for (ValueId m : members) {
+        for (ValueId o : p.defining_instr(m).operands) {
+          if (groups.group_of[o] == g || slot.count(o) > 0) continue;
+          slot[o] = static_cast<int>(leaves.size());
+          leaves.push_back(o);
+          spec.leaves.push_back({p.type(o).dtype, codegen::contiguous_strides(plan->dims[o]), 0});
+        }
+      }
+      for (size_t k = 0; k < members.size(); ++k) {
+        const ir::Instr& mi = p.defining_instr(members[k]);
+        kernelgen::ElementNode node{mi.kind, mi.type.dtype, p.type(mi.operands.back()).dtype, {}};
+        for (ValueId o : mi.operands) node.args.push_back(slot.at(o));
+        slot[members[k]] = static_cast<int>(leaves.size() + k);
+        spec.nodes.push_back(std::move(node));
+        if (groups.escapes[members[k]]) {
+          spec.outputs.push_back(static_cast<int>(k));
+          step.outputs.push_back(members[k]);
+        }
+      }
+      step.kernel = static_cast<int>(specs.size());
+      step.inputs = leaves;
+      step.n = count(spec.dims);
+      specs.push_back(std::move(spec));
+    } else {
+      switch (in.kind) {
+        case OpKind::kConstant: {
+          MCX_ASSIGN_OR_RETURN(Buffer c, in.attrs.get_buffer("value"));
+          plan->constants[v] = std::move(c);
+          continue;
+        }
+        case OpKind::kReshape:
+          step.alias = true;
+          step.value = v;
+          step.source = in.operands[0];
+          break;
+        case OpKind::kBroadcastInDim: case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kReverse: {
+          MCX_ASSIGN_OR_RETURN(ElementKernelSpec spec, layout_copy(*plan, in));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0]};
+          step.outputs = {v};
+          step.n = count(spec.dims);
+          specs.push_back(std::move(spec));
+          break;
+        }
+        default:
+          return unsupported(p, i, "the cuda platform has no kernel for this op yet (docs/gpu.md lists what runs)");
+      }
+    }
+    plan->steps.push_back(std::move(step));
+  }
+  // Each value is released after the last step that reads it, unless it is a result.
+  std::vector<int> last(p.num_values(), -1);
+  for (int s = 0; s < static_cast<int>(plan->steps.size()); ++s) {
+    const Plan::Step& st = plan->steps[s];
+    if (st.alias) last[st.source] = s;
+    for (ValueId o : st.inputs) last[o] = s;
+  }
+  for (ValueId r : p.results) last[r] = -1;
+  for (ValueId v = 0; v < p.num_values(); ++v) {
+    if (last[v] >= 0) plan->steps[last[v]].release.push_back(v);
+  }
+  return std::make_pair(std::move(plan), std::move(specs));
+}
+
+}  // namespace
+
+CudaExecutable::CudaExecutable(const CudaDevices& devices, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels)
+    : devices_(devices), plan_(std::move(plan)), kernels_(std::move(kernels)) {}
+
+CudaExecutable::~CudaExecutable() {
+  MutexLock lock(&mu_);
+  for (auto& [ordinal, state] : states_) {
+    const CudaDevice& d = *devices_[ordinal];
+    if (!d.make_current().ok()) continue;
+    for (CUmodule m : state->modules) d.api().cuModuleUnload(m);
+  }
+}
+
+const ir::Program& CudaExecutable::program() const { return plan_->program; }
+
+absl::StatusOr<std::string> CudaExecutable::serialize() const {
+  return absl::FailedPreconditionError("[cuda] executables are not serialised yet (compiled in each process)");
+}
+
+absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(const ir::Program& program,
+                                                                             const CudaDevices& devices, int arch) {
+  MCX_ASSIGN_OR_RETURN(auto planned, plan_program(program));
+  auto& [plan, specs] = planned;
+  std::vector<CompiledKernel> kernels;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const std::string name = absl::StrCat("mcx_", k);
+    absl::StatusOr<codegen::PtxKernel> ptx = codegen::generate_element_kernel(specs[k], arch, name);
+    if (!ptx.ok()) {
+      return absl::Status(ptx.status().code(), absl::StrCat("[cuda_compile] @", program.name, " kernel ", k, ": ",
+                                                            ptx.status().message()));
+    }
+    absl::StatusOr<AssembledKernel> cubin = assemble_ptx(ptx->ptx, arch);
+    if (cubin.ok()) {
+      kernels.push_back({name, std::move(cubin->cubin), false});
+    } else if (cubin.status().code() == absl::StatusCode::kFailedPrecondition) {
+      kernels.push_back({name, std::move(ptx->ptx), true});  // no nvJitLink: the driver compiles the PTX
+    } else {
+      return cubin.status();
+    }
+  }
+  return std::shared_ptr<const CudaExecutable>(new CudaExecutable(devices, std::move(plan), std::move(kernels)));
+}
+
+absl::StatusOr<const CudaExecutable::DeviceState*> CudaExecutable::state_on(const CudaDevice& device,
+                                                                            absl::Time deadline) const {
+  MutexLock lock(&mu_);
+  auto it = states_.find(device.info().ordinal);
+  if (it != states_.end()) return it->second.get();
+  auto state = std::make_unique<DeviceState>();
+  const DriverApi& api = device.api();
+  for (const CompiledKernel& k : kernels_) {
+    CUmodule m = nullptr;
+    MCX_RETURN_IF_ERROR(device.check(api.cuModuleLoadData(&m, k.image.data()), absl::StrCat("loading kernel ", k.name)));
+    state->modules.push_back(m);
+    CUfunction f = nullptr;
+    MCX_RETURN_IF_ERROR(device.check(api.cuModuleGetFunction(&f, m, k.name.c_str()), "cuModuleGetFunction"));
+    state->functions.push_back(f);
+  }
+  for (const auto& [v, host] : plan_->constants) {
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> mem, DeviceMemory::allocate(device, host.nbytes()));
+    if (host.nbytes() > 0) MCX_RETURN_IF_ERROR(device.to_device(mem->address(), host.data(), host.nbytes(), deadline));
+    state->constants[v] = std::move(mem);
+  }
+  const DeviceState* out = state.get();
+  states_[device.info().ordinal] = std::move(state);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable::execute(
+    std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const {
+  const ir::Program& p = plan_->program;
+  const int local = ctx != nullptr ? ctx->local_device : 0;
+  if (local < 0 || local >= static_cast<int>(devices_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("[cuda] execute on local device ", local, "; this process has ",
+                                                   devices_.size(), " CUDA devices"));
+  }
+  const CudaDevice& device = *devices_[local];
+  const absl::Time deadline =
+      ctx != nullptr ? ctx->deadline : absl::Now() + absl::Seconds(kDeviceTimeoutFlag.get().value_or(600));
+  if (static_cast<int>(args.size()) != p.num_params()) {
+    return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " takes ", p.num_params(), " arguments, got ",
+                                                   args.size()));
+  }
+  std::vector<std::shared_ptr<DeviceMemory>> values(p.num_values());
+  for (int i = 0; i < p.num_params(); ++i) {
+    const auto* b = dynamic_cast<const CudaDeviceBuffer*>(args[i]);
+    if (b == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " argument ", i, ": expected a buffer on ",
+                                                     device.label(), ", found ", args[i]->describe()));
+    }
+    if (b->dtype() != p.type(i).dtype || b->dims() != plan_->dims[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " argument ", i, ": expected ",
+                                                     p.type(i).to_string(), ", found ", b->describe()));
+    }
+    if (&b->device() != &device) {
+      return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " argument ", i, " is on ", b->device().label(),
+                                                     "; the program runs on ", device.label()));
+    }
+    values[i] = b->memory();
+  }
+  MCX_RETURN_IF_ERROR(device.make_current());
+  MCX_ASSIGN_OR_RETURN(const DeviceState* state, state_on(device, deadline));
+  for (const auto& [v, mem] : state->constants) values[v] = mem;
+  const DriverApi& api = device.api();
+  constexpr int kBlock = 256;
+  std::vector<CUdeviceptr> pointers;
+  std::vector<void*> params;
+  for (const Plan::Step& st : plan_->steps) {
+    if (st.alias) {
+      values[st.value] = values[st.source];
+    } else {
+      for (ValueId o : st.outputs) {
+        const size_t bytes = static_cast<size_t>(count(plan_->dims[o])) * dtype_size(p.type(o).dtype);
+        MCX_ASSIGN_OR_RETURN(values[o], DeviceMemory::allocate(device, bytes));
+      }
+      if (st.n > 0) {
+        pointers.clear();
+        for (ValueId v : st.inputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
+        for (ValueId v : st.outputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
+        int64_t n = st.n;
+        params.clear();
+        for (CUdeviceptr& ptr : pointers) params.push_back(&ptr);
+        params.push_back(&n);
+        const int64_t blocks = std::clamp<int64_t>((st.n + kBlock - 1) / kBlock, 1, int64_t{device.info().sm_count} * 16);
+        MCX_RETURN_IF_ERROR(device.check(
+            api.cuLaunchKernel(state->functions[st.kernel], static_cast<unsigned>(blocks), 1, 1, kBlock, 1, 1, 0,
+                               device.stream(), params.data(), nullptr),
+            absl::StrCat("launching ", kernels_[st.kernel].name, " of @", p.name)));
+      }
+    }
+    for (ValueId v : st.release) values[v].reset();
+  }
+  std::vector<std::shared_ptr<const DeviceBuffer>> results;
+  for (ValueId r : p.results) {
+    results.push_back(std::make_shared<CudaDeviceBuffer>(p.type(r).dtype, plan_->dims[r], values[r]));
+  }
+  return results;
+}
+
+}  // namespace mcx::cuda

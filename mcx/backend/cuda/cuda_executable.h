@@ -1,0 +1,84 @@
+// The CUDA platform's executable (platform/executable.h): a program planned for the GPU and its generated
+// kernels, assembled for the devices' architecture.
+//
+// What runs on the GPU now: element-wise ops, convert and is_finite, fused into groups as on every platform
+// (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
+// broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf); reshape without a copy;
+// constants (copied to each device once). Any other op is refused at compile time with Unimplemented naming
+// the instruction, the op and the platform: nothing falls back to the CPU silently.
+//
+// execute() enqueues every kernel on the device's stream and returns; the results are complete in stream
+// order (the platform's to_host waits for them). The device is ExecutionContext::local_device (0 without a
+// context).
+//
+// Errors at compile: InvalidArgument for a program that fails verification, has symbolic shapes or holds a
+// shard_map; Unimplemented as above; the code generator's and assembler's errors. At execute: InvalidArgument
+// for arguments of the wrong count, type, platform or device; ResourceExhausted when device memory runs out;
+// the driver's errors naming the device.
+// Thread-safety: immutable after compile, except per-device state (loaded modules, uploaded constants) made on
+// first use under a mutex; execute() may run concurrently on several devices.
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/backend/cuda/cuda_device.h"
+#include "mcx/backend/cuda/cuda_device_buffer.h"
+#include "mcx/core/mutex.h"
+#include "mcx/ir/program.h"
+#include "mcx/platform/executable.h"
+
+namespace mcx::cuda {
+
+// The GPUs of this process, by local index (made once by the platform, alive for the process).
+using CudaDevices = std::vector<std::unique_ptr<CudaDevice>>;
+
+// What a kernel of an executable was compiled into.
+struct CompiledKernel {
+  std::string name;
+  std::string image;     // a cubin, or PTX when no assembler was found (the driver compiles it at load)
+  bool is_ptx = false;
+};
+
+class CudaExecutable final : public Executable {
+ public:
+  struct Plan;
+
+  // `program` for `devices` (all of architecture sm_<arch>).
+  static absl::StatusOr<std::shared_ptr<const CudaExecutable>> compile(const ir::Program& program,
+                                                                       const CudaDevices& devices, int arch);
+  ~CudaExecutable() override;
+
+  std::string_view platform() const override { return kCudaPlatformName; }
+  const ir::Program& program() const override;
+  bool has_collectives() const override { return false; }
+  absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> execute(
+      std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const override;
+  // Not yet: the runtime compiles again instead of storing (FailedPrecondition).
+  absl::StatusOr<std::string> serialize() const override;
+
+  const std::vector<CompiledKernel>& kernels() const { return kernels_; }
+
+ private:
+  // Per device: the loaded modules and functions (parallel to kernels_), the constants in its memory.
+  struct DeviceState {
+    std::vector<CUmodule> modules;
+    std::vector<CUfunction> functions;
+    std::map<ir::ValueId, std::shared_ptr<DeviceMemory>> constants;
+  };
+
+  CudaExecutable(const CudaDevices& devices, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels);
+  absl::StatusOr<const DeviceState*> state_on(const CudaDevice& device, absl::Time deadline) const;
+
+  const CudaDevices& devices_;
+  std::unique_ptr<const Plan> plan_;
+  const std::vector<CompiledKernel> kernels_;
+  mutable Mutex mu_;
+  mutable std::map<int, std::unique_ptr<DeviceState>> states_ ABSL_GUARDED_BY(mu_);  // by device ordinal
+};
+
+}  // namespace mcx::cuda

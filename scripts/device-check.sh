@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The GPU check, in two halves (docs/gpu.md, "Checking on a GPU machine"):
+#   bash scripts/device-check.sh bundle   # here: builds device-check/bundle.tar.zst (< 60 MiB)
+#   bash scripts/device-check.sh run      # on the GPU machine, from the repository root with device-check/
+# The GPU machine has the CUDA driver, CUDA 13's libraries inside its Python packages, and no compilers or
+# development packages, so the binaries are built here and carried: `bundle` configures build-device (Release,
+# LLVM linked statically with only its X86 and NVPTX targets), builds the test binaries, strips them, and
+# packs them with every shared library they load that is neither glibc's nor CUDA's. `run` unpacks it, finds
+# the CUDA libraries (the dynamic linker's path, then the Python packages' nvidia/*/lib folders), runs the
+# CUDA unit tests and the gpu label's tests, and prints one summary; logs and gtest JSON go to $OUT when set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+out_dir=device-check
+case "$mode" in
+  bundle)
+    jobs=${MCX_JOBS:-2}
+    targets=(mcx_cuda_tests mcx_gpu_tests)
+    cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCX_LLVM_STATIC=ON -DMCX_WITH_CUDA=ON \
+      -DMCX_BUILD_EXAMPLES=OFF -DMCX_BUILD_BENCH=OFF -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" > /dev/null
+    cmake --build build-device -j "$jobs" --target "${targets[@]}"
+    stage=$(mktemp -d)
+    trap 'rm -rf "$stage"' EXIT
+    mkdir -p "$stage/mcx/bin" "$stage/mcx/lib"
+    for t in "${targets[@]}"; do
+      cp "build-device/tests/$t" "$stage/mcx/bin/"
+      strip "$stage/mcx/bin/$t"
+      # Every library the binary loads, but glibc's (the GPU machine's is newer) and the dynamic loader.
+      ldd "build-device/tests/$t" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+        case "$(basename "$lib")" in
+          libc.so.*|libm.so.*|libmvec.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libcuda.so*) continue ;;
+        esac
+        [ -e "$stage/mcx/lib/$(basename "$lib")" ] || { cp -L "$lib" "$stage/mcx/lib/"; strip --strip-unneeded "$stage/mcx/lib/$(basename "$lib")" 2>/dev/null || true; }
+      done
+    done
+    mkdir -p "$out_dir"
+    tar -C "$stage" -cf - mcx | zstd -q -19 -T0 -f -o "$out_dir/bundle.tar.zst"
+    size=$(stat -c %s "$out_dir/bundle.tar.zst")
+    echo "device-check.sh: $out_dir/bundle.tar.zst: $((size / 1024 / 1024)) MiB ($(du -sm "$stage/mcx" | cut -f1) MiB unpacked:" \
+         "$(ls "$stage/mcx/bin" | tr '\n' ' ')and $(ls "$stage/mcx/lib" | wc -l) libraries)"
+    if [ "$size" -gt $((60 * 1024 * 1024)) ]; then
+      echo "device-check.sh: the bundle is over its 60 MiB budget" >&2
+      exit 1
+    fi
+    ;;
+  run)
+    [ -f "$out_dir/bundle.tar.zst" ] || { echo "device-check.sh: no $out_dir/bundle.tar.zst (run 'bundle' here first)" >&2; exit 2; }
+    logs=${OUT:-$(mktemp -d)}
+    root=$(mktemp -d)
+    zstd -q -d -c "$out_dir/bundle.tar.zst" | tar -C "$root" -xf -
+    export LD_LIBRARY_PATH="$root/mcx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # CUDA's libraries (nvJitLink, later cuBLAS, cuDNN, NCCL) come from the machine: the Python packages'
+    # nvidia/*/lib folders when the dynamic linker does not find them.
+    cuda_dirs=$(python3 - <<'PY' 2>/dev/null || true
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages() + [site.getusersitepackages()]:
+    for lib in glob.glob(os.path.join(base, "nvidia", "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+PY
+)
+    export MCX_CUDA_LIBRARY_PATH="${cuda_dirs}${MCX_CUDA_LIBRARY_PATH:+:$MCX_CUDA_LIBRARY_PATH}"
+    echo "device-check: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/device-check: gpu: /' || true
+    echo "device-check: glibc $(ldd --version | head -1 | awk '{print $NF}')"
+    status=0
+    summary=()
+    for t in mcx_cuda_tests mcx_gpu_tests; do
+      set +e
+      timeout 300 "$root/mcx/bin/$t" --gtest_output="json:$logs/$t.json" > "$logs/$t.log" 2>&1
+      rc=$?
+      set -e
+      passed=$(grep -c '^\[       OK \]' "$logs/$t.log" || true)
+      failed=$(grep -c '^\[  FAILED  \].*(' "$logs/$t.log" || true)
+      skipped=$(grep -c '^\[  SKIPPED \].*(' "$logs/$t.log" || true)
+      summary+=("$t: rc $rc, $passed passed, $failed failed, $skipped skipped")
+      grep -E '^\[  (FAILED|SKIPPED) \].*\(|^\[gpu\]|^\[cuda codegen\]|Failure|no usable CUDA' "$logs/$t.log" | head -40 || true
+      [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 -o "$t" = mcx_cuda_tests ] || status=1
+    done
+    printf 'device-check: %s\n' "${summary[@]}"
+    [ "$status" -eq 0 ] && echo "device-check: OK" || echo "device-check: FAILED (logs in $logs)"
+    exit "$status"
+    ;;
+  *)
+    echo "usage: bash scripts/device-check.sh bundle|run" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,75 @@
+// The CUDA executable's planning and code generation, without a GPU: real programs (element-wise chains,
+// layout ops, constants, reshapes) are planned and every kernel generated and assembled for sm_90; ops with no
+// CUDA kernel are refused naming the instruction; executing without a device says so. Running the kernels is
+// the gpu label's (tests/gpu).
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/backend/cuda/cuda_executable.h"
+#include "mcx/ir/builder.h"
+
+namespace mcx::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+using ir::OpKind;
+using ir::ValueId;
+
+const CudaDevices& no_devices() {
+  static const CudaDevices none;
+  return none;
+}
+
+TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
+  ir::ProgramBuilder b("layout");
+  const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({6, 10})});
+  const ValueId row = b.add_parameter(AbstractValue{DType::kBFloat16, concrete_shape({10})});
+  const ValueId t = b.transpose(x, {1, 0});
+  const ValueId flat = b.reshape(t, concrete_shape({60}));  // no kernel: the same memory
+  const ValueId rev = b.emit_or_throw(OpKind::kReverse, {flat}, {{"dimensions", std::vector<int64_t>{0}}});
+  const ValueId sl = b.emit_or_throw(
+      OpKind::kSlice, {rev},
+      {{"start", concrete_shape({3})}, {"limit", concrete_shape({57})}, {"strides", std::vector<int64_t>{2}}});
+  const ValueId bc = b.broadcast_in_dim(b.convert(row, DType::kFloat32), concrete_shape({6, 10}), {1});
+  const ValueId y = b.binary(OpKind::kMul, b.unary(OpKind::kExp, x), bc);
+  const ValueId z = b.binary(OpKind::kAdd, y, b.full_like(y, 1.0));
+  const ir::Program program = std::move(b).build({z, sl, t});
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  // transpose, reverse, slice, the convert of the row, broadcast, and one fused exp*b+1 (the constant's
+  // broadcast is its own copy kernel): every kernel is a cubin.
+  EXPECT_GE((*exe)->kernels().size(), 6u);
+  for (const CompiledKernel& k : (*exe)->kernels()) {
+    EXPECT_FALSE(k.is_ptx) << k.name;
+    EXPECT_EQ(k.image.substr(0, 4), "\x7f" "ELF") << k.name;
+  }
+  EXPECT_EQ((*exe)->platform(), "cuda");
+  // Without a device, execution says so.
+  absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> out = (*exe)->execute({}, nullptr);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("this process has 0 CUDA devices"));
+  EXPECT_EQ((*exe)->serialize().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CudaExecutable, AnOpWithoutAKernelIsRefusedNamingIt) {
+  ir::ProgramBuilder b("reduce");
+  const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
+  const ValueId e = b.unary(OpKind::kExp, x);
+  const ir::Program program = std::move(b).build({b.reduce_sum(e, {1})});
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(exe.status().message()),
+              HasSubstr("[cuda_compile] instruction 1 (reduce_sum -> f32[4]) of @reduce: the cuda platform has no "
+                        "kernel for this op yet"));
+}
+
+TEST(CudaExecutable, SymbolicShapesAndBadProgramsAreRefused) {
+  ir::ProgramBuilder b("bad");
+  const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4})});
+  ir::Program program = std::move(b).build({b.unary(OpKind::kExp, x)});
+  program.results = {7};  // no such value
+  EXPECT_EQ(CudaExecutable::compile(program, no_devices(), 90).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mcx::cuda

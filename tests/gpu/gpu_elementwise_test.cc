@@ -1,0 +1,192 @@
+// The differential test of the CUDA backend (label gpu): every element-wise op with every dtype the code
+// generators take (tests/support/backend/element_cases.h), run on the GPU and on the CPU in one process over
+// inputs full of special values, compared within the bounds docs/gpu.md states:
+//   - bit for bit for arithmetic, comparisons, conversions, integer ops and the float16/bfloat16 rounding
+//     (the same IEEE operations in the same order), except that NaN results need only both be NaN (the GPU's
+//     arithmetic makes a different NaN bit pattern than x86's);
+//   - within kTranscendentalUlps ulp for the math functions (libdevice on the GPU, vmath on the CPU), and within
+//     1 ulp once rounded to float16/bfloat16; results below the smallest normal number agree as such (the CPU
+//     returns +0 for exp below its threshold where libdevice returns a subnormal).
+// Plus layout ops (broadcast, transpose, slice, reverse, reshape) and transfers of every dtype.
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/core/dtype.h"
+#include "mcx/ir/builder.h"
+#include "tests/gpu/gpu_test_support.h"
+#include "tests/support/backend/element_cases.h"
+
+namespace mcx::test {
+namespace {
+
+using ir::OpKind;
+
+constexpr int64_t kTranscendentalUlps = 8;
+
+bool transcendental(OpKind k) {
+  switch (k) {
+    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1: case OpKind::kTanh:
+    case OpKind::kSin: case OpKind::kCos: case OpKind::kErf: case OpKind::kErfc: case OpKind::kErfInv:
+    case OpKind::kPow: case OpKind::kLogistic:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Bits of element i as an integer ordered like the float values (negative floats mirrored below zero).
+int64_t ordered_bits(const Buffer& b, int64_t i, int* width) {
+  const size_t size = dtype_size(b.dtype());
+  *width = static_cast<int>(8 * size);
+  uint64_t bits = 0;
+  std::memcpy(&bits, static_cast<const std::byte*>(b.data()) + i * static_cast<int64_t>(size), size);
+  const uint64_t sign = uint64_t{1} << (*width - 1);
+  const auto magnitude = static_cast<int64_t>(bits & (sign - 1));
+  return (bits & sign) != 0 ? -magnitude : magnitude;
+}
+
+double value_at(const Buffer& b, int64_t i) {
+  double v = 0;
+  dispatch_dtype(b.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      v = static_cast<double>(static_cast<float>(b.data<T>()[i]));
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      v = static_cast<double>(b.data<T>()[i]);
+    }
+  });
+  return v;
+}
+
+double smallest_normal(DType t) {
+  switch (t) {
+    case DType::kFloat16: return 6.103515625e-05;
+    case DType::kBFloat16: case DType::kFloat32: return 1.1754943508222875e-38;
+    default: return 2.2250738585072014e-308;
+  }
+}
+
+// "" when gpu and cpu agree within the bounds above, else the first difference.
+std::string compare(const ElementCase& c, const Buffer& gpu, const Buffer& cpu) {
+  if (gpu.dtype() != cpu.dtype() || gpu.dims() != cpu.dims()) return "different types";
+  const bool floating = is_floating(gpu.dtype());
+  const bool narrow = gpu.dtype() == DType::kFloat16 || gpu.dtype() == DType::kBFloat16;
+  for (int64_t i = 0; i < gpu.num_elements(); ++i) {
+    int width = 0;
+    const int64_t g = ordered_bits(gpu, i, &width);
+    const int64_t h = ordered_bits(cpu, i, &width);
+    if (g == h) continue;
+    if (floating) {
+      const double gv = value_at(gpu, i), hv = value_at(cpu, i);
+      if (std::isnan(gv) && std::isnan(hv)) continue;
+      if (transcendental(c.kind)) {
+        const int64_t bound = narrow ? 1 : kTranscendentalUlps;
+        if (std::abs(g - h) <= bound) continue;
+        const double tiny = smallest_normal(gpu.dtype());
+        if (std::abs(gv) < tiny && std::abs(hv) < tiny) continue;
+      }
+      return absl::StrCat("element ", i, ": gpu ", gv, " cpu ", hv, " (", std::abs(g - h), " ulp)");
+    }
+    return absl::StrCat("element ", i, ": gpu ", value_at(gpu, i), " cpu ", value_at(cpu, i));
+  }
+  return "";
+}
+
+TEST(GpuElementwise, EveryOpAndDtypeAgreesWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<ElementCase> cases = all_element_cases();
+  ASSERT_GE(cases.size(), 350u);
+  int compared = 0;
+  for (const ElementCase& c : cases) {
+    SCOPED_TRACE(element_case_name(c));
+    const int64_t n = 4099;  // not a multiple of the block size
+    ir::ProgramBuilder b("case");
+    std::vector<ir::ValueId> params;
+    for (DType t : c.leaves) params.push_back(b.add_parameter(AbstractValue{t, concrete_shape({n})}));
+    absl::StatusOr<ir::ValueId> r =
+        c.kind == OpKind::kConvert
+            ? b.emit(c.kind, params, ir::Attrs().set("dtype", c.result))
+            : b.emit(c.kind, params);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const ir::Program program = std::move(b).build({*r});
+    std::vector<Buffer> args;
+    for (size_t a = 0; a < c.leaves.size(); ++a) args.push_back(interesting_values(c.leaves[a], n, 31 + a));
+    absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, args);
+    absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, args);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const std::string diff = compare(c, (*gpu)[0], (*cpu)[0]);
+    EXPECT_EQ(diff, "") << element_case_name(c);
+    ++compared;
+  }
+  std::printf("[gpu] %d op/dtype cases agree with the CPU\n", compared);
+}
+
+// broadcast_in_dim, transpose, slice with strides, reverse and reshape, feeding an element-wise chain.
+TEST(GpuLayout, LayoutOpsAndChainsAgreeWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ir::ProgramBuilder b("layout");
+  const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({6, 10})});
+  const ir::ValueId row = b.add_parameter(AbstractValue{DType::kBFloat16, concrete_shape({10})});
+  const ir::ValueId t = b.transpose(x, {1, 0});                                  // [10, 6]
+  const ir::ValueId rt = b.reshape(t, concrete_shape({60}));
+  const ir::ValueId rev = b.emit_or_throw(OpKind::kReverse, {rt}, ir::Attrs().set("dimensions", std::vector<int64_t>{0}));
+  const ir::ValueId sl = b.emit_or_throw(OpKind::kSlice, {rev},
+                                         ir::Attrs()
+                                             .set("start", concrete_shape({3}))
+                                             .set("limit", concrete_shape({57}))
+                                             .set("strides", std::vector<int64_t>{2}));  // [27]
+  const ir::ValueId bc = b.broadcast_in_dim(b.convert(row, DType::kFloat32), concrete_shape({6, 10}), {1});
+  const ir::ValueId y = b.binary(OpKind::kMul, b.unary(OpKind::kExp, x), bc);
+  const ir::ValueId z = b.binary(OpKind::kAdd, y, b.full_like(y, 1.0));
+  const ir::Program program = std::move(b).build({z, sl, t});
+  const std::vector<Buffer> args = {interesting_values(DType::kFloat32, 60, 1), interesting_values(DType::kBFloat16, 10, 2)};
+  absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, args);
+  absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, args);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const ElementCase exp_case{OpKind::kExp, DType::kFloat32, DType::kFloat32, {}};
+  EXPECT_EQ(compare(exp_case, (*gpu)[0], (*cpu)[0]), "");
+  EXPECT_TRUE((*gpu)[1].bitwise_equal((*cpu)[1])) << (*gpu)[1].to_string() << "\n" << (*cpu)[1].to_string();
+  EXPECT_TRUE((*gpu)[2].bitwise_equal((*cpu)[2]));
+}
+
+TEST(GpuTransfers, EveryDtypeRoundTripsAtEverySize) {
+  SKIP_WITHOUT_GPU();
+  Platform& cuda = platform("cuda");
+  for (DType t : {DType::kBool, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
+                  DType::kFloat32, DType::kFloat64}) {
+    // Empty, small, and larger than two staging chunks (three chunks in flight through two buffers).
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{5} << 20}) {
+      SCOPED_TRACE(absl::StrCat(std::string(dtype_short_name(t)), "[", n, "]"));
+      const Buffer host = interesting_values(t, n, 7);
+      absl::StatusOr<std::shared_ptr<const DeviceBuffer>> dev = cuda.from_host(host, 0);
+      ASSERT_TRUE(dev.ok()) << dev.status();
+      EXPECT_EQ((*dev)->platform(), "cuda");
+      EXPECT_EQ((*dev)->host_buffer(), nullptr);
+      absl::StatusOr<Buffer> back = cuda.to_host(**dev);
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_TRUE(back->bitwise_equal(host));
+    }
+  }
+  EXPECT_EQ(cuda.from_host(Buffer::zeros(DType::kFloat32, {4}), 99).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GpuPlatform, AnOpWithoutACudaKernelIsNamedAtCompileTime) {
+  SKIP_WITHOUT_GPU();
+  ir::ProgramBuilder b("matmul");
+  const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
+  const ir::ValueId s = b.reduce_sum(x, {1});
+  const ir::Program program = std::move(b).build({s});
+  absl::StatusOr<std::shared_ptr<const Executable>> exe = platform("cuda").compile(program);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (reduce_sum"));
+  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("the cuda platform has no kernel for this op"));
+}
+
+}  // namespace
+}  // namespace mcx::test

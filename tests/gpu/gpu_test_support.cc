@@ -1,0 +1,46 @@
+#include "tests/gpu/gpu_test_support.h"
+
+#include <mutex>
+
+#include "mcx/backend/cpu/cpu_platform.h"
+#include "mcx/backend/cuda/cuda_platform.h"
+#include "mcx/core/error.h"
+#include "mcx/platform/platform_registry.h"
+
+namespace mcx::test {
+
+Platform& platform(std::string_view name) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    (void)cpu::register_cpu_platform();
+    (void)cuda::register_cuda_platform();
+  });
+  return *value_or_throw(find_platform(name));
+}
+
+std::string cuda_unusable_reason() {
+  absl::Status st = platform("cuda").usable();
+  return st.ok() ? "" : std::string(st.message());
+}
+
+absl::StatusOr<std::vector<Buffer>> run_program(Platform& platform, const ir::Program& program,
+                                                const std::vector<Buffer>& args) {
+  MCX_ASSIGN_OR_RETURN(std::shared_ptr<const Executable> exe, platform.compile(program));
+  std::vector<std::shared_ptr<const DeviceBuffer>> held;
+  std::vector<const DeviceBuffer*> raw;
+  for (const Buffer& a : args) {
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceBuffer> b, platform.from_host(a, 0));
+    raw.push_back(b.get());
+    held.push_back(std::move(b));
+  }
+  MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const DeviceBuffer>> outs,
+                       exe->execute(std::span<const DeviceBuffer* const>(raw.data(), raw.size()), nullptr));
+  std::vector<Buffer> results;
+  for (const auto& o : outs) {
+    MCX_ASSIGN_OR_RETURN(Buffer h, platform.to_host(*o));
+    results.push_back(std::move(h));
+  }
+  return results;
+}
+
+}  // namespace mcx::test
