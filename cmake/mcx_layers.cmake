@@ -22,10 +22,13 @@ function(mcx_add_layer name dir)
   set_property(GLOBAL APPEND PROPERTY MCX_LAYERS ${name})
 endfunction()
 
-# mcx_add_test(NAME LABEL SOURCES... LIBS ... [ENVIRONMENT VAR=value...]): one gtest executable, tests discovered and labelled.
+# mcx_add_test(NAME LABEL SOURCES... LIBS ... [ENVIRONMENT VAR=value...]): one gtest executable, tests discovered and
+# labelled; each ENVIRONMENT argument is one variable. The variables reach the tests as one, MCX_TEST_ENVIRONMENT
+# (tests/support/environment/test_environment.cc sets them before main): gtest_discover_tests keeps only the
+# first entry of a list-valued ENVIRONMENT property.
 function(mcx_add_test name label)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;ENVIRONMENT" ${ARGN})
-  add_executable(${name} ${T_SOURCES})
+  add_executable(${name} ${T_SOURCES} ${CMAKE_SOURCE_DIR}/tests/support/environment/test_environment.cc)
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   # One precompiled header (tests/test_pch.h) for every test executable: the first one built through here owns
   # it, the others reuse it (their compile options are the same; a test's own -D macros do not appear in it).
@@ -40,12 +43,13 @@ function(mcx_add_test name label)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  set(env_props)
   if(T_ENVIRONMENT)
-    set(env_props ENVIRONMENT "${T_ENVIRONMENT}")
+    list(JOIN T_ENVIRONMENT " " env)
+    gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT}
+                         ENVIRONMENT "MCX_TEST_ENVIRONMENT=${env}" DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT} DISCOVERY_TIMEOUT 60)
   endif()
-  gtest_discover_tests(${name} PROPERTIES LABELS ${label} TIMEOUT ${T_TIMEOUT} ${env_props}
-                       DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # Runs the tests of `name` (made by mcx_add_test) a second time on the test-only platform (MCX_PLATFORMS=test,
@@ -59,6 +63,6 @@ function(mcx_add_test_platform_run name devices)
   endif()
   gtest_discover_tests(${name} TEST_PREFIX "test_platform/" TEST_FILTER "${filter}"
                        PROPERTIES LABELS unit TIMEOUT 120
-                                  ENVIRONMENT "MCX_CPU_DEVICE_COUNT=${devices};MCX_PLATFORMS=test"
+                                  ENVIRONMENT "MCX_TEST_ENVIRONMENT=MCX_CPU_DEVICE_COUNT=${devices} MCX_PLATFORMS=test"
                        DISCOVERY_TIMEOUT 60)
 endfunction()

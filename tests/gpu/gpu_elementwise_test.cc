@@ -177,15 +177,57 @@ TEST(GpuTransfers, EveryDtypeRoundTripsAtEverySize) {
 
 TEST(GpuPlatform, AnOpWithoutACudaKernelIsNamedAtCompileTime) {
   SKIP_WITHOUT_GPU();
-  ir::ProgramBuilder b("matmul");
+  ir::ProgramBuilder b("argmax");
   const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
-  const ir::ValueId s = b.reduce_sum(x, {1});
-  const ir::Program program = std::move(b).build({s});
+  const ir::ValueId a = b.emit_or_throw(OpKind::kArgMax, {x}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}});
+  const ir::Program program = std::move(b).build({a});
   absl::StatusOr<std::shared_ptr<const Executable>> exe = platform("cuda").compile(program);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (reduce_sum"));
+  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (argmax"));
   EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("the cuda platform has no kernel for this op"));
+}
+
+// Every reduction kind and dtype over last, leading, middle and all axes (and an empty axis): max, min and
+// integer results bit for bit; float sums and products within a relative 1e-5 (another accumulation order).
+TEST(GpuReductions, EveryKindAndDtypeAgreesWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::vector<int64_t>> axes_cases = {{2}, {0}, {1}, {0, 2}, {0, 1, 2}};
+  int compared = 0;
+  for (OpKind kind : {OpKind::kReduceSum, OpKind::kReduceProd, OpKind::kReduceMax, OpKind::kReduceMin}) {
+    for (DType t : {DType::kBool, DType::kInt8, DType::kInt32, DType::kInt64, DType::kUInt32, DType::kFloat16,
+                    DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+      for (const std::vector<int64_t>& axes : axes_cases) {
+        for (int64_t middle : {int64_t{7}, int64_t{0}}) {
+          SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " axes ",
+                                    axes.size(), " middle ", middle));
+          ir::ProgramBuilder b("reduce");
+          const ir::ValueId x = b.add_parameter(AbstractValue{t, concrete_shape({33, middle, 65})});
+          absl::StatusOr<ir::ValueId> r = b.emit(kind, {x}, {{"dimensions", axes}});
+          if (!r.ok()) continue;  // a kind the op table does not take for this dtype
+          const ir::Program program = std::move(b).build({*r});
+          const std::vector<Buffer> args = {interesting_values(t, 33 * middle * 65, 5).reshaped({33, middle, 65})};
+          absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, args);
+          absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, args);
+          ASSERT_TRUE(gpu.ok()) << gpu.status();
+          ASSERT_TRUE(cpu.ok()) << cpu.status();
+          const bool exact = !is_floating(t) || kind == OpKind::kReduceMax || kind == OpKind::kReduceMin;
+          if (exact) {
+            const ElementCase c{OpKind::kMax, t, t, {}};
+            EXPECT_EQ(compare(c, (*gpu)[0], (*cpu)[0]), "");
+          } else {
+            for (int64_t i = 0; i < (*gpu)[0].num_elements(); ++i) {
+              const double g = value_at((*gpu)[0], i), h = value_at((*cpu)[0], i);
+              if ((std::isnan(g) && std::isnan(h)) || g == h) continue;
+              EXPECT_LE(std::abs(g - h), 1e-5 * std::max(std::abs(g), std::abs(h)) + 1e-30) << "element " << i;
+            }
+          }
+          ++compared;
+        }
+      }
+    }
+  }
+  std::printf("[gpu] %d reductions agree with the CPU\n", compared);
 }
 
 }  // namespace

@@ -160,9 +160,10 @@ absl::Status CachingAllocator::out_of_memory(size_t bytes, size_t segment, const
 absl::StatusOr<CachingAllocator::Block*> CachingAllocator::new_segment(size_t size, uint64_t stream) {
   const bool small = size <= kSmallRequest;
   const size_t segment = small ? kSmallSegment : round_up(size, kLargeRound);
-  auto over_limit = [&] { return options_.limit_bytes > 0 && stats_.reserved + segment > options_.limit_bytes; };
-  if (over_limit()) release_free_segments();
-  if (over_limit()) return out_of_memory(size, segment, absl::OkStatus());
+  if (options_.limit_bytes > 0 && stats_.reserved + segment > options_.limit_bytes) release_free_segments();
+  if (options_.limit_bytes > 0 && stats_.reserved + segment > options_.limit_bytes) {
+    return out_of_memory(size, segment, absl::OkStatus());
+  }
   absl::StatusOr<uint64_t> address = source_.allocate(segment);
   if (!address.ok()) {
     release_free_segments();

@@ -112,7 +112,8 @@ absl::StatusOr<void*> CudaDevice::staging(int i, absl::Time deadline) const {
     return staging_[i];
   }
   // The buffer's last copy must be done before it is written again.
-  MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(staged_[i]); }, deadline, "waiting for a staged copy"));
+  CUevent last = staged_[i];
+  MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(last); }, deadline, "waiting for a staged copy"));
   return staging_[i];
 }
 
@@ -138,27 +139,31 @@ absl::Status CudaDevice::to_host(void* dst, uint64_t src, size_t bytes, absl::Ti
   auto* to = static_cast<std::byte*>(dst);
   // Chunk k is copied into buffer k % 2 while the host copies chunk k - 1 out of the other.
   size_t pending_at = 0, pending_n = 0;
-  int pending_i = -1;
-  auto drain = [&]() -> absl::Status {
-    if (pending_i < 0) return absl::OkStatus();
-    MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(staged_[pending_i]); }, deadline, "copying to the host"));
-    std::memcpy(to + pending_at, staging_[pending_i], pending_n);
-    pending_i = -1;
-    return absl::OkStatus();
-  };
-  for (size_t done = 0, chunk = 0; done < bytes; done += kStagingBytes, ++chunk) {
-    const size_t n = std::min(kStagingBytes, bytes - done);
-    const int i = static_cast<int>(chunk % 2);
-    MCX_ASSIGN_OR_RETURN(void* stage, staging(i, deadline));
-    MCX_RETURN_IF_ERROR(check(api_.cuMemcpyDtoHAsync(stage, static_cast<CUdeviceptr>(src + done), n, stream_),
-                              "cuMemcpyDtoHAsync"));
-    MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(staged_[i], stream_), "cuEventRecord"));
-    MCX_RETURN_IF_ERROR(drain());
-    pending_at = done;
-    pending_n = n;
-    pending_i = i;
+  void* pending_from = nullptr;  // the staging buffer of the chunk still to copy out, or null
+  CUevent pending_copy = nullptr;
+  for (size_t done = 0, chunk = 0; done < bytes || pending_from != nullptr; done += kStagingBytes, ++chunk) {
+    if (done < bytes) {
+      const size_t n = std::min(kStagingBytes, bytes - done);
+      const int i = static_cast<int>(chunk % 2);
+      MCX_ASSIGN_OR_RETURN(void* stage, staging(i, deadline));
+      MCX_RETURN_IF_ERROR(check(api_.cuMemcpyDtoHAsync(stage, static_cast<CUdeviceptr>(src + done), n, stream_),
+                                "cuMemcpyDtoHAsync"));
+      MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(staged_[i], stream_), "cuEventRecord"));
+    }
+    if (pending_from != nullptr) {  // the previous chunk, while this one copies
+      MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(pending_copy); }, deadline, "copying to the host"));
+      std::memcpy(to + pending_at, pending_from, pending_n);
+      pending_from = nullptr;
+    }
+    if (done < bytes) {
+      const int i = static_cast<int>(chunk % 2);
+      pending_at = done;
+      pending_n = std::min(kStagingBytes, bytes - done);
+      pending_from = staging_[i];
+      pending_copy = staged_[i];
+    }
   }
-  return drain();
+  return absl::OkStatus();
 }
 
 }  // namespace mcx::cuda

@@ -4,10 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include <variant>
+
 #include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/reduce_kernel.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
+#include "mcx/core/byte_io.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
+#include "mcx/ir/fingerprint.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
@@ -42,6 +47,9 @@ namespace {
 using Plan = CudaExecutable::Plan;
 using codegen::ElementKernelLeaf;
 using codegen::ElementKernelSpec;
+using codegen::ReduceKernelSpec;
+// What a kernel of the plan is generated from.
+using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec>;
 
 absl::Status unsupported(const ir::Program& p, int i, std::string_view why) {
   const ir::Instr& in = p.instrs[i];
@@ -116,8 +124,8 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// The plan and the kernel specs it launches (Step::kernel indexes specs).
-absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<ElementKernelSpec>>> plan_program(const ir::Program& program) {
+// The plan and the kernels it launches (Step::kernel indexes them).
+absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan_program(const ir::Program& program) {
   auto plan = std::make_unique<Plan>();
   MCX_ASSIGN_OR_RETURN(plan->program, prepare(program));
   const ir::Program& p = plan->program;
@@ -132,7 +140,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<ElementKernelSpec>>>
   }
   MCX_ASSIGN_OR_RETURN(const kernelgen::ElementGroups groups,
                        kernelgen::form_element_groups(p, plan->dims, [](const ir::Program&, int) { return absl::OkStatus(); }));
-  std::vector<ElementKernelSpec> specs;
+  std::vector<KernelSource> specs;
   for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
     const ir::Instr& in = p.instrs[i];
     const ValueId v = P + i;
@@ -188,6 +196,15 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<ElementKernelSpec>>>
           specs.push_back(std::move(spec));
           break;
         }
+        case OpKind::kReduceSum: case OpKind::kReduceProd: case OpKind::kReduceMax: case OpKind::kReduceMin: {
+          MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0]};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(ReduceKernelSpec{in.kind, in.type.dtype, plan->dims[in.operands[0]], std::move(axes)});
+          break;
+        }
         default:
           return unsupported(p, i, "the cuda platform has no kernel for this op yet (docs/gpu.md lists what runs)");
       }
@@ -210,8 +227,9 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<ElementKernelSpec>>>
 
 }  // namespace
 
-CudaExecutable::CudaExecutable(const CudaDevices& devices, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels)
-    : devices_(devices), plan_(std::move(plan)), kernels_(std::move(kernels)) {}
+CudaExecutable::CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan,
+                               std::vector<CompiledKernel> kernels)
+    : devices_(devices), arch_(arch), plan_(std::move(plan)), kernels_(std::move(kernels)) {}
 
 CudaExecutable::~CudaExecutable() {
   MutexLock lock(&mu_);
@@ -224,8 +242,61 @@ CudaExecutable::~CudaExecutable() {
 
 const ir::Program& CudaExecutable::program() const { return plan_->program; }
 
+namespace {
+
+// The serialised form: the magic, the architecture, the program's name and canonical encoding, then each kernel
+// (name, whether it is PTX, image).
+constexpr std::string_view kMagic = "MCXCUDA1";
+
+}  // namespace
+
 absl::StatusOr<std::string> CudaExecutable::serialize() const {
-  return absl::FailedPreconditionError("[cuda] executables are not serialised yet (compiled in each process)");
+  std::string out(kMagic);
+  ByteWriter w(out);
+  w.i64(arch_);
+  w.str(plan_->program.name);
+  w.str(ir::canonical_encoding(plan_->program));
+  w.u64(kernels_.size());
+  for (const CompiledKernel& k : kernels_) {
+    w.str(k.name);
+    w.u64(k.is_ptx ? 1 : 0);
+    w.str(k.image);
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::deserialize(std::string_view bytes,
+                                                                                 const CudaDevices& devices, int arch) {
+  if (bytes.substr(0, kMagic.size()) != kMagic) {
+    return absl::FailedPreconditionError("[cuda] not a serialised cuda executable (another format or version)");
+  }
+  ByteReader r(bytes.substr(kMagic.size()), "cuda executable");
+  MCX_ASSIGN_OR_RETURN(const int64_t stored_arch, r.i64());
+  if (stored_arch != arch) {
+    return absl::FailedPreconditionError(absl::StrCat("[cuda] a stored executable for sm_", stored_arch,
+                                                      "; this process's GPUs are sm_", arch));
+  }
+  MCX_ASSIGN_OR_RETURN(const std::string_view name, r.str());
+  MCX_ASSIGN_OR_RETURN(const std::string_view encoding, r.str());
+  MCX_ASSIGN_OR_RETURN(const ir::Program program, ir::decode_canonical_encoding(encoding, std::string(name)));
+  MCX_ASSIGN_OR_RETURN(const uint64_t n, r.count(24));
+  std::vector<CompiledKernel> kernels;
+  for (uint64_t k = 0; k < n; ++k) {
+    CompiledKernel c;
+    MCX_ASSIGN_OR_RETURN(const std::string_view kname, r.str());
+    MCX_ASSIGN_OR_RETURN(const uint64_t is_ptx, r.u64());
+    MCX_ASSIGN_OR_RETURN(const std::string_view image, r.str());
+    if (is_ptx > 1) return r.error("a PTX flag of 0 or 1");
+    kernels.push_back({std::string(kname), std::string(image), is_ptx == 1});
+  }
+  if (!r.at_end()) return r.error("the end of the executable");
+  MCX_ASSIGN_OR_RETURN(auto planned, plan_program(program));
+  if (planned.second.size() != kernels.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("[cuda] the stored executable of @", std::string(name), " has ", kernels.size(),
+                                                      " kernels; this build plans ", planned.second.size()));
+  }
+  return std::shared_ptr<const CudaExecutable>(
+      new CudaExecutable(devices, arch, std::move(planned.first), std::move(kernels)));
 }
 
 absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(const ir::Program& program,
@@ -235,7 +306,15 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(co
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < specs.size(); ++k) {
     const std::string name = absl::StrCat("mcx_", k);
-    absl::StatusOr<codegen::PtxKernel> ptx = codegen::generate_element_kernel(specs[k], arch, name);
+    absl::StatusOr<codegen::PtxKernel> ptx = std::visit(
+        [&](const auto& spec) -> absl::StatusOr<codegen::PtxKernel> {
+          if constexpr (std::is_same_v<std::decay_t<decltype(spec)>, ElementKernelSpec>) {
+            return codegen::generate_element_kernel(spec, arch, name);
+          } else {
+            return codegen::generate_reduce_kernel(spec, arch, name);
+          }
+        },
+        specs[k]);
     if (!ptx.ok()) {
       return absl::Status(ptx.status().code(), absl::StrCat("[cuda_compile] @", program.name, " kernel ", k, ": ",
                                                             ptx.status().message()));
@@ -249,7 +328,7 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(co
       return cubin.status();
     }
   }
-  return std::shared_ptr<const CudaExecutable>(new CudaExecutable(devices, std::move(plan), std::move(kernels)));
+  return std::shared_ptr<const CudaExecutable>(new CudaExecutable(devices, arch, std::move(plan), std::move(kernels)));
 }
 
 absl::StatusOr<const CudaExecutable::DeviceState*> CudaExecutable::state_on(const CudaDevice& device,

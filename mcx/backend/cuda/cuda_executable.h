@@ -4,7 +4,8 @@
 // What runs on the GPU now: element-wise ops, convert and is_finite, fused into groups as on every platform
 // (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
 // broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf); reshape without a copy;
-// constants (copied to each device once). Any other op is refused at compile time with Unimplemented naming
+// reduce_sum, reduce_prod, reduce_max and reduce_min (codegen/reduce_kernel.h); constants (copied to each
+// device once). Any other op is refused at compile time with Unimplemented naming
 // the instruction, the op and the platform: nothing falls back to the CPU silently.
 //
 // execute() enqueues every kernel on the device's stream and returns; the results are complete in stream
@@ -24,6 +25,8 @@
 #include <map>
 #include <memory>
 #include <vector>
+
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "mcx/backend/cuda/cuda_device.h"
@@ -51,6 +54,11 @@ class CudaExecutable final : public Executable {
   // `program` for `devices` (all of architecture sm_<arch>).
   static absl::StatusOr<std::shared_ptr<const CudaExecutable>> compile(const ir::Program& program,
                                                                        const CudaDevices& devices, int arch);
+  // Reads what serialize() wrote: the program is planned again (no code generated) and the stored kernels
+  // loaded. FailedPrecondition for bytes of another format, of another architecture than sm_<arch>, or whose
+  // kernels do not match this build's plan (the caller compiles instead); InvalidArgument for damaged bytes.
+  static absl::StatusOr<std::shared_ptr<const CudaExecutable>> deserialize(std::string_view bytes,
+                                                                           const CudaDevices& devices, int arch);
   ~CudaExecutable() override;
 
   std::string_view platform() const override { return kCudaPlatformName; }
@@ -58,7 +66,7 @@ class CudaExecutable final : public Executable {
   bool has_collectives() const override { return false; }
   absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> execute(
       std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const override;
-  // Not yet: the runtime compiles again instead of storing (FailedPrecondition).
+  // The program's canonical encoding, the architecture and every kernel's image (a cubin, or PTX).
   absl::StatusOr<std::string> serialize() const override;
 
   const std::vector<CompiledKernel>& kernels() const { return kernels_; }
@@ -71,10 +79,11 @@ class CudaExecutable final : public Executable {
     std::map<ir::ValueId, std::shared_ptr<DeviceMemory>> constants;
   };
 
-  CudaExecutable(const CudaDevices& devices, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels);
+  CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels);
   absl::StatusOr<const DeviceState*> state_on(const CudaDevice& device, absl::Time deadline) const;
 
   const CudaDevices& devices_;
+  const int arch_;
   std::unique_ptr<const Plan> plan_;
   const std::vector<CompiledKernel> kernels_;
   mutable Mutex mu_;

@@ -72,8 +72,11 @@ class CudaPlatform final : public Platform {
     return exe;
   }
 
-  absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view) const override {
-    return absl::FailedPreconditionError("[cuda] stored executables are not read yet (compiled in each process)");
+  absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view bytes) const override {
+    MCX_ASSIGN_OR_RETURN(const CudaDevices* d, devices());
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CudaExecutable> exe,
+                         CudaExecutable::deserialize(bytes, *d, (*d)[0]->info().arch));
+    return exe;
   }
 
   KernelCompileStats kernel_stats() const override {

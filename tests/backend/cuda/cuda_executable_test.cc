@@ -47,20 +47,53 @@ TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
   absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> out = (*exe)->execute({}, nullptr);
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("this process has 0 CUDA devices"));
-  EXPECT_EQ((*exe)->serialize().status().code(), absl::StatusCode::kFailedPrecondition);
+
+  // Serialised and read back (the compilation cache's round trip): the same program and kernels.
+  absl::StatusOr<std::string> bytes = (*exe)->serialize();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> back = CudaExecutable::deserialize(*bytes, no_devices(), 90);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((*back)->program().name, "layout");
+  ASSERT_EQ((*back)->kernels().size(), (*exe)->kernels().size());
+  for (size_t k = 0; k < (*exe)->kernels().size(); ++k) EXPECT_EQ((*back)->kernels()[k].image, (*exe)->kernels()[k].image);
+  // Another architecture or format is for the caller to compile; damaged bytes are refused.
+  EXPECT_THAT(std::string(CudaExecutable::deserialize(*bytes, no_devices(), 80).status().message()),
+              HasSubstr("a stored executable for sm_90; this process's GPUs are sm_80"));
+  EXPECT_EQ(CudaExecutable::deserialize("MCXCPU01....", no_devices(), 90).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (size_t cut : {size_t{9}, bytes->size() / 2, bytes->size() - 1}) {
+    EXPECT_EQ(CudaExecutable::deserialize(bytes->substr(0, cut), no_devices(), 90).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << "cut at " << cut;
+  }
 }
 
 TEST(CudaExecutable, AnOpWithoutAKernelIsRefusedNamingIt) {
-  ir::ProgramBuilder b("reduce");
+  ir::ProgramBuilder b("argmax");
   const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
   const ValueId e = b.unary(OpKind::kExp, x);
-  const ir::Program program = std::move(b).build({b.reduce_sum(e, {1})});
+  const ValueId a = b.emit_or_throw(OpKind::kArgMax, {e}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}});
+  const ir::Program program = std::move(b).build({a});
   absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(exe.status().message()),
-              HasSubstr("[cuda_compile] instruction 1 (reduce_sum -> f32[4]) of @reduce: the cuda platform has no "
+              HasSubstr("[cuda_compile] instruction 1 (argmax -> i32[4]) of @argmax: the cuda platform has no "
                         "kernel for this op yet"));
+}
+
+// A softmax's pieces: max and sum over the last axis, reductions over leading and middle axes, every kind.
+TEST(CudaExecutable, ReductionsArePlannedAsReduceKernels) {
+  ir::ProgramBuilder b("reduce");
+  const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({8, 5, 6})});
+  const ValueId m = b.emit_or_throw(OpKind::kReduceMax, {x}, {{"dimensions", std::vector<int64_t>{2}}});
+  const ValueId s = b.reduce_sum(b.unary(OpKind::kExp, x), {0, 2});
+  const ValueId p = b.emit_or_throw(OpKind::kReduceProd, {x}, {{"dimensions", std::vector<int64_t>{1}}});
+  const ValueId n = b.emit_or_throw(OpKind::kReduceMin, {x}, {{"dimensions", std::vector<int64_t>{0, 1, 2}}});
+  const ir::Program program = std::move(b).build({m, s, p, n});
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->kernels().size(), 5u);  // 4 reductions and the exp
 }
 
 TEST(CudaExecutable, SymbolicShapesAndBadProgramsAreRefused) {

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
+#include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 #include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
 #include "mcx/backend/cuda/codegen/nvptx_compiler.h"
 #include "mcx/core/error.h"
@@ -63,45 +63,13 @@ class ElementKernelEmitter {
   }
 
   absl::Status emit(const std::string& name) {
-    llvm::Type* ptr = b_.getPtrTy();
-    std::vector<llvm::Type*> params(spec_.leaves.size() + spec_.outputs.size(), ptr);
+    std::vector<llvm::Type*> params(spec_.leaves.size() + spec_.outputs.size(), b_.getPtrTy());
     params.push_back(b_.getInt64Ty());
-    llvm::Function* f = llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
-                                               llvm::Function::ExternalLinkage, name, m_);
-    f->setDoesNotThrow();
-    for (size_t k = 0; k + 1 < params.size(); ++k) {
-      f->getArg(k)->addAttr(llvm::Attribute::NoAlias);  // an output over a leaf is read before written, per element
-    }
-    // A kernel entry point (LLVM 19 reads kernels from nvvm.annotations).
-    llvm::LLVMContext& ctx = m_.getContext();
-    llvm::Metadata* kernel_md[] = {llvm::ValueAsMetadata::get(f), llvm::MDString::get(ctx, "kernel"),
-                                   llvm::ValueAsMetadata::get(b_.getInt32(1))};
-    m_.getOrInsertNamedMetadata("nvvm.annotations")->addOperand(llvm::MDNode::get(ctx, kernel_md));
-
-    llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-    llvm::BasicBlock* loop = llvm::BasicBlock::Create(ctx, "loop", f);
-    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit", f);
-    b_.SetInsertPoint(entry);
-    auto sreg = [&](llvm::Intrinsic::ID id) { return b_.CreateZExt(b_.CreateIntrinsic(id, {}, {}), index_ty_); };
-    llvm::Value* tid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
-    llvm::Value* ntid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x);
-    llvm::Value* ctaid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
-    llvm::Value* nctaid = sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x);
-    llvm::Value* first = b_.CreateAdd(b_.CreateMul(ctaid, ntid, "", true, true), tid, "", true, true);
-    llvm::Value* step = b_.CreateMul(nctaid, ntid, "", true, true);
-    llvm::Value* n = b_.CreateTrunc(f->getArg(params.size() - 1), index_ty_);
-    b_.CreateCondBr(b_.CreateICmpULT(first, n), loop, exit);
-
-    b_.SetInsertPoint(loop);
-    llvm::PHINode* i = b_.CreatePHI(index_ty_, 2, "i");
-    i->addIncoming(first, entry);
-    MCX_RETURN_IF_ERROR(body(f, i));
-    llvm::Value* next = b_.CreateAdd(i, step, "next", /*HasNUW=*/true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateCondBr(b_.CreateICmpULT(next, n), loop, exit);
-    b_.SetInsertPoint(exit);
-    b_.CreateRetVoid();
-    return absl::OkStatus();
+    return emit_grid_stride_kernel(m_, b_, name, params, index_ty_, [&](llvm::Function* f, llvm::Value* i) {
+      // An output over a leaf is read before it is written, per element: the pointers do not alias otherwise.
+      for (size_t k = 0; k + 1 < params.size(); ++k) f->getArg(k)->addAttr(llvm::Attribute::NoAlias);
+      return body(f, i);
+    });
   }
 
  private:
@@ -116,7 +84,7 @@ class ElementKernelEmitter {
       llvm::Value* at = i;
       if (leaf.strides != contiguous || leaf.offset != 0) {
         // offset + sum of coordinate * stride, wrapping (a negative stride is its two's complement).
-        if (coords.empty()) coords = coordinates(i);
+        if (coords.empty()) coords = row_major_coordinates(b_, i, spec_.dims);
         at = llvm::ConstantInt::get(index_ty_, static_cast<uint64_t>(leaf.offset), /*IsSigned=*/true);
         for (size_t d = 0; d < spec_.dims.size(); ++d) {
           if (leaf.strides[d] == 0) continue;
@@ -134,19 +102,6 @@ class ElementKernelEmitter {
       e_.store_elem(f->getArg(num_leaves + j), spec_.nodes[node].dtype, widen_index(i), values[num_leaves + node]);
     }
     return absl::OkStatus();
-  }
-
-  // The row-major coordinates of element i over dims (constant divisors: the optimiser turns them into
-  // multiplications).
-  std::vector<llvm::Value*> coordinates(llvm::Value* i) {
-    std::vector<llvm::Value*> c(spec_.dims.size());
-    llvm::Value* rest = i;
-    for (size_t d = spec_.dims.size(); d-- > 0;) {
-      llvm::Value* extent = llvm::ConstantInt::get(index_ty_, spec_.dims[d]);
-      c[d] = d == 0 ? rest : b_.CreateURem(rest, extent);
-      if (d > 0) rest = b_.CreateUDiv(rest, extent);
-    }
-    return c;
   }
 
   llvm::Value* widen_index(llvm::Value* v) { return wide_ ? v : b_.CreateZExt(v, b_.getInt64Ty()); }

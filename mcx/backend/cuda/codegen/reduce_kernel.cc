@@ -1,0 +1,147 @@
+#include "mcx/backend/cuda/codegen/reduce_kernel.h"
+
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "llvm/IR/LLVMContext.h"
+#include "mcx/backend/cuda/codegen/kernel_skeleton.h"
+#include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
+#include "mcx/backend/cuda/codegen/nvptx_compiler.h"
+#include "mcx/core/error.h"
+#include "mcx/kernelgen/element_emitter.h"
+
+namespace mcx::cuda::codegen {
+namespace {
+
+using ir::OpKind;
+
+absl::Status check_spec(const ReduceKernelSpec& spec) {
+  if (spec.kind != OpKind::kReduceSum && spec.kind != OpKind::kReduceProd && spec.kind != OpKind::kReduceMax &&
+      spec.kind != OpKind::kReduceMin) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce kernel of ", std::string(ir::op_name(spec.kind)),
+                                                   ": expected reduce_sum, reduce_prod, reduce_max or reduce_min"));
+  }
+  for (size_t k = 0; k < spec.axes.size(); ++k) {
+    const int64_t a = spec.axes[k];
+    if (a < 0 || a >= static_cast<int64_t>(spec.dims.size()) || (k > 0 && a <= spec.axes[k - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat("reduce kernel axes [", absl::StrJoin(spec.axes, ","),
+                                                     "]: expected sorted unique axes of a rank-", spec.dims.size(),
+                                                     " array"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class ReduceKernelEmitter {
+ public:
+  ReduceKernelEmitter(const ReduceKernelSpec& spec, llvm::LLVMContext& ctx, llvm::Module& m)
+      : spec_(spec), m_(m), e_(ctx, m, math_), b_(e_.builder()) {
+    const std::vector<int64_t> strides = contiguous_strides(spec.dims);
+    std::vector<bool> reduced(spec.dims.size(), false);
+    for (int64_t a : spec.axes) reduced[a] = true;
+    for (size_t d = 0; d < spec.dims.size(); ++d) {
+      (reduced[d] ? reduced_dims_ : kept_dims_).push_back(spec.dims[d]);
+      (reduced[d] ? reduced_strides_ : kept_strides_).push_back(strides[d]);
+    }
+  }
+
+  absl::Status emit(const std::string& name) {
+    llvm::Type* i64 = b_.getInt64Ty();
+    return emit_grid_stride_kernel(m_, b_, name, {b_.getPtrTy(), b_.getPtrTy(), i64}, i64,
+                                   [&](llvm::Function* f, llvm::Value* o) { return body(f, o); });
+  }
+
+ private:
+  // Output element o: its reduced elements accumulated in order.
+  absl::Status body(llvm::Function* f, llvm::Value* o) {
+    llvm::Value* base = b_.getInt64(0);
+    const std::vector<llvm::Value*> kept = row_major_coordinates(b_, o, kept_dims_);
+    for (size_t k = 0; k < kept.size(); ++k) base = b_.CreateAdd(base, b_.CreateMul(kept[k], b_.getInt64(kept_strides_[k])));
+    llvm::Type* acc_ty = e_.compute_type(spec_.dtype);
+    // The accumulator lives in a stack slot across the inner loop (the optimiser keeps it in a register).
+    llvm::IRBuilder<> entry(&f->getEntryBlock(), f->getEntryBlock().begin());
+    llvm::AllocaInst* acc = entry.CreateAlloca(acc_ty);
+    b_.CreateStore(identity(acc_ty), acc);
+    int64_t count = 1;
+    for (int64_t d : reduced_dims_) count *= d;
+    MCX_RETURN_IF_ERROR(e_.counted_loop(f, b_.getInt64(count), /*parallel=*/false, [&](llvm::Value* r) -> absl::Status {
+      llvm::Value* at = base;
+      const std::vector<llvm::Value*> rc = row_major_coordinates(b_, r, reduced_dims_);
+      for (size_t j = 0; j < rc.size(); ++j) at = b_.CreateAdd(at, b_.CreateMul(rc[j], b_.getInt64(reduced_strides_[j])));
+      llvm::Value* x = e_.load_elem(f->getArg(0), spec_.dtype, at);
+      b_.CreateStore(apply(b_.CreateLoad(acc_ty, acc), x), acc);
+      return absl::OkStatus();
+    }));
+    e_.store_elem(f->getArg(1), spec_.dtype, o, b_.CreateLoad(acc_ty, acc));
+    return absl::OkStatus();
+  }
+
+  llvm::Value* identity(llvm::Type* t) {
+    const bool floating = is_floating(spec_.dtype);
+    const bool boolean = is_bool(spec_.dtype);
+    switch (spec_.kind) {
+      case OpKind::kReduceSum:
+        return floating ? llvm::ConstantFP::get(t, 0.0) : llvm::ConstantInt::get(t, 0);
+      case OpKind::kReduceProd:
+        return floating ? llvm::ConstantFP::get(t, 1.0) : llvm::ConstantInt::get(t, 1);
+      case OpKind::kReduceMax:
+        if (floating) return llvm::ConstantFP::getInfinity(t, /*Negative=*/true);
+        if (boolean || !is_signed_integer(spec_.dtype)) return llvm::ConstantInt::get(t, 0);
+        return llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(t->getIntegerBitWidth()));
+      default:  // min
+        if (floating) return llvm::ConstantFP::getInfinity(t, /*Negative=*/false);
+        if (boolean || !is_signed_integer(spec_.dtype)) return llvm::ConstantInt::getAllOnesValue(t);
+        return llvm::ConstantInt::get(t, llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth()));
+    }
+  }
+
+  // acc (op) x, as the CPU's reduction ops apply it.
+  llvm::Value* apply(llvm::Value* acc, llvm::Value* x) {
+    const bool floating = is_floating(spec_.dtype);
+    const bool boolean = is_bool(spec_.dtype);
+    const bool is_signed = is_signed_integer(spec_.dtype);
+    switch (spec_.kind) {
+      case OpKind::kReduceSum:
+        return floating ? b_.CreateFAdd(acc, x) : boolean ? b_.CreateOr(acc, x) : b_.CreateAdd(acc, x);
+      case OpKind::kReduceProd:
+        return floating ? b_.CreateFMul(acc, x) : boolean ? b_.CreateAnd(acc, x) : b_.CreateMul(acc, x);
+      case OpKind::kReduceMax:
+      case OpKind::kReduceMin: {
+        const bool max = spec_.kind == OpKind::kReduceMax;
+        if (boolean) return max ? b_.CreateOr(acc, x) : b_.CreateAnd(acc, x);
+        if (floating) {  // a NaN accumulator sticks; a NaN x wins the comparison's false branch
+          llvm::Value* keep = b_.CreateOr(b_.CreateFCmpUNO(acc, acc), max ? b_.CreateFCmpOGT(acc, x) : b_.CreateFCmpOLT(acc, x));
+          return b_.CreateSelect(keep, acc, x);
+        }
+        llvm::Value* keep = max ? (is_signed ? b_.CreateICmpSGT(acc, x) : b_.CreateICmpUGT(acc, x))
+                                : (is_signed ? b_.CreateICmpSLT(acc, x) : b_.CreateICmpULT(acc, x));
+        return b_.CreateSelect(keep, acc, x);
+      }
+      default:
+        return acc;
+    }
+  }
+
+  const ReduceKernelSpec& spec_;
+  llvm::Module& m_;
+  const LibdeviceMathCalls math_;
+  kernelgen::ElementEmitter e_;
+  llvm::IRBuilder<>& b_;
+  std::vector<int64_t> kept_dims_, kept_strides_, reduced_dims_, reduced_strides_;
+};
+
+}  // namespace
+
+absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name) {
+  MCX_RETURN_IF_ERROR(check_spec(spec));
+  llvm::LLVMContext ctx;
+  auto m = std::make_unique<llvm::Module>(name, ctx);
+  ReduceKernelEmitter emitter(spec, ctx, *m);
+  MCX_RETURN_IF_ERROR(emitter.emit(name));
+  MCX_ASSIGN_OR_RETURN(std::string ptx, module_to_ptx(*m, arch));
+  return PtxKernel{name, std::move(ptx), arch};
+}
+
+}  // namespace mcx::cuda::codegen

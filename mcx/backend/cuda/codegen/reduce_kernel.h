@@ -1,0 +1,34 @@
+// A GPU kernel for reduce_sum, reduce_prod, reduce_max or reduce_min of one array over some of its axes,
+// accumulating as the CPU does: in the CPU's accumulation type (float for float16/bfloat16, else the dtype;
+// bool sums are ORs and products ANDs), from the op's identity (so an empty reduction gives it), with max/min
+// keeping a NaN once met, integer arithmetic wrapping. Each thread computes whole output elements, reading
+// their reduced elements in row-major order: max, min and integer results equal the CPU's; float sums and
+// products may differ from the CPU's fixed 16-lane order in the last bits. No LLVM in this header.
+//
+// Kernel parameters: the input's device pointer (contiguous, dims), the output's, then the output element count
+// n (i64). Thread-safety: generate_reduce_kernel is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/core/dtype.h"
+#include "mcx/ir/op.h"
+
+namespace mcx::cuda::codegen {
+
+struct ReduceKernelSpec {
+  ir::OpKind kind;              // reduce_sum, reduce_prod, reduce_max or reduce_min
+  DType dtype;                  // of the input and the output
+  std::vector<int64_t> dims;    // the input's
+  std::vector<int64_t> axes;    // reduced, sorted and unique
+};
+
+// The kernel `name` for spec, for sm_<arch>. InvalidArgument for another op kind, or axes out of range, unsorted
+// or repeated.
+absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name);
+
+}  // namespace mcx::cuda::codegen

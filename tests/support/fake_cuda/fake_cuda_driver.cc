@@ -1,0 +1,186 @@
+// A stand-in CUDA driver for tests on machines without a GPU (built as libcuda.so.1 in its own folder; a test
+// process finds it through MCX_CUDA_LIBRARY_PATH). It implements the driver functions mcx resolves over host
+// memory: one device ("mcx fake GPU", sm_90, 132 SMs, MCX_FAKE_CUDA_MEMORY_MB of memory, default 1024), device
+// memory from malloc with the device's capacity enforced, copies done at once (so streams and events are
+// always complete), modules accepted when they are ELF images or PTX. It runs no kernel: cuLaunchKernel
+// answers CUDA_ERROR_NOT_SUPPORTED. So the backend's host side (loading, devices, the allocator over the
+// driver, staging and chunked transfers, module loading, error paths) runs for real; the kernels' results are
+// the gpu label's to check on a GPU.
+#include <cuda.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace {
+
+std::mutex mu;
+std::map<CUdeviceptr, size_t> allocations;  // guarded by mu
+size_t used = 0;                             // guarded by mu
+int next_handle = 1;                         // guarded by mu
+
+size_t capacity() {
+  const char* mb = std::getenv("MCX_FAKE_CUDA_MEMORY_MB");
+  return static_cast<size_t>(mb != nullptr ? std::atoll(mb) : 1024) << 20;
+}
+
+template <typename T>
+T new_handle() {
+  std::lock_guard<std::mutex> lock(mu);
+  return reinterpret_cast<T>(static_cast<uintptr_t>(next_handle++) << 4);
+}
+
+}  // namespace
+
+extern "C" {
+// NOLINTBEGIN(readability-identifier-naming): the driver API's names.
+CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult cuDriverGetVersion(int* v) { *v = CUDA_VERSION; return CUDA_SUCCESS; }
+CUresult cuGetErrorName(CUresult r, const char** s) {
+  *s = r == CUDA_ERROR_NOT_SUPPORTED ? "CUDA_ERROR_NOT_SUPPORTED"
+       : r == CUDA_ERROR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+       : r == CUDA_ERROR_INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE"
+                                       : "CUDA_ERROR_UNKNOWN";
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult r, const char** s) {
+  *s = r == CUDA_ERROR_NOT_SUPPORTED ? "the fake driver runs no kernels" : "fake driver error";
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int* n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice) {
+  std::strncpy(name, "mcx fake GPU", static_cast<size_t>(len));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    default: *v = 0;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice) { *bytes = capacity(); return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) { *c = reinterpret_cast<CUcontext>(0x1000); return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  std::lock_guard<std::mutex> lock(mu);
+  *total = capacity();
+  *free_bytes = *total - used;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (used + bytes > capacity()) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* m = std::malloc(bytes);
+  if (m == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = reinterpret_cast<CUdeviceptr>(m);
+  allocations[*p] = bytes;
+  used += bytes;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = allocations.find(p);
+  if (it == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  used -= it->second;
+  allocations.erase(it);
+  std::free(reinterpret_cast<void*>(p));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
+  *p = std::malloc(bytes);
+  return *p != nullptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void* p) { std::free(p); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
+  std::memset(reinterpret_cast<void*>(dst), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamCreate(CUstream* s, unsigned int) { *s = new_handle<CUstream>(); return CUDA_SUCCESS; }
+CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int) { return CUDA_SUCCESS; }
+CUresult cuEventCreate(CUevent* e, unsigned int) { *e = new_handle<CUevent>(); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) { *ms = 0; return CUDA_SUCCESS; }
+CUresult cuEventDestroy_v2(CUevent) { return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  const auto* bytes = static_cast<const char*>(image);
+  const bool elf = std::memcmp(bytes, "\x7f" "ELF", 4) == 0;
+  const bool ptx = std::strstr(bytes, ".entry") != nullptr;
+  if (!elf && !ptx) return CUDA_ERROR_INVALID_IMAGE;
+  *m = new_handle<CUmodule>();
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char*) { *f = new_handle<CUfunction>(); return CUDA_SUCCESS; }
+CUresult cuFuncGetAttribute(int* v, CUfunction_attribute, CUfunction) { *v = 0; return CUDA_SUCCESS; }
+CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, CUstream, void**, void**) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// Every function above by its base name, as a CUDA 13 driver answers cuGetProcAddress.
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status) {
+  static const std::map<std::string, void*> table = {
+#define FAKE(name, fn) {name, reinterpret_cast<void*>(&fn)}
+      FAKE("cuInit", cuInit), FAKE("cuDriverGetVersion", cuDriverGetVersion), FAKE("cuGetErrorName", cuGetErrorName),
+      FAKE("cuGetErrorString", cuGetErrorString), FAKE("cuDeviceGetCount", cuDeviceGetCount),
+      FAKE("cuDeviceGet", cuDeviceGet), FAKE("cuDeviceGetName", cuDeviceGetName),
+      FAKE("cuDeviceGetAttribute", cuDeviceGetAttribute), FAKE("cuDeviceTotalMem", cuDeviceTotalMem_v2),
+      FAKE("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
+      FAKE("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), FAKE("cuCtxSetCurrent", cuCtxSetCurrent),
+      FAKE("cuCtxSynchronize", cuCtxSynchronize), FAKE("cuMemGetInfo", cuMemGetInfo_v2),
+      FAKE("cuMemAlloc", cuMemAlloc_v2), FAKE("cuMemFree", cuMemFree_v2), FAKE("cuMemHostAlloc", cuMemHostAlloc),
+      FAKE("cuMemFreeHost", cuMemFreeHost), FAKE("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2),
+      FAKE("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2), FAKE("cuMemcpyDtoDAsync", cuMemcpyDtoDAsync_v2),
+      FAKE("cuMemsetD8Async", cuMemsetD8Async), FAKE("cuStreamCreate", cuStreamCreate),
+      FAKE("cuStreamDestroy", cuStreamDestroy_v2), FAKE("cuStreamSynchronize", cuStreamSynchronize),
+      FAKE("cuStreamWaitEvent", cuStreamWaitEvent), FAKE("cuStreamQuery", cuStreamQuery),
+      FAKE("cuEventCreate", cuEventCreate), FAKE("cuEventRecord", cuEventRecord),
+      FAKE("cuEventSynchronize", cuEventSynchronize), FAKE("cuEventQuery", cuEventQuery),
+      FAKE("cuEventElapsedTime", cuEventElapsedTime), FAKE("cuEventDestroy", cuEventDestroy_v2),
+      FAKE("cuModuleLoadData", cuModuleLoadData), FAKE("cuModuleUnload", cuModuleUnload),
+      FAKE("cuModuleGetFunction", cuModuleGetFunction), FAKE("cuFuncGetAttribute", cuFuncGetAttribute),
+      FAKE("cuFuncSetAttribute", cuFuncSetAttribute), FAKE("cuLaunchKernel", cuLaunchKernel),
+#undef FAKE
+  };
+  auto it = table.find(symbol);
+  if (it == table.end()) {
+    *pfn = nullptr;
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = it->second;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+// NOLINTEND(readability-identifier-naming)
+}
