@@ -122,5 +122,25 @@ TEST(FakeDriver, ProgramsWithoutKernelsRunAndAFailedLaunchIsNamed) {
   EXPECT_EQ(p.kernel_stats().compiled, 1);
 }
 
+// cuBLASLt brings its own CUDA runtime, which looks for the real driver: with the stand-in, a product fails
+// cleanly, named, instead of crashing or hanging.
+TEST(FakeDriver, AProductWithoutTheRealDriverFailsNamingCublasLt) {
+  Platform& p = cuda_platform();
+  ir::ProgramBuilder b("dot");
+  const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 3})});
+  const ir::ValueId y = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({3, 2})});
+  const ir::ValueId d = b.emit_or_throw(ir::OpKind::kDotGeneral, {x, y},
+                                        {{"lhs_batch", std::vector<int64_t>{}}, {"lhs_contracting", std::vector<int64_t>{1}},
+                                         {"rhs_batch", std::vector<int64_t>{}}, {"rhs_contracting", std::vector<int64_t>{0}}});
+  absl::StatusOr<std::shared_ptr<const Executable>> exe = p.compile(std::move(b).build({d}));
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::shared_ptr<const DeviceBuffer> a = p.from_host(Buffer::zeros(DType::kFloat32, {4, 3}), 0).value();
+  std::shared_ptr<const DeviceBuffer> c = p.from_host(Buffer::zeros(DType::kFloat32, {3, 2}), 0).value();
+  const DeviceBuffer* args[] = {a.get(), c.get()};
+  absl::Status st = (*exe)->execute(args, nullptr).status();
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(std::string(st.message()), HasSubstr("cublasLt"));
+}
+
 }  // namespace
 }  // namespace mcx::cuda

@@ -8,6 +8,7 @@
 
 #include "mcx/backend/cuda/codegen/element_kernel.h"
 #include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/gemm.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
 #include "mcx/core/byte_io.h"
 #include "mcx/core/config.h"
@@ -23,23 +24,36 @@ namespace mcx::cuda {
 using ir::OpKind;
 using ir::ValueId;
 
+// Slots: the program's values, then temporaries the plan adds (operands of a product laid out for cuBLASLt).
 struct CudaExecutable::Plan {
   struct Step {
-    // A kernel launch over `n` elements (inputs' and outputs' device pointers, then n), or, when alias is
-    // set, `value` taking the memory of `source` (a reshape).
-    bool alias = false;
+    enum class Kind {
+      kKernel,  // a generated kernel over n elements: inputs' and outputs' device pointers, then n
+      kAlias,   // `value` takes the memory of `source` (a reshape)
+      kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
+    };
+    Kind kind = Kind::kKernel;
     ValueId value = -1;
     ValueId source = -1;
     int kernel = -1;
+    GemmShape gemm;
     std::vector<ValueId> inputs;
     std::vector<ValueId> outputs;
     int64_t n = 0;
-    std::vector<ValueId> release;  // values read for the last time here
+    std::vector<ValueId> release;  // slots read for the last time here
   };
   ir::Program program;
-  std::vector<std::vector<int64_t>> dims;  // per value
+  std::vector<std::vector<int64_t>> dims;  // per slot
+  std::vector<DType> dtypes;               // per slot
   std::map<ValueId, Buffer> constants;
   std::vector<Step> steps;
+
+  // A new temporary slot.
+  ValueId add_slot(DType dtype, std::vector<int64_t> slot_dims) {
+    dims.push_back(std::move(slot_dims));
+    dtypes.push_back(dtype);
+    return static_cast<ValueId>(dims.size() - 1);
+  }
 };
 
 namespace {
@@ -118,10 +132,59 @@ absl::StatusOr<ElementKernelSpec> layout_copy(const Plan& plan, const ir::Instr&
   return spec;
 }
 
+// A copy of `src` (dims, dtype) transposed by perm: result dim j is source dim perm[j].
+ElementKernelSpec transpose_copy(DType dtype, const std::vector<int64_t>& src, const std::vector<int64_t>& perm) {
+  const std::vector<int64_t> src_strides = codegen::contiguous_strides(src);
+  ElementKernelSpec spec;
+  ElementKernelLeaf leaf{dtype, {}, 0};
+  for (int64_t d : perm) {
+    spec.dims.push_back(src[d]);
+    leaf.strides.push_back(src_strides[d]);
+  }
+  spec.leaves = {std::move(leaf)};
+  spec.nodes = {kernelgen::ElementNode{OpKind::kConvert, dtype, dtype, {0}}};
+  spec.outputs = {0};
+  return spec;
+}
+
 int64_t count(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
+}
+
+// How a dot_general maps onto a batched row-major product [batch, m, k] x [batch, k, n]: each operand's axes in
+// the order cuBLASLt reads them (batch, then the lhs's free axes and the contracting ones; batch, contracting,
+// then the rhs's free axes), and the sizes. The result's axes (batch, lhs free, rhs free) are already in order.
+struct ProductLayout {
+  std::vector<int64_t> lhs_perm, rhs_perm;
+  int64_t batch = 1, m = 1, n = 1, k = 1;
+};
+
+absl::StatusOr<ProductLayout> product_layout(const Plan& plan, const ir::Instr& in) {
+  MCX_ASSIGN_OR_RETURN(const std::vector<int64_t> lb, in.attrs.get_ints("lhs_batch"));
+  MCX_ASSIGN_OR_RETURN(const std::vector<int64_t> lc, in.attrs.get_ints("lhs_contracting"));
+  MCX_ASSIGN_OR_RETURN(const std::vector<int64_t> rb, in.attrs.get_ints("rhs_batch"));
+  MCX_ASSIGN_OR_RETURN(const std::vector<int64_t> rc, in.attrs.get_ints("rhs_contracting"));
+  const std::vector<int64_t>& ld = plan.dims[in.operands[0]];
+  const std::vector<int64_t>& rd = plan.dims[in.operands[1]];
+  auto free_axes = [](size_t rank, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < static_cast<int64_t>(rank); ++d) {
+      if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) f.push_back(d);
+    }
+    return f;
+  };
+  const std::vector<int64_t> lf = free_axes(ld.size(), lb, lc);
+  const std::vector<int64_t> rf = free_axes(rd.size(), rb, rc);
+  ProductLayout out;
+  for (const auto* axes : {&lb, &lf, &lc}) out.lhs_perm.insert(out.lhs_perm.end(), axes->begin(), axes->end());
+  for (const auto* axes : {&rb, &rc, &rf}) out.rhs_perm.insert(out.rhs_perm.end(), axes->begin(), axes->end());
+  for (int64_t d : lb) out.batch *= ld[d];
+  for (int64_t d : lf) out.m *= ld[d];
+  for (int64_t d : lc) out.k *= ld[d];
+  for (int64_t d : rf) out.n *= rd[d];
+  return out;
 }
 
 // The plan and the kernels it launches (Step::kernel indexes them).
@@ -137,6 +200,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
                                                      p.type(v).to_string(), "; specialise the program first"));
     }
     plan->dims.push_back(*std::move(d));
+    plan->dtypes.push_back(p.type(v).dtype);
   }
   MCX_ASSIGN_OR_RETURN(const kernelgen::ElementGroups groups,
                        kernelgen::form_element_groups(p, plan->dims, [](const ir::Program&, int) { return absl::OkStatus(); }));
@@ -183,10 +247,45 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           continue;
         }
         case OpKind::kReshape:
-          step.alias = true;
+          step.kind = Plan::Step::Kind::kAlias;
           step.value = v;
           step.source = in.operands[0];
           break;
+        case OpKind::kDotGeneral: {
+          MCX_ASSIGN_OR_RETURN(const ProductLayout layout, product_layout(*plan, in));
+          if (!gemm_supports(in.type.dtype) || p.type(in.operands[0]).dtype != in.type.dtype ||
+              p.type(in.operands[1]).dtype != in.type.dtype) {
+            return unsupported(p, i, "the cuda platform multiplies float32, float16, bfloat16 and float64 operands "
+                                     "of the result's dtype only");
+          }
+          // Each operand laid out as cuBLASLt takes it, through a transpose kernel where it is not already.
+          std::vector<ValueId> operands;
+          for (int side = 0; side < 2; ++side) {
+            const ValueId o = in.operands[side];
+            const std::vector<int64_t>& perm = side == 0 ? layout.lhs_perm : layout.rhs_perm;
+            bool identity = true;
+            for (size_t d = 0; d < perm.size(); ++d) identity = identity && perm[d] == static_cast<int64_t>(d);
+            if (identity) {
+              operands.push_back(o);
+              continue;
+            }
+            ElementKernelSpec copy = transpose_copy(in.type.dtype, plan->dims[o], perm);
+            const ValueId t = plan->add_slot(in.type.dtype, copy.dims);
+            Plan::Step move;
+            move.kernel = static_cast<int>(specs.size());
+            move.inputs = {o};
+            move.outputs = {t};
+            move.n = count(copy.dims);
+            specs.push_back(std::move(copy));
+            plan->steps.push_back(std::move(move));
+            operands.push_back(t);
+          }
+          step.kind = Plan::Step::Kind::kGemm;
+          step.inputs = operands;
+          step.outputs = {v};
+          step.gemm = GemmShape{in.type.dtype, layout.batch, layout.m, layout.n, layout.k};
+          break;
+        }
         case OpKind::kBroadcastInDim: case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kReverse: {
           MCX_ASSIGN_OR_RETURN(ElementKernelSpec spec, layout_copy(*plan, in));
           step.kernel = static_cast<int>(specs.size());
@@ -212,14 +311,14 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
     plan->steps.push_back(std::move(step));
   }
   // Each value is released after the last step that reads it, unless it is a result.
-  std::vector<int> last(p.num_values(), -1);
+  std::vector<int> last(plan->dims.size(), -1);
   for (int s = 0; s < static_cast<int>(plan->steps.size()); ++s) {
     const Plan::Step& st = plan->steps[s];
-    if (st.alias) last[st.source] = s;
+    if (st.kind == Plan::Step::Kind::kAlias) last[st.source] = s;
     for (ValueId o : st.inputs) last[o] = s;
   }
   for (ValueId r : p.results) last[r] = -1;
-  for (ValueId v = 0; v < p.num_values(); ++v) {
+  for (ValueId v = 0; v < static_cast<ValueId>(plan->dims.size()); ++v) {
     if (last[v] >= 0) plan->steps[last[v]].release.push_back(v);
   }
   return std::make_pair(std::move(plan), std::move(specs));
@@ -371,7 +470,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
     return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " takes ", p.num_params(), " arguments, got ",
                                                    args.size()));
   }
-  std::vector<std::shared_ptr<DeviceMemory>> values(p.num_values());
+  std::vector<std::shared_ptr<DeviceMemory>> values(plan_->dims.size());
   for (int i = 0; i < p.num_params(); ++i) {
     const auto* b = dynamic_cast<const CudaDeviceBuffer*>(args[i]);
     if (b == nullptr) {
@@ -396,27 +495,39 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
   std::vector<CUdeviceptr> pointers;
   std::vector<void*> params;
   for (const Plan::Step& st : plan_->steps) {
-    if (st.alias) {
+    if (st.kind == Plan::Step::Kind::kAlias) {
       values[st.value] = values[st.source];
     } else {
       for (ValueId o : st.outputs) {
-        const size_t bytes = static_cast<size_t>(count(plan_->dims[o])) * dtype_size(p.type(o).dtype);
+        const size_t bytes = static_cast<size_t>(count(plan_->dims[o])) * dtype_size(plan_->dtypes[o]);
         MCX_ASSIGN_OR_RETURN(values[o], DeviceMemory::allocate(device, bytes));
       }
-      if (st.n > 0) {
-        pointers.clear();
-        for (ValueId v : st.inputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
-        for (ValueId v : st.outputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
-        int64_t n = st.n;
-        params.clear();
-        for (CUdeviceptr& ptr : pointers) params.push_back(&ptr);
-        params.push_back(&n);
-        const int64_t blocks = std::clamp<int64_t>((st.n + kBlock - 1) / kBlock, 1, int64_t{device.info().sm_count} * 16);
-        MCX_RETURN_IF_ERROR(device.check(
-            api.cuLaunchKernel(state->functions[st.kernel], static_cast<unsigned>(blocks), 1, 1, kBlock, 1, 1, 0,
-                               device.stream(), params.data(), nullptr),
-            absl::StrCat("launching ", kernels_[st.kernel].name, " of @", p.name)));
+    }
+    if (st.kind == Plan::Step::Kind::kGemm) {
+      const GemmShape& g = st.gemm;
+      const uint64_t out = values[st.outputs[0]]->address();
+      if (g.batch * g.m * g.n == 0) {
+        // An empty result: nothing to compute.
+      } else if (g.k == 0) {  // an empty sum: zeros
+        MCX_RETURN_IF_ERROR(device.check(api.cuMemsetD8Async(static_cast<CUdeviceptr>(out), 0,
+                                                              values[st.outputs[0]]->bytes(), device.stream()),
+                                         "cuMemsetD8Async"));
+      } else {
+        MCX_RETURN_IF_ERROR(run_gemm(device, g, values[st.inputs[0]]->address(), values[st.inputs[1]]->address(), out));
       }
+    } else if (st.kind == Plan::Step::Kind::kKernel && st.n > 0) {
+      pointers.clear();
+      for (ValueId v : st.inputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
+      for (ValueId v : st.outputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
+      int64_t n = st.n;
+      params.clear();
+      for (CUdeviceptr& ptr : pointers) params.push_back(&ptr);
+      params.push_back(&n);
+      const int64_t blocks = std::clamp<int64_t>((st.n + kBlock - 1) / kBlock, 1, int64_t{device.info().sm_count} * 16);
+      MCX_RETURN_IF_ERROR(device.check(
+          api.cuLaunchKernel(state->functions[st.kernel], static_cast<unsigned>(blocks), 1, 1, kBlock, 1, 1, 0,
+                             device.stream(), params.data(), nullptr),
+          absl::StrCat("launching ", kernels_[st.kernel].name, " of @", p.name)));
     }
     for (ValueId v : st.release) values[v].reset();
   }

@@ -96,6 +96,37 @@ TEST(CudaExecutable, ReductionsArePlannedAsReduceKernels) {
   EXPECT_EQ((*exe)->kernels().size(), 5u);  // 4 reductions and the exp
 }
 
+// dot_general maps onto cuBLASLt's batched row-major product: operands already in its order need no copy,
+// others get one transpose kernel each; integer products are refused naming the op.
+TEST(CudaExecutable, ProductsAreLaidOutForCublasLt) {
+  auto dot = [](DType t, std::vector<int64_t> lhs, std::vector<int64_t> rhs, std::vector<int64_t> lb,
+                std::vector<int64_t> lc, std::vector<int64_t> rb, std::vector<int64_t> rc) {
+    ir::ProgramBuilder b("dot");
+    const ValueId x = b.add_parameter(AbstractValue{t, concrete_shape(lhs)});
+    const ValueId y = b.add_parameter(AbstractValue{t, concrete_shape(rhs)});
+    const ValueId d = b.emit_or_throw(OpKind::kDotGeneral, {x, y},
+                                      {{"lhs_batch", lb}, {"lhs_contracting", lc}, {"rhs_batch", rb}, {"rhs_contracting", rc}});
+    return CudaExecutable::compile(std::move(b).build({d}), no_devices(), 90);
+  };
+  // [m,k] x [k,n]: no copies.
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> plain = dot(DType::kFloat32, {8, 4}, {4, 6}, {}, {1}, {}, {0});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->kernels().size(), 0u);
+  // x @ w.T ([m,k] x [n,k]): the rhs transposed once.
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> rhs_t = dot(DType::kBFloat16, {8, 4}, {6, 4}, {}, {1}, {}, {1});
+  ASSERT_TRUE(rhs_t.ok()) << rhs_t.status();
+  EXPECT_EQ((*rhs_t)->kernels().size(), 1u);
+  // Batch in the middle of the lhs and last in the rhs, contracting first: both transposed.
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> batched =
+      dot(DType::kFloat64, {4, 3, 5}, {4, 7, 3}, {1}, {0}, {2}, {0});
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  EXPECT_EQ((*batched)->kernels().size(), 2u);
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> ints = dot(DType::kInt32, {8, 4}, {4, 6}, {}, {1}, {}, {0});
+  ASSERT_FALSE(ints.ok());
+  EXPECT_THAT(std::string(ints.status().message()),
+              HasSubstr("(dot_general -> i32[8,6]) of @dot: the cuda platform multiplies float32, float16"));
+}
+
 TEST(CudaExecutable, SymbolicShapesAndBadProgramsAreRefused) {
   ir::ProgramBuilder b("bad");
   const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4})});
