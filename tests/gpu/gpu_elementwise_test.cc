@@ -297,5 +297,30 @@ TEST(GpuProducts, EveryFloatDtypeAndLayoutAgreesWithTheCpu) {
   check_products(DType::kBFloat16, 1.6e-2);
 }
 
+// mcx::random's primitives: threefry2x32 gives the CPU's bits exactly (the "bit-identical RNG"), over
+// iota-made counters concatenated into pairs, as split and uniform make them.
+TEST(GpuRandom, ThreefryIotaAndConcatenateGiveTheCpusBits) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
+    SCOPED_TRACE(n);
+    ir::ProgramBuilder b("random");
+    const ir::ValueId key = b.add_parameter(AbstractValue{DType::kUInt32, concrete_shape({2})});
+    const ir::ValueId i = b.emit_or_throw(OpKind::kIota, {}, {{"dtype", DType::kUInt32}, {"dimension", int64_t{0}},
+                                                              {"shape", concrete_shape({n, 1})}});
+    const ir::ValueId j = b.emit_or_throw(OpKind::kIota, {}, {{"dtype", DType::kFloat16}, {"dimension", int64_t{1}},
+                                                              {"shape", concrete_shape({n, 3})}});
+    const ir::ValueId pairs = b.emit_or_throw(OpKind::kConcatenate, {i, b.binary(OpKind::kMul, i, i)},
+                                              {{"dimension", int64_t{1}}});
+    const ir::ValueId bits = b.emit_or_throw(OpKind::kThreefry2x32, {key, pairs});
+    const ir::Program program = std::move(b).build({bits, j, pairs});
+    const std::vector<Buffer> args = {Buffer::from_vector<uint32_t>({0x12345678u, 0x9abcdef0u}, {2})};
+    absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, args);
+    absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, args);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    for (size_t r = 0; r < 3; ++r) EXPECT_TRUE((*gpu)[r].bitwise_equal((*cpu)[r])) << "result " << r;
+  }
+}
+
 }  // namespace
 }  // namespace mcx::test

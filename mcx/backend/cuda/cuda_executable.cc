@@ -1,13 +1,16 @@
 #include "mcx/backend/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include <variant>
 
 #include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/iota_kernel.h"
 #include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/codegen/threefry_kernel.h"
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
 #include "mcx/core/byte_io.h"
@@ -33,6 +36,7 @@ struct CudaExecutable::Plan {
       kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
     };
     Kind kind = Kind::kKernel;
+    bool allocate_outputs = true;  // false: the kernel writes into outputs an earlier step allocated
     ValueId value = -1;
     ValueId source = -1;
     int kernel = -1;
@@ -61,9 +65,11 @@ namespace {
 using Plan = CudaExecutable::Plan;
 using codegen::ElementKernelLeaf;
 using codegen::ElementKernelSpec;
+using codegen::IotaKernelSpec;
 using codegen::ReduceKernelSpec;
 // What a kernel of the plan is generated from.
-using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec>;
+struct ThreefryKernelSpec {};
+using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec, IotaKernelSpec, ThreefryKernelSpec>;
 
 absl::Status unsupported(const ir::Program& p, int i, std::string_view why) {
   const ir::Instr& in = p.instrs[i];
@@ -295,6 +301,46 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           specs.push_back(std::move(spec));
           break;
         }
+        case OpKind::kConcatenate: {
+          // One copy kernel per operand into its window of the result (the first allocates it).
+          MCX_ASSIGN_OR_RETURN(const int64_t dim, in.attrs.get_int("dimension"));
+          const std::vector<int64_t> out_strides = codegen::contiguous_strides(plan->dims[v]);
+          int64_t offset = 0;
+          for (size_t k = 0; k < in.operands.size(); ++k) {
+            const ValueId o = in.operands[k];
+            std::vector<int64_t> same_axes(plan->dims[o].size());
+            std::iota(same_axes.begin(), same_axes.end(), 0);
+            ElementKernelSpec copy = transpose_copy(in.type.dtype, plan->dims[o], same_axes);
+            copy.out_strides = out_strides;
+            copy.out_offset = offset * out_strides[dim];
+            offset += plan->dims[o][dim];
+            Plan::Step part;
+            part.kernel = static_cast<int>(specs.size());
+            part.allocate_outputs = k == 0;
+            part.inputs = {o};
+            part.outputs = {v};
+            part.n = count(copy.dims);
+            specs.push_back(std::move(copy));
+            if (k + 1 < in.operands.size()) plan->steps.push_back(std::move(part));
+            else step = std::move(part);
+          }
+          break;
+        }
+        case OpKind::kThreefry2x32:
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0], in.operands[1]};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]) / 2;  // pairs
+          specs.push_back(ThreefryKernelSpec{});
+          break;
+        case OpKind::kIota: {
+          MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
+          step.kernel = static_cast<int>(specs.size());
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(IotaKernelSpec{in.type.dtype, plan->dims[v], dimension});
+          break;
+        }
         case OpKind::kReduceSum: case OpKind::kReduceProd: case OpKind::kReduceMax: case OpKind::kReduceMin: {
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
           step.kernel = static_cast<int>(specs.size());
@@ -407,10 +453,15 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(co
     const std::string name = absl::StrCat("mcx_", k);
     absl::StatusOr<codegen::PtxKernel> ptx = std::visit(
         [&](const auto& spec) -> absl::StatusOr<codegen::PtxKernel> {
-          if constexpr (std::is_same_v<std::decay_t<decltype(spec)>, ElementKernelSpec>) {
+          using Spec = std::decay_t<decltype(spec)>;
+          if constexpr (std::is_same_v<Spec, ElementKernelSpec>) {
             return codegen::generate_element_kernel(spec, arch, name);
-          } else {
+          } else if constexpr (std::is_same_v<Spec, ReduceKernelSpec>) {
             return codegen::generate_reduce_kernel(spec, arch, name);
+          } else if constexpr (std::is_same_v<Spec, IotaKernelSpec>) {
+            return codegen::generate_iota_kernel(spec, arch, name);
+          } else {
+            return codegen::generate_threefry_kernel(arch, name);
           }
         },
         specs[k]);
@@ -497,7 +548,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
   for (const Plan::Step& st : plan_->steps) {
     if (st.kind == Plan::Step::Kind::kAlias) {
       values[st.value] = values[st.source];
-    } else {
+    } else if (st.allocate_outputs) {
       for (ValueId o : st.outputs) {
         const size_t bytes = static_cast<size_t>(count(plan_->dims[o])) * dtype_size(plan_->dtypes[o]);
         MCX_ASSIGN_OR_RETURN(values[o], DeviceMemory::allocate(device, bytes));

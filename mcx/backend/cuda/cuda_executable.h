@@ -3,8 +3,10 @@
 //
 // What runs on the GPU now: element-wise ops, convert and is_finite, fused into groups as on every platform
 // (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
-// broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf); reshape without a copy;
-// reduce_sum, reduce_prod, reduce_max and reduce_min (codegen/reduce_kernel.h); dot_general of floats through
+// broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf), concatenate as one copy
+// kernel per operand into its window of the result; reshape without a copy;
+// reduce_sum, reduce_prod, reduce_max and reduce_min (codegen/reduce_kernel.h); iota; threefry2x32 (bit for bit
+// the CPU's random bits); dot_general of floats through
 // cuBLASLt (gemm.h; operands transposed by copy kernels where their axes are not in its order); constants
 // (copied to each device once). Any other op is refused at compile time with Unimplemented naming
 // the instruction, the op and the platform: nothing falls back to the CPU silently.

@@ -127,6 +127,20 @@ TEST(CudaExecutable, ProductsAreLaidOutForCublasLt) {
               HasSubstr("(dot_general -> i32[8,6]) of @dot: the cuda platform multiplies float32, float16"));
 }
 
+// The random-number path of mcx::random (iota, concatenate, threefry2x32) plans into kernels that assemble.
+TEST(CudaExecutable, RandomBitsIotaAndConcatenatePlan) {
+  ir::ProgramBuilder b("random");
+  const ValueId key = b.add_parameter(AbstractValue{DType::kUInt32, concrete_shape({2})});
+  const ValueId i = b.emit_or_throw(OpKind::kIota, {}, {{"dtype", DType::kUInt32}, {"dimension", int64_t{0}},
+                                                        {"shape", concrete_shape({3, 1})}});
+  const ValueId pairs = b.emit_or_throw(OpKind::kConcatenate, {i, i}, {{"dimension", int64_t{1}}});
+  const ValueId bits = b.emit_or_throw(OpKind::kThreefry2x32, {key, pairs});
+  const ir::Program program = std::move(b).build({bits});
+  absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->kernels().size(), 4u);  // iota, two concatenate copies, threefry
+}
+
 TEST(CudaExecutable, SymbolicShapesAndBadProgramsAreRefused) {
   ir::ProgramBuilder b("bad");
   const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4})});

@@ -40,6 +40,10 @@ absl::Status check_spec(const ElementKernelSpec& spec) {
     }
   }
   if (spec.outputs.empty()) return absl::InvalidArgumentError("element kernel has no outputs");
+  if (!spec.out_strides.empty() && spec.out_strides.size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("element kernel has ", spec.out_strides.size(),
+                                                   " output strides; expected one per dim (", rank, ")"));
+  }
   for (int o : spec.outputs) {
     if (o < 0 || o >= static_cast<int>(spec.nodes.size())) {
       return absl::InvalidArgumentError(absl::StrCat("element kernel output ", o, " is not a node (", spec.nodes.size(), " nodes)"));
@@ -56,6 +60,11 @@ class ElementKernelEmitter {
     for (const ElementKernelLeaf& leaf : spec.leaves) {  // the farthest element a leaf reads, plus one
       int64_t far = leaf.offset;
       for (size_t d = 0; d < spec.dims.size(); ++d) far += (spec.dims[d] - 1) * std::abs(leaf.strides[d]);
+      extent = std::max(extent, far + 1);
+    }
+    if (!spec.out_strides.empty()) {
+      int64_t far = spec.out_offset;
+      for (size_t d = 0; d < spec.dims.size(); ++d) far += (spec.dims[d] - 1) * spec.out_strides[d];
       extent = std::max(extent, far + 1);
     }
     wide_ = extent > std::numeric_limits<int32_t>::max();
@@ -97,9 +106,17 @@ class ElementKernelEmitter {
     }
     MCX_ASSIGN_OR_RETURN(std::vector<llvm::Value*> values, e_.emit_nodes(spec_.nodes, std::move(slots), slot_dtypes));
     const size_t num_leaves = spec_.leaves.size();
+    llvm::Value* at = i;
+    if (!spec_.out_strides.empty()) {
+      if (coords.empty()) coords = row_major_coordinates(b_, i, spec_.dims);
+      at = llvm::ConstantInt::get(index_ty_, static_cast<uint64_t>(spec_.out_offset));
+      for (size_t d = 0; d < spec_.dims.size(); ++d) {
+        at = b_.CreateAdd(at, b_.CreateMul(coords[d], llvm::ConstantInt::get(index_ty_, static_cast<uint64_t>(spec_.out_strides[d]))));
+      }
+    }
     for (size_t j = 0; j < spec_.outputs.size(); ++j) {
       const int node = spec_.outputs[j];
-      e_.store_elem(f->getArg(num_leaves + j), spec_.nodes[node].dtype, widen_index(i), values[num_leaves + node]);
+      e_.store_elem(f->getArg(num_leaves + j), spec_.nodes[node].dtype, widen_index(at), values[num_leaves + node]);
     }
     return absl::OkStatus();
   }

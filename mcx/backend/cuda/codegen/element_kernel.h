@@ -36,6 +36,10 @@ struct ElementKernelSpec {
   std::vector<ElementKernelLeaf> leaves;
   std::vector<kernelgen::ElementNode> nodes;  // slots: leaves first, then each node
   std::vector<int> outputs;                   // node indices whose values are written out
+  // Where the outputs are written: empty, contiguously over dims; else a window of a larger array, element
+  // (coordinates c) at out_offset + sum of c[d] * out_strides[d] (a concatenate's operand in its result).
+  std::vector<int64_t> out_strides;
+  int64_t out_offset = 0;
 };
 
 // Row-major strides of dims (the strides of a contiguous leaf).
