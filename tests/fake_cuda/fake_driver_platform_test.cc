@@ -12,21 +12,14 @@
 #include "mcx/ir/builder.h"
 #include "mcx/platform/platform_registry.h"
 #include "tests/support/backend/element_cases.h"
+#include "tests/support/cuda/registered_platforms.h"
 
 namespace mcx::cuda {
 namespace {
 
 using ::testing::HasSubstr;
 
-Platform& cuda_platform() {
-  static const bool registered = [] {
-    EXPECT_TRUE(cpu::register_cpu_platform().ok());
-    EXPECT_TRUE(register_cuda_platform().ok());
-    return true;
-  }();
-  (void)registered;
-  return *find_platform("cuda").value();
-}
+Platform& cuda_platform() { return test::registered_platform("cuda"); }
 
 TEST(FakeDriver, TheDriverIsFoundThroughMcxCudaLibraryPathAndTheDeviceOpened) {
   absl::StatusOr<const DriverApi*> api = cuda_driver();

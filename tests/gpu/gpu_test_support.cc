@@ -1,22 +1,11 @@
 #include "tests/gpu/gpu_test_support.h"
 
-#include <mutex>
-
-#include "mcx/backend/cpu/cpu_platform.h"
-#include "mcx/backend/cuda/cuda_platform.h"
 #include "mcx/core/error.h"
-#include "mcx/platform/platform_registry.h"
+#include "tests/support/cuda/registered_platforms.h"
 
 namespace mcx::test {
 
-Platform& platform(std::string_view name) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    (void)cpu::register_cpu_platform();
-    (void)cuda::register_cuda_platform();
-  });
-  return *value_or_throw(find_platform(name));
-}
+Platform& platform(std::string_view name) { return registered_platform(name); }
 
 std::string cuda_unusable_reason() {
   absl::Status st = platform("cuda").usable();

@@ -13,7 +13,7 @@
 
 namespace mcx::test {
 
-// The platform `name` ("cpu" or "cuda"), registering both on first use.
+// The platform `name` ("cpu" or "cuda"), registering both on first use (registered_platforms.h).
 Platform& platform(std::string_view name);
 
 // Why the CUDA platform cannot run here, or "" when it can.

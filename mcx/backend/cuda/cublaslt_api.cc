@@ -8,19 +8,12 @@
 #include "mcx/backend/cuda/dynamic_library.h"
 #include "mcx/core/error.h"
 
-#ifndef MCX_CUDA_TOOLKIT_LIBRARY_DIR
-#define MCX_CUDA_TOOLKIT_LIBRARY_DIR ""
-#endif
-
 namespace mcx::cuda {
 namespace {
 
 absl::StatusOr<CublasLtApi> load() {
-  const std::string names[] = {absl::StrCat("libcublasLt.so.", CUDA_VERSION / 1000)};
-  std::vector<std::string> dirs;
-  if (std::string_view(MCX_CUDA_TOOLKIT_LIBRARY_DIR).size() > 0) dirs.emplace_back(MCX_CUDA_TOOLKIT_LIBRARY_DIR);
-  absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::open(names, dirs);
-  if (!lib.ok()) return absl::FailedPreconditionError(absl::StrCat("no cuBLASLt: ", lib.status().message()));
+  absl::StatusOr<DynamicLibrary> lib = open_cuda_library("cublasLt", "cuBLASLt");
+  if (!lib.ok()) return lib.status();
   CublasLtApi api;
   api.library = lib->path();
 #define MCX_CUBLASLT_RESOLVE(name)                                                 \

@@ -1,5 +1,6 @@
 #include "mcx/backend/cuda/dynamic_library.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -8,6 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+
+#ifndef MCX_CUDA_TOOLKIT_LIBRARY_DIR
+#define MCX_CUDA_TOOLKIT_LIBRARY_DIR ""
+#endif
 
 namespace mcx::cuda {
 
@@ -40,6 +45,17 @@ absl::StatusOr<DynamicLibrary> DynamicLibrary::open(std::span<const std::string>
       "cannot load ", absl::StrJoin(names, " or "), " (looked in the dynamic linker's path",
       dirs.empty() ? "" : absl::StrCat(" and in ", absl::StrJoin(dirs, ", ")),
       "; MCX_CUDA_LIBRARY_PATH adds folders): ", first_error));
+}
+
+absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what) {
+  const std::string names[] = {absl::StrCat("lib", std::string(stem), ".so.", CUDA_VERSION / 1000)};
+  std::vector<std::string> dirs;
+  if (std::string_view(MCX_CUDA_TOOLKIT_LIBRARY_DIR).size() > 0) dirs.emplace_back(MCX_CUDA_TOOLKIT_LIBRARY_DIR);
+  absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::open(names, dirs);
+  if (!lib.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("no ", std::string(what), ": ", lib.status().message()));
+  }
+  return lib;
 }
 
 absl::StatusOr<void*> DynamicLibrary::symbol(const std::string& name) const {

@@ -11,6 +11,8 @@
 
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -34,6 +36,11 @@ class DynamicLibrary {
   void* handle_;
   std::string path_;
 };
+
+// The CUDA toolkit library `stem` of the CUDA major version mcx was built with ("nvJitLink" ->
+// libnvJitLink.so.13), looked for as above with the toolkit's library folder found at build time last. Errors
+// as open()'s, prefixed "no <what>: ".
+absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what);
 
 // The folders of MCX_CUDA_LIBRARY_PATH, in order (empty when unset).
 std::vector<std::string> cuda_library_path();

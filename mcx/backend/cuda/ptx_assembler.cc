@@ -9,10 +9,6 @@
 #include "mcx/backend/cuda/dynamic_library.h"
 #include "mcx/core/error.h"
 
-#ifndef MCX_CUDA_TOOLKIT_LIBRARY_DIR
-#define MCX_CUDA_TOOLKIT_LIBRARY_DIR ""
-#endif
-
 namespace mcx::cuda {
 namespace {
 
@@ -33,11 +29,8 @@ struct JitLinkApi {
 };
 
 absl::StatusOr<JitLinkApi> load() {
-  const std::string names[] = {absl::StrCat("libnvJitLink.so.", CUDA_VERSION / 1000)};
-  std::vector<std::string> dirs;
-  if (std::string_view(MCX_CUDA_TOOLKIT_LIBRARY_DIR).size() > 0) dirs.emplace_back(MCX_CUDA_TOOLKIT_LIBRARY_DIR);
-  absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::open(names, dirs);
-  if (!lib.ok()) return absl::FailedPreconditionError(absl::StrCat("no PTX assembler: ", lib.status().message()));
+  absl::StatusOr<DynamicLibrary> lib = open_cuda_library("nvJitLink", "PTX assembler");
+  if (!lib.ok()) return lib.status();
   JitLinkApi api;
   auto resolve = [&](auto& fn, const char* name) -> absl::Status {
     MCX_ASSIGN_OR_RETURN(void* p, lib->symbol(name));

@@ -3,25 +3,17 @@
 // compiled. On a machine with a GPU the gpu label's tests take over.
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mcx/backend/cpu/cpu_platform.h"
 #include "mcx/backend/cuda/cuda_platform.h"
 #include "mcx/ir/builder.h"
 #include "mcx/platform/platform_registry.h"
+#include "tests/support/cuda/registered_platforms.h"
 
 namespace mcx::cuda {
 namespace {
 
 using ::testing::HasSubstr;
 
-Platform& cuda_platform() {
-  static const bool registered = [] {
-    EXPECT_TRUE(cpu::register_cpu_platform().ok());
-    EXPECT_TRUE(register_cuda_platform().ok());
-    return true;
-  }();
-  (void)registered;
-  return *find_platform("cuda").value();
-}
+Platform& cuda_platform() { return test::registered_platform("cuda"); }
 
 TEST(CudaPlatform, IsRegisteredBelowTheCpu) {
   Platform& p = cuda_platform();

@@ -9,6 +9,7 @@
 // (math_helpers.h, by address) and glibc's libmvec vector functions (looked up in libmvec.so.1 once; a
 // variant that is missing is simply not offered to the vectoriser).
 #include "mcx/backend/cpu/codegen/llvm_compiler.h"
+#include "mcx/kernelgen/optimize.h"
 
 #include <dlfcn.h>
 
@@ -217,23 +218,10 @@ class Session {
   }
 
   static void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
-    llvm::PassBuilder pb(&tm, pto);
-    llvm::TargetLibraryInfoImpl tlii(tm.getTargetTriple());
-    fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-    mpm.run(m, mam);
+    kernelgen::optimize_o3(m, tm, pto);
   }
 
   llvm::orc::JITTargetMachineBuilder jtmb_;

@@ -8,7 +8,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 #include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
-#include "mcx/backend/cuda/codegen/nvptx_compiler.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
@@ -146,12 +145,9 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
 
 absl::StatusOr<PtxKernel> generate_element_kernel(const ElementKernelSpec& spec, int arch, const std::string& name) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
-  llvm::LLVMContext ctx;
-  auto m = std::make_unique<llvm::Module>(name, ctx);
-  ElementKernelEmitter emitter(spec, ctx, *m);
-  MCX_RETURN_IF_ERROR(emitter.emit(name));
-  MCX_ASSIGN_OR_RETURN(std::string ptx, module_to_ptx(*m, arch));
-  return PtxKernel{name, std::move(ptx), arch};
+  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
+    return ElementKernelEmitter(spec, ctx, m).emit(name);
+  });
 }
 
 }  // namespace mcx::cuda::codegen

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "mcx/backend/cuda/codegen/ptx_kernel.h"
 #include "mcx/core/dtype.h"
 #include "mcx/kernelgen/element_node.h"
 
@@ -44,12 +45,6 @@ struct ElementKernelSpec {
 
 // Row-major strides of dims (the strides of a contiguous leaf).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
-
-struct PtxKernel {
-  std::string name;  // the .entry to launch
-  std::string ptx;
-  int arch = 0;      // sm_<arch> it was generated for
-};
 
 // The kernel `name` for spec, for sm_<arch>. Unimplemented naming the op and dtype when a node has no
 // per-element rule; InvalidArgument for a malformed spec (slot out of range, stride count not the rank).

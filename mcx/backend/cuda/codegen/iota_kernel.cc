@@ -6,7 +6,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 #include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
-#include "mcx/backend/cuda/codegen/nvptx_compiler.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
@@ -14,23 +13,22 @@ namespace mcx::cuda::codegen {
 
 absl::StatusOr<PtxKernel> generate_iota_kernel(const IotaKernelSpec& spec, int arch, const std::string& name) {
   if (spec.dimension < 0 || spec.dimension >= static_cast<int64_t>(spec.dims.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("iota kernel dimension ", spec.dimension, " of a rank-",
-                                                   spec.dims.size(), " array"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iota kernel dimension ", spec.dimension, " of a rank-", spec.dims.size(), " array"));
   }
-  llvm::LLVMContext ctx;
-  auto m = std::make_unique<llvm::Module>(name, ctx);
-  const LibdeviceMathCalls math;
-  kernelgen::ElementEmitter e(ctx, *m, math);
-  llvm::IRBuilder<>& b = e.builder();
-  MCX_RETURN_IF_ERROR(emit_grid_stride_kernel(
-      *m, b, name, {b.getPtrTy(), b.getInt64Ty()}, b.getInt64Ty(), [&](llvm::Function* f, llvm::Value* i) -> absl::Status {
-        const std::vector<llvm::Value*> coords = row_major_coordinates(b, i, spec.dims);
-        MCX_ASSIGN_OR_RETURN(llvm::Value * v, e.convert(DType::kInt64, spec.dtype, coords[spec.dimension]));
-        e.store_elem(f->getArg(0), spec.dtype, i, v);
-        return absl::OkStatus();
-      }));
-  MCX_ASSIGN_OR_RETURN(std::string ptx, module_to_ptx(*m, arch));
-  return PtxKernel{name, std::move(ptx), arch};
+  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
+    const LibdeviceMathCalls math;
+    kernelgen::ElementEmitter e(ctx, m, math);
+    llvm::IRBuilder<>& b = e.builder();
+    return emit_grid_stride_kernel(m, b, name, {b.getPtrTy(), b.getInt64Ty()}, b.getInt64Ty(),
+                                   [&](llvm::Function* f, llvm::Value* i) -> absl::Status {
+                                     const std::vector<llvm::Value*> coords = row_major_coordinates(b, i, spec.dims);
+                                     MCX_ASSIGN_OR_RETURN(llvm::Value * v,
+                                                          e.convert(DType::kInt64, spec.dtype, coords[spec.dimension]));
+                                     e.store_elem(f->getArg(0), spec.dtype, i, v);
+                                     return absl::OkStatus();
+                                   });
+  });
 }
 
 }  // namespace mcx::cuda::codegen

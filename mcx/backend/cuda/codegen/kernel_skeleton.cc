@@ -1,9 +1,22 @@
 #include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 
+#include <memory>
+
 #include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/IR/LLVMContext.h"
+#include "mcx/backend/cuda/codegen/nvptx_compiler.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cuda::codegen {
+
+absl::StatusOr<PtxKernel> generate_kernel(const std::string& name, int arch,
+                                          const std::function<absl::Status(llvm::LLVMContext&, llvm::Module&)>& emit) {
+  llvm::LLVMContext ctx;
+  auto m = std::make_unique<llvm::Module>(name, ctx);
+  MCX_RETURN_IF_ERROR(emit(ctx, *m));
+  MCX_ASSIGN_OR_RETURN(std::string ptx, module_to_ptx(*m, arch));
+  return PtxKernel{name, std::move(ptx), arch};
+}
 
 absl::Status emit_grid_stride_kernel(llvm::Module& m, llvm::IRBuilder<>& b, const std::string& name,
                                      const std::vector<llvm::Type*>& params, llvm::Type* index_ty,

@@ -9,10 +9,17 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
+#include "mcx/backend/cuda/codegen/ptx_kernel.h"
 
 namespace mcx::cuda::codegen {
+
+// Kernel `name` for sm_<arch>: emit() fills a fresh module with it, which is then compiled to PTX
+// (nvptx_compiler.h).
+absl::StatusOr<PtxKernel> generate_kernel(const std::string& name, int arch,
+                                          const std::function<absl::Status(llvm::LLVMContext&, llvm::Module&)>& emit);
 
 // Declares kernel `name` in m with `params` (the last must be i64: n) and emits its body: body(f, i) for each
 // index i of type index_ty (i32 or i64; n is truncated to it). Leaves b's insertion point at the kernel's end.

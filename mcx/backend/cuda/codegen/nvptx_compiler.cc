@@ -10,7 +10,6 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -19,6 +18,7 @@
 #include "llvm/Transforms/IPO/Internalize.h"
 #include "mcx/backend/cuda/codegen/libdevice.h"
 #include "mcx/core/error.h"
+#include "mcx/kernelgen/optimize.h"
 
 namespace mcx::cuda::codegen {
 namespace {
@@ -82,18 +82,7 @@ absl::StatusOr<std::string> module_to_ptx(llvm::Module& m, int arch) {
   }
   MCX_RETURN_IF_ERROR(link_libdevice(m));
 
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(tm.get());
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  mpm.run(m, mam);
+  kernelgen::optimize_o3(m, *tm);
 
   std::string ptx;
   {

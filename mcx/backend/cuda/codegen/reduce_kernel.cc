@@ -8,7 +8,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 #include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
-#include "mcx/backend/cuda/codegen/nvptx_compiler.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
@@ -136,12 +135,9 @@ class ReduceKernelEmitter {
 
 absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
-  llvm::LLVMContext ctx;
-  auto m = std::make_unique<llvm::Module>(name, ctx);
-  ReduceKernelEmitter emitter(spec, ctx, *m);
-  MCX_RETURN_IF_ERROR(emitter.emit(name));
-  MCX_ASSIGN_OR_RETURN(std::string ptx, module_to_ptx(*m, arch));
-  return PtxKernel{name, std::move(ptx), arch};
+  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
+    return ReduceKernelEmitter(spec, ctx, m).emit(name);
+  });
 }
 
 }  // namespace mcx::cuda::codegen
