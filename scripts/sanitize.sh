@@ -56,6 +56,7 @@ for mode in "${modes[@]}"; do
   built=$(date +%s)
   # halt_on_error: a sanitizer report fails the test instead of scrolling past.
   ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp" \
     ctest --test-dir "$dir" -L unit -E "$exclude" --output-on-failure -j "$jobs" --timeout 900

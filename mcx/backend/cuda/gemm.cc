@@ -48,7 +48,10 @@ absl::StatusOr<GemmContext*> context_of(const CudaDevice& device, const CublasLt
   std::unique_ptr<GemmContext>& ctx = contexts()[&device];
   if (ctx != nullptr) return ctx.get();
   auto made = std::make_unique<GemmContext>();
-  MCX_RETURN_IF_ERROR(cublas_status(api, api.cublasLtCreate(&made->handle), "cublasLtCreate"));
+  if (absl::Status st = cublas_status(api, api.cublasLtCreate(&made->handle), "cublasLtCreate"); !st.ok()) {
+    if (made->handle != nullptr) api.cublasLtDestroy(made->handle);  // what a failed create made
+    return st;
+  }
   MCX_ASSIGN_OR_RETURN(made->workspace, DeviceMemory::allocate(device, kWorkspaceBytes));
   ctx = std::move(made);
   return ctx.get();

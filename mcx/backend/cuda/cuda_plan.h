@@ -1,0 +1,71 @@
+// The plan a CudaExecutable runs (cuda_executable.h), private to the CUDA backend: plan_program turns a program
+// into steps over slots (the program's values, then temporaries the plan adds) and the kernels they launch,
+// which CudaExecutable::compile generates and CudaExecutable::deserialize reads back instead. The platform-
+// neutral decision of what fuses is kernelgen's (element_groups.h); what runs as which kernel is here.
+// Thread-safety: plain data; plan_program is thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/iota_kernel.h"
+#include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/cuda_executable.h"
+#include "mcx/backend/cuda/gemm.h"
+#include "mcx/core/buffer.h"
+#include "mcx/ir/program.h"
+
+namespace mcx::cuda {
+
+// Slots: the program's values, then temporaries the plan adds (operands of a product laid out for cuBLASLt).
+struct CudaExecutable::Plan {
+  using ValueId = ir::ValueId;
+  struct Step {
+    enum class Kind {
+      kKernel,  // a generated kernel over n elements: inputs' and outputs' device pointers, then n
+      kAlias,   // `value` takes the memory of `source` (a reshape)
+      kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
+    };
+    Kind kind = Kind::kKernel;
+    bool allocate_outputs = true;  // false: the kernel writes into outputs an earlier step allocated
+    ValueId value = -1;
+    ValueId source = -1;
+    int kernel = -1;
+    GemmShape gemm;
+    std::vector<ValueId> inputs;
+    std::vector<ValueId> outputs;
+    int64_t n = 0;
+    std::vector<ValueId> release;  // slots read for the last time here
+  };
+  ir::Program program;
+  std::vector<std::vector<int64_t>> dims;  // per slot
+  std::vector<DType> dtypes;               // per slot
+  std::map<ValueId, Buffer> constants;
+  std::vector<Step> steps;
+
+  // A new temporary slot.
+  ValueId add_slot(DType dtype, std::vector<int64_t> slot_dims) {
+    dims.push_back(std::move(slot_dims));
+    dtypes.push_back(dtype);
+    return static_cast<ValueId>(dims.size() - 1);
+  }
+};
+
+
+// What a kernel of the plan is generated from (threefry2x32's kernel has no parameters).
+struct ThreefryKernelSpec {};
+using KernelSource = std::variant<codegen::ElementKernelSpec, codegen::ReduceKernelSpec, codegen::IotaKernelSpec,
+                                  ThreefryKernelSpec>;
+
+// The plan of `program` and the kernels its steps launch (Step::kernel indexes them). Errors: InvalidArgument
+// for a program that fails verification, has symbolic shapes or holds a shard_map; Unimplemented naming the
+// instruction, the op and the platform for an op with no CUDA kernel.
+absl::StatusOr<std::pair<std::unique_ptr<CudaExecutable::Plan>, std::vector<KernelSource>>> plan_program(
+    const ir::Program& program);
+
+}  // namespace mcx::cuda
