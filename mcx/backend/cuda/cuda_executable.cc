@@ -242,6 +242,9 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
     }
     for (ValueId v : st.release) values[v].reset();
   }
+  // The results are complete when execute returns: the runtime marks a buffer ready then (block_until_ready
+  // means done, as in JAX), and a kernel's asynchronous failure is reported by the op that caused it.
+  MCX_RETURN_IF_ERROR(device.synchronize(deadline));
   std::vector<std::shared_ptr<const DeviceBuffer>> results;
   for (ValueId r : p.results) {
     results.push_back(std::make_shared<CudaDeviceBuffer>(p.type(r).dtype, plan_->dims[r], values[r]));

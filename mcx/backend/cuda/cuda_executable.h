@@ -11,9 +11,10 @@
 // (copied to each device once). Any other op is refused at compile time with Unimplemented naming
 // the instruction, the op and the platform: nothing falls back to the CPU silently.
 //
-// execute() enqueues every kernel on the device's stream and returns; the results are complete in stream
-// order (the platform's to_host waits for them). The device is ExecutionContext::local_device (0 without a
-// context).
+// execute() enqueues every kernel on the device's stream and waits for them (with the context's deadline), so
+// a result is complete when the runtime marks it ready and a kernel's failure is reported by its own op; the
+// runtime's per-device queue still lets the caller's thread run ahead. The device is
+// ExecutionContext::local_device (0 without a context).
 //
 // Errors at compile: InvalidArgument for a program that fails verification, has symbolic shapes or holds a
 // shard_map; Unimplemented as above; the code generator's and assembler's errors. At execute: InvalidArgument
