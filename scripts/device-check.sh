@@ -2,12 +2,15 @@
 # The GPU check, in two halves (docs/gpu.md, "Checking on a GPU machine"):
 #   bash scripts/device-check.sh bundle   # here: builds device-check/bundle.tar.zst (< 60 MiB)
 #   bash scripts/device-check.sh run      # on the GPU machine, from the repository root with device-check/
+#                                         # (MCX_DEVICE_CHECK_BENCH=0 leaves the benchmarks out)
 # The GPU machine has the CUDA driver, CUDA 13's libraries inside its Python packages, and no compilers or
 # development packages, so the binaries are built here and carried: `bundle` configures build-device (Release,
 # LLVM linked statically with only its X86 and NVPTX targets), builds the test binaries, strips them, and
 # packs them with every shared library they load that is neither glibc's nor CUDA's. `run` unpacks it, finds
 # the CUDA libraries (the dynamic linker's path, then the Python packages' nvidia/*/lib folders), runs the
-# CUDA unit tests and the gpu label's tests, and prints one summary; logs and gtest JSON go to $OUT when set.
+# CUDA unit tests, the gpu label's tests and bench_gpu (mcx against JAX and PyTorch on the same GPU, peers from
+# bench/gpu/gpu_peers.py), and prints one summary; logs, gtest JSON and the benchmark's JSON lines go to $OUT
+# when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -15,18 +18,20 @@ out_dir=device-check
 case "$mode" in
   bundle)
     jobs=${MCX_JOBS:-2}
-    targets=(mcx_cuda_tests mcx_gpu_tests)
+    targets=(mcx_cuda_tests mcx_gpu_tests bench_gpu)
     cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCX_LLVM_STATIC=ON -DMCX_WITH_CUDA=ON \
-      -DMCX_BUILD_EXAMPLES=OFF -DMCX_BUILD_BENCH=OFF -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" > /dev/null
+      -DMCX_BUILD_EXAMPLES=OFF -DMCX_BUILD_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" > /dev/null
     cmake --build build-device -j "$jobs" --target "${targets[@]}"
     stage=$(mktemp -d)
     trap 'rm -rf "$stage"' EXIT
     mkdir -p "$stage/mcx/bin" "$stage/mcx/lib"
     for t in "${targets[@]}"; do
-      cp "build-device/tests/$t" "$stage/mcx/bin/"
+      bin=build-device/tests/$t
+      [ -e "$bin" ] || bin=build-device/bench/gpu/$t
+      cp "$bin" "$stage/mcx/bin/"
       strip "$stage/mcx/bin/$t"
       # Every library the binary loads, but glibc's (the GPU machine's is newer) and the dynamic loader.
-      ldd "build-device/tests/$t" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+      ldd "$bin" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
         case "$(basename "$lib")" in
           libc.so.*|libm.so.*|libmvec.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libcuda.so*) continue ;;
         esac
@@ -78,6 +83,29 @@ PY
       grep -E '^\[  (FAILED|SKIPPED) \].*\(|^\[gpu\]|^\[cuda codegen\]|Failure|no usable CUDA' "$logs/$t.log" | head -40 || true
       [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 -o "$t" = mcx_cuda_tests ] || status=1
     done
+    if [ "${MCX_DEVICE_CHECK_BENCH:-1}" = 1 ]; then
+      set +e
+      MCX_PLATFORMS=cpu,cuda timeout 420 "$root/mcx/bin/bench_gpu" --repeats 10 --warmup 2 > "$logs/bench_gpu.jsonl" 2> "$logs/bench_gpu.log"
+      rc=$?
+      set -e
+      summary+=("bench_gpu: rc $rc, $(grep -c '"ratio"' "$logs/bench_gpu.jsonl" || true) comparisons")
+      python3 - "$logs/bench_gpu.jsonl" <<'PY' || true
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if "error" in j:
+        print(f"device-check: bench {j.get('name')}: {j.get('peer')} error: {str(j['error'])[:200]}")
+    elif "ratio" in j:
+        extra = f", {j['mcx_gb_per_s']:.0f} GB/s" if "mcx_gb_per_s" in j else ""
+        print(f"device-check: bench {j['name']}: mcx {j['mcx_ms']:.3f} ms, {j['peer']} {j['peer_ms']:.3f} ms, "
+              f"ratio {j['ratio']:.2f}{extra}")
+    elif "gb_per_s" in j:
+        print(f"device-check: bench {j['name']}: {j['peer']} {j['gb_per_s']:.0f} GB/s")
+PY
+    fi
     printf 'device-check: %s\n' "${summary[@]}"
     [ "$status" -eq 0 ] && echo "device-check: OK" || echo "device-check: FAILED (logs in $logs)"
     exit "$status"

@@ -5,7 +5,8 @@
 # Build dirs: build-asan, build-tsan (-O1 -g1: fast enough to run, line tables for reports).
 #  - address,undefined: every unit test (halt_on_error, leaks detected); UBSan without its null and alignment
 #    checks unless MCX_UBSAN_FULL=1 (they double the compile time; ASan reports null dereferences).
-#  - thread: the concurrent layers only (core, collectives, platform (its registry), backend, runtime, trace, distributed, multihost, checkpoint (its
+#  - thread: the concurrent layers only (core, collectives, platform (its registry), backend (the CUDA backend's
+#    allocator where it is built), runtime, trace, distributed, multihost, checkpoint (its
 #    save_async writer and parallel hashing/file I/O threads), the exit tests). The ir,
 #    spmd and export layers are single-threaded code (passes, partitioner, codecs): ThreadSanitizer has
 #    nothing to check there, and leaving them out keeps the CI run inside its time budget.
@@ -48,6 +49,10 @@ for mode in "${modes[@]}"; do
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
     -DMCX_SANITIZE="$mode" -DMCX_SANITIZE_EXCLUDE="${exclude_checks:-}" -DMCX_BUILD_EXAMPLES=OFF \
     -DMCX_BUILD_BENCH=OFF > /dev/null
+  # The CUDA backend's allocator tests exist where the backend is built.
+  if [ "$mode" = thread ] && grep -q "mcx_cuda_allocator_tests" "$dir/build.ninja"; then
+    targets+=(mcx_cuda_allocator_tests)
+  fi
   if [ ${#targets[@]} -gt 0 ]; then
     cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
   else

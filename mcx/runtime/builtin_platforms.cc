@@ -9,11 +9,16 @@
 namespace mcx {
 
 absl::Status register_builtin_platforms() {
-  MCX_RETURN_IF_ERROR(cpu::register_cpu_platform());
+  // Once per process: a second registration of a platform already in use would fail (the registry refuses to
+  // replace it), and devices are made again after a failed first attempt.
+  static const absl::Status* registered = new absl::Status([]() -> absl::Status {
+    MCX_RETURN_IF_ERROR(cpu::register_cpu_platform());
 #ifdef MCX_WITH_CUDA
-  MCX_RETURN_IF_ERROR(cuda::register_cuda_platform());
+    MCX_RETURN_IF_ERROR(cuda::register_cuda_platform());
 #endif
-  return absl::OkStatus();
+    return absl::OkStatus();
+  }());
+  return *registered;
 }
 
 }  // namespace mcx

@@ -66,7 +66,7 @@ TEST(FakeDriver, TheMemoryFractionLimitsTheAllocatorAndTheErrorSaysSo) {
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(over.status().message()),
-              HasSubstr("out of memory on cuda:0: cannot allocate 12.0 MiB; 24.0 MiB in use"));
+              HasSubstr("out of memory on GPU 0: cannot allocate 12.0 MiB; 24.0 MiB in use"));
   EXPECT_THAT(std::string(over.status().message()), HasSubstr("limit of 32.0 MiB (MCX_GPU_MEMORY_FRACTION=0.5 of"));
   held.clear();  // the cached segments go back to make room
   EXPECT_TRUE(p.from_host(Buffer::zeros(DType::kFloat32, {7 << 20}), 0).ok());  // 28 MiB
@@ -111,7 +111,7 @@ TEST(FakeDriver, ProgramsWithoutKernelsRunAndAFailedLaunchIsNamed) {
   const DeviceBuffer* four_args[] = {four.get()};
   absl::Status launched = (*exe)->execute(four_args, nullptr).status();
   EXPECT_THAT(std::string(launched.message()),
-              HasSubstr("[cuda:0] launching mcx_0 of @exp: CUDA_ERROR_NOT_SUPPORTED (the fake driver runs no kernels)"));
+              HasSubstr("[GPU 0] launching mcx_0 of @exp: CUDA_ERROR_NOT_SUPPORTED (the fake driver runs no kernels)"));
   EXPECT_EQ(p.kernel_stats().compiled, 1);
 }
 

@@ -27,7 +27,7 @@ const Flag<double> kGpuMemoryFractionFlag(
 
 absl::StatusOr<double> gpu_memory_fraction() { return kGpuMemoryFractionFlag.get(); }
 
-std::string CudaDevice::label() const { return absl::StrCat("cuda:", info_.ordinal); }
+std::string CudaDevice::label() const { return absl::StrCat("GPU ", info_.ordinal); }
 
 absl::Status CudaDevice::check(CUresult r, std::string_view what) const {
   if (r == CUDA_SUCCESS) return absl::OkStatus();
@@ -37,7 +37,7 @@ absl::Status CudaDevice::check(CUresult r, std::string_view what) const {
 absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(const DriverApi& api, int ordinal) {
   CudaDeviceInfo info;
   info.ordinal = ordinal;
-  const std::string where = absl::StrCat("[cuda:", ordinal, "] ");
+  const std::string where = absl::StrCat("[GPU ", ordinal, "] ");
   CUdevice dev = 0;
   MCX_RETURN_IF_ERROR(driver_status(api, api.cuDeviceGet(&dev, ordinal), where + "cuDeviceGet"));
   char name[256] = {};

@@ -45,7 +45,7 @@ class CudaDevice {
 
   const CudaDeviceInfo& info() const { return info_; }
   const DriverApi& api() const { return api_; }
-  // "cuda:0" in messages.
+  // "GPU 0" in messages: the CUDA ordinal (the runtime names the same device by its job-wide id, "cuda:N").
   std::string label() const;
   // Makes the device's context current on the calling thread.
   absl::Status make_current() const;
