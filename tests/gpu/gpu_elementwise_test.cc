@@ -178,15 +178,39 @@ TEST(GpuTransfers, EveryDtypeRoundTripsAtEverySize) {
 
 TEST(GpuPlatform, AnOpWithoutACudaKernelIsNamedAtCompileTime) {
   SKIP_WITHOUT_GPU();
-  ir::ProgramBuilder b("argmax");
+  ir::ProgramBuilder b("cumsum");
   const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
-  const ir::ValueId a = b.emit_or_throw(OpKind::kArgMax, {x}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}});
-  const ir::Program program = std::move(b).build({a});
+  const ir::ValueId c = b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{1}}, {"reverse", int64_t{0}}});
+  const ir::Program program = std::move(b).build({c});
   absl::StatusOr<std::shared_ptr<const Executable>> exe = platform("cuda").compile(program);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (argmax"));
+  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (cumsum"));
   EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("the cuda platform has no kernel for this op"));
+}
+
+// arg_max and arg_min over each axis of inputs full of special values (NaN first wins, ties keep the first):
+// the CPU's indices exactly.
+TEST(GpuReductions, ArgMaxAndArgMinGiveTheCpusIndices) {
+  SKIP_WITHOUT_GPU();
+  for (OpKind kind : {OpKind::kArgMax, OpKind::kArgMin}) {
+    for (DType t : {DType::kBool, DType::kInt8, DType::kUInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
+                    DType::kFloat32, DType::kFloat64}) {
+      for (int64_t axis : {0, 1, 2}) {
+        SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " axis ", axis));
+        ir::ProgramBuilder b("arg");
+        const ir::ValueId x = b.add_parameter(AbstractValue{t, concrete_shape({33, 7, 65})});
+        const ir::ValueId a = b.emit_or_throw(kind, {x}, {{"dimension", axis}, {"index_dtype", DType::kInt32}});
+        const ir::Program program = std::move(b).build({a});
+        const std::vector<Buffer> args = {interesting_values(t, 33 * 7 * 65, 9).reshaped({33, 7, 65})};
+        absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, args);
+        absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, args);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        EXPECT_TRUE((*gpu)[0].bitwise_equal((*cpu)[0]));
+      }
+    }
+  }
 }
 
 // Every reduction kind and dtype over last, leading, middle and all axes (and an empty axis): max, min and

@@ -5,7 +5,7 @@
 // (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
 // broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf), concatenate as one copy
 // kernel per operand into its window of the result; reshape without a copy;
-// reduce_sum, reduce_prod, reduce_max and reduce_min (codegen/reduce_kernel.h); iota; threefry2x32 (bit for bit
+// reduce_sum, reduce_prod, reduce_max, reduce_min, argmax and argmin (codegen/reduce_kernel.h); iota; threefry2x32 (bit for bit
 // the CPU's random bits); dot_general of floats through
 // cuBLASLt (gemm.h; operands transposed by copy kernels where their axes are not in its order); constants
 // (copied to each device once). Any other op is refused at compile time with Unimplemented naming

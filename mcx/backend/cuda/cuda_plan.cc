@@ -295,6 +295,16 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           specs.push_back(IotaKernelSpec{in.type.dtype, plan->dims[v], dimension});
           break;
         }
+        case OpKind::kArgMax: case OpKind::kArgMin: {
+          MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0]};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(ReduceKernelSpec{in.kind, p.type(in.operands[0]).dtype, plan->dims[in.operands[0]],
+                                           {dimension}, in.type.dtype});
+          break;
+        }
         case OpKind::kReduceSum: case OpKind::kReduceProd: case OpKind::kReduceMax: case OpKind::kReduceMin: {
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
           step.kernel = static_cast<int>(specs.size());

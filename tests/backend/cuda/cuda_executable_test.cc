@@ -69,16 +69,16 @@ TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
 }
 
 TEST(CudaExecutable, AnOpWithoutAKernelIsRefusedNamingIt) {
-  ir::ProgramBuilder b("argmax");
+  ir::ProgramBuilder b("cumsum");
   const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
   const ValueId e = b.unary(OpKind::kExp, x);
-  const ValueId a = b.emit_or_throw(OpKind::kArgMax, {e}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}});
-  const ir::Program program = std::move(b).build({a});
+  const ValueId c = b.emit_or_throw(OpKind::kCumsum, {e}, {{"dimension", int64_t{1}}, {"reverse", int64_t{0}}});
+  const ir::Program program = std::move(b).build({c});
   absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(exe.status().message()),
-              HasSubstr("[cuda_compile] instruction 1 (argmax -> i32[4]) of @argmax: the cuda platform has no "
+              HasSubstr("[cuda_compile] instruction 1 (cumsum -> f32[4,4]) of @cumsum: the cuda platform has no "
                         "kernel for this op yet"));
 }
 
@@ -90,10 +90,11 @@ TEST(CudaExecutable, ReductionsArePlannedAsReduceKernels) {
   const ValueId s = b.reduce_sum(b.unary(OpKind::kExp, x), {0, 2});
   const ValueId p = b.emit_or_throw(OpKind::kReduceProd, {x}, {{"dimensions", std::vector<int64_t>{1}}});
   const ValueId n = b.emit_or_throw(OpKind::kReduceMin, {x}, {{"dimensions", std::vector<int64_t>{0, 1, 2}}});
-  const ir::Program program = std::move(b).build({m, s, p, n});
+  const ValueId a = b.emit_or_throw(OpKind::kArgMax, {x}, {{"dimension", int64_t{1}}, {"index_dtype", DType::kInt32}});
+  const ir::Program program = std::move(b).build({m, s, p, n, a});
   absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
   ASSERT_TRUE(exe.ok()) << exe.status();
-  EXPECT_EQ((*exe)->kernels().size(), 5u);  // 4 reductions and the exp
+  EXPECT_EQ((*exe)->kernels().size(), 6u);  // 5 reductions and the exp
 }
 
 // dot_general maps onto cuBLASLt's batched row-major product: operands already in its order need no copy,

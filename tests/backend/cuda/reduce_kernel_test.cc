@@ -33,11 +33,27 @@ TEST(CudaReduceKernel, EveryKindDtypeAndAxesAssemblesForHopperAndAmpere) {
     }
   }
   EXPECT_EQ(done, 4 * 11 * 5);
+  // arg_max and arg_min over each axis, every dtype, both index dtypes.
+  for (OpKind kind : {OpKind::kArgMax, OpKind::kArgMin}) {
+    for (DType t : {DType::kBool, DType::kInt8, DType::kUInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16,
+                    DType::kFloat32, DType::kFloat64}) {
+      for (int64_t axis : {0, 1, 2}) {
+        for (DType index : {DType::kInt32, DType::kInt64}) {
+          SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " axis ", axis));
+          absl::StatusOr<PtxKernel> k = generate_reduce_kernel({kind, t, {16, 3, 40}, {axis}, index}, 90, "a");
+          ASSERT_TRUE(k.ok()) << k.status();
+          ASSERT_TRUE(assemble_ptx(k->ptx, 90).ok());
+        }
+      }
+    }
+  }
 }
 
 TEST(CudaReduceKernel, BadSpecsAreRefused) {
   EXPECT_THAT(std::string(generate_reduce_kernel({OpKind::kAdd, DType::kFloat32, {4}, {0}}, 90, "r").status().message()),
               ::testing::HasSubstr("reduce kernel of add: expected reduce_sum"));
+  EXPECT_THAT(std::string(generate_reduce_kernel({OpKind::kArgMax, DType::kFloat32, {4, 4}, {0, 1}}, 90, "r").status().message()),
+              ::testing::HasSubstr("argmax kernel over 2 axes; expected one"));
   EXPECT_EQ(generate_reduce_kernel({OpKind::kReduceSum, DType::kFloat32, {4, 4}, {1, 0}}, 90, "r").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(generate_reduce_kernel({OpKind::kReduceSum, DType::kFloat32, {4}, {1}}, 90, "r").status().code(),

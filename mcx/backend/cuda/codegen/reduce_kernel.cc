@@ -16,11 +16,18 @@ namespace {
 
 using ir::OpKind;
 
+bool is_arg(OpKind k) { return k == OpKind::kArgMax || k == OpKind::kArgMin; }
+
 absl::Status check_spec(const ReduceKernelSpec& spec) {
   if (spec.kind != OpKind::kReduceSum && spec.kind != OpKind::kReduceProd && spec.kind != OpKind::kReduceMax &&
-      spec.kind != OpKind::kReduceMin) {
+      spec.kind != OpKind::kReduceMin && !is_arg(spec.kind)) {
     return absl::InvalidArgumentError(absl::StrCat("reduce kernel of ", std::string(ir::op_name(spec.kind)),
-                                                   ": expected reduce_sum, reduce_prod, reduce_max or reduce_min"));
+                                                   ": expected reduce_sum, reduce_prod, reduce_max, reduce_min, "
+                                                   "argmax or argmin"));
+  }
+  if (is_arg(spec.kind) && spec.axes.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(ir::op_name(spec.kind)), " kernel over ",
+                                                   spec.axes.size(), " axes; expected one"));
   }
   for (size_t k = 0; k < spec.axes.size(); ++k) {
     const int64_t a = spec.axes[k];
@@ -58,6 +65,7 @@ class ReduceKernelEmitter {
     llvm::Value* base = b_.getInt64(0);
     const std::vector<llvm::Value*> kept = row_major_coordinates(b_, o, kept_dims_);
     for (size_t k = 0; k < kept.size(); ++k) base = b_.CreateAdd(base, b_.CreateMul(kept[k], b_.getInt64(kept_strides_[k])));
+    if (is_arg(spec_.kind)) return arg_body(f, o, base);
     llvm::Type* acc_ty = e_.compute_type(spec_.dtype);
     // The accumulator lives in a stack slot across the inner loop (the optimiser keeps it in a register).
     llvm::IRBuilder<> entry(&f->getEntryBlock(), f->getEntryBlock().begin());
@@ -74,6 +82,42 @@ class ReduceKernelEmitter {
       return absl::OkStatus();
     }));
     e_.store_elem(f->getArg(1), spec_.dtype, o, b_.CreateLoad(acc_ty, acc));
+    return absl::OkStatus();
+  }
+
+  // arg_max/arg_min: the best value and its index, element 0 first; a NaN, once best, is never replaced.
+  absl::Status arg_body(llvm::Function* f, llvm::Value* o, llvm::Value* base) {
+    const bool max = spec_.kind == OpKind::kArgMax;
+    const int64_t r = reduced_dims_.empty() ? 1 : reduced_dims_[0];
+    const int64_t stride = reduced_strides_.empty() ? 0 : reduced_strides_[0];
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Type* acc_ty = e_.compute_type(spec_.dtype);
+    llvm::IRBuilder<> entry(&f->getEntryBlock(), f->getEntryBlock().begin());
+    llvm::AllocaInst* best = entry.CreateAlloca(acc_ty);
+    llvm::AllocaInst* best_i = entry.CreateAlloca(i64);
+    b_.CreateStore(b_.getInt64(0), best_i);
+    if (r > 0) {
+      b_.CreateStore(e_.load_elem(f->getArg(0), spec_.dtype, base), best);
+      MCX_RETURN_IF_ERROR(e_.counted_loop(f, b_.getInt64(r - 1), /*parallel=*/false, [&](llvm::Value* k) -> absl::Status {
+        llvm::Value* j = b_.CreateAdd(k, b_.getInt64(1));
+        llvm::Value* cur = e_.load_elem(f->getArg(0), spec_.dtype, b_.CreateAdd(base, b_.CreateMul(j, b_.getInt64(stride))));
+        llvm::Value* now = b_.CreateLoad(acc_ty, best);
+        llvm::Value* take;
+        if (is_floating(spec_.dtype)) {
+          llvm::Value* better = max ? b_.CreateFCmpOGT(cur, now) : b_.CreateFCmpOLT(cur, now);
+          take = b_.CreateAnd(b_.CreateFCmpORD(now, now), b_.CreateOr(b_.CreateFCmpUNO(cur, cur), better));
+        } else if (is_bool(spec_.dtype) || !is_signed_integer(spec_.dtype)) {
+          take = max ? b_.CreateICmpUGT(cur, now) : b_.CreateICmpULT(cur, now);
+        } else {
+          take = max ? b_.CreateICmpSGT(cur, now) : b_.CreateICmpSLT(cur, now);
+        }
+        b_.CreateStore(b_.CreateSelect(take, cur, now), best);
+        b_.CreateStore(b_.CreateSelect(take, j, b_.CreateLoad(i64, best_i)), best_i);
+        return absl::OkStatus();
+      }));
+    }
+    MCX_ASSIGN_OR_RETURN(llvm::Value * index, e_.convert(DType::kInt64, spec_.index_dtype, b_.CreateLoad(i64, best_i)));
+    e_.store_elem(f->getArg(1), spec_.index_dtype, o, index);
     return absl::OkStatus();
   }
 

@@ -1,4 +1,5 @@
-// A GPU kernel for reduce_sum, reduce_prod, reduce_max or reduce_min of one array over some of its axes,
+// A GPU kernel for reduce_sum, reduce_prod, reduce_max, reduce_min, arg_max or arg_min of one array over some of
+// its axes (arg_max/arg_min: one axis, the index of the first extreme, or of the first NaN, as the CPU's),
 // accumulating as the CPU does: in the CPU's accumulation type (float for float16/bfloat16, else the dtype;
 // bool sums are ORs and products ANDs), from the op's identity (so an empty reduction gives it), with max/min
 // keeping a NaN once met, integer arithmetic wrapping. Each thread computes whole output elements, reading
@@ -21,14 +22,15 @@
 namespace mcx::cuda::codegen {
 
 struct ReduceKernelSpec {
-  ir::OpKind kind;              // reduce_sum, reduce_prod, reduce_max or reduce_min
-  DType dtype;                  // of the input and the output
+  ir::OpKind kind;              // reduce_sum, reduce_prod, reduce_max, reduce_min, arg_max or arg_min
+  DType dtype;                  // of the input (and of the output, but for arg_max/arg_min)
   std::vector<int64_t> dims;    // the input's
-  std::vector<int64_t> axes;    // reduced, sorted and unique
+  std::vector<int64_t> axes;    // reduced, sorted and unique (one for arg_max/arg_min)
+  DType index_dtype = DType::kInt32;  // arg_max/arg_min's output
 };
 
 // The kernel `name` for spec, for sm_<arch>. InvalidArgument for another op kind, or axes out of range, unsorted
-// or repeated.
+// or repeated (or not one, for arg_max/arg_min).
 absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name);
 
 }  // namespace mcx::cuda::codegen
