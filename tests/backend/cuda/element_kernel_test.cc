@@ -92,6 +92,22 @@ TEST(CudaElementKernel, MathFunctionsComeFromLibdeviceInlined) {
   EXPECT_THAT(ptx, ::testing::Not(HasSubstr("add.rn.ftz")));
 }
 
+// a * b + c stays a rounded multiplication and a rounded addition, as on the CPU: no fused multiply-add
+// (LLVM's NVPTX target would contract them unless told not to), so the results agree bit for bit.
+TEST(CudaElementKernel, MultiplyThenAddIsNotContractedIntoAnFma) {
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    ElementKernelSpec spec;
+    spec.dims = {1024};
+    for (int k = 0; k < 3; ++k) spec.leaves.push_back({t, {1}, 0});
+    using N = kernelgen::ElementNode;
+    spec.nodes = {N{OpKind::kMul, t, t, {0, 1}}, N{OpKind::kAdd, t, t, {3, 2}}};
+    spec.outputs = {1};
+    const std::string ptx = generate_and_assemble(spec, "mul_add");
+    EXPECT_THAT(ptx, ::testing::Not(HasSubstr("fma.")));
+    EXPECT_THAT(ptx, HasSubstr(t == DType::kFloat32 ? "mul.rn.f32" : "mul.rn.f64"));
+  }
+}
+
 // exp(a) * b + 1 over a broadcast row b and a transposed (strided) leaf c, two outputs, one over a contiguous
 // leaf: the index arithmetic for broadcast and strided leaves, and several outputs.
 TEST(CudaElementKernel, BroadcastAndStridedLeavesAndSeveralOutputs) {
