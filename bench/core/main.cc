@@ -37,6 +37,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/core/bench_util.h"
+#include "bench/core/mlp_model.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/trace/grad.h"
@@ -135,20 +136,10 @@ std::function<void()> mcx_case(const std::string& name) {
     }
     Array x = normal(20, {256, 784});
     Array y = mcx::remainder(mcx::random::permutation(mcx::random::key(21), 256), 10);  // labels 0..9
-    auto loss = [](const Tree& p, const Array& x, const Array& y) {
-      Array h = x;
-      for (int i = 0; i < 3; ++i) {
-        std::string s = std::to_string(i);
-        h = mcx::matmul(h, p.at("w" + s)) + p.at("b" + s);
-        if (i < 2) h = mcx::relu(h);
-      }
-      return -mcx::mean(mcx::sum(mcx::log_softmax(h) * mcx::one_hot(y, 10), -1));
-    };
     auto step = mcx::jit(
-        [loss](const Tree& p, const Array& x, const Array& y) {
-          auto [l, g] = mcx::value_and_grad(loss)(p, x, y);
-          Tree updated = mcx::tree_map([](const Array& w, const Array& gw) { return w - 0.01f * gw; }, p, g);
-          return std::make_pair(updated, l);
+        [](const Tree& p, const Array& x, const Array& y) {
+          auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
+          return std::make_pair(mcx::bench::sgd_update(p, g), l);
         },
         {.name = "mlp_step"});
     // The update is applied each call, as in the peers (their parameters change in place too).

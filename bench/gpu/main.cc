@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/core/bench_util.h"
+#include "bench/core/mlp_model.h"
 #include "mcx/mcx.h"
 #include "nlohmann/json.hpp"
 
@@ -94,20 +95,10 @@ std::function<void()> mcx_case(const std::string& name) {
   }
   Array x = on_gpu(20, {4096, 784});
   Array y = mcx::device_put(mcx::remainder(mcx::random::permutation(mcx::random::key(21), 4096), 10), gpu());  // labels 0..9
-  auto loss = [](const Tree& p, const Array& x, const Array& y) {
-    Array h = x;
-    for (int i = 0; i < 3; ++i) {
-      const std::string s = std::to_string(i);
-      h = mcx::matmul(h, p.at("w" + s)) + p.at("b" + s);
-      if (i < 2) h = mcx::relu(h);
-    }
-    return -mcx::mean(mcx::sum(mcx::log_softmax(h) * mcx::one_hot(y, 10), -1));
-  };
   auto step = mcx::jit(
-      [loss](const Tree& p, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(loss)(p, x, y);
-        Tree updated = mcx::tree_map([](const Array& w, const Array& gw) { return w - 0.01f * gw; }, p, g);
-        return std::make_pair(updated, l);
+      [](const Tree& p, const Array& x, const Array& y) {
+        auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
+        return std::make_pair(mcx::bench::sgd_update(p, g), l);
       },
       {.name = "mlp_step"});
   auto state = std::make_shared<Tree>(params);

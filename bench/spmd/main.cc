@@ -32,6 +32,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/core/bench_util.h"
+#include "bench/core/mlp_model.h"
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/mcx.h"
@@ -78,23 +79,9 @@ Tree init_params() {
   return params;
 }
 
-Array loss_fn(const Tree& p, const Array& x, const Array& y) {
-  Array h = x;
-  for (int i = 0; i < 3; ++i) {
-    const std::string s = std::to_string(i);
-    h = mcx::matmul(h, p.at("w" + s)) + p.at("b" + s);
-    if (i < 2) h = mcx::relu(h);
-  }
-  return -mcx::mean(mcx::sum(mcx::log_softmax(h) * mcx::one_hot(y, 10), -1));
-}
-
-Tree sgd(const Tree& p, const Tree& g) {
-  return mcx::tree_map([](const Array& w, const Array& gw) { return w - 0.01f * gw; }, p, g);
-}
-
 std::pair<Tree, Array> global_step(const Tree& p, const Array& x, const Array& y) {
-  auto [l, g] = mcx::value_and_grad(loss_fn)(p, x, y);
-  return {sgd(p, g), l};
+  auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
+  return {mcx::bench::sgd_update(p, g), l};
 }
 
 // One benchmarked variant: run() performs one step (updating its own parameters) and waits for it.
@@ -213,9 +200,9 @@ int main(int argc, char** argv) {
     auto step_jit = mcx::jit(global_step, sharded);
     auto step_sm = mcx::shard_map(
         [](const Tree& p, const Array& x, const Array& y) {
-          auto [l, g] = mcx::value_and_grad(loss_fn)(p, x, y);
+          auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
           Tree mean_g = mcx::tree_map([](const Array& gi) { return mcx::pmean(gi, "data"); }, g);
-          return std::make_pair(sgd(p, mean_g), mcx::pmean(l, "data"));
+          return std::make_pair(mcx::bench::sgd_update(p, mean_g), mcx::pmean(l, "data"));
         },
         mesh, {P(), P("data", None), P("data")}, {P()}, "mlp_step_shard_map");
 
