@@ -136,12 +136,7 @@ std::function<void()> mcx_case(const std::string& name) {
     }
     Array x = normal(20, {256, 784});
     Array y = mcx::remainder(mcx::random::permutation(mcx::random::key(21), 256), 10);  // labels 0..9
-    auto step = mcx::jit(
-        [](const Tree& p, const Array& x, const Array& y) {
-          auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
-          return std::make_pair(mcx::bench::sgd_update(p, g), l);
-        },
-        {.name = "mlp_step"});
+    auto step = mcx::bench::mlp_sgd_step();
     // The update is applied each call, as in the peers (their parameters change in place too).
     auto state = std::make_shared<Tree>(params);
     return [=] {

@@ -5,6 +5,10 @@
 
 #include <string>
 
+#include <utility>
+
+#include "mcx/trace/grad.h"
+#include "mcx/trace/jit.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/pytree.h"
 
@@ -25,6 +29,16 @@ inline Array mlp_loss(const Tree& p, const Array& x, const Array& y) {
 // p - 0.01 * g, leaf by leaf.
 inline Tree sgd_update(const Tree& p, const Tree& g) {
   return tree_map([](const Array& w, const Array& gw) { return w - 0.01f * gw; }, p, g);
+}
+
+// The jitted training step: (params, x, y) -> (params after one SGD step on mlp_loss's gradient, the loss).
+inline auto mlp_sgd_step() {
+  return jit(
+      [](const Tree& p, const Array& x, const Array& y) {
+        auto [l, g] = value_and_grad(mlp_loss)(p, x, y);
+        return std::make_pair(sgd_update(p, g), l);
+      },
+      {.name = "mlp_step"});
 }
 
 }  // namespace mcx::bench

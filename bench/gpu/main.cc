@@ -95,12 +95,7 @@ std::function<void()> mcx_case(const std::string& name) {
   }
   Array x = on_gpu(20, {4096, 784});
   Array y = mcx::device_put(mcx::remainder(mcx::random::permutation(mcx::random::key(21), 4096), 10), gpu());  // labels 0..9
-  auto step = mcx::jit(
-      [](const Tree& p, const Array& x, const Array& y) {
-        auto [l, g] = mcx::value_and_grad(mcx::bench::mlp_loss)(p, x, y);
-        return std::make_pair(mcx::bench::sgd_update(p, g), l);
-      },
-      {.name = "mlp_step"});
+  auto step = mcx::bench::mlp_sgd_step();
   auto state = std::make_shared<Tree>(params);
   return [=] {
     auto [p, l] = step(*state, x, y);
