@@ -236,6 +236,12 @@ const Flag<std::string> kTransferGuardDeviceToHostFlag(
     "MCX_TRANSFER_GUARD_DEVICE_TO_HOST", "", "transfer guard level for device-to-host transfers (empty: MCX_TRANSFER_GUARD)",
     transfer_guard_level_check());
 
+absl::StatusOr<absl::Time> device_deadline_from_now() {
+  absl::StatusOr<double> seconds = kDeviceTimeoutFlag.get();
+  if (!seconds.ok()) return seconds.status();
+  return absl::Now() + absl::Seconds(*seconds);
+}
+
 absl::StatusOr<int> cpu_threads() {
   MCX_ASSIGN_OR_RETURN(int64_t n, kCpuThreadsFlag.get());
   if (n > 0) return static_cast<int>(n);

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace mcx {
 
@@ -127,5 +128,8 @@ extern const Flag<bool> kCoordinationFastPathFlag;         // MCX_COORDINATION_F
 
 // MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
 absl::StatusOr<int> cpu_threads();
+// Now plus MCX_DEVICE_TIMEOUT_S: the default deadline of a wait on device work (the runtime's
+// default_device_deadline, the backends' own waits). InvalidArgument naming the variable for a bad value.
+absl::StatusOr<absl::Time> device_deadline_from_now();
 
 }  // namespace mcx

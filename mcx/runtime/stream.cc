@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/config.h"
+#include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 
 namespace mcx {
@@ -119,6 +120,6 @@ bool Stream::is_current_thread() const { return impl_->thread_id == std::this_th
 
 const std::string& Stream::name() const { return impl_->name; }
 
-absl::Time default_device_deadline() { return absl::Now() + absl::Seconds(kDeviceTimeoutFlag.value()); }
+absl::Time default_device_deadline() { return value_or_throw(device_deadline_from_now()); }
 
 }  // namespace mcx

@@ -175,8 +175,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
                                                    devices_.size(), " CUDA devices"));
   }
   const CudaDevice& device = *devices_[local];
-  const absl::Time deadline =
-      ctx != nullptr ? ctx->deadline : absl::Now() + absl::Seconds(kDeviceTimeoutFlag.get().value_or(600));
+  absl::Time deadline = ctx != nullptr ? ctx->deadline : absl::InfiniteFuture();
+  if (ctx == nullptr) {
+    MCX_ASSIGN_OR_RETURN(deadline, device_deadline_from_now());
+  }
   if (static_cast<int>(args.size()) != p.num_params()) {
     return absl::InvalidArgumentError(absl::StrCat("[cuda] @", p.name, " takes ", p.num_params(), " arguments, got ",
                                                    args.size()));

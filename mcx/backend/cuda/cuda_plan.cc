@@ -43,8 +43,8 @@ absl::StatusOr<ir::Program> prepare(const ir::Program& program) {
 
 // The copy kernel of a layout op: one leaf read through strides (and an offset) over the result's dims, and an
 // identity conversion as its one node.
-absl::StatusOr<ElementKernelSpec> layout_copy(const Plan& plan, const ir::Instr& in) {
-  const std::vector<int64_t>& out = plan.dims[plan.program.num_params() + (&in - plan.program.instrs.data())];
+absl::StatusOr<ElementKernelSpec> layout_copy(const Plan& plan, const ir::Instr& in, ValueId result) {
+  const std::vector<int64_t>& out = plan.dims[result];
   const std::vector<int64_t>& src = plan.dims[in.operands[0]];
   const std::vector<int64_t> src_strides = codegen::contiguous_strides(src);
   ElementKernelLeaf leaf{in.type.dtype, std::vector<int64_t>(out.size(), 0), 0};
@@ -247,7 +247,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           break;
         }
         case OpKind::kBroadcastInDim: case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kReverse: {
-          MCX_ASSIGN_OR_RETURN(ElementKernelSpec spec, layout_copy(*plan, in));
+          MCX_ASSIGN_OR_RETURN(ElementKernelSpec spec, layout_copy(*plan, in, v));
           step.kernel = static_cast<int>(specs.size());
           step.inputs = {in.operands[0]};
           step.outputs = {v};

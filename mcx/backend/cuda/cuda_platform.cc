@@ -24,10 +24,6 @@
 namespace mcx::cuda {
 namespace {
 
-absl::Time transfer_deadline() {
-  return absl::Now() + absl::Seconds(kDeviceTimeoutFlag.get().value_or(600));
-}
-
 class CudaPlatform final : public Platform {
  public:
   std::string_view name() const override { return kCudaPlatformName; }
@@ -95,7 +91,8 @@ class CudaPlatform final : public Platform {
     const CudaDevice& device = *(*d)[local_device];
     MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> mem, DeviceMemory::allocate(device, host.nbytes()));
     if (host.nbytes() > 0) {
-      MCX_RETURN_IF_ERROR(device.to_device(mem->address(), host.data(), host.nbytes(), transfer_deadline()));
+      MCX_ASSIGN_OR_RETURN(const absl::Time deadline, device_deadline_from_now());
+      MCX_RETURN_IF_ERROR(device.to_device(mem->address(), host.data(), host.nbytes(), deadline));
     }
     return std::make_shared<CudaDeviceBuffer>(host.dtype(), host.dims(), std::move(mem));
   }
@@ -107,7 +104,8 @@ class CudaPlatform final : public Platform {
     }
     Buffer out = Buffer::uninitialized(b->dtype(), b->dims());
     if (out.nbytes() > 0) {
-      MCX_RETURN_IF_ERROR(b->device().to_host(out.mutable_data(), b->address(), out.nbytes(), transfer_deadline()));
+      MCX_ASSIGN_OR_RETURN(const absl::Time deadline, device_deadline_from_now());
+      MCX_RETURN_IF_ERROR(b->device().to_host(out.mutable_data(), b->address(), out.nbytes(), deadline));
     }
     return out;
   }
