@@ -98,6 +98,8 @@ class CachingAllocator {
   void release_cached();
 
   AllocatorStats stats() const;
+  // The most bytes it may reserve (0: no limit).
+  size_t limit_bytes() const { return options_.limit_bytes; }
   // The size a request is rounded up to.
   static size_t rounded(size_t bytes);
 

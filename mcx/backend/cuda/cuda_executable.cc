@@ -4,7 +4,6 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "mcx/backend/cuda/codegen/threefry_kernel.h"
 #include "mcx/backend/cuda/cuda_plan.h"
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
@@ -20,9 +19,6 @@ using ir::ValueId;
 namespace {
 
 using Plan = CudaExecutable::Plan;
-using codegen::ElementKernelSpec;
-using codegen::IotaKernelSpec;
-using codegen::ReduceKernelSpec;
 
 int64_t count(const std::vector<int64_t>& dims) {
   int64_t n = 1;
@@ -30,7 +26,19 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// What cuModuleLoadData is given for host bitcode, which does not state its own length: "MCXHOSTK", the length
+// (u64, little-endian), the bitcode.
+std::string host_kernel_image(std::string_view bitcode) {
+  std::string out(kHostKernelImageMagic);
+  ByteWriter w(out);
+  w.u64(bitcode.size());
+  out.append(bitcode);
+  return out;
+}
+
 }  // namespace
+
+std::string arch_name(int arch) { return arch == kHostEmulationArch ? "host emulation" : absl::StrCat("sm_", arch); }
 
 CudaExecutable::CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan,
                                std::vector<CompiledKernel> kernels)
@@ -50,7 +58,7 @@ const ir::Program& CudaExecutable::program() const { return plan_->program; }
 namespace {
 
 // The serialised form: the magic, the architecture, the program's name and canonical encoding, then each kernel
-// (name, whether it is PTX, image).
+// (name, image format, image).
 constexpr std::string_view kMagic = "MCXCUDA1";
 
 }  // namespace
@@ -64,7 +72,7 @@ absl::StatusOr<std::string> CudaExecutable::serialize() const {
   w.u64(kernels_.size());
   for (const CompiledKernel& k : kernels_) {
     w.str(k.name);
-    w.u64(k.is_ptx ? 1 : 0);
+    w.u64(static_cast<uint64_t>(k.format));
     w.str(k.image);
   }
   return out;
@@ -78,8 +86,8 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::deserializ
   ByteReader r(bytes.substr(kMagic.size()), "cuda executable");
   MCX_ASSIGN_OR_RETURN(const int64_t stored_arch, r.i64());
   if (stored_arch != arch) {
-    return absl::FailedPreconditionError(absl::StrCat("[cuda] a stored executable for sm_", stored_arch,
-                                                      "; this process's GPUs are sm_", arch));
+    return absl::FailedPreconditionError(absl::StrCat("[cuda] a stored executable for ", arch_name(stored_arch),
+                                                      "; this process compiles for ", arch_name(arch)));
   }
   MCX_ASSIGN_OR_RETURN(const std::string_view name, r.str());
   MCX_ASSIGN_OR_RETURN(const std::string_view encoding, r.str());
@@ -87,12 +95,11 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::deserializ
   MCX_ASSIGN_OR_RETURN(const uint64_t n, r.count(24));
   std::vector<CompiledKernel> kernels;
   for (uint64_t k = 0; k < n; ++k) {
-    CompiledKernel c;
     MCX_ASSIGN_OR_RETURN(const std::string_view kname, r.str());
-    MCX_ASSIGN_OR_RETURN(const uint64_t is_ptx, r.u64());
+    MCX_ASSIGN_OR_RETURN(const uint64_t format, r.u64());
     MCX_ASSIGN_OR_RETURN(const std::string_view image, r.str());
-    if (is_ptx > 1) return r.error("a PTX flag of 0 or 1");
-    kernels.push_back({std::string(kname), std::string(image), is_ptx == 1});
+    if (format > static_cast<uint64_t>(KernelImageFormat::kHostBitcode)) return r.error("a kernel image format of 0, 1 or 2");
+    kernels.push_back({std::string(kname), std::string(image), static_cast<KernelImageFormat>(format)});
   }
   if (!r.at_end()) return r.error("the end of the executable");
   MCX_ASSIGN_OR_RETURN(auto planned, plan_program(program));
@@ -111,29 +118,23 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(co
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < specs.size(); ++k) {
     const std::string name = absl::StrCat("mcx_", k);
-    absl::StatusOr<codegen::PtxKernel> ptx = std::visit(
-        [&](const auto& spec) -> absl::StatusOr<codegen::PtxKernel> {
-          using Spec = std::decay_t<decltype(spec)>;
-          if constexpr (std::is_same_v<Spec, ElementKernelSpec>) {
-            return codegen::generate_element_kernel(spec, arch, name);
-          } else if constexpr (std::is_same_v<Spec, ReduceKernelSpec>) {
-            return codegen::generate_reduce_kernel(spec, arch, name);
-          } else if constexpr (std::is_same_v<Spec, IotaKernelSpec>) {
-            return codegen::generate_iota_kernel(spec, arch, name);
-          } else {
-            return codegen::generate_threefry_kernel(arch, name);
-          }
-        },
-        specs[k]);
-    if (!ptx.ok()) {
-      return absl::Status(ptx.status().code(), absl::StrCat("[cuda_compile] @", program.name, " kernel ", k, ": ",
-                                                            ptx.status().message()));
+    auto failed = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat("[cuda_compile] @", program.name, " kernel ", k, ": ", s.message()));
+    };
+    if (arch == kHostEmulationArch) {
+      absl::StatusOr<std::string> bitcode = codegen::generate_host_kernel(specs[k], name);
+      if (!bitcode.ok()) return failed(bitcode.status());
+      kernels.push_back({name, host_kernel_image(*bitcode), KernelImageFormat::kHostBitcode});
+      continue;
     }
+    absl::StatusOr<codegen::PtxKernel> ptx = codegen::generate_ptx_kernel(specs[k], arch, name);
+    if (!ptx.ok()) return failed(ptx.status());
     absl::StatusOr<AssembledKernel> cubin = assemble_ptx(ptx->ptx, arch);
     if (cubin.ok()) {
-      kernels.push_back({name, std::move(cubin->cubin), false});
+      kernels.push_back({name, std::move(cubin->cubin), KernelImageFormat::kCubin});
     } else if (cubin.status().code() == absl::StatusCode::kFailedPrecondition) {
-      kernels.push_back({name, std::move(ptx->ptx), true});  // no nvJitLink: the driver compiles the PTX
+      // No nvJitLink: the driver compiles the PTX.
+      kernels.push_back({name, std::move(ptx->ptx), KernelImageFormat::kPtx});
     } else {
       return cubin.status();
     }

@@ -1,5 +1,5 @@
 // The CUDA platform's executable (platform/executable.h): a program planned for the GPU and its generated
-// kernels, assembled for the devices' architecture.
+// kernels, assembled for the devices' architecture (or compiled for the host emulating it: kHostEmulationArch).
 //
 // What runs on the GPU now: element-wise ops, convert and is_finite, fused into groups as on every platform
 // (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
@@ -44,18 +44,33 @@ namespace mcx::cuda {
 // The GPUs of this process, by local index (made once by the platform, alive for the process).
 using CudaDevices = std::vector<std::unique_ptr<CudaDevice>>;
 
+// The architecture that stands for the host emulating the GPU (MCX_CUDA_KERNEL_TARGET=host, docs/gpu.md):
+// kernels are compiled to host bitcode, which only the stand-in driver of the tests runs.
+inline constexpr int kHostEmulationArch = 0;
+// How cuModuleLoadData is given host bitcode (which does not state its own length): this magic, the bitcode's
+// length (u64, little-endian), the bitcode.
+inline constexpr std::string_view kHostKernelImageMagic = "MCXHOSTK";
+
+// "sm_90", or "host emulation" for kHostEmulationArch.
+std::string arch_name(int arch);
+
 // What a kernel of an executable was compiled into.
+enum class KernelImageFormat : uint8_t {
+  kCubin,        // assembled for the architecture
+  kPtx,          // no assembler was found: the driver compiles it at load
+  kHostBitcode,  // for kHostEmulationArch
+};
 struct CompiledKernel {
   std::string name;
-  std::string image;     // a cubin, or PTX when no assembler was found (the driver compiles it at load)
-  bool is_ptx = false;
+  std::string image;
+  KernelImageFormat format = KernelImageFormat::kCubin;
 };
 
 class CudaExecutable final : public Executable {
  public:
   struct Plan;
 
-  // `program` for `devices` (all of architecture sm_<arch>).
+  // `program` for `devices` (all of architecture sm_<arch>, or kHostEmulationArch).
   static absl::StatusOr<std::shared_ptr<const CudaExecutable>> compile(const ir::Program& program,
                                                                        const CudaDevices& devices, int arch);
   // Reads what serialize() wrote: the program is planned again (no code generated) and the stored kernels
@@ -70,7 +85,7 @@ class CudaExecutable final : public Executable {
   bool has_collectives() const override { return false; }
   absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> execute(
       std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const override;
-  // The program's canonical encoding, the architecture and every kernel's image (a cubin, or PTX).
+  // The program's canonical encoding, the architecture and every kernel's image and its format.
   absl::StatusOr<std::string> serialize() const override;
 
   const std::vector<CompiledKernel>& kernels() const { return kernels_; }

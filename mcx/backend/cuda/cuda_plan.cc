@@ -285,7 +285,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           step.inputs = {in.operands[0], in.operands[1]};
           step.outputs = {v};
           step.n = count(plan->dims[v]) / 2;  // pairs
-          specs.push_back(ThreefryKernelSpec{});
+          specs.push_back(codegen::ThreefryKernelSpec{});
           break;
         case OpKind::kIota: {
           MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));

@@ -12,9 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "mcx/backend/cuda/codegen/element_kernel.h"
-#include "mcx/backend/cuda/codegen/iota_kernel.h"
-#include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/codegen/kernel_source.h"
 #include "mcx/backend/cuda/cuda_executable.h"
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/core/buffer.h"
@@ -57,10 +55,7 @@ struct CudaExecutable::Plan {
 };
 
 
-// What a kernel of the plan is generated from (threefry2x32's kernel has no parameters).
-struct ThreefryKernelSpec {};
-using KernelSource = std::variant<codegen::ElementKernelSpec, codegen::ReduceKernelSpec, codegen::IotaKernelSpec,
-                                  ThreefryKernelSpec>;
+using codegen::KernelSource;
 
 // The plan of `program` and the kernels its steps launch (Step::kernel indexes them). Errors: InvalidArgument
 // for a program that fails verification, has symbolic shapes or holds a shard_map; Unimplemented naming the

@@ -24,6 +24,12 @@
 namespace mcx::cuda {
 namespace {
 
+const Flag<std::string> kKernelTargetFlag(
+    "MCX_CUDA_KERNEL_TARGET", "device",
+    "what generated GPU kernels are compiled for: device (the GPUs' architecture) or host (the host emulating the "
+    "GPU, run only by the stand-in driver of mcx's tests)",
+    one_of({"device", "host"}));
+
 class CudaPlatform final : public Platform {
  public:
   std::string_view name() const override { return kCudaPlatformName; }
@@ -40,7 +46,8 @@ class CudaPlatform final : public Platform {
   std::vector<KeyComponent> compile_key() const override {
     std::vector<KeyComponent> key;
     absl::StatusOr<const CudaDevices*> d = devices();
-    key.push_back({"arch", d.ok() ? arch_names(**d) : "none"});
+    absl::StatusOr<int> arch = d.ok() ? target_arch(**d) : absl::StatusOr<int>(d.status());
+    key.push_back({"arch", arch.ok() ? arch_name(*arch) : d.ok() ? arch_names(**d) : "none"});
     absl::StatusOr<const DriverApi*> api = cuda_driver();
     key.push_back({"cuda_driver", api.ok() ? cuda_version_string((*api)->version) : "none"});
     key.push_back({"cuda_toolkit", cuda_version_string(kBuiltCudaVersion)});
@@ -53,13 +60,7 @@ class CudaPlatform final : public Platform {
 
   absl::StatusOr<std::shared_ptr<const Executable>> compile(const ir::Program& program) const override {
     MCX_ASSIGN_OR_RETURN(const CudaDevices* d, devices());
-    const int arch = (*d)[0]->info().arch;
-    for (const auto& dev : *d) {
-      if (dev->info().arch != arch) {
-        return absl::UnimplementedError(absl::StrCat("[cuda_compile] this process's GPUs are of different architectures (",
-                                                     arch_names(*d), "); one architecture per process is supported"));
-      }
-    }
+    MCX_ASSIGN_OR_RETURN(const int arch, target_arch(*d));
     const auto t0 = std::chrono::steady_clock::now();
     MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CudaExecutable> exe, CudaExecutable::compile(program, *d, arch));
     compiled_.fetch_add(static_cast<int64_t>(exe->kernels().size()), std::memory_order_relaxed);
@@ -70,8 +71,8 @@ class CudaPlatform final : public Platform {
 
   absl::StatusOr<std::shared_ptr<const Executable>> deserialize(std::string_view bytes) const override {
     MCX_ASSIGN_OR_RETURN(const CudaDevices* d, devices());
-    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CudaExecutable> exe,
-                         CudaExecutable::deserialize(bytes, *d, (*d)[0]->info().arch));
+    MCX_ASSIGN_OR_RETURN(const int arch, target_arch(*d));
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CudaExecutable> exe, CudaExecutable::deserialize(bytes, *d, arch));
     return exe;
   }
 
@@ -126,6 +127,21 @@ class CudaPlatform final : public Platform {
     }());
     if (!opened->ok()) return opened->status();
     return &opened->value();
+  }
+
+  // The architecture kernels are compiled for: the devices' (one for all), or the host's under
+  // MCX_CUDA_KERNEL_TARGET=host.
+  static absl::StatusOr<int> target_arch(const CudaDevices& d) {
+    MCX_ASSIGN_OR_RETURN(const std::string target, kKernelTargetFlag.get());
+    if (target == "host") return kHostEmulationArch;
+    const int arch = d[0]->info().arch;
+    for (const auto& dev : d) {
+      if (dev->info().arch != arch) {
+        return absl::UnimplementedError(absl::StrCat("[cuda_compile] this process's GPUs are of different architectures (",
+                                                     arch_names(d), "); one architecture per process is supported"));
+      }
+    }
+    return arch;
   }
 
   static std::string arch_names(const CudaDevices& d) {

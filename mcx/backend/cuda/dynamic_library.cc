@@ -26,12 +26,15 @@ std::vector<std::string> cuda_library_path() {
 
 absl::StatusOr<DynamicLibrary> DynamicLibrary::open(std::span<const std::string> names,
                                                     std::span<const std::string> extra_dirs) {
-  std::vector<std::string> dirs = cuda_library_path();
+  const std::vector<std::string> chosen = cuda_library_path();
+  std::vector<std::string> dirs = chosen;
   dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
   std::string first_error;
   for (const std::string& name : names) {
-    std::vector<std::string> candidates = {name};
-    for (const std::string& d : dirs) candidates.push_back(absl::StrCat(d, "/", name));
+    std::vector<std::string> candidates;
+    for (const std::string& d : chosen) candidates.push_back(absl::StrCat(d, "/", name));
+    candidates.push_back(name);
+    for (const std::string& d : extra_dirs) candidates.push_back(absl::StrCat(d, "/", name));
     for (const std::string& c : candidates) {
       // RTLD_LOCAL: the library's symbols stay out of the global namespace (two CUDA versions may meet).
       if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return DynamicLibrary(h, c);

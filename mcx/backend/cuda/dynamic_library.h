@@ -2,9 +2,9 @@
 // none of them is linked, so every build runs on a machine without them and says what is missing when asked
 // for the GPU.
 //
-// Search order for a library named by its soname ("libnvJitLink.so.13"): the dynamic linker's own search
-// (LD_LIBRARY_PATH, the ld.so cache), then each folder of MCX_CUDA_LIBRARY_PATH (colon-separated), then the
-// folders the caller adds (the CUDA toolkit's library folder found at build time). A library, once opened,
+// Search order for a library named by its soname ("libnvJitLink.so.13"): each folder of MCX_CUDA_LIBRARY_PATH
+// (colon-separated: an explicit choice wins), then the dynamic linker's own search (LD_LIBRARY_PATH, the ld.so
+// cache), then the folders the caller adds (the CUDA toolkit's library folder found at build time). A library, once opened,
 // stays loaded for the life of the process (the CUDA libraries start threads and register handlers that must
 // not outlive their code). Thread-safe.
 #pragma once

@@ -1,5 +1,6 @@
 #include "mcx/backend/cuda/gemm.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -19,7 +20,13 @@ const Flag<std::string> kMatmulPrecisionFlag(
     "float32 matrix products on GPUs: default (TF32 tensor cores, as JAX's default) or highest (full float32)",
     one_of({"default", "highest"}));
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+// cuBLASLt's workspace per device: 32 MiB (what it asks for on Hopper), but at most an eighth of the allocator's
+// limit (a small MCX_GPU_MEMORY_FRACTION leaves room for the arrays; cuBLASLt then picks among fewer algorithms).
+size_t workspace_bytes(const CudaDevice& device) {
+  constexpr size_t kPreferred = size_t{32} << 20;
+  const size_t limit = device.allocator().limit_bytes();
+  return limit == 0 ? kPreferred : std::min(kPreferred, limit / 8);
+}
 
 // One shape's cuBLASLt objects and chosen algorithm.
 struct MatmulPlan {
@@ -52,7 +59,7 @@ absl::StatusOr<GemmContext*> context_of(const CudaDevice& device, const CublasLt
     if (made->handle != nullptr) api.cublasLtDestroy(made->handle);  // what a failed create made
     return st;
   }
-  MCX_ASSIGN_OR_RETURN(made->workspace, DeviceMemory::allocate(device, kWorkspaceBytes));
+  MCX_ASSIGN_OR_RETURN(made->workspace, DeviceMemory::allocate(device, workspace_bytes(device)));
   ctx = std::move(made);
   return ctx.get();
 }
@@ -95,7 +102,7 @@ absl::StatusOr<MatmulPlan> make_plan(const CublasLtApi& api, GemmContext& ctx, c
   MCX_RETURN_IF_ERROR(layout(&p.c, s.n, s.m, s.n * s.m));
   cublasLtMatmulPreference_t pref = nullptr;
   MCX_RETURN_IF_ERROR(cublas_status(api, api.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
-  const uint64_t ws = kWorkspaceBytes;
+  const uint64_t ws = ctx.workspace->bytes();
   api.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -144,7 +151,7 @@ absl::Status run_gemm(const CudaDevice& device, const GemmShape& s, uint64_t a, 
       api->cublasLtMatmul(ctx->handle, p.desc, alpha, reinterpret_cast<const void*>(b), p.a,
                           reinterpret_cast<const void*>(a), p.b, beta, reinterpret_cast<const void*>(c), p.c,
                           reinterpret_cast<void*>(c), p.c, &p.algo, reinterpret_cast<void*>(ctx->workspace->address()),
-                          kWorkspaceBytes, reinterpret_cast<cudaStream_t>(device.stream())),
+                          ctx->workspace->bytes(), reinterpret_cast<cudaStream_t>(device.stream())),
       absl::StrCat("[", device.label(), "] cublasLtMatmul"));
 }
 

@@ -39,7 +39,7 @@ TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
   // broadcast is its own copy kernel): every kernel is a cubin.
   EXPECT_GE((*exe)->kernels().size(), 6u);
   for (const CompiledKernel& k : (*exe)->kernels()) {
-    EXPECT_FALSE(k.is_ptx) << k.name;
+    EXPECT_EQ(k.format, KernelImageFormat::kCubin) << k.name;
     EXPECT_EQ(k.image.substr(0, 4), "\x7f" "ELF") << k.name;
   }
   EXPECT_EQ((*exe)->platform(), "cuda");
@@ -58,7 +58,7 @@ TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
   for (size_t k = 0; k < (*exe)->kernels().size(); ++k) EXPECT_EQ((*back)->kernels()[k].image, (*exe)->kernels()[k].image);
   // Another architecture or format is for the caller to compile; damaged bytes are refused.
   EXPECT_THAT(std::string(CudaExecutable::deserialize(*bytes, no_devices(), 80).status().message()),
-              HasSubstr("a stored executable for sm_90; this process's GPUs are sm_80"));
+              HasSubstr("a stored executable for sm_90; this process compiles for sm_80"));
   EXPECT_EQ(CudaExecutable::deserialize("MCXCPU01....", no_devices(), 90).status().code(),
             absl::StatusCode::kFailedPrecondition);
   for (size_t cut : {size_t{9}, bytes->size() / 2, bytes->size() - 1}) {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/kernel_source.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
 #include "tests/support/backend/element_cases.h"
 
@@ -49,7 +49,7 @@ ElementKernelSpec single_op(const test::ElementCase& c, std::vector<int64_t> dim
 std::string generate_and_assemble(const ElementKernelSpec& spec, const std::string& name) {
   std::string ptx90;
   for (int arch : {90, 80}) {
-    absl::StatusOr<PtxKernel> k = generate_element_kernel(spec, arch, name);
+    absl::StatusOr<PtxKernel> k = generate_ptx_kernel(spec, arch, name);
     EXPECT_TRUE(k.ok()) << "sm_" << arch << ": " << k.status();
     if (!k.ok()) return "";
     EXPECT_THAT(k->ptx, HasSubstr(absl::StrCat(".target sm_", arch)));
@@ -145,25 +145,25 @@ TEST(CudaElementKernel, UnsupportedNodesAndMalformedSpecsAreNamed) {
   spec.leaves = {{DType::kFloat32, {1}}, {DType::kFloat32, {1}}};
   spec.nodes = {kernelgen::ElementNode{OpKind::kDotGeneral, DType::kFloat32, DType::kFloat32, {0, 1}}};
   spec.outputs = {0};
-  absl::StatusOr<PtxKernel> k = generate_element_kernel(spec, 90, "dot");
+  absl::StatusOr<PtxKernel> k = generate_ptx_kernel(spec, 90, "dot");
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(k.status().message()), HasSubstr("no rule for dot_general on f32"));
 
   spec.nodes = {kernelgen::ElementNode{OpKind::kAdd, DType::kFloat32, DType::kFloat32, {0, 2}}};
-  k = generate_element_kernel(spec, 90, "bad_slot");
+  k = generate_ptx_kernel(spec, 90, "bad_slot");
   EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(k.status().message()), HasSubstr("node 0 reads slot 2; expected a slot below 2"));
 
   spec.nodes[0].args = {0, 1};
   spec.leaves[1].strides = {1, 1};
-  k = generate_element_kernel(spec, 90, "bad_strides");
+  k = generate_ptx_kernel(spec, 90, "bad_strides");
   EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(k.status().message()), HasSubstr("leaf 1 has 2 strides; expected one per dim (1)"));
 
   spec.leaves[1].strides = {1};
   spec.outputs = {};
-  EXPECT_EQ(generate_element_kernel(spec, 90, "no_outputs").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(generate_ptx_kernel(spec, 90, "no_outputs").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

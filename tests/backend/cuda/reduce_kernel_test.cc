@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/codegen/kernel_source.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
 
 namespace mcx::cuda::codegen {
@@ -22,7 +22,7 @@ TEST(CudaReduceKernel, EveryKindDtypeAndAxesAssemblesForHopperAndAmpere) {
         SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " axes ",
                                   axes.size()));
         for (int arch : {90, 80}) {
-          absl::StatusOr<PtxKernel> k = generate_reduce_kernel(spec, arch, "r");
+          absl::StatusOr<PtxKernel> k = generate_ptx_kernel(spec, arch, "r");
           ASSERT_TRUE(k.ok()) << k.status();
           absl::StatusOr<AssembledKernel> a = assemble_ptx(k->ptx, arch);
           ASSERT_TRUE(a.ok()) << a.status() << "\n" << k->ptx;
@@ -40,7 +40,7 @@ TEST(CudaReduceKernel, EveryKindDtypeAndAxesAssemblesForHopperAndAmpere) {
       for (int64_t axis : {0, 1, 2}) {
         for (DType index : {DType::kInt32, DType::kInt64}) {
           SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " axis ", axis));
-          absl::StatusOr<PtxKernel> k = generate_reduce_kernel({kind, t, {16, 3, 40}, {axis}, index}, 90, "a");
+          absl::StatusOr<PtxKernel> k = generate_ptx_kernel(ReduceKernelSpec{kind, t, {16, 3, 40}, {axis}, index}, 90, "a");
           ASSERT_TRUE(k.ok()) << k.status();
           ASSERT_TRUE(assemble_ptx(k->ptx, 90).ok());
         }
@@ -50,13 +50,13 @@ TEST(CudaReduceKernel, EveryKindDtypeAndAxesAssemblesForHopperAndAmpere) {
 }
 
 TEST(CudaReduceKernel, BadSpecsAreRefused) {
-  EXPECT_THAT(std::string(generate_reduce_kernel({OpKind::kAdd, DType::kFloat32, {4}, {0}}, 90, "r").status().message()),
+  EXPECT_THAT(std::string(generate_ptx_kernel(ReduceKernelSpec{OpKind::kAdd, DType::kFloat32, {4}, {0}}, 90, "r").status().message()),
               ::testing::HasSubstr("reduce kernel of add: expected reduce_sum"));
-  EXPECT_THAT(std::string(generate_reduce_kernel({OpKind::kArgMax, DType::kFloat32, {4, 4}, {0, 1}}, 90, "r").status().message()),
+  EXPECT_THAT(std::string(generate_ptx_kernel(ReduceKernelSpec{OpKind::kArgMax, DType::kFloat32, {4, 4}, {0, 1}}, 90, "r").status().message()),
               ::testing::HasSubstr("argmax kernel over 2 axes; expected one"));
-  EXPECT_EQ(generate_reduce_kernel({OpKind::kReduceSum, DType::kFloat32, {4, 4}, {1, 0}}, 90, "r").status().code(),
+  EXPECT_EQ(generate_ptx_kernel(ReduceKernelSpec{OpKind::kReduceSum, DType::kFloat32, {4, 4}, {1, 0}}, 90, "r").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(generate_reduce_kernel({OpKind::kReduceSum, DType::kFloat32, {4}, {1}}, 90, "r").status().code(),
+  EXPECT_EQ(generate_ptx_kernel(ReduceKernelSpec{OpKind::kReduceSum, DType::kFloat32, {4}, {1}}, 90, "r").status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -2,17 +2,22 @@
 // process finds it through MCX_CUDA_LIBRARY_PATH). It implements the driver functions mcx resolves over host
 // memory: one device ("mcx fake GPU", sm_90, 132 SMs, MCX_FAKE_CUDA_MEMORY_MB of memory, default 1024), device
 // memory from malloc with the device's capacity enforced, copies done at once (so streams and events are
-// always complete), modules accepted when they are ELF images or PTX. It runs no kernel: cuLaunchKernel
-// answers CUDA_ERROR_NOT_SUPPORTED. So the backend's host side (loading, devices, the allocator over the
-// driver, staging and chunked transfers, module loading, error paths) runs for real; the kernels' results are
-// the gpu label's to check on a GPU.
+// always complete), modules accepted when they are ELF images or PTX. Those it cannot run (cuLaunchKernel
+// answers CUDA_ERROR_NOT_SUPPORTED), so the backend's host side (loading, devices, the allocator over the driver,
+// staging and chunked transfers, module loading, error paths) runs for real. Kernels compiled for the host
+// (MCX_CUDA_KERNEL_TARGET=host) it runs, at launch, on the calling thread (emulated_kernels.h): so the gpu
+// label's tests check the kernels' logic against the CPU on any machine. What only a GPU shows (thread
+// concurrency, the NVPTX code generator, libdevice's math) stays the gpu label's on a GPU.
 #include <cuda.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "tests/support/fake_cuda/emulated_kernels.h"
 
 namespace {
 
@@ -20,6 +25,9 @@ std::mutex mu;
 std::map<CUdeviceptr, size_t> allocations;  // guarded by mu
 size_t used = 0;                             // guarded by mu
 int next_handle = 1;                         // guarded by mu
+// Host modules and kernels by handle (the handles of other modules and functions are absent).
+std::map<CUmodule, size_t> host_modules;           // guarded by mu
+std::map<CUfunction, mcx::fake_cuda::KernelEntry> host_kernels;  // guarded by mu
 
 size_t capacity() {
   const char* mb = std::getenv("MCX_FAKE_CUDA_MEMORY_MB");
@@ -131,6 +139,18 @@ CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
 CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) { *ms = 0; return CUDA_SUCCESS; }
 CUresult cuEventDestroy_v2(CUevent) { return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  if (mcx::fake_cuda::is_host_kernel_image(image)) {
+    std::string error;
+    const size_t id = mcx::fake_cuda::load_host_module(image, &error);
+    if (id == 0) {
+      std::fprintf(stderr, "fake cuda: cannot load a host kernel image: %s\n", error.c_str());
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *m = new_handle<CUmodule>();
+    std::lock_guard<std::mutex> lock(mu);
+    host_modules[*m] = id;
+    return CUDA_SUCCESS;
+  }
   const auto* bytes = static_cast<const char*>(image);
   const bool elf = std::memcmp(bytes, "\x7f" "ELF", 4) == 0;
   const bool ptx = std::strstr(bytes, ".entry") != nullptr;
@@ -138,13 +158,47 @@ CUresult cuModuleLoadData(CUmodule* m, const void* image) {
   *m = new_handle<CUmodule>();
   return CUDA_SUCCESS;
 }
-CUresult cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
-CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char*) { *f = new_handle<CUfunction>(); return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule m) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = host_modules.find(m);
+  if (it != host_modules.end()) {
+    mcx::fake_cuda::unload_host_module(it->second);
+    host_modules.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  size_t host_module = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = host_modules.find(m);
+    if (it != host_modules.end()) host_module = it->second;
+  }
+  mcx::fake_cuda::KernelEntry entry = nullptr;
+  if (host_module != 0) {
+    entry = mcx::fake_cuda::host_kernel(host_module, name);
+    if (entry == nullptr) return CUDA_ERROR_NOT_FOUND;
+  }
+  *f = new_handle<CUfunction>();
+  if (entry != nullptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    host_kernels[*f] = entry;
+  }
+  return CUDA_SUCCESS;
+}
 CUresult cuFuncGetAttribute(int* v, CUfunction_attribute, CUfunction) { *v = 0; return CUDA_SUCCESS; }
 CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
-CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, CUstream, void**, void**) {
-  return CUDA_ERROR_NOT_SUPPORTED;
+CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, CUstream, void** params, void**) {
+  mcx::fake_cuda::KernelEntry entry = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = host_kernels.find(f);
+    if (it != host_kernels.end()) entry = it->second;
+  }
+  if (entry == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  entry(params);  // one thread covers the grid (a kernel's grid-stride loop)
+  return CUDA_SUCCESS;
 }
 
 // Every function above by its base name, as a CUDA 13 driver answers cuGetProcAddress.

@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "llvm/IR/LLVMContext.h"
-#include "mcx/backend/cuda/codegen/kernel_skeleton.h"
-#include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
+#include "mcx/backend/cuda/codegen/kernel_emitters.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
@@ -53,8 +52,8 @@ absl::Status check_spec(const ElementKernelSpec& spec) {
 
 class ElementKernelEmitter {
  public:
-  ElementKernelEmitter(const ElementKernelSpec& spec, llvm::LLVMContext& ctx, llvm::Module& m)
-      : spec_(spec), m_(m), e_(ctx, m, math_), b_(e_.builder()) {
+  ElementKernelEmitter(const ElementKernelSpec& spec, llvm::Module& m, const KernelTarget& target)
+      : spec_(spec), m_(m), target_(target), e_(m.getContext(), m, *target.math), b_(e_.builder()) {
     int64_t extent = element_count(spec.dims);
     for (const ElementKernelLeaf& leaf : spec.leaves) {  // the farthest element a leaf reads, plus one
       int64_t far = leaf.offset;
@@ -73,7 +72,7 @@ class ElementKernelEmitter {
   absl::Status emit(const std::string& name) {
     std::vector<llvm::Type*> params(spec_.leaves.size() + spec_.outputs.size(), b_.getPtrTy());
     params.push_back(b_.getInt64Ty());
-    return emit_grid_stride_kernel(m_, b_, name, params, index_ty_, [&](llvm::Function* f, llvm::Value* i) {
+    return emit_grid_stride_kernel(m_, b_, target_, name, params, index_ty_, [&](llvm::Function* f, llvm::Value* i) {
       // An output over a leaf is read before it is written, per element: the pointers do not alias otherwise.
       for (size_t k = 0; k + 1 < params.size(); ++k) f->getArg(k)->addAttr(llvm::Attribute::NoAlias);
       return body(f, i);
@@ -124,7 +123,7 @@ class ElementKernelEmitter {
 
   const ElementKernelSpec& spec_;
   llvm::Module& m_;
-  const LibdeviceMathCalls math_;
+  const KernelTarget& target_;
   ElementEmitter e_;
   llvm::IRBuilder<>& b_;
   bool wide_ = false;
@@ -143,11 +142,10 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-absl::StatusOr<PtxKernel> generate_element_kernel(const ElementKernelSpec& spec, int arch, const std::string& name) {
+absl::Status emit_element_kernel(const ElementKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                 const KernelTarget& target) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
-  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
-    return ElementKernelEmitter(spec, ctx, m).emit(name);
-  });
+  return ElementKernelEmitter(spec, m, target).emit(name);
 }
 
 }  // namespace mcx::cuda::codegen

@@ -1,6 +1,6 @@
 // A GPU kernel for one fused group of element-wise ops, made from the same per-element rules as the CPU's
 // generated code (kernelgen/element_emitter.h) with CUDA's libdevice for math functions, compiled to PTX
-// through LLVM's NVPTX target (nvptx_compiler.h). No LLVM in this header.
+// through LLVM's NVPTX target (nvptx_compiler.h; kernel_source.h generates it). No LLVM in this header.
 //
 // The kernel's parameters are the leaves' device pointers, then the outputs' (in spec order), then the element
 // count n (i64). Each thread computes elements i = global thread index, i + total threads, ... < n, so any
@@ -11,7 +11,8 @@
 // An output may be the storage of a leaf only when that leaf is contiguous (each element reads its leaves
 // before writing).
 //
-// Thread-safety: generate_element_kernel is thread-safe.
+// Errors at generation: Unimplemented naming the op and dtype when a node has no per-element rule;
+// InvalidArgument for a malformed spec (slot out of range, stride count not the rank).
 #pragma once
 
 #include <cstdint>
@@ -45,9 +46,5 @@ struct ElementKernelSpec {
 
 // Row-major strides of dims (the strides of a contiguous leaf).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
-
-// The kernel `name` for spec, for sm_<arch>. Unimplemented naming the op and dtype when a node has no
-// per-element rule; InvalidArgument for a malformed spec (slot out of range, stride count not the rank).
-absl::StatusOr<PtxKernel> generate_element_kernel(const ElementKernelSpec& spec, int arch, const std::string& name);
 
 }  // namespace mcx::cuda::codegen

@@ -4,23 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "llvm/IR/LLVMContext.h"
-#include "mcx/backend/cuda/codegen/kernel_skeleton.h"
-#include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
+#include "mcx/backend/cuda/codegen/kernel_emitters.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
 namespace mcx::cuda::codegen {
 
-absl::StatusOr<PtxKernel> generate_iota_kernel(const IotaKernelSpec& spec, int arch, const std::string& name) {
+absl::Status emit_iota_kernel(const IotaKernelSpec& spec, const std::string& name, llvm::Module& m,
+                              const KernelTarget& target) {
   if (spec.dimension < 0 || spec.dimension >= static_cast<int64_t>(spec.dims.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("iota kernel dimension ", spec.dimension, " of a rank-", spec.dims.size(), " array"));
   }
-  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
-    const LibdeviceMathCalls math;
-    kernelgen::ElementEmitter e(ctx, m, math);
-    llvm::IRBuilder<>& b = e.builder();
-    return emit_grid_stride_kernel(m, b, name, {b.getPtrTy(), b.getInt64Ty()}, b.getInt64Ty(),
+  kernelgen::ElementEmitter e(m.getContext(), m, *target.math);
+  llvm::IRBuilder<>& b = e.builder();
+  return emit_grid_stride_kernel(m, b, target, name, {b.getPtrTy(), b.getInt64Ty()}, b.getInt64Ty(),
                                    [&](llvm::Function* f, llvm::Value* i) -> absl::Status {
                                      const std::vector<llvm::Value*> coords = row_major_coordinates(b, i, spec.dims);
                                      MCX_ASSIGN_OR_RETURN(llvm::Value * v,
@@ -28,7 +26,6 @@ absl::StatusOr<PtxKernel> generate_iota_kernel(const IotaKernelSpec& spec, int a
                                      e.store_elem(f->getArg(0), spec.dtype, i, v);
                                      return absl::OkStatus();
                                    });
-  });
 }
 
 }  // namespace mcx::cuda::codegen

@@ -1,6 +1,7 @@
 // A GPU kernel for iota: each element of an array of `dims` holds its coordinate along `dimension`, converted
 // to `dtype` as convert does (so a float16 iota rounds as the CPU's). Kernel parameters: the output's device
-// pointer, then its element count n (i64). No LLVM in this header; thread-safe.
+// pointer, then its element count n (i64). Errors at generation (kernel_source.h): InvalidArgument for a
+// dimension out of range. No LLVM in this header.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,5 @@ struct IotaKernelSpec {
   std::vector<int64_t> dims;
   int64_t dimension = 0;
 };
-
-// InvalidArgument for a dimension out of range.
-absl::StatusOr<PtxKernel> generate_iota_kernel(const IotaKernelSpec& spec, int arch, const std::string& name);
 
 }  // namespace mcx::cuda::codegen

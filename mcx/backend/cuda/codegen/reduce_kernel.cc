@@ -6,8 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "llvm/IR/LLVMContext.h"
-#include "mcx/backend/cuda/codegen/kernel_skeleton.h"
-#include "mcx/backend/cuda/codegen/libdevice_math_calls.h"
+#include "mcx/backend/cuda/codegen/kernel_emitters.h"
 #include "mcx/core/error.h"
 #include "mcx/kernelgen/element_emitter.h"
 
@@ -42,8 +41,8 @@ absl::Status check_spec(const ReduceKernelSpec& spec) {
 
 class ReduceKernelEmitter {
  public:
-  ReduceKernelEmitter(const ReduceKernelSpec& spec, llvm::LLVMContext& ctx, llvm::Module& m)
-      : spec_(spec), m_(m), e_(ctx, m, math_), b_(e_.builder()) {
+  ReduceKernelEmitter(const ReduceKernelSpec& spec, llvm::Module& m, const KernelTarget& target)
+      : spec_(spec), m_(m), target_(target), e_(m.getContext(), m, *target.math), b_(e_.builder()) {
     const std::vector<int64_t> strides = contiguous_strides(spec.dims);
     std::vector<bool> reduced(spec.dims.size(), false);
     for (int64_t a : spec.axes) reduced[a] = true;
@@ -55,7 +54,7 @@ class ReduceKernelEmitter {
 
   absl::Status emit(const std::string& name) {
     llvm::Type* i64 = b_.getInt64Ty();
-    return emit_grid_stride_kernel(m_, b_, name, {b_.getPtrTy(), b_.getPtrTy(), i64}, i64,
+    return emit_grid_stride_kernel(m_, b_, target_, name, {b_.getPtrTy(), b_.getPtrTy(), i64}, i64,
                                    [&](llvm::Function* f, llvm::Value* o) { return body(f, o); });
   }
 
@@ -169,7 +168,7 @@ class ReduceKernelEmitter {
 
   const ReduceKernelSpec& spec_;
   llvm::Module& m_;
-  const LibdeviceMathCalls math_;
+  const KernelTarget& target_;
   kernelgen::ElementEmitter e_;
   llvm::IRBuilder<>& b_;
   std::vector<int64_t> kept_dims_, kept_strides_, reduced_dims_, reduced_strides_;
@@ -177,11 +176,10 @@ class ReduceKernelEmitter {
 
 }  // namespace
 
-absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name) {
+absl::Status emit_reduce_kernel(const ReduceKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                const KernelTarget& target) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
-  return generate_kernel(name, arch, [&](llvm::LLVMContext& ctx, llvm::Module& m) {
-    return ReduceKernelEmitter(spec, ctx, m).emit(name);
-  });
+  return ReduceKernelEmitter(spec, m, target).emit(name);
 }
 
 }  // namespace mcx::cuda::codegen

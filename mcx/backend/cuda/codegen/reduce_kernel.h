@@ -7,7 +7,8 @@
 // products may differ from the CPU's fixed 16-lane order in the last bits. No LLVM in this header.
 //
 // Kernel parameters: the input's device pointer (contiguous, dims), the output's, then the output element count
-// n (i64). Thread-safety: generate_reduce_kernel is thread-safe.
+// n (i64). Errors at generation (kernel_source.h): InvalidArgument for another op kind, or axes out of range,
+// unsorted or repeated (or not one, for arg_max/arg_min).
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,5 @@ struct ReduceKernelSpec {
   std::vector<int64_t> axes;    // reduced, sorted and unique (one for arg_max/arg_min)
   DType index_dtype = DType::kInt32;  // arg_max/arg_min's output
 };
-
-// The kernel `name` for spec, for sm_<arch>. InvalidArgument for another op kind, or axes out of range, unsorted
-// or repeated (or not one, for arg_max/arg_min).
-absl::StatusOr<PtxKernel> generate_reduce_kernel(const ReduceKernelSpec& spec, int arch, const std::string& name);
 
 }  // namespace mcx::cuda::codegen
