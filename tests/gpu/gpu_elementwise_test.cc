@@ -19,6 +19,8 @@
 #include "mcx/ir/builder.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/support/backend/element_cases.h"
+#include "tests/support/test_util.h"
+#include "tests/support/window_cases.h"
 
 namespace mcx::test {
 namespace {
@@ -47,19 +49,6 @@ int64_t ordered_bits(const Buffer& b, int64_t i, int* width) {
   const uint64_t sign = uint64_t{1} << (*width - 1);
   const auto magnitude = static_cast<int64_t>(bits & (sign - 1));
   return (bits & sign) != 0 ? -magnitude : magnitude;
-}
-
-double value_at(const Buffer& b, int64_t i) {
-  double v = 0;
-  dispatch_dtype(b.dtype(), [&](auto t) {
-    using T = decltype(t);
-    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-      v = static_cast<double>(static_cast<float>(b.data<T>()[i]));
-    } else if constexpr (std::is_arithmetic_v<T>) {
-      v = static_cast<double>(b.data<T>()[i]);
-    }
-  });
-  return v;
 }
 
 double smallest_normal(DType t) {
@@ -179,14 +168,13 @@ TEST(GpuTransfers, EveryDtypeRoundTripsAtEverySize) {
 
 TEST(GpuPlatform, AnOpWithoutACudaKernelIsNamedAtCompileTime) {
   SKIP_WITHOUT_GPU();
-  ir::ProgramBuilder b("cumsum");
-  const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
-  const ir::ValueId c = b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{1}}, {"reverse", int64_t{0}}});
-  const ir::Program program = std::move(b).build({c});
+  const WindowCase c = window_cases()[0];
+  const ir::Program program = single_op_program(OpKind::kReduceWindow, {AbstractValue{DType::kFloat32, concrete_shape(c.dims)}},
+                                                window_attrs(c, ReduceOp::kMax));
   absl::StatusOr<std::shared_ptr<const Executable>> exe = platform("cuda").compile(program);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (cumsum"));
+  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (reduce_window"));
   EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("the cuda platform has no kernel for this op"));
 }
 

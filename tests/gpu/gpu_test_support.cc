@@ -7,6 +7,30 @@ namespace mcx::test {
 
 Platform& platform(std::string_view name) { return registered_platform(name); }
 
+double value_at(const Buffer& b, int64_t i) {
+  double v = 0;
+  dispatch_dtype(b.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      v = static_cast<double>(static_cast<float>(b.data<T>()[i]));
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      v = static_cast<double>(b.data<T>()[i]);
+    }
+  });
+  return v;
+}
+
+Buffer integers_of(DType t, const std::vector<int64_t>& values) {
+  Buffer out = Buffer::zeros(t, {static_cast<int64_t>(values.size())});
+  dispatch_dtype(t, [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_integral_v<T>) {
+      for (size_t i = 0; i < values.size(); ++i) out.mutable_data<T>()[i] = static_cast<T>(values[i]);
+    }
+  });
+  return out;
+}
+
 std::string cuda_unusable_reason() {
   absl::Status st = platform("cuda").usable();
   return st.ok() ? "" : std::string(st.message());

@@ -23,6 +23,12 @@ std::string cuda_unusable_reason();
   if (const std::string why = ::mcx::test::cuda_unusable_reason(); !why.empty())     \
   GTEST_SKIP() << "no usable CUDA platform here: " << why
 
+// Element i (row-major) of b as a double (bool and integers converted, 16-bit floats widened).
+double value_at(const Buffer& b, int64_t i);
+
+// values as an array of integer dtype t (each converted as static_cast does).
+Buffer integers_of(DType t, const std::vector<int64_t>& values);
+
 // Compiles `program` on `platform`, copies `args` to its local device 0, runs it and copies the results back.
 absl::StatusOr<std::vector<Buffer>> run_program(Platform& platform, const ir::Program& program,
                                                 const std::vector<Buffer>& args);

@@ -234,8 +234,10 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
       for (ValueId v : st.inputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
       for (ValueId v : st.outputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
       int64_t n = st.n;
+      std::vector<int64_t> scalars = st.scalars;
       params.clear();
       for (CUdeviceptr& ptr : pointers) params.push_back(&ptr);
+      for (int64_t& s : scalars) params.push_back(&s);
       params.push_back(&n);
       const int64_t blocks = std::clamp<int64_t>((st.n + kBlock - 1) / kBlock, 1, int64_t{device.info().sm_count} * 16);
       MCX_RETURN_IF_ERROR(device.check(

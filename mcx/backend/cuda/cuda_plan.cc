@@ -111,6 +111,25 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// The lines of an array along dim d: outer (the dims before d), length (d's), inner (the dims after d).
+struct Lines {
+  int64_t outer = 1, length = 0, inner = 1;
+};
+Lines lines_along(const std::vector<int64_t>& dims, int64_t d) {
+  Lines l;
+  l.length = dims[d];
+  for (int64_t i = 0; i < d; ++i) l.outer *= dims[i];
+  for (size_t i = d + 1; i < dims.size(); ++i) l.inner *= dims[i];
+  return l;
+}
+
+// A contiguous copy of an array of dims (the start of an op computed in place over a copy of its operand).
+ElementKernelSpec contiguous_copy(DType dtype, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> same_axes(dims.size());
+  std::iota(same_axes.begin(), same_axes.end(), 0);
+  return transpose_copy(dtype, dims, same_axes);
+}
+
 // How a dot_general maps onto a batched row-major product [batch, m, k] x [batch, k, n]: each operand's axes in
 // the order cuBLASLt reads them (batch, then the lhs's free axes and the contracting ones; batch, contracting,
 // then the rhs's free axes), and the sizes. The result's axes (batch, lhs free, rhs free) are already in order.
@@ -150,6 +169,18 @@ absl::StatusOr<ProductLayout> product_layout(const Plan& plan, const ir::Instr& 
 // The plan and the kernels it launches (Step::kernel indexes them).
 absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan_program(const ir::Program& program) {
   auto plan = std::make_unique<Plan>();
+  std::vector<KernelSource> specs;
+  // Adds a kernel and a step launching it before the current instruction's own step; returns the step.
+  // A step running a new kernel `copy` from `from` into a fresh `to`.
+  auto copy_step = [&](ElementKernelSpec copy, ValueId from, ValueId to, int64_t n) {
+    Plan::Step s;
+    s.kernel = static_cast<int>(specs.size());
+    s.inputs = {from};
+    s.outputs = {to};
+    s.n = n;
+    specs.push_back(std::move(copy));
+    return s;
+  };
   MCX_ASSIGN_OR_RETURN(plan->program, prepare(program));
   const ir::Program& p = plan->program;
   const int P = p.num_params();
@@ -164,7 +195,6 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
   }
   MCX_ASSIGN_OR_RETURN(const kernelgen::ElementGroups groups,
                        kernelgen::form_element_groups(p, plan->dims, [](const ir::Program&, int) { return absl::OkStatus(); }));
-  std::vector<KernelSource> specs;
   for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
     const ir::Instr& in = p.instrs[i];
     const ValueId v = P + i;
@@ -262,9 +292,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           int64_t offset = 0;
           for (size_t k = 0; k < in.operands.size(); ++k) {
             const ValueId o = in.operands[k];
-            std::vector<int64_t> same_axes(plan->dims[o].size());
-            std::iota(same_axes.begin(), same_axes.end(), 0);
-            ElementKernelSpec copy = transpose_copy(in.type.dtype, plan->dims[o], same_axes);
+            ElementKernelSpec copy = contiguous_copy(in.type.dtype, plan->dims[o]);
             copy.out_strides = out_strides;
             copy.out_offset = offset * out_strides[dim];
             offset += plan->dims[o][dim];
@@ -314,6 +342,137 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           specs.push_back(ReduceKernelSpec{in.kind, in.type.dtype, plan->dims[in.operands[0]], std::move(axes)});
           break;
         }
+        case OpKind::kArgsort: {
+          // Positions sorted by a bitonic network over a padded permutation, then copied out (sort_kernel.h).
+          MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
+          MCX_ASSIGN_OR_RETURN(const int64_t descending, in.attrs.get_int("descending"));
+          const ValueId x = in.operands[0];
+          const Lines l = lines_along(plan->dims[x], dimension);
+          const int64_t padded = codegen::bitonic_padded_length(l.length);
+          const int64_t lines = l.outer * l.inner;
+          const ValueId perm = plan->add_slot(DType::kInt32, {lines, padded});
+          Plan::Step positions;
+          positions.kernel = static_cast<int>(specs.size());
+          positions.outputs = {perm};
+          positions.n = lines * padded;
+          specs.push_back(IotaKernelSpec{DType::kInt32, {lines, padded}, 1});
+          plan->steps.push_back(std::move(positions));
+          if (padded > 1) {
+            const int sort_kernel = static_cast<int>(specs.size());
+            specs.push_back(codegen::SortPassKernelSpec{p.type(x).dtype, l.outer, l.length, l.inner, padded,
+                                                        descending != 0});
+            for (int64_t k = 2; k <= padded; k *= 2) {
+              for (int64_t j = k / 2; j >= 1; j /= 2) {
+                Plan::Step pass;
+                pass.kernel = sort_kernel;
+                pass.inputs = {x};
+                pass.outputs = {perm};
+                pass.allocate_outputs = false;
+                pass.scalars = {j, k};
+                pass.n = lines * padded / 2;
+                plan->steps.push_back(std::move(pass));
+              }
+            }
+          }
+          // out[i1, j, i2] = perm[(i1 * inner + i2) * padded + j] for j < length.
+          ElementKernelSpec out;
+          out.dims = {l.outer, l.length, l.inner};
+          out.leaves = {ElementKernelLeaf{DType::kInt32, {l.inner * padded, 1, padded}, 0}};
+          out.nodes = {kernelgen::ElementNode{OpKind::kConvert, DType::kInt32, DType::kInt32, {0}}};
+          out.outputs = {0};
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {perm};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(std::move(out));
+          break;
+        }
+        case OpKind::kCumsum: {
+          MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
+          MCX_ASSIGN_OR_RETURN(const int64_t reverse, in.attrs.get_int("reverse"));
+          const Lines l = lines_along(plan->dims[in.operands[0]], dimension);
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0]};
+          step.outputs = {v};
+          step.n = l.outer * l.inner;
+          specs.push_back(codegen::CumsumKernelSpec{in.type.dtype, l.outer, l.length, l.inner, reverse != 0});
+          break;
+        }
+        case OpKind::kTake: {
+          const std::vector<int64_t>& xd = plan->dims[in.operands[0]];
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0], in.operands[1]};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(codegen::TakeKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0],
+                                                  xd[0] == 0 ? 1 : count(xd) / xd[0]});
+          break;
+        }
+        case OpKind::kScatterAdd: {
+          // A copy of x, then the update rows added in place (indexing_kernels.h).
+          const std::vector<int64_t>& xd = plan->dims[in.operands[0]];
+          const int64_t updates = count(plan->dims[in.operands[1]]);
+          if (count(xd) == 0 || updates == 0) {
+            step = copy_step(contiguous_copy(in.type.dtype, xd), in.operands[0], v, count(xd));
+            break;
+          }
+          plan->steps.push_back(copy_step(contiguous_copy(in.type.dtype, xd), in.operands[0], v, count(xd)));
+          const int64_t row_size = count(xd) / xd[0];
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[2], in.operands[1]};
+          step.outputs = {v};
+          step.allocate_outputs = false;
+          step.n = row_size;
+          specs.push_back(codegen::ScatterAddKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0], row_size,
+                                                        updates});
+          break;
+        }
+        case OpKind::kDynamicSlice: case OpKind::kDynamicUpdateSlice: {
+          // dynamic_update_slice: a copy of x, then the update written in place (indexing_kernels.h).
+          const bool write = in.kind == OpKind::kDynamicUpdateSlice;
+          const ValueId x = in.operands[0];
+          const size_t first_start = write ? 2 : 1;
+          codegen::DynamicWindowKernelSpec spec{in.type.dtype, plan->dims[x], plan->dims[write ? in.operands[1] : v], {}, write};
+          std::vector<ValueId> inputs = {write ? in.operands[1] : x};
+          for (size_t k = first_start; k < in.operands.size(); ++k) {
+            spec.start_dtypes.push_back(p.type(in.operands[k]).dtype);
+            inputs.push_back(in.operands[k]);
+          }
+          const int64_t window = count(spec.window);
+          if (write) {
+            Plan::Step copy = copy_step(contiguous_copy(in.type.dtype, plan->dims[x]), x, v, count(plan->dims[x]));
+            if (window == 0) {
+              step = std::move(copy);
+              break;
+            }
+            plan->steps.push_back(std::move(copy));
+            step.allocate_outputs = false;
+          }
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = std::move(inputs);
+          step.outputs = {v};
+          step.n = window;
+          specs.push_back(std::move(spec));
+          break;
+        }
+        case OpKind::kPad: {
+          MCX_ASSIGN_OR_RETURN(Shape low_shape, in.attrs.get_dims("low"));
+          MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(low_shape));
+          MCX_ASSIGN_OR_RETURN(std::vector<int64_t> interior, in.attrs.get_ints("interior"));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {in.operands[0], in.operands[1]};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(codegen::PadKernelSpec{in.type.dtype, plan->dims[in.operands[0]], plan->dims[v], std::move(low),
+                                                 std::move(interior)});
+          break;
+        }
+        case OpKind::kRematBarrier: case OpKind::kShardingConstraint:
+          if (in.operands.size() != 1) return unsupported(p, i, "expected one operand");
+          step.kind = Plan::Step::Kind::kAlias;
+          step.value = v;
+          step.source = in.operands[0];
+          break;
         default:
           return unsupported(p, i, "the cuda platform has no kernel for this op yet (docs/gpu.md lists what runs)");
       }

@@ -25,7 +25,7 @@ struct CudaExecutable::Plan {
   using ValueId = ir::ValueId;
   struct Step {
     enum class Kind {
-      kKernel,  // a generated kernel over n elements: inputs' and outputs' device pointers, then n
+      kKernel,  // a generated kernel over n elements: inputs' and outputs' device pointers, scalars, then n
       kAlias,   // `value` takes the memory of `source` (a reshape)
       kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
     };
@@ -38,6 +38,7 @@ struct CudaExecutable::Plan {
     std::vector<ValueId> inputs;
     std::vector<ValueId> outputs;
     int64_t n = 0;
+    std::vector<int64_t> scalars;  // kernel parameters after the pointers, before n (i64 each)
     std::vector<ValueId> release;  // slots read for the last time here
   };
   ir::Program program;

@@ -9,10 +9,13 @@
 #include "absl/status/status.h"
 #include "llvm/IR/Module.h"
 #include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/indexing_kernels.h"
 #include "mcx/backend/cuda/codegen/iota_kernel.h"
 #include "mcx/backend/cuda/codegen/kernel_skeleton.h"
 #include "mcx/backend/cuda/codegen/kernel_source.h"
 #include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/codegen/scan_kernel.h"
+#include "mcx/backend/cuda/codegen/sort_kernel.h"
 #include "mcx/backend/cuda/codegen/threefry_kernel.h"
 
 namespace mcx::cuda::codegen {
@@ -25,6 +28,18 @@ absl::Status emit_iota_kernel(const IotaKernelSpec& spec, const std::string& nam
                               const KernelTarget& target);
 absl::Status emit_threefry_kernel(const ThreefryKernelSpec& spec, const std::string& name, llvm::Module& m,
                                   const KernelTarget& target);
+absl::Status emit_sort_pass_kernel(const SortPassKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                   const KernelTarget& target);
+absl::Status emit_cumsum_kernel(const CumsumKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                const KernelTarget& target);
+absl::Status emit_take_kernel(const TakeKernelSpec& spec, const std::string& name, llvm::Module& m,
+                              const KernelTarget& target);
+absl::Status emit_scatter_add_kernel(const ScatterAddKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                     const KernelTarget& target);
+absl::Status emit_dynamic_window_kernel(const DynamicWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                        const KernelTarget& target);
+absl::Status emit_pad_kernel(const PadKernelSpec& spec, const std::string& name, llvm::Module& m,
+                             const KernelTarget& target);
 
 // The emitter of source's kind.
 absl::Status emit_kernel(const KernelSource& source, const std::string& name, llvm::Module& m,

@@ -15,9 +15,21 @@ absl::Status emit_kernel(const KernelSource& source, const std::string& name, ll
           return emit_reduce_kernel(spec, name, m, target);
         } else if constexpr (std::is_same_v<Spec, IotaKernelSpec>) {
           return emit_iota_kernel(spec, name, m, target);
-        } else {
-          static_assert(std::is_same_v<Spec, ThreefryKernelSpec>, "a kernel source without an emitter");
+        } else if constexpr (std::is_same_v<Spec, ThreefryKernelSpec>) {
           return emit_threefry_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, SortPassKernelSpec>) {
+          return emit_sort_pass_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, CumsumKernelSpec>) {
+          return emit_cumsum_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, TakeKernelSpec>) {
+          return emit_take_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, ScatterAddKernelSpec>) {
+          return emit_scatter_add_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, DynamicWindowKernelSpec>) {
+          return emit_dynamic_window_kernel(spec, name, m, target);
+        } else {
+          static_assert(std::is_same_v<Spec, PadKernelSpec>, "a kernel source without an emitter");
+          return emit_pad_kernel(spec, name, m, target);
         }
       },
       source);

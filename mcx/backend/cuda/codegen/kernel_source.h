@@ -14,14 +14,19 @@
 
 #include "absl/status/statusor.h"
 #include "mcx/backend/cuda/codegen/element_kernel.h"
+#include "mcx/backend/cuda/codegen/indexing_kernels.h"
 #include "mcx/backend/cuda/codegen/iota_kernel.h"
 #include "mcx/backend/cuda/codegen/ptx_kernel.h"
 #include "mcx/backend/cuda/codegen/reduce_kernel.h"
+#include "mcx/backend/cuda/codegen/scan_kernel.h"
+#include "mcx/backend/cuda/codegen/sort_kernel.h"
 #include "mcx/backend/cuda/codegen/threefry_kernel.h"
 
 namespace mcx::cuda::codegen {
 
-using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec, IotaKernelSpec, ThreefryKernelSpec>;
+using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec, IotaKernelSpec, ThreefryKernelSpec,
+                                  SortPassKernelSpec, CumsumKernelSpec, TakeKernelSpec, ScatterAddKernelSpec,
+                                  DynamicWindowKernelSpec, PadKernelSpec>;
 
 // The kernel `name` as PTX for sm_<arch>.
 absl::StatusOr<PtxKernel> generate_ptx_kernel(const KernelSource& source, int arch, const std::string& name);
