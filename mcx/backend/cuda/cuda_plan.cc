@@ -8,6 +8,7 @@
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
+#include "mcx/ir/window_rules.h"
 #include "mcx/kernelgen/element_groups.h"
 
 namespace mcx::cuda {
@@ -465,6 +466,40 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           step.n = count(plan->dims[v]);
           specs.push_back(codegen::PadKernelSpec{in.type.dtype, plan->dims[in.operands[0]], plan->dims[v], std::move(low),
                                                  std::move(interior)});
+          break;
+        }
+        case OpKind::kReduceWindow: {
+          const ValueId x = in.operands[0];
+          if (plan->dims[x].empty()) {  // the one-element window of a scalar
+            step.kind = Plan::Step::Kind::kAlias;
+            step.value = v;
+            step.source = x;
+            break;
+          }
+          MCX_ASSIGN_OR_RETURN(const ir::ReduceWindowConfig w,
+                               ir::get_reduce_window_config(in.attrs, static_cast<int>(plan->dims[x].size())));
+          MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(w.padding_low));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {x};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(codegen::ReduceWindowKernelSpec{w.reduce, in.type.dtype, plan->dims[x], plan->dims[v],
+                                                          w.window_dimensions, w.window_strides, std::move(low)});
+          break;
+        }
+        case OpKind::kConvGeneralDilated: {
+          const ValueId lhs = in.operands[0], rhs = in.operands[1];
+          MCX_ASSIGN_OR_RETURN(const ir::ConvConfig c,
+                               ir::get_conv_config(in.attrs, static_cast<int>(plan->dims[lhs].size())));
+          MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(c.padding_low));
+          step.kernel = static_cast<int>(specs.size());
+          step.inputs = {lhs, rhs};
+          step.outputs = {v};
+          step.n = count(plan->dims[v]);
+          specs.push_back(codegen::ConvKernelSpec{in.type.dtype, plan->dims[lhs], plan->dims[rhs], plan->dims[v],
+                                                  c.lhs_spec, c.rhs_spec, c.out_spec, c.window_strides,
+                                                  c.lhs_dilation, c.rhs_dilation, std::move(low),
+                                                  c.feature_group_count});
           break;
         }
         case OpKind::kRematBarrier: case OpKind::kShardingConstraint:

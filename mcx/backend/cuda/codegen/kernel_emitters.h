@@ -17,6 +17,7 @@
 #include "mcx/backend/cuda/codegen/scan_kernel.h"
 #include "mcx/backend/cuda/codegen/sort_kernel.h"
 #include "mcx/backend/cuda/codegen/threefry_kernel.h"
+#include "mcx/backend/cuda/codegen/window_kernels.h"
 
 namespace mcx::cuda::codegen {
 
@@ -38,6 +39,10 @@ absl::Status emit_scatter_add_kernel(const ScatterAddKernelSpec& spec, const std
                                      const KernelTarget& target);
 absl::Status emit_dynamic_window_kernel(const DynamicWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
                                         const KernelTarget& target);
+absl::Status emit_reduce_window_kernel(const ReduceWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
+                                       const KernelTarget& target);
+absl::Status emit_conv_kernel(const ConvKernelSpec& spec, const std::string& name, llvm::Module& m,
+                              const KernelTarget& target);
 absl::Status emit_pad_kernel(const PadKernelSpec& spec, const std::string& name, llvm::Module& m,
                              const KernelTarget& target);
 

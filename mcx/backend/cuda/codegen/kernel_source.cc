@@ -27,9 +27,13 @@ absl::Status emit_kernel(const KernelSource& source, const std::string& name, ll
           return emit_scatter_add_kernel(spec, name, m, target);
         } else if constexpr (std::is_same_v<Spec, DynamicWindowKernelSpec>) {
           return emit_dynamic_window_kernel(spec, name, m, target);
-        } else {
-          static_assert(std::is_same_v<Spec, PadKernelSpec>, "a kernel source without an emitter");
+        } else if constexpr (std::is_same_v<Spec, PadKernelSpec>) {
           return emit_pad_kernel(spec, name, m, target);
+        } else if constexpr (std::is_same_v<Spec, ReduceWindowKernelSpec>) {
+          return emit_reduce_window_kernel(spec, name, m, target);
+        } else {
+          static_assert(std::is_same_v<Spec, ConvKernelSpec>, "a kernel source without an emitter");
+          return emit_conv_kernel(spec, name, m, target);
         }
       },
       source);

@@ -21,12 +21,13 @@
 #include "mcx/backend/cuda/codegen/scan_kernel.h"
 #include "mcx/backend/cuda/codegen/sort_kernel.h"
 #include "mcx/backend/cuda/codegen/threefry_kernel.h"
+#include "mcx/backend/cuda/codegen/window_kernels.h"
 
 namespace mcx::cuda::codegen {
 
 using KernelSource = std::variant<ElementKernelSpec, ReduceKernelSpec, IotaKernelSpec, ThreefryKernelSpec,
                                   SortPassKernelSpec, CumsumKernelSpec, TakeKernelSpec, ScatterAddKernelSpec,
-                                  DynamicWindowKernelSpec, PadKernelSpec>;
+                                  DynamicWindowKernelSpec, PadKernelSpec, ReduceWindowKernelSpec, ConvKernelSpec>;
 
 // The kernel `name` as PTX for sm_<arch>.
 absl::StatusOr<PtxKernel> generate_ptx_kernel(const KernelSource& source, int arch, const std::string& name);
