@@ -60,4 +60,18 @@ absl::StatusOr<AbstractValue> debug_print_infer_type(std::span<const AbstractVal
   return AbstractValue{DType::kInt32, {}};
 }
 
+absl::StatusOr<std::optional<std::string>> debug_print_line(const Attrs& attrs, std::span<const Buffer> operands,
+                                                             int partition_id) {
+  MCX_ASSIGN_OR_RETURN(int64_t partition, attrs.get_int("partition"));
+  if (partition >= 0 && partition != partition_id) return std::nullopt;
+  MCX_ASSIGN_OR_RETURN(std::string format, get_debug_format(attrs));
+  MCX_ASSIGN_OR_RETURN(std::vector<std::string> pieces, split_debug_format(format, operands.size()));
+  std::string line = pieces[0];
+  for (size_t i = 0; i < operands.size(); ++i) {
+    line += operands[i].to_nested_string();
+    line += pieces[i + 1];
+  }
+  return line;
+}
+
 }  // namespace mcx::ir

@@ -10,6 +10,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ Attrs debug_print_attrs(std::string_view format, int64_t partition);
 absl::StatusOr<std::string> get_debug_format(const Attrs& attrs);
 // The literal text around the placeholders: num_args + 1 pieces, braces unescaped.
 absl::StatusOr<std::vector<std::string>> split_debug_format(std::string_view format, size_t num_args);
+// The line the op prints on partition `partition_id` for its operands' values, or nullopt when it prints
+// nothing there (it names another partition). Every platform's kernel formats through this.
+absl::StatusOr<std::optional<std::string>> debug_print_line(const Attrs& attrs, std::span<const Buffer> operands,
+                                                             int partition_id);
 // The shape rule: the attributes are checked against the operands; the result is i32[].
 absl::StatusOr<AbstractValue> debug_print_infer_type(std::span<const AbstractValue> operands, const Attrs& attrs);
 

@@ -11,18 +11,9 @@ namespace mcx::cpu {
 
 absl::StatusOr<Buffer> run_debug_print(const ir::Instr& instr, std::span<const Buffer> operands,
                                        const ExecutionContext* ctx) {
-  MCX_ASSIGN_OR_RETURN(int64_t partition, instr.attrs.get_int("partition"));
-  const int self = ctx ? ctx->partition_id : 0;
-  if (partition < 0 || partition == self) {
-    MCX_ASSIGN_OR_RETURN(std::string format, ir::get_debug_format(instr.attrs));
-    MCX_ASSIGN_OR_RETURN(std::vector<std::string> pieces, ir::split_debug_format(format, operands.size()));
-    std::string line = pieces[0];
-    for (size_t i = 0; i < operands.size(); ++i) {
-      line += operands[i].to_nested_string();
-      line += pieces[i + 1];
-    }
-    write_debug_print(line);
-  }
+  MCX_ASSIGN_OR_RETURN(const std::optional<std::string> line,
+                       ir::debug_print_line(instr.attrs, operands, ctx != nullptr ? ctx->partition_id : 0));
+  if (line.has_value()) write_debug_print(*line);
   return Buffer::scalar<int32_t>(0);
 }
 

@@ -10,6 +10,8 @@
 #include "mcx/core/byte_io.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
+#include "mcx/core/debug_output.h"
+#include "mcx/ir/debug_print.h"
 #include "mcx/ir/fingerprint.h"
 
 namespace mcx::cuda {
@@ -41,8 +43,12 @@ std::string host_kernel_image(std::string_view bitcode) {
 std::string arch_name(int arch) { return arch == kHostEmulationArch ? "host emulation" : absl::StrCat("sm_", arch); }
 
 CudaExecutable::CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan,
-                               std::vector<CompiledKernel> kernels)
-    : devices_(devices), arch_(arch), plan_(std::move(plan)), kernels_(std::move(kernels)) {}
+                               std::vector<CompiledKernel> kernels, RegionExecutables regions)
+    : devices_(devices),
+      arch_(arch),
+      plan_(std::move(plan)),
+      kernels_(std::move(kernels)),
+      regions_(std::move(regions)) {}
 
 CudaExecutable::~CudaExecutable() {
   MutexLock lock(&mu_);
@@ -57,8 +63,8 @@ const ir::Program& CudaExecutable::program() const { return plan_->program; }
 
 namespace {
 
-// The serialised form: the magic, the architecture, the program's name and canonical encoding, then each kernel
-// (name, image format, image).
+// The serialised form: the magic, the architecture, the program's name and canonical encoding, each kernel
+// (name, image format, image), then per control-flow op the count of its regions and each one's executable.
 constexpr std::string_view kMagic = "MCXCUDA1";
 
 }  // namespace
@@ -74,6 +80,13 @@ absl::StatusOr<std::string> CudaExecutable::serialize() const {
     w.str(k.name);
     w.u64(static_cast<uint64_t>(k.format));
     w.str(k.image);
+  }
+  for (const auto& regions : regions_) {
+    w.u64(regions.size());
+    for (const auto& region : regions) {
+      MCX_ASSIGN_OR_RETURN(const std::string bytes, region->serialize());
+      w.str(bytes);
+    }
   }
   return out;
 }
@@ -101,14 +114,26 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::deserializ
     if (format > static_cast<uint64_t>(KernelImageFormat::kHostBitcode)) return r.error("a kernel image format of 0, 1 or 2");
     kernels.push_back({std::string(kname), std::string(image), static_cast<KernelImageFormat>(format)});
   }
-  if (!r.at_end()) return r.error("the end of the executable");
   MCX_ASSIGN_OR_RETURN(auto planned, plan_program(program));
   if (planned.second.size() != kernels.size()) {
     return absl::FailedPreconditionError(absl::StrCat("[cuda] the stored executable of @", std::string(name), " has ", kernels.size(),
                                                       " kernels; this build plans ", planned.second.size()));
   }
+  RegionExecutables regions;
+  for (const ControlFlowOp& op : planned.first->control_flows) {
+    MCX_ASSIGN_OR_RETURN(const uint64_t count, r.count(8));
+    if (count != op.regions().size()) return r.error(absl::StrCat(op.regions().size(), " regions"));
+    std::vector<std::shared_ptr<const CudaExecutable>> executables;
+    for (uint64_t k = 0; k < count; ++k) {
+      MCX_ASSIGN_OR_RETURN(const std::string_view bytes, r.str());
+      MCX_ASSIGN_OR_RETURN(std::shared_ptr<const CudaExecutable> e, deserialize(bytes, devices, arch));
+      executables.push_back(std::move(e));
+    }
+    regions.push_back(std::move(executables));
+  }
+  if (!r.at_end()) return r.error("the end of the executable");
   return std::shared_ptr<const CudaExecutable>(
-      new CudaExecutable(devices, arch, std::move(planned.first), std::move(kernels)));
+      new CudaExecutable(devices, arch, std::move(planned.first), std::move(kernels), std::move(regions)));
 }
 
 absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(const ir::Program& program,
@@ -139,7 +164,22 @@ absl::StatusOr<std::shared_ptr<const CudaExecutable>> CudaExecutable::compile(co
       return cubin.status();
     }
   }
-  return std::shared_ptr<const CudaExecutable>(new CudaExecutable(devices, arch, std::move(plan), std::move(kernels)));
+  RegionExecutables regions;
+  for (const ControlFlowOp& op : plan->control_flows) {
+    std::vector<std::shared_ptr<const CudaExecutable>> executables;
+    for (const auto& region : op.regions()) {
+      absl::StatusOr<std::shared_ptr<const CudaExecutable>> e = compile(*region, devices, arch);
+      if (!e.ok()) {
+        return absl::Status(e.status().code(), absl::StrCat("[cuda_compile] @", program.name, " ",
+                                                            std::string(ir::op_name(op.kind)), " region @", region->name,
+                                                            ": ", e.status().message()));
+      }
+      executables.push_back(*std::move(e));
+    }
+    regions.push_back(std::move(executables));
+  }
+  return std::shared_ptr<const CudaExecutable>(
+      new CudaExecutable(devices, arch, std::move(plan), std::move(kernels), std::move(regions)));
 }
 
 absl::StatusOr<const CudaExecutable::DeviceState*> CudaExecutable::state_on(const CudaDevice& device,
@@ -217,7 +257,31 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
         MCX_ASSIGN_OR_RETURN(values[o], DeviceMemory::allocate(device, bytes));
       }
     }
-    if (st.kind == Plan::Step::Kind::kGemm) {
+    if (st.kind == Plan::Step::Kind::kDebugPrint) {
+      std::vector<Buffer> operands;
+      for (ValueId o : st.inputs) {
+        Buffer host = Buffer::uninitialized(plan_->dtypes[o], plan_->dims[o]);
+        if (host.nbytes() > 0) MCX_RETURN_IF_ERROR(device.to_host(host.mutable_data(), values[o]->address(), host.nbytes(), deadline));
+        operands.push_back(std::move(host));
+      }
+      MCX_ASSIGN_OR_RETURN(const std::optional<std::string> line,
+                           ir::debug_print_line(p.instrs[st.instr].attrs, operands, ctx != nullptr ? ctx->partition_id : 0));
+      if (line.has_value()) write_debug_print(*line);
+      const int32_t zero = 0;
+      MCX_RETURN_IF_ERROR(device.to_device(values[st.outputs[0]]->address(), &zero, sizeof(zero), deadline));
+    } else if (st.kind == Plan::Step::Kind::kControlFlow) {
+      std::vector<std::shared_ptr<const CudaDeviceBuffer>> operands;
+      for (ValueId o : st.inputs) {
+        operands.push_back(std::make_shared<CudaDeviceBuffer>(plan_->dtypes[o], plan_->dims[o], values[o]));
+      }
+      ExecutionContext region_ctx = ctx != nullptr ? *ctx : ExecutionContext{};
+      region_ctx.local_device = local;
+      region_ctx.deadline = deadline;
+      MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const CudaDeviceBuffer>> out,
+                           run_control_flow(plan_->control_flows[st.control_flow], regions_[st.control_flow], device,
+                                            std::move(operands), region_ctx));
+      for (size_t k = 0; k < st.outputs.size(); ++k) values[st.outputs[k]] = out[k]->memory();
+    } else if (st.kind == Plan::Step::Kind::kGemm) {
       const GemmShape& g = st.gemm;
       const uint64_t out = values[st.outputs[0]]->address();
       if (g.batch * g.m * g.n == 0) {

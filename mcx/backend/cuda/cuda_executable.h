@@ -85,7 +85,8 @@ class CudaExecutable final : public Executable {
   bool has_collectives() const override { return false; }
   absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> execute(
       std::span<const DeviceBuffer* const> args, const ExecutionContext* ctx) const override;
-  // The program's canonical encoding, the architecture and every kernel's image and its format.
+  // The program's canonical encoding, the architecture, every kernel's image and its format, and the
+  // control-flow regions' executables, serialised.
   absl::StatusOr<std::string> serialize() const override;
 
   const std::vector<CompiledKernel>& kernels() const { return kernels_; }
@@ -98,13 +99,18 @@ class CudaExecutable final : public Executable {
     std::map<ir::ValueId, std::shared_ptr<DeviceMemory>> constants;
   };
 
-  CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels);
+  // The executables of each control-flow op's regions (Plan::control_flows' order; ControlFlowOp::regions()).
+  using RegionExecutables = std::vector<std::vector<std::shared_ptr<const CudaExecutable>>>;
+
+  CudaExecutable(const CudaDevices& devices, int arch, std::unique_ptr<Plan> plan, std::vector<CompiledKernel> kernels,
+                 RegionExecutables regions);
   absl::StatusOr<const DeviceState*> state_on(const CudaDevice& device, absl::Time deadline) const;
 
   const CudaDevices& devices_;
   const int arch_;
   std::unique_ptr<const Plan> plan_;
   const std::vector<CompiledKernel> kernels_;
+  const RegionExecutables regions_;
   mutable Mutex mu_;
   mutable std::map<int, std::unique_ptr<DeviceState>> states_ ABSL_GUARDED_BY(mu_);  // by device ordinal
 };

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/control_flow.h"
+#include "mcx/core/dim_expr.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/ir/window_rules.h"
@@ -194,6 +195,8 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
     plan->dims.push_back(*std::move(d));
     plan->dtypes.push_back(p.type(v).dtype);
   }
+  const std::vector<int> sibling_firsts = ir::sibling_group_firsts(p);
+  std::map<int, size_t> group_steps;  // the first instruction of a sibling group -> its step
   MCX_ASSIGN_OR_RETURN(const kernelgen::ElementGroups groups,
                        kernelgen::form_element_groups(p, plan->dims, [](const ir::Program&, int) { return absl::OkStatus(); }));
   for (int i = 0; i < static_cast<int>(p.instrs.size()); ++i) {
@@ -502,6 +505,46 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
                                                   c.feature_group_count});
           break;
         }
+        case OpKind::kWhile: case OpKind::kScan: case OpKind::kCond: {
+          // A sibling group runs once, at its first instruction; the others take their result from it.
+          const int first = sibling_firsts[i];
+          const int result = ir::result_index(in);
+          if (first != i) {
+            Plan::Step& group = plan->steps[group_steps.at(first)];
+            const ValueId placeholder = group.outputs[result];
+            if (placeholder >= static_cast<ValueId>(p.num_values())) {  // not yet a program value: this is it
+              group.outputs[result] = v;
+              continue;
+            }
+            step.kind = Plan::Step::Kind::kAlias;  // the same result again
+            step.value = v;
+            step.source = placeholder;
+            break;
+          }
+          MCX_ASSIGN_OR_RETURN(ControlFlowOp op, ControlFlowOp::of(in));
+          std::vector<AbstractValue> operand_types;
+          for (ValueId o : in.operands) operand_types.push_back(p.type(o));
+          MCX_ASSIGN_OR_RETURN(const std::vector<AbstractValue> result_types,
+                               ir::control_flow_result_types(in.kind, operand_types, in.attrs, SymbolicScope{}));
+          step.kind = Plan::Step::Kind::kControlFlow;
+          step.allocate_outputs = false;  // the regions' results become the outputs
+          step.control_flow = static_cast<int>(plan->control_flows.size());
+          step.inputs = in.operands;
+          for (size_t r = 0; r < result_types.size(); ++r) {  // placeholders until the siblings are met
+            MCX_ASSIGN_OR_RETURN(std::vector<int64_t> d, to_concrete(result_types[r].shape));
+            step.outputs.push_back(plan->add_slot(result_types[r].dtype, std::move(d)));
+          }
+          step.outputs[result] = v;
+          plan->control_flows.push_back(std::move(op));
+          group_steps[i] = plan->steps.size();
+          break;
+        }
+        case OpKind::kDebugPrint:
+          step.kind = Plan::Step::Kind::kDebugPrint;
+          step.instr = i;
+          step.inputs = in.operands;
+          step.outputs = {v};
+          break;
         case OpKind::kRematBarrier: case OpKind::kShardingConstraint:
           if (in.operands.size() != 1) return unsupported(p, i, "expected one operand");
           step.kind = Plan::Step::Kind::kAlias;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "mcx/backend/cuda/codegen/kernel_source.h"
+#include "mcx/backend/cuda/cuda_control_flow.h"
 #include "mcx/backend/cuda/cuda_executable.h"
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/core/buffer.h"
@@ -28,12 +29,16 @@ struct CudaExecutable::Plan {
       kKernel,  // a generated kernel over n elements: inputs' and outputs' device pointers, scalars, then n
       kAlias,   // `value` takes the memory of `source` (a reshape)
       kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
+      kControlFlow,  // outputs (every sibling's result) = control_flows[control_flow] run on inputs
+      kDebugPrint,   // the inputs copied to the host and printed as program.instrs[instr] says; outputs[0] = 0
     };
     Kind kind = Kind::kKernel;
     bool allocate_outputs = true;  // false: the kernel writes into outputs an earlier step allocated
     ValueId value = -1;
     ValueId source = -1;
     int kernel = -1;
+    int control_flow = -1;
+    int instr = -1;
     GemmShape gemm;
     std::vector<ValueId> inputs;
     std::vector<ValueId> outputs;
@@ -46,6 +51,7 @@ struct CudaExecutable::Plan {
   std::vector<DType> dtypes;               // per slot
   std::map<ValueId, Buffer> constants;
   std::vector<Step> steps;
+  std::vector<ControlFlowOp> control_flows;
 
   // A new temporary slot.
   ValueId add_slot(DType dtype, std::vector<int64_t> slot_dims) {
