@@ -1,11 +1,15 @@
 // The CUDA executable's planning and code generation, without a GPU: real programs (element-wise chains,
-// layout ops, constants, reshapes) are planned and every kernel generated and assembled for sm_90; ops with no
+// layout ops, constants, reshapes, and every other kind of kernel) are planned and every kernel generated and
+// assembled for sm_90 (and sm_80); ops with no
 // CUDA kernel are refused naming the instruction; executing without a device says so. Running the kernels is
 // the gpu label's (tests/gpu).
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/backend/cuda/cuda_executable.h"
+#include "absl/strings/str_cat.h"
 #include "mcx/ir/builder.h"
+#include "mcx/ir/spmd_rules.h"
+#include "mcx/ir/window_rules.h"
 
 namespace mcx::cuda {
 namespace {
@@ -69,17 +73,60 @@ TEST(CudaExecutable, PlansChainsLayoutOpsAndConstantsIntoAssembledKernels) {
 }
 
 TEST(CudaExecutable, AnOpWithoutAKernelIsRefusedNamingIt) {
-  ir::ProgramBuilder b("cumsum");
+  ir::ProgramBuilder b("collective");
   const ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4, 4})});
   const ValueId e = b.unary(OpKind::kExp, x);
-  const ValueId c = b.emit_or_throw(OpKind::kCumsum, {e}, {{"dimension", int64_t{1}}, {"reverse", int64_t{0}}});
+  const ValueId c = b.emit_or_throw(OpKind::kAllReduce, {e}, ir::all_reduce_attrs(ReduceOp::kSum, {0, 1}, 2));
   const ir::Program program = std::move(b).build({c});
   absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(exe.status().message()),
-              HasSubstr("[cuda_compile] instruction 1 (cumsum -> f32[4,4]) of @cumsum: the cuda platform has no "
-                        "kernel for this op yet"));
+              HasSubstr("[cuda_compile] instruction 1 (all_reduce -> f32[4,4]) of @collective: the cuda platform has "
+                        "no kernel for this op yet"));
+}
+
+// Every kind of kernel beyond the element-wise ones (sort passes, scans, gathers and scatters, dynamic windows,
+// padding, windowed reductions, convolutions, and the kernels of control-flow regions) generated and assembled
+// for sm_90 and sm_80, for several dtypes.
+TEST(CudaExecutable, EveryKernelKindAssemblesForBothArchitectures) {
+  for (DType t : {DType::kInt32, DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    ir::ProgramBuilder b("kinds");
+    const ValueId x = b.add_parameter(AbstractValue{t, concrete_shape({4, 6})});
+    const ValueId idx = b.add_parameter(AbstractValue{DType::kInt64, concrete_shape({5})});
+    const ValueId start = b.add_parameter(AbstractValue{DType::kInt32, concrete_shape({})});
+    std::vector<ValueId> results;
+    results.push_back(b.emit_or_throw(OpKind::kArgsort, {x}, {{"dimension", int64_t{1}}, {"descending", int64_t{1}}}));
+    results.push_back(b.emit_or_throw(OpKind::kCumsum, {x}, {{"dimension", int64_t{0}}, {"reverse", int64_t{1}}}));
+    const ValueId rows = b.emit_or_throw(OpKind::kTake, {x, idx});
+    results.push_back(rows);
+    results.push_back(b.emit_or_throw(OpKind::kScatterAdd, {x, idx, rows}));
+    results.push_back(b.emit_or_throw(OpKind::kDynamicSlice, {x, start, start}, {{"sizes", concrete_shape({2, 3})}}));
+    results.push_back(b.emit_or_throw(OpKind::kPad, {x, b.scalar_constant(t, 0)},
+                                      {{"low", concrete_shape({1, -1})}, {"high", concrete_shape({0, 2})},
+                                       {"interior", std::vector<int64_t>{1, 0}}}));
+    ir::ReduceWindowConfig w;
+    w.reduce = ReduceOp::kMax;
+    w.window_dimensions = {2, 2};
+    w.window_strides = {1, 2};
+    w.padding_low = concrete_shape({1, 0});
+    w.padding_high = concrete_shape({0, 1});
+    results.push_back(b.emit_or_throw(OpKind::kReduceWindow, {x}, ir::reduce_window_attrs(w)));
+    if (is_floating(t)) {
+      ir::ConvConfig c;
+      c.lhs_spec = {0, 1};
+      c.rhs_spec = {0, 1};
+      c.out_spec = {0, 1};
+      results.push_back(b.emit_or_throw(OpKind::kConvGeneralDilated, {x, x}, ir::conv_attrs(c)));
+    }
+    const ir::Program program = std::move(b).build(results);
+    for (int arch : {90, 80}) {
+      SCOPED_TRACE(absl::StrCat(std::string(dtype_short_name(t)), " sm_", arch));
+      absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), arch);
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      for (const CompiledKernel& k : (*exe)->kernels()) EXPECT_EQ(k.format, KernelImageFormat::kCubin) << k.name;
+    }
+  }
 }
 
 // A softmax's pieces: max and sum over the last axis, reductions over leading and middle axes, every kind.
