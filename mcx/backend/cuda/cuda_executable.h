@@ -1,15 +1,13 @@
 // The CUDA platform's executable (platform/executable.h): a program planned for the GPU and its generated
 // kernels, assembled for the devices' architecture (or compiled for the host emulating it: kHostEmulationArch).
 //
-// What runs on the GPU now: element-wise ops, convert and is_finite, fused into groups as on every platform
-// (kernelgen/element_groups.h) and generated from the shared per-element rules (codegen/element_kernel.h);
-// broadcast_in_dim, transpose, slice and reverse as copy kernels (one strided leaf), concatenate as one copy
-// kernel per operand into its window of the result; reshape without a copy;
-// reduce_sum, reduce_prod, reduce_max, reduce_min, argmax and argmin (codegen/reduce_kernel.h); iota; threefry2x32 (bit for bit
-// the CPU's random bits); dot_general of floats through
-// cuBLASLt (gemm.h; operands transposed by copy kernels where their axes are not in its order); constants
-// (copied to each device once). Any other op is refused at compile time with Unimplemented naming
-// the instruction, the op and the platform: nothing falls back to the CPU silently.
+// What runs on the GPU now (docs/gpu.md lists it with its precision): element-wise groups, fused as on every
+// platform (kernelgen/element_groups.h) and generated from the shared per-element rules; layout ops as copy
+// kernels; reductions, argmax/argmin, iota, threefry2x32, argsort, cumsum, take, scatter_add, dynamic slices,
+// pad, reduce_window and convolutions as generated kernels (codegen/kernel_source.h lists the kinds);
+// dot_general of floats through cuBLASLt (gemm.h); while, scan and cond as steps running their regions'
+// executables (cuda_control_flow.h); debug_print on the host. Collectives are refused at compile time with
+// Unimplemented naming the instruction, the op and the platform: nothing falls back to the CPU silently.
 //
 // execute() enqueues every kernel on the device's stream and waits for them (with the context's deadline), so
 // a result is complete when the runtime marks it ready and a kernel's failure is reported by its own op; the
