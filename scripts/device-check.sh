@@ -8,9 +8,10 @@
 # LLVM linked statically with only its X86 and NVPTX targets), builds the test binaries, strips them, and
 # packs them with every shared library they load that is neither glibc's nor CUDA's. `run` unpacks it, finds
 # the CUDA libraries (the dynamic linker's path, then the Python packages' nvidia/*/lib folders), runs the
-# CUDA unit tests, the gpu label's tests and bench_gpu (mcx against JAX and PyTorch on the same GPU, peers from
-# bench/gpu/gpu_peers.py), and prints one summary; logs, gtest JSON and the benchmark's JSON lines go to $OUT
-# when set.
+# CUDA unit tests, the gpu label's tests, train_digits and the Fashion-MNIST CNN on the CPU and on the GPU
+# (accuracies compared), the CNN served on the GPU from the artifact the GPU run exported, and bench_gpu (mcx
+# against JAX and PyTorch on the same GPU, peers from bench/gpu/gpu_peers.py), and prints one summary; logs,
+# gtest JSON and the benchmark's JSON lines go to $OUT when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -18,9 +19,9 @@ out_dir=device-check
 case "$mode" in
   bundle)
     jobs=${MCX_JOBS:-2}
-    targets=(mcx_cuda_tests mcx_gpu_tests bench_gpu)
+    targets=(mcx_cuda_tests mcx_gpu_tests bench_gpu train_digits train_fashion_mnist serve_model)
     cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DMCX_LLVM_STATIC=ON -DMCX_WITH_CUDA=ON \
-      -DMCX_BUILD_EXAMPLES=OFF -DMCX_BUILD_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" > /dev/null
+      -DMCX_BUILD_EXAMPLES=ON -DMCX_BUILD_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-Wl,--as-needed" > /dev/null
     cmake --build build-device -j "$jobs" --target "${targets[@]}"
     stage=$(mktemp -d)
     trap 'rm -rf "$stage"' EXIT
@@ -28,6 +29,7 @@ case "$mode" in
     for t in "${targets[@]}"; do
       bin=build-device/tests/$t
       [ -e "$bin" ] || bin=build-device/bench/gpu/$t
+      [ -e "$bin" ] || bin=build-device/examples/$t/$t
       cp "$bin" "$stage/mcx/bin/"
       strip "$stage/mcx/bin/$t"
       # Every library the binary loads, but glibc's (the GPU machine's is newer) and the dynamic loader.
@@ -38,8 +40,30 @@ case "$mode" in
         [ -e "$stage/mcx/lib/$(basename "$lib")" ] || { cp -L "$lib" "$stage/mcx/lib/"; strip --strip-unneeded "$stage/mcx/lib/$(basename "$lib")" 2>/dev/null || true; }
       done
     done
+    # The data of the training checks: the digits, and a Fashion-MNIST subset (the first 6400 training images,
+    # 50 steps of 128, and the first 2000 test images) small enough to travel with the binaries.
+    mkdir -p "$stage/mcx/data/fashion-mnist"
+    [ -f data/digits.csv.gz ] && cp data/digits.csv.gz "$stage/mcx/data/"
+    [ -f data/fashion-mnist/train-images-idx3-ubyte.gz ] || bash scripts/fetch-fashion-mnist.sh
+    python3 - data/fashion-mnist "$stage/mcx/data/fashion-mnist" <<'PY'
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for name, n in [("train-images-idx3-ubyte", 6400), ("train-labels-idx1-ubyte", 6400),
+                ("t10k-images-idx3-ubyte", 2000), ("t10k-labels-idx1-ubyte", 2000)]:
+    raw = gzip.open(f"{src}/{name}.gz").read()
+    rank = raw[3]
+    dims = list(struct.unpack(f">{rank}I", raw[4:4 + 4 * rank]))
+    item = 1
+    for d in dims[1:]:
+        item *= d
+    dims[0] = n
+    body = raw[4 + 4 * rank:4 + 4 * rank + n * item]
+    with gzip.open(f"{dst}/{name}.gz", "wb", compresslevel=9) as out:
+        out.write(raw[:4] + struct.pack(f">{rank}I", *dims) + body)
+PY
     mkdir -p "$out_dir"
-    tar -C "$stage" -cf - mcx | zstd -q -19 -T0 -f -o "$out_dir/bundle.tar.zst"
+    # A long window: the binaries share most of their code (LLVM, the runtime), which it stores once.
+    tar -C "$stage" -cf - mcx | zstd -q -19 --long=30 -T0 -f -o "$out_dir/bundle.tar.zst"
     size=$(stat -c %s "$out_dir/bundle.tar.zst")
     echo "device-check.sh: $out_dir/bundle.tar.zst: $((size / 1024 / 1024)) MiB ($(du -sm "$stage/mcx" | cut -f1) MiB unpacked:" \
          "$(ls "$stage/mcx/bin" | tr '\n' ' ')and $(ls "$stage/mcx/lib" | wc -l) libraries)"
@@ -51,8 +75,9 @@ case "$mode" in
   run)
     [ -f "$out_dir/bundle.tar.zst" ] || { echo "device-check.sh: no $out_dir/bundle.tar.zst (run 'bundle' here first)" >&2; exit 2; }
     logs=${OUT:-$(mktemp -d)}
+    mkdir -p "$logs"
     root=$(mktemp -d)
-    zstd -q -d -c "$out_dir/bundle.tar.zst" | tar -C "$root" -xf -
+    zstd -q -d --long=30 -c "$out_dir/bundle.tar.zst" | tar -C "$root" -xf -
     export LD_LIBRARY_PATH="$root/mcx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     # CUDA's libraries (nvJitLink, later cuBLAS, cuDNN, NCCL) come from the machine: the Python packages'
     # nvidia/*/lib folders when the dynamic linker does not find them.
@@ -83,9 +108,57 @@ PY
       grep -E '^\[  (FAILED|SKIPPED) \].*\(|^\[gpu\]|^\[cuda codegen\]|Failure|no usable CUDA' "$logs/$t.log" | head -40 || true
       [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 -o "$t" = mcx_cuda_tests ] || status=1
     done
+    # Training on the GPU against the CPU (the same seed and batches): the held-out accuracies within 0.5%;
+    # then the CNN, exported by the GPU run, served on the GPU. The data: the bundle's (or $MCX_DEVICE_CHECK_DATA).
+    data=${MCX_DEVICE_CHECK_DATA:-$root/mcx/data}
+    accuracy() { { grep -oE "$2 [0-9.]+" "$1" 2>/dev/null || true; } | tail -1 | awk '{print $NF}'; }
+    compare() {  # name, cpu accuracy, gpu accuracy
+      if [ -n "$2" ] && [ -n "$3" ] && python3 -c "import sys; sys.exit(0 if abs($2 - $3) <= 0.005 else 1)"; then
+        summary+=("$1: cpu $2, gpu $3: within 0.5%")
+      else
+        summary+=("$1: cpu ${2:-none}, gpu ${3:-none}: NOT within 0.5%")
+        status=1
+      fi
+    }
+    if [ -f "$data/digits.csv.gz" ]; then
+      for p in cpu cuda; do
+        MCX_PLATFORMS=$p timeout 180 "$root/mcx/bin/train_digits" --data "$data/digits.csv.gz" \
+          > "$logs/train_digits.$p.log" 2>&1 || true
+      done
+      compare train_digits "$(accuracy "$logs/train_digits.cpu.log" 'final test accuracy')" \
+                           "$(accuracy "$logs/train_digits.cuda.log" 'final test accuracy')"
+    else
+      summary+=("train_digits: no $data/digits.csv.gz"); status=1
+    fi
+    fashion=$data/fashion-mnist
+    if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+      steps=${MCX_DEVICE_CHECK_CNN_STEPS:-50}
+      for p in cpu cuda; do
+        export_flag=()
+        [ "$p" = cuda ] && export_flag=(--export "$logs/cnn.mcx")
+        MCX_PLATFORMS=$p timeout 300 "$root/mcx/bin/train_fashion_mnist" --data "$fashion" --model cnn --devices 1 \
+          --epochs 1 --steps "$steps" --min-accuracy 0 "${export_flag[@]}" > "$logs/train_fashion_mnist.$p.log" 2>&1 || true
+      done
+      compare "train_fashion_mnist cnn ($steps steps)" "$(accuracy "$logs/train_fashion_mnist.cpu.log" 'summary: test acc')" \
+                                                      "$(accuracy "$logs/train_fashion_mnist.cuda.log" 'summary: test acc')"
+      set +e
+      MCX_PLATFORMS=cuda timeout 120 "$root/mcx/bin/serve_model" --artifact "$logs/cnn.mcx" \
+        --images "$fashion/t10k-images-idx3-ubyte.gz" --labels "$fashion/t10k-labels-idx1-ubyte.gz" > "$logs/serve_model.log" 2>&1
+      rc=$?
+      set -e
+      served=$(accuracy "$logs/serve_model.log" 'accuracy')
+      trained=$(accuracy "$logs/train_fashion_mnist.cuda.log" 'summary: test acc')
+      if [ "$rc" -eq 0 ] && [ -n "$served" ] && [ -n "$trained" ] && python3 -c "import sys; sys.exit(0 if abs($served - $trained) <= 0.001 else 1)"; then
+        summary+=("serve_model on the GPU: accuracy $served (the training run's $trained)")
+      else
+        summary+=("serve_model on the GPU: rc $rc, accuracy ${served:-none} (the training run's ${trained:-none})"); status=1
+      fi
+    else
+      summary+=("train_fashion_mnist: no $fashion (bash scripts/fetch-fashion-mnist.sh)"); status=1
+    fi
     if [ "${MCX_DEVICE_CHECK_BENCH:-1}" = 1 ]; then
       set +e
-      MCX_PLATFORMS=cpu,cuda timeout 420 "$root/mcx/bin/bench_gpu" --repeats 10 --warmup 2 > "$logs/bench_gpu.jsonl" 2> "$logs/bench_gpu.log"
+      MCX_PLATFORMS=cpu,cuda timeout 240 "$root/mcx/bin/bench_gpu" --repeats 10 --warmup 2 > "$logs/bench_gpu.jsonl" 2> "$logs/bench_gpu.log"
       rc=$?
       set -e
       summary+=("bench_gpu: rc $rc, $(grep -c '"ratio"' "$logs/bench_gpu.jsonl" || true) comparisons")

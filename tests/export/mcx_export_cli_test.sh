@@ -33,6 +33,14 @@ import numpy as np
 got, want = np.load('$work/sharded/out_0.npy'), np.load('$golden/v1_mlp_y.npy')
 assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6), np.abs(got - want).max()
 "
+# --platform: the artifact's own platform runs; another is refused naming it (not among the artifact's
+# platforms, or not usable here).
+"$tool" run "$golden/v1_mlp.mcx" --in "$golden/v1_mlp_x.npy" --out-dir "$work/cpu" --platform cpu > /dev/null
+cmp "$work/cpu/out_0.npy" "$work/out4/out_0.npy" || { echo "--platform cpu computed other values"; exit 1; }
+if "$tool" run "$golden/v1_mlp.mcx" --in "$golden/v1_mlp_x.npy" --out-dir "$work/gpu" --platform cuda 2> "$work/err_platform.txt"; then
+  echo "a cpu artifact ran with --platform cuda"; exit 1
+fi
+grep -q "cuda" "$work/err_platform.txt" || { cat "$work/err_platform.txt"; exit 1; }
 # Errors: a wrong input shape and a corrupt file exit 1 with a message.
 if "$tool" run "$golden/v1_mlp.mcx" --in "$golden/v1_mlp_y.npy" --out-dir "$work/bad" 2> "$work/err.txt"; then
   echo "a wrong input shape was accepted"; exit 1

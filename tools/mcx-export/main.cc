@@ -8,6 +8,8 @@
 //       calls the artifact on the .npy inputs (one per flat input, in signature order) and writes one
 //       .npy per flat output, DIR/out_0.npy, DIR/out_1.npy, ...; prints each output's type. An artifact
 //       exported for N > 1 devices runs sharded on N CPU devices (MCX_CPU_DEVICE_COUNT, when set, decides).
+//       --platform NAME runs it on that platform ("cpu", "cuda"; as MCX_PLATFORMS=NAME): the artifact must
+//       have been exported for it, and the platform must be usable here (else its reason, e.g. no driver).
 //
 // Exit codes: 0 ok, 1 the artifact or a call failed (message on stderr), 2 usage error.
 #include <CLI/CLI.hpp>
@@ -44,7 +46,10 @@ int inspect(const std::string& file) {
   return 0;
 }
 
-int run(const std::string& file, const std::vector<std::string>& inputs, const std::string& out_dir) {
+int run(const std::string& file, const std::vector<std::string>& inputs, const std::string& out_dir,
+        const std::string& platform) {
+  // The platform is chosen before anything creates the devices.
+  if (!platform.empty()) setenv("MCX_PLATFORMS", platform.c_str(), 1);
   mcx::Exported e = mcx::Exported::deserialize(read_file(file));
   // A sharded artifact needs its device count: unless MCX_CPU_DEVICE_COUNT says otherwise, this process
   // gets nr_devices CPU devices (before anything creates the devices).
@@ -54,6 +59,9 @@ int run(const std::string& file, const std::vector<std::string>& inputs, const s
   }
   std::vector<mcx::Array> args;
   for (const std::string& path : inputs) args.emplace_back(mcx::value_or_throw(mcx::read_npy(path)));
+  if (!platform.empty() && mcx::default_platform() != platform) {
+    throw mcx::InvalidArgument("[mcx-export] --platform " + platform + ": the devices are " + mcx::default_platform() + "'s");
+  }
   std::vector<mcx::Array> outs = e.call_flat(args);
   std::filesystem::create_directories(out_dir);
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -71,7 +79,7 @@ int run(const std::string& file, const std::vector<std::string>& inputs, const s
 int main(int argc, char** argv) {
   CLI::App app{"mcx-export: inspect and run mcx export artifacts"};
   app.require_subcommand(1);
-  std::string file, out_dir;
+  std::string file, out_dir, platform;
   std::vector<std::string> inputs;
   CLI::App* insp = app.add_subcommand("inspect", "print an artifact's signature, versions and fingerprint");
   insp->add_option("FILE", file, "artifact (.mcx)")->required();
@@ -79,6 +87,7 @@ int main(int argc, char** argv) {
   runc->add_option("FILE", file, "artifact (.mcx)")->required();
   runc->add_option("--in", inputs, "input .npy, one per flat input in signature order");
   runc->add_option("--out-dir", out_dir, "directory for out_<i>.npy")->required();
+  runc->add_option("--platform", platform, "run on this platform (cpu, cuda; as MCX_PLATFORMS)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -86,7 +95,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (insp->parsed()) return inspect(file);
-    return run(file, inputs, out_dir);
+    return run(file, inputs, out_dir, platform);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mcx-export: %s\n", e.what());
     return 1;
