@@ -278,6 +278,62 @@ TEST(GpuReductions, EveryKindAndDtypeAgreesWithTheCpu) {
   std::printf("[gpu] %d reductions agree with the CPU\n", compared);
 }
 
+// Long rows are reduced in two passes (partials over interleaved chunks, then each row's partials): rows of
+// 4096, one whole array of 2^16, and two trailing axes, against the CPU: max, min and integers bit for bit,
+// float sums within 2 n u of the sum of magnitudes (float16 partials are kept in float).
+TEST(GpuReductions, LongRowsInTwoPassesAgreeWithTheCpu) {
+  SKIP_WITHOUT_GPU();
+  struct LongCase {
+    std::vector<int64_t> dims, axes;
+  };
+  for (const LongCase& c : {LongCase{{6, 4096}, {1}}, LongCase{{1 << 16}, {0}}, LongCase{{3, 64, 128}, {1, 2}}}) {
+    for (OpKind kind : {OpKind::kReduceSum, OpKind::kReduceMax, OpKind::kReduceMin}) {
+      for (DType t : {DType::kInt32, DType::kFloat16, DType::kFloat32, DType::kFloat64}) {
+        SCOPED_TRACE(absl::StrCat(std::string(ir::op_name(kind)), " ", std::string(dtype_short_name(t)), " rank ",
+                                  c.dims.size()));
+        int64_t n = 1;
+        for (int64_t d : c.dims) n *= d;
+        ir::ProgramBuilder b("long");
+        const ir::ValueId x = b.add_parameter(AbstractValue{t, concrete_shape(c.dims)});
+        const ir::ValueId r = b.emit_or_throw(kind, {x}, {{"dimensions", c.axes}});
+        // Finite values (a NaN or an infinity would decide every result alone).
+        ir::ProgramBuilder fb("finite");
+        const ir::ValueId fx = fb.add_parameter(AbstractValue{t, concrete_shape({n})});
+        const ir::ValueId zero = fb.full_like(fx, 0.0);
+        const ir::ValueId ok = is_floating(t) ? fb.unary(OpKind::kIsFinite, fx) : fb.binary(OpKind::kEq, fx, fx);
+        const ir::Program finite = std::move(fb).build({fb.select(ok, fx, zero)});
+        const Buffer values =
+            run_program(platform("cpu"), finite, {interesting_values(t, n, 15)}).value()[0].reshaped(c.dims);
+        const ir::Program program = std::move(b).build({r});
+        absl::StatusOr<std::vector<Buffer>> gpu = run_program(platform("cuda"), program, {values});
+        absl::StatusOr<std::vector<Buffer>> cpu = run_program(platform("cpu"), program, {values});
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        if (kind != OpKind::kReduceSum || !is_floating(t)) {
+          EXPECT_EQ(compare(ElementCase{OpKind::kMax, t, t, {}}, (*gpu)[0], (*cpu)[0]), "");
+          continue;
+        }
+        ir::ProgramBuilder mb("magnitudes");
+        const ir::ValueId mx = mb.add_parameter(AbstractValue{t, concrete_shape(c.dims)});
+        const ir::ValueId m = mb.emit_or_throw(OpKind::kReduceSum, {mb.unary(OpKind::kAbs, mb.convert(mx, DType::kFloat64))},
+                                               {{"dimensions", c.axes}});
+        const Buffer magnitudes = run_program(platform("cpu"), std::move(mb).build({m}), {values}).value()[0];
+        int64_t terms = 1;
+        for (int64_t a : c.axes) terms *= c.dims[a];
+        const double u = t == DType::kFloat64 ? 0x1p-53 : 0x1p-24;
+        const double result_u = t == DType::kFloat16 ? 0x1p-11 : u;
+        for (int64_t i = 0; i < (*gpu)[0].num_elements(); ++i) {
+          const double g = value_at((*gpu)[0], i), h = value_at((*cpu)[0], i);
+          if (g == h || (std::isinf(g) && std::isinf(h) && t == DType::kFloat16)) continue;  // both overflow float16
+          const double bound = 2.0 * static_cast<double>(terms) * u * value_at(magnitudes, i) +
+                               2.0 * result_u * std::max(std::abs(g), std::abs(h));
+          EXPECT_LE(std::abs(g - h), bound) << "element " << i << ": gpu " << g << " cpu " << h;
+        }
+      }
+    }
+  }
+}
+
 // dot_general through cuBLASLt against the CPU (OpenBLAS and its own kernels) over the layouts a model uses:
 // plain, transposed operands, batched with the batch axis anywhere, and an empty contraction. float32 runs on
 // TF32 by default: within 2e-2 relative to the largest product term (10-bit mantissas); with

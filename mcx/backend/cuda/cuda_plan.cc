@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
@@ -123,6 +124,32 @@ Lines lines_along(const std::vector<int64_t>& dims, int64_t d) {
   for (int64_t i = 0; i < d; ++i) l.outer *= dims[i];
   for (size_t i = d + 1; i < dims.size(); ++i) l.inner *= dims[i];
   return l;
+}
+
+// How a reduction over an array's trailing axes (rows of `length` elements) is split in two passes: `chunks`
+// partials per row (a power of two dividing length, at least 32 so that a warp reads 32 neighbouring elements,
+// each partial over at least 16 elements, at most 2^20 partials in all), then each row's partials. Long rows
+// only: a one-thread-per-row kernel reads rows of neighbouring threads far apart (uncoalesced) and leaves the
+// GPU idle when there are few rows.
+struct RowSplit {
+  int64_t rows = 1, length = 1, chunks = 1;
+};
+std::optional<RowSplit> split_rows(const std::vector<int64_t>& dims, const std::vector<int64_t>& axes) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  for (size_t k = 0; k < axes.size(); ++k) {  // the trailing axes, in order
+    if (axes[k] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(k)) return std::nullopt;
+  }
+  RowSplit s;
+  for (int64_t d = 0; d < rank; ++d) (d < rank - static_cast<int64_t>(axes.size()) ? s.rows : s.length) *= dims[d];
+  if (s.length < 2048 || s.rows == 0) return std::nullopt;
+  int64_t chunks = 1;
+  while (s.length % (chunks * 2) == 0 && s.length / (chunks * 2) >= 16 && s.rows * chunks * 2 <= (int64_t{1} << 20) &&
+         chunks * 2 <= 4096) {
+    chunks *= 2;
+  }
+  if (chunks < 32) return std::nullopt;
+  s.chunks = chunks;
+  return s;
 }
 
 // A contiguous copy of an array of dims (the start of an op computed in place over a copy of its operand).
@@ -339,11 +366,31 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
         }
         case OpKind::kReduceSum: case OpKind::kReduceProd: case OpKind::kReduceMax: case OpKind::kReduceMin: {
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
+          const std::vector<int64_t>& xd = plan->dims[in.operands[0]];
+          ValueId source = in.operands[0];
+          ReduceKernelSpec spec{in.kind, in.type.dtype, xd, std::move(axes)};
+          if (const std::optional<RowSplit> split = split_rows(xd, spec.axes)) {
+            // Partials first: thread (row, c) reduces elements c, c + chunks, ... of its row, so neighbouring
+            // threads read neighbouring elements; then each row's partials.
+            const bool narrow = in.type.dtype == DType::kFloat16 || in.type.dtype == DType::kBFloat16;
+            const DType partial = narrow ? DType::kFloat32 : in.type.dtype;
+            const ValueId partials = plan->add_slot(partial, {split->rows, split->chunks});
+            Plan::Step first;
+            first.kernel = static_cast<int>(specs.size());
+            first.inputs = {source};
+            first.outputs = {partials};
+            first.n = split->rows * split->chunks;
+            specs.push_back(ReduceKernelSpec{in.kind, in.type.dtype, {split->rows, split->length / split->chunks, split->chunks},
+                                             {1}, DType::kInt32, partial});
+            plan->steps.push_back(std::move(first));
+            source = partials;
+            spec = ReduceKernelSpec{in.kind, partial, {split->rows, split->chunks}, {1}, DType::kInt32, in.type.dtype};
+          }
           step.kernel = static_cast<int>(specs.size());
-          step.inputs = {in.operands[0]};
+          step.inputs = {source};
           step.outputs = {v};
           step.n = count(plan->dims[v]);
-          specs.push_back(ReduceKernelSpec{in.kind, in.type.dtype, plan->dims[in.operands[0]], std::move(axes)});
+          specs.push_back(std::move(spec));
           break;
         }
         case OpKind::kArgsort: {

@@ -129,6 +129,19 @@ TEST(CudaExecutable, EveryKernelKindAssemblesForBothArchitectures) {
   }
 }
 
+// A long row (8192 elements) is reduced in two passes (interleaved partials, then the row's partials): two
+// kernels; a short one (1000) in one.
+TEST(CudaExecutable, LongRowsAreReducedInTwoPasses) {
+  for (const auto& [length, kernels] : {std::pair<int64_t, size_t>{8192, 2}, std::pair<int64_t, size_t>{1000, 1}}) {
+    ir::ProgramBuilder b("rows");
+    const ValueId x = b.add_parameter(AbstractValue{DType::kFloat16, concrete_shape({4, length})});
+    const ir::Program program = std::move(b).build({b.reduce_sum(x, {1})});
+    absl::StatusOr<std::shared_ptr<const CudaExecutable>> exe = CudaExecutable::compile(program, no_devices(), 90);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_EQ((*exe)->kernels().size(), kernels) << "length " << length;
+  }
+}
+
 // A softmax's pieces: max and sum over the last axis, reductions over leading and middle axes, every kind.
 TEST(CudaExecutable, ReductionsArePlannedAsReduceKernels) {
   ir::ProgramBuilder b("reduce");

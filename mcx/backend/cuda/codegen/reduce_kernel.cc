@@ -80,7 +80,11 @@ class ReduceKernelEmitter {
       b_.CreateStore(apply(b_.CreateLoad(acc_ty, acc), x), acc);
       return absl::OkStatus();
     }));
-    e_.store_elem(f->getArg(1), spec_.dtype, o, b_.CreateLoad(acc_ty, acc));
+    llvm::Value* result = b_.CreateLoad(acc_ty, acc);
+    if (spec_.stored_as.has_value() && *spec_.stored_as != spec_.dtype) {
+      MCX_ASSIGN_OR_RETURN(result, e_.convert(spec_.dtype, *spec_.stored_as, result));
+    }
+    e_.store_elem(f->getArg(1), spec_.stored_as.value_or(spec_.dtype), o, result);
     return absl::OkStatus();
   }
 

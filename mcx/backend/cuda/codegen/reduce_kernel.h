@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct ReduceKernelSpec {
   std::vector<int64_t> dims;    // the input's
   std::vector<int64_t> axes;    // reduced, sorted and unique (one for arg_max/arg_min)
   DType index_dtype = DType::kInt32;  // arg_max/arg_min's output
+  // sum/prod/max/min: the output's dtype when it is not the input's: a partial result kept in the accumulation
+  // type (float for float16/bfloat16), or the final result made from such partials. Unset: the input's.
+  std::optional<DType> stored_as;
 };
 
 }  // namespace mcx::cuda::codegen
