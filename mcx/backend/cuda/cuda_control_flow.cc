@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cuda/cuda_executable.h"
+#include "mcx/core/config.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cuda {
@@ -30,10 +31,15 @@ int64_t count(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// One run of a region. Its waits get the enclosing execution's deadline or, when that is nearer, the device
+// timeout from now: a loop that keeps finishing iterations is not hung, however long it runs in all.
 absl::StatusOr<Buffers> execute(const CudaExecutable& region, const Buffers& args, const ExecutionContext& ctx) {
   std::vector<const DeviceBuffer*> raw;
   for (const auto& a : args) raw.push_back(a.get());
-  MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const DeviceBuffer>> out, region.execute(raw, &ctx));
+  ExecutionContext iteration = ctx;
+  MCX_ASSIGN_OR_RETURN(const absl::Time renewed, device_deadline_from_now());
+  iteration.deadline = std::max(ctx.deadline, renewed);
+  MCX_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const DeviceBuffer>> out, region.execute(raw, &iteration));
   Buffers results;
   for (auto& r : out) results.push_back(std::static_pointer_cast<const CudaDeviceBuffer>(std::move(r)));
   return results;
@@ -69,7 +75,9 @@ absl::StatusOr<Buffers> run_while(const ControlFlowOp& op, std::span<const std::
   for (int64_t it = 0;; ++it) {
     absl::StatusOr<Buffers> pred = execute(*regions[0], concat(carries, cond_consts), ctx);
     if (!pred.ok()) return annotate(pred.status(), op.kind, absl::StrCat("cond before iteration ", it));
-    absl::StatusOr<int64_t> go = read_scalar(device, *(*pred)[0], ctx.deadline);
+    absl::StatusOr<absl::Time> renewed = device_deadline_from_now();
+    if (!renewed.ok()) return renewed.status();
+    absl::StatusOr<int64_t> go = read_scalar(device, *(*pred)[0], std::max(ctx.deadline, *renewed));
     if (!go.ok()) return annotate(go.status(), op.kind, absl::StrCat("cond before iteration ", it));
     if (*go == 0) return carries;
     absl::StatusOr<Buffers> next = execute(*regions[1], concat(carries, body_consts), ctx);

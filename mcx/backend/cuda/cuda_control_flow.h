@@ -37,7 +37,8 @@ struct ControlFlowOp {
 };
 
 // Every result of op (in `result` order) for its operands on `device`. ctx's local_device is the device's
-// index; its deadline bounds each wait. Errors of a region's execution name the op and the iteration or branch.
+// index; each wait is bounded by its deadline or the device timeout from the wait's region run, whichever is
+// later (a long loop is not a hung one). Errors of a region's execution name the op and the iteration or branch.
 absl::StatusOr<std::vector<std::shared_ptr<const CudaDeviceBuffer>>> run_control_flow(
     const ControlFlowOp& op, std::span<const std::shared_ptr<const CudaExecutable>> regions, const CudaDevice& device,
     std::vector<std::shared_ptr<const CudaDeviceBuffer>> operands, const ExecutionContext& ctx);
