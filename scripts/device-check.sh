@@ -153,6 +153,19 @@ PY
       else
         summary+=("serve_model on the GPU: rc $rc, accuracy ${served:-none} (the training run's ${trained:-none})"); status=1
       fi
+      # The CNN's first step on the GPU with an empty, then a filled compilation cache (reported, not gated).
+      rm -rf "$logs/cache"
+      for pass in cold warm; do
+        MCX_PLATFORMS=cuda timeout 180 "$root/mcx/bin/train_fashion_mnist" --data "$fashion" --model cnn --devices 1 \
+          --epochs 1 --steps 1 --min-accuracy 0 --compile-cache "$logs/cache" > "$logs/first_step.$pass.log" 2>&1 || true
+      done
+      cold=$(accuracy "$logs/first_step.cold.log" 'first step done')
+      warm=$(accuracy "$logs/first_step.warm.log" 'first step done')
+      if [ -n "$cold" ] && [ -n "$warm" ]; then
+        summary+=("CNN first step on the GPU: cold cache ${cold} s, warm ${warm} s ($(python3 -c "print(f'{$cold / max($warm, 1e-9):.1f}')")x)")
+      else
+        summary+=("CNN first step on the GPU: not measured (logs first_step.*.log)"); status=1
+      fi
     else
       summary+=("train_fashion_mnist: no $fashion (bash scripts/fetch-fashion-mnist.sh)"); status=1
     fi
