@@ -1,0 +1,75 @@
+// The public API on the GPU, emulated (the stand-in driver running host-compiled kernels,
+// MCX_CUDA_KERNEL_TARGET=host, with MCX_PLATFORMS=cuda,cpu: the GPU is the default device): jit, grad, vmap,
+// control flow and an exported function called on GPU arrays, each against the same computation on the CPU.
+// What only a real GPU shows is the gpu label's (docs/gpu.md).
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "mcx/mcx.h"
+
+namespace mcx {
+namespace {
+
+// The same values (within tol, relative to the larger magnitude) on the GPU and the CPU.
+void expect_close(const Array& gpu, const Array& cpu, double tol) {
+  const Buffer g = gpu.to_host().reshaped({gpu.to_host().num_elements()});
+  const Buffer c = cpu.to_host().reshaped({cpu.to_host().num_elements()});
+  ASSERT_EQ(g.dims(), c.dims());
+  ASSERT_EQ(g.dtype(), DType::kFloat32);
+  for (int64_t i = 0; i < g.num_elements(); ++i) {
+    const double a = g.data<float>()[i], b = c.data<float>()[i];
+    EXPECT_LE(std::abs(a - b), tol * std::max({1.0, std::abs(a), std::abs(b)})) << "element " << i;
+  }
+}
+
+Array values(std::vector<int64_t> dims, float scale, float shift) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i) + shift);
+  return Array(Buffer::from_vector<float>(v, std::move(dims)));
+}
+
+Array loss(const Array& w, const Array& x) { return sum(tanh(matmul(x, w)) * tanh(matmul(x, w)), {0, 1}); }
+
+TEST(EmulatedGpuApi, TheGpuIsTheDefaultDevice) {
+  EXPECT_EQ(default_platform(), "cuda");
+  EXPECT_EQ(default_device().platform, "cuda");
+}
+
+TEST(EmulatedGpuApi, JitAndGradOnTheGpuMatchTheCpu) {
+  const Device& cpu = local_devices("cpu")[0];
+  const Array w = values({5, 3}, 0.5f, 0.1f), x = values({8, 5}, 1.0f, 0.7f);
+  const Array g_gpu = jit(grad(loss))(w, x);
+  const Array g_cpu = jit(grad(loss))(device_put(w, cpu), device_put(x, cpu));
+  EXPECT_EQ(g_gpu.sharding().device_set()[0].platform, "cuda");
+  EXPECT_EQ(g_cpu.sharding().device_set()[0].platform, "cpu");
+  expect_close(g_gpu, g_cpu, 1e-5);
+}
+
+TEST(EmulatedGpuApi, VmapAndControlFlowOnTheGpuMatchTheCpu) {
+  const Device& cpu = local_devices("cpu")[0];
+  auto f = [](const Array& row) {
+    auto [c, ys] = scan([](const Array& c, const Array& x) { return std::pair{tanh(c + x), c * 2.0f}; }, zeros({3}),
+                        reshape(row, {4, 3}));
+    return sum(c, {0}) + sum(ys, {0, 1});
+  };
+  const Array batch = values({6, 12}, 1.0f, 0.3f);
+  expect_close(jit(vmap(f))(batch), jit(vmap(f))(device_put(batch, cpu)), 1e-5);
+}
+
+TEST(EmulatedGpuApi, AnExportedFunctionRunsOnGpuArrays) {
+  const Array w = values({5, 3}, 0.5f, 0.2f);
+  auto predict = [&](const Array& x) { return softmax(matmul(x, w), -1); };
+  Exported e = export_fn(predict, {.platforms = {"cuda", "cpu"}})(AbstractValue{DType::kFloat32, symbolic_shape("b, 5")});
+  Exported back = Exported::deserialize(e.serialize());
+  const Array x = values({7, 5}, 1.0f, 0.9f);
+  const std::vector<Array> on_gpu = back.call(x);
+  const std::vector<Array> on_cpu = back.call(device_put(x, local_devices("cpu")[0]));
+  ASSERT_EQ(on_gpu.size(), 1u);
+  EXPECT_EQ(on_gpu[0].sharding().device_set()[0].platform, "cuda");
+  expect_close(on_gpu[0], on_cpu[0], 1e-6);
+}
+
+}  // namespace
+}  // namespace mcx
