@@ -246,7 +246,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
   for (const auto& [v, mem] : state->constants) values[v] = mem;
   const DriverApi& api = device.api();
   constexpr int kBlock = 256;
-  std::vector<CUdeviceptr> pointers;
+  std::vector<CUdeviceptr> pointers;  // a launch's parameters (reused: no allocation per launch)
+  std::vector<int64_t> scalars;
   std::vector<void*> params;
   for (const Plan::Step& st : plan_->steps) {
     if (st.kind == Plan::Step::Kind::kAlias) {
@@ -298,7 +299,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
       for (ValueId v : st.inputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
       for (ValueId v : st.outputs) pointers.push_back(static_cast<CUdeviceptr>(values[v]->address()));
       int64_t n = st.n;
-      std::vector<int64_t> scalars = st.scalars;
+      scalars.assign(st.scalars.begin(), st.scalars.end());
       params.clear();
       for (CUdeviceptr& ptr : pointers) params.push_back(&ptr);
       for (int64_t& s : scalars) params.push_back(&s);

@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dim_expr.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/control_flow.h"
-#include "mcx/core/dim_expr.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/ir/window_rules.h"
@@ -199,15 +199,14 @@ absl::StatusOr<ProductLayout> product_layout(const Plan& plan, const ir::Instr& 
 absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan_program(const ir::Program& program) {
   auto plan = std::make_unique<Plan>();
   std::vector<KernelSource> specs;
-  // Adds a kernel and a step launching it before the current instruction's own step; returns the step.
-  // A step running a new kernel `copy` from `from` into a fresh `to`.
-  auto copy_step = [&](ElementKernelSpec copy, ValueId from, ValueId to, int64_t n) {
+  // A step launching a new kernel made from `spec` over n elements.
+  auto kernel_step = [&](KernelSource spec, std::vector<ValueId> inputs, std::vector<ValueId> outputs, int64_t n) {
     Plan::Step s;
     s.kernel = static_cast<int>(specs.size());
-    s.inputs = {from};
-    s.outputs = {to};
+    s.inputs = std::move(inputs);
+    s.outputs = std::move(outputs);
     s.n = n;
-    specs.push_back(std::move(copy));
+    specs.push_back(std::move(spec));
     return s;
   };
   MCX_ASSIGN_OR_RETURN(plan->program, prepare(program));
@@ -375,22 +374,14 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
             const bool narrow = in.type.dtype == DType::kFloat16 || in.type.dtype == DType::kBFloat16;
             const DType partial = narrow ? DType::kFloat32 : in.type.dtype;
             const ValueId partials = plan->add_slot(partial, {split->rows, split->chunks});
-            Plan::Step first;
-            first.kernel = static_cast<int>(specs.size());
-            first.inputs = {source};
-            first.outputs = {partials};
-            first.n = split->rows * split->chunks;
-            specs.push_back(ReduceKernelSpec{in.kind, in.type.dtype, {split->rows, split->length / split->chunks, split->chunks},
-                                             {1}, DType::kInt32, partial});
-            plan->steps.push_back(std::move(first));
+            plan->steps.push_back(kernel_step(ReduceKernelSpec{in.kind, in.type.dtype,
+                                                               {split->rows, split->length / split->chunks, split->chunks},
+                                                               {1}, DType::kInt32, partial},
+                                              {source}, {partials}, split->rows * split->chunks));
             source = partials;
             spec = ReduceKernelSpec{in.kind, partial, {split->rows, split->chunks}, {1}, DType::kInt32, in.type.dtype};
           }
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {source};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(std::move(spec));
+          step = kernel_step(std::move(spec), {source}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kArgsort: {
@@ -402,12 +393,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           const int64_t padded = codegen::bitonic_padded_length(l.length);
           const int64_t lines = l.outer * l.inner;
           const ValueId perm = plan->add_slot(DType::kInt32, {lines, padded});
-          Plan::Step positions;
-          positions.kernel = static_cast<int>(specs.size());
-          positions.outputs = {perm};
-          positions.n = lines * padded;
-          specs.push_back(IotaKernelSpec{DType::kInt32, {lines, padded}, 1});
-          plan->steps.push_back(std::move(positions));
+          plan->steps.push_back(kernel_step(IotaKernelSpec{DType::kInt32, {lines, padded}, 1}, {}, {perm}, lines * padded));
           if (padded > 1) {
             const int sort_kernel = static_cast<int>(specs.size());
             specs.push_back(codegen::SortPassKernelSpec{p.type(x).dtype, l.outer, l.length, l.inner, padded,
@@ -431,51 +417,36 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           out.leaves = {ElementKernelLeaf{DType::kInt32, {l.inner * padded, 1, padded}, 0}};
           out.nodes = {kernelgen::ElementNode{OpKind::kConvert, DType::kInt32, DType::kInt32, {0}}};
           out.outputs = {0};
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {perm};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(std::move(out));
+          step = kernel_step(std::move(out), {perm}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kCumsum: {
           MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
           MCX_ASSIGN_OR_RETURN(const int64_t reverse, in.attrs.get_int("reverse"));
           const Lines l = lines_along(plan->dims[in.operands[0]], dimension);
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {in.operands[0]};
-          step.outputs = {v};
-          step.n = l.outer * l.inner;
-          specs.push_back(codegen::CumsumKernelSpec{in.type.dtype, l.outer, l.length, l.inner, reverse != 0});
+          step = kernel_step(codegen::CumsumKernelSpec{in.type.dtype, l.outer, l.length, l.inner, reverse != 0},
+                             {in.operands[0]}, {v}, l.outer * l.inner);
           break;
         }
         case OpKind::kTake: {
           const std::vector<int64_t>& xd = plan->dims[in.operands[0]];
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {in.operands[0], in.operands[1]};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(codegen::TakeKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0],
-                                                  xd[0] == 0 ? 1 : count(xd) / xd[0]});
+          step = kernel_step(codegen::TakeKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0],
+                                                     xd[0] == 0 ? 1 : count(xd) / xd[0]},
+                             {in.operands[0], in.operands[1]}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kScatterAdd: {
           // A copy of x, then the update rows added in place (indexing_kernels.h).
           const std::vector<int64_t>& xd = plan->dims[in.operands[0]];
           const int64_t updates = count(plan->dims[in.operands[1]]);
-          if (count(xd) == 0 || updates == 0) {
-            step = copy_step(contiguous_copy(in.type.dtype, xd), in.operands[0], v, count(xd));
-            break;
-          }
-          plan->steps.push_back(copy_step(contiguous_copy(in.type.dtype, xd), in.operands[0], v, count(xd)));
+          step = kernel_step(contiguous_copy(in.type.dtype, xd), {in.operands[0]}, {v}, count(xd));
+          if (count(xd) == 0 || updates == 0) break;
+          plan->steps.push_back(std::move(step));
           const int64_t row_size = count(xd) / xd[0];
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {in.operands[2], in.operands[1]};
-          step.outputs = {v};
+          step = kernel_step(codegen::ScatterAddKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0], row_size,
+                                                           updates},
+                             {in.operands[2], in.operands[1]}, {v}, row_size);
           step.allocate_outputs = false;
-          step.n = row_size;
-          specs.push_back(codegen::ScatterAddKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0], row_size,
-                                                        updates});
           break;
         }
         case OpKind::kDynamicSlice: case OpKind::kDynamicUpdateSlice: {
@@ -491,31 +462,21 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           }
           const int64_t window = count(spec.window);
           if (write) {
-            Plan::Step copy = copy_step(contiguous_copy(in.type.dtype, plan->dims[x]), x, v, count(plan->dims[x]));
-            if (window == 0) {
-              step = std::move(copy);
-              break;
-            }
-            plan->steps.push_back(std::move(copy));
-            step.allocate_outputs = false;
+            step = kernel_step(contiguous_copy(in.type.dtype, plan->dims[x]), {x}, {v}, count(plan->dims[x]));
+            if (window == 0) break;
+            plan->steps.push_back(std::move(step));
           }
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = std::move(inputs);
-          step.outputs = {v};
-          step.n = window;
-          specs.push_back(std::move(spec));
+          step = kernel_step(std::move(spec), std::move(inputs), {v}, window);
+          step.allocate_outputs = !write;  // the copy of x made it
           break;
         }
         case OpKind::kPad: {
           MCX_ASSIGN_OR_RETURN(Shape low_shape, in.attrs.get_dims("low"));
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(low_shape));
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> interior, in.attrs.get_ints("interior"));
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {in.operands[0], in.operands[1]};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(codegen::PadKernelSpec{in.type.dtype, plan->dims[in.operands[0]], plan->dims[v], std::move(low),
-                                                 std::move(interior)});
+          step = kernel_step(codegen::PadKernelSpec{in.type.dtype, plan->dims[in.operands[0]], plan->dims[v],
+                                                    std::move(low), std::move(interior)},
+                             {in.operands[0], in.operands[1]}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kReduceWindow: {
@@ -529,12 +490,9 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           MCX_ASSIGN_OR_RETURN(const ir::ReduceWindowConfig w,
                                ir::get_reduce_window_config(in.attrs, static_cast<int>(plan->dims[x].size())));
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(w.padding_low));
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {x};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(codegen::ReduceWindowKernelSpec{w.reduce, in.type.dtype, plan->dims[x], plan->dims[v],
-                                                          w.window_dimensions, w.window_strides, std::move(low)});
+          step = kernel_step(codegen::ReduceWindowKernelSpec{w.reduce, in.type.dtype, plan->dims[x], plan->dims[v],
+                                                             w.window_dimensions, w.window_strides, std::move(low)},
+                             {x}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kConvGeneralDilated: {
@@ -542,14 +500,11 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           MCX_ASSIGN_OR_RETURN(const ir::ConvConfig c,
                                ir::get_conv_config(in.attrs, static_cast<int>(plan->dims[lhs].size())));
           MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(c.padding_low));
-          step.kernel = static_cast<int>(specs.size());
-          step.inputs = {lhs, rhs};
-          step.outputs = {v};
-          step.n = count(plan->dims[v]);
-          specs.push_back(codegen::ConvKernelSpec{in.type.dtype, plan->dims[lhs], plan->dims[rhs], plan->dims[v],
-                                                  c.lhs_spec, c.rhs_spec, c.out_spec, c.window_strides,
-                                                  c.lhs_dilation, c.rhs_dilation, std::move(low),
-                                                  c.feature_group_count});
+          step = kernel_step(codegen::ConvKernelSpec{in.type.dtype, plan->dims[lhs], plan->dims[rhs], plan->dims[v],
+                                                     c.lhs_spec, c.rhs_spec, c.out_spec, c.window_strides,
+                                                     c.lhs_dilation, c.rhs_dilation, std::move(low),
+                                                     c.feature_group_count},
+                             {lhs, rhs}, {v}, count(plan->dims[v]));
           break;
         }
         case OpKind::kWhile: case OpKind::kScan: case OpKind::kCond: {

@@ -27,7 +27,11 @@ size_t used = 0;                             // guarded by mu
 int next_handle = 1;                         // guarded by mu
 // Host modules and kernels by handle (the handles of other modules and functions are absent).
 std::map<CUmodule, size_t> host_modules;           // guarded by mu
-std::map<CUfunction, mcx::fake_cuda::KernelEntry> host_kernels;  // guarded by mu
+struct HostKernel {
+  size_t module = 0;
+  mcx::fake_cuda::KernelEntry entry = nullptr;
+};
+std::map<CUfunction, HostKernel> host_kernels;     // guarded by mu
 
 size_t capacity() {
   const char* mb = std::getenv("MCX_FAKE_CUDA_MEMORY_MB");
@@ -162,6 +166,7 @@ CUresult cuModuleUnload(CUmodule m) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = host_modules.find(m);
   if (it != host_modules.end()) {
+    std::erase_if(host_kernels, [&](const auto& k) { return k.second.module == it->second; });
     mcx::fake_cuda::unload_host_module(it->second);
     host_modules.erase(it);
   }
@@ -182,7 +187,7 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
   *f = new_handle<CUfunction>();
   if (entry != nullptr) {
     std::lock_guard<std::mutex> lock(mu);
-    host_kernels[*f] = entry;
+    host_kernels[*f] = {host_module, entry};
   }
   return CUDA_SUCCESS;
 }
@@ -194,7 +199,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, 
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = host_kernels.find(f);
-    if (it != host_kernels.end()) entry = it->second;
+    if (it != host_kernels.end()) entry = it->second.entry;
   }
   if (entry == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   entry(params);  // one thread covers the grid (a kernel's grid-stride loop)

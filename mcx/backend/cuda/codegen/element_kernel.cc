@@ -142,8 +142,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-absl::Status emit_element_kernel(const ElementKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                 const KernelTarget& target) {
+absl::Status emit_kernel(const ElementKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
   return ElementKernelEmitter(spec, m, target).emit(name);
 }

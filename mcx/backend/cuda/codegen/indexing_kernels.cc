@@ -26,8 +26,8 @@ llvm::Value* clamp(llvm::IRBuilder<>& b, llvm::Value* v, int64_t lo, int64_t hi)
 
 }  // namespace
 
-absl::Status emit_take_kernel(const TakeKernelSpec& spec, const std::string& name, llvm::Module& m,
-                              const KernelTarget& target) {
+absl::Status emit_kernel(const TakeKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   kernelgen::ElementEmitter e(m.getContext(), m, *target.math);
   llvm::IRBuilder<>& b = e.builder();
   llvm::Type* i64 = b.getInt64Ty();
@@ -48,8 +48,8 @@ absl::Status emit_take_kernel(const TakeKernelSpec& spec, const std::string& nam
       });
 }
 
-absl::Status emit_scatter_add_kernel(const ScatterAddKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                     const KernelTarget& target) {
+absl::Status emit_kernel(const ScatterAddKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   if (spec.rows == 0) return absl::InvalidArgumentError("scatter_add kernel into an array without rows");
   kernelgen::ElementEmitter e(m.getContext(), m, *target.math);
   llvm::IRBuilder<>& b = e.builder();
@@ -70,8 +70,8 @@ absl::Status emit_scatter_add_kernel(const ScatterAddKernelSpec& spec, const std
       });
 }
 
-absl::Status emit_dynamic_window_kernel(const DynamicWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                        const KernelTarget& target) {
+absl::Status emit_kernel(const DynamicWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   const size_t rank = spec.array.size();
   if (spec.window.size() != rank || spec.start_dtypes.size() != rank) {
     return absl::InvalidArgumentError(absl::StrCat("dynamic window kernel of a rank-", rank, " array with a rank-",
@@ -102,8 +102,8 @@ absl::Status emit_dynamic_window_kernel(const DynamicWindowKernelSpec& spec, con
   });
 }
 
-absl::Status emit_pad_kernel(const PadKernelSpec& spec, const std::string& name, llvm::Module& m,
-                             const KernelTarget& target) {
+absl::Status emit_kernel(const PadKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   const size_t rank = spec.in.size();
   if (spec.out.size() != rank || spec.low.size() != rank || spec.interior.size() != rank) {
     return absl::InvalidArgumentError(absl::StrCat("pad kernel of a rank-", rank, " array with ", spec.out.size(),

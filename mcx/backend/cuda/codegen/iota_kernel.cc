@@ -10,8 +10,8 @@
 
 namespace mcx::cuda::codegen {
 
-absl::Status emit_iota_kernel(const IotaKernelSpec& spec, const std::string& name, llvm::Module& m,
-                              const KernelTarget& target) {
+absl::Status emit_kernel(const IotaKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   if (spec.dimension < 0 || spec.dimension >= static_cast<int64_t>(spec.dims.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("iota kernel dimension ", spec.dimension, " of a rank-", spec.dims.size(), " array"));

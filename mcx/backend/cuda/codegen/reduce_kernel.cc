@@ -180,8 +180,8 @@ class ReduceKernelEmitter {
 
 }  // namespace
 
-absl::Status emit_reduce_kernel(const ReduceKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                const KernelTarget& target) {
+absl::Status emit_kernel(const ReduceKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   MCX_RETURN_IF_ERROR(check_spec(spec));
   return ReduceKernelEmitter(spec, m, target).emit(name);
 }

@@ -6,8 +6,8 @@
 
 namespace mcx::cuda::codegen {
 
-absl::Status emit_cumsum_kernel(const CumsumKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                const KernelTarget& target) {
+absl::Status emit_kernel(const CumsumKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   kernelgen::ElementEmitter e(m.getContext(), m, *target.math);
   llvm::IRBuilder<>& b = e.builder();
   llvm::Type* i64 = b.getInt64Ty();

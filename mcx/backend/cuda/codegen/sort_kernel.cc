@@ -13,8 +13,8 @@ int64_t bitonic_padded_length(int64_t n) {
   return p;
 }
 
-absl::Status emit_sort_pass_kernel(const SortPassKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                   const KernelTarget& target) {
+absl::Status emit_kernel(const SortPassKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   if (spec.padded < spec.length || (spec.padded & (spec.padded - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("sort pass kernel padded to ", spec.padded,
                                                    "; expected a power of two >= the length ", spec.length));

@@ -9,8 +9,8 @@
 
 namespace mcx::cuda::codegen {
 
-absl::Status emit_threefry_kernel(const ThreefryKernelSpec&, const std::string& name, llvm::Module& m,
-                                  const KernelTarget& target) {
+absl::Status emit_kernel(const ThreefryKernelSpec&, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   llvm::IRBuilder<> b(m.getContext());
   llvm::Type* u32 = b.getInt32Ty();
   return emit_grid_stride_kernel(

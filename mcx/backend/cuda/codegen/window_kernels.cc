@@ -16,8 +16,8 @@ int64_t product(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-absl::Status emit_reduce_window_kernel(const ReduceWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
-                                       const KernelTarget& target) {
+absl::Status emit_kernel(const ReduceWindowKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   const size_t rank = spec.in.size();
   if (spec.out.size() != rank || spec.window.size() != rank || spec.strides.size() != rank ||
       spec.padding_low.size() != rank || spec.reduce == ReduceOp::kProd || is_bool(spec.dtype)) {
@@ -89,8 +89,8 @@ absl::Status emit_reduce_window_kernel(const ReduceWindowKernelSpec& spec, const
       });
 }
 
-absl::Status emit_conv_kernel(const ConvKernelSpec& spec, const std::string& name, llvm::Module& m,
-                              const KernelTarget& target) {
+absl::Status emit_kernel(const ConvKernelSpec& spec, const std::string& name, llvm::Module& m,
+                         const KernelTarget& target) {
   const size_t rank = spec.lhs.size();
   const size_t spatial = rank - 2;
   if (rank < 2 || spec.rhs.size() != rank || spec.out.size() != rank || spec.lhs_spec.size() != rank ||
