@@ -16,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cpu/codegen/row_kernel.h"
-#include "mcx/backend/cpu/collectives.h"
 #include "mcx/backend/cpu/control_flow.h"
 #include "mcx/backend/cpu/conv.h"
 #include "mcx/backend/cpu/debug_print.h"
@@ -28,6 +27,7 @@
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/backend/cpu/view.h"
 #include "mcx/core/error.h"
+#include "mcx/platform/host_spmd_ops.h"
 
 namespace mcx::cpu {
 
@@ -317,10 +317,16 @@ absl::Status run_op_step(const Plan::Step& st, Run& run) {
     for (ValueId o : in.operands) ops.push_back(to_buffer(run.rt[o]));
     MCX_ASSIGN_OR_RETURN(Buffer r, run_debug_print(in, ops, run.ctx));
     run.rt[st.value] = from_buffer(std::move(r));
-  } else if (is_spmd_kernel(in.kind)) {
-    std::vector<View> ops;
-    for (ValueId o : in.operands) ops.push_back(run.rt[o].view);
-    MCX_ASSIGN_OR_RETURN(Buffer r, run_spmd_op(in, ops, plan.dims[st.value], run.ctx));
+  } else if (is_spmd_op(in.kind)) {
+    // The operand as contiguous bytes (materialised only when the view is strided); axis_index has none.
+    HostOperand operand;
+    Buffer owned;
+    if (!in.operands.empty()) {
+      const View& v = run.rt[in.operands[0]].view;
+      if (!v.is_contiguous()) owned = materialize(v);
+      operand = {v.is_contiguous() ? static_cast<const void*>(v.data) : owned.data(), v.dims};
+    }
+    MCX_ASSIGN_OR_RETURN(Buffer r, run_spmd_op_on_host(in, operand, plan.dims[st.value], run.ctx));
     run.rt[st.value] = from_buffer(std::move(r));
   } else {
     run.rt[st.value] = from_buffer(execute_op(st, in, plan.dims[st.value], run.rt));

@@ -1,14 +1,15 @@
-#include "mcx/backend/cpu/collectives.h"
+#include "mcx/platform/host_spmd_ops.h"
 
 #include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/spmd_rules.h"
 
-namespace mcx::cpu {
+namespace mcx {
 
 using ir::OpKind;
 
@@ -29,22 +30,6 @@ std::string op_str(const ir::Instr& in) { return std::string(ir::op_name(in.kind
 absl::Status fail(absl::StatusCode code, const ir::Instr& in, const Where& w, const std::string& msg) {
   return absl::Status(code, absl::StrCat("[", op_str(in), "] partition ", w.partition, " of ", w.num_partitions,
                                          ": ", msg));
-}
-
-// The operand as contiguous bytes (materialised only when the view is strided).
-struct Contiguous {
-  Buffer owned;
-  const std::byte* data = nullptr;
-};
-Contiguous contiguous(const View& v) {
-  Contiguous c;
-  if (v.is_contiguous()) {
-    c.data = v.data;
-  } else {
-    c.owned = materialize(v);
-    c.data = static_cast<const std::byte*>(c.owned.data());
-  }
-  return c;
 }
 
 int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
@@ -127,10 +112,10 @@ absl::Time deadline_of(const ExecutionContext* ctx) { return ctx ? ctx->deadline
 
 }  // namespace
 
-bool is_spmd_kernel(OpKind k) { return ir::is_collective(k) || k == OpKind::kAxisIndex; }
+bool is_spmd_op(OpKind k) { return ir::is_collective(k) || k == OpKind::kAxisIndex; }
 
-absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>& ops,
-                                   const std::vector<int64_t>& out_dims, const ExecutionContext* ctx) {
+absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& in, const HostOperand& operand,
+                                           const std::vector<int64_t>& out_dims, const ExecutionContext* ctx) {
   const Where w = where_of(ctx);
   const std::string_view name = ir::op_name(in.kind);
   const DType dtype = in.type.dtype;
@@ -144,9 +129,8 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
     return Buffer::scalar<int32_t>(static_cast<int32_t>(ir::axis_index_value(mesh, axis, w.partition)));
   }
 
-  const View& xv = ops.at(0);
-  Contiguous x = contiguous(xv);
-  const std::vector<int64_t>& xdims = xv.dims;
+  const auto* x = static_cast<const std::byte*>(operand.data);
+  const std::vector<int64_t>& xdims = operand.dims;
   const int64_t x_elems = product(xdims);
   const int64_t x_bytes = x_elems * static_cast<int64_t>(esize);
 
@@ -163,21 +147,21 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
     if (x_bytes > 0) std::memset(out_data, 0, x_bytes);
     if (pairs.empty()) return out;  // every partition agrees: nothing moves
     if (w.num_partitions == 1) {
-      if (recv_from == 0 && x_bytes > 0) std::memcpy(out_data, x.data, x_bytes);
+      if (recv_from == 0 && x_bytes > 0) std::memcpy(out_data, x, x_bytes);
       return out;
     }
     Member all;
     for (int p = 0; p < w.num_partitions; ++p) all.group.push_back(p);
     all.rank = w.partition;
     MCX_ASSIGN_OR_RETURN(Communicator * comm, communicator(in, w, all, ctx));
-    MCX_RETURN_IF_ERROR(wrap(comm->permute(x.data, out_data, x_bytes, send_to, recv_from, deadline_of(ctx)), in, w));
+    MCX_RETURN_IF_ERROR(wrap(comm->permute(x, out_data, x_bytes, send_to, recv_from, deadline_of(ctx)), in, w));
     return out;
   }
 
   MCX_ASSIGN_OR_RETURN(Member m, member_of(in, w));
   const int64_t g = static_cast<int64_t>(m.group.size());
   if (g == 1) {  // a group of one: every collective is the identity on the value
-    if (x_bytes > 0) std::memcpy(out_data, x.data, x_bytes);
+    if (x_bytes > 0) std::memcpy(out_data, x, x_bytes);
     return out;
   }
   MCX_ASSIGN_OR_RETURN(Communicator * comm, communicator(in, w, m, ctx));
@@ -187,30 +171,30 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
       MCX_ASSIGN_OR_RETURN(ReduceOp op, ir::get_reduce_op(name, in.attrs));
       // The result may be one buffer shared by the whole group (read-only: the executable never reuses
       // a collective's output in place: plan_inplace_reuse, executable_plan.h).
-      absl::StatusOr<Buffer> shared = comm->all_reduce_shared(x.data, out_dims, dtype, op, deadline);
+      absl::StatusOr<Buffer> shared = comm->all_reduce_shared(x, out_dims, dtype, op, deadline);
       MCX_RETURN_IF_ERROR(wrap(shared.status(), in, w));
       return *std::move(shared);
     }
     case OpKind::kAllGather: {
       MCX_ASSIGN_OR_RETURN(int64_t d, in.attrs.get_int("dimension"));
       if (prod(xdims, 0, d) == 1) {  // blocks land where they belong: one buffer shared by the group
-        absl::StatusOr<Buffer> shared = comm->all_gather_shared(x.data, x_bytes, out_dims, dtype, deadline);
+        absl::StatusOr<Buffer> shared = comm->all_gather_shared(x, x_bytes, out_dims, dtype, deadline);
         MCX_RETURN_IF_ERROR(wrap(shared.status(), in, w));
         return *std::move(shared);
       }
       std::vector<std::byte> gathered(static_cast<size_t>(x_bytes * g));
-      MCX_RETURN_IF_ERROR(wrap(comm->all_gather(x.data, gathered.data(), x_bytes, deadline), in, w));
+      MCX_RETURN_IF_ERROR(wrap(comm->all_gather(x, gathered.data(), x_bytes, deadline), in, w));
       unpack_concat(gathered.data(), xdims, d, g, esize, out_data);
       return out;
     }
     case OpKind::kReduceScatter: {
       MCX_ASSIGN_OR_RETURN(ReduceOp op, ir::get_reduce_op(name, in.attrs));
       MCX_ASSIGN_OR_RETURN(int64_t d, in.attrs.get_int("dimension"));
-      const std::byte* send = x.data;
+      const std::byte* send = x;
       std::vector<std::byte> packed;
       if (prod(xdims, 0, d) != 1) {
         packed.resize(static_cast<size_t>(x_bytes));
-        pack_blocks(x.data, xdims, d, g, esize, packed.data());
+        pack_blocks(x, xdims, d, g, esize, packed.data());
         send = packed.data();
       }
       MCX_RETURN_IF_ERROR(wrap(comm->reduce_scatter(send, out_data, x_elems / g, dtype, op, deadline), in, w));
@@ -220,7 +204,7 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
       MCX_ASSIGN_OR_RETURN(int64_t sd, in.attrs.get_int("split_dimension"));
       MCX_ASSIGN_OR_RETURN(int64_t cd, in.attrs.get_int("concat_dimension"));
       std::vector<std::byte> packed(static_cast<size_t>(x_bytes)), received(static_cast<size_t>(x_bytes));
-      pack_blocks(x.data, xdims, sd, g, esize, packed.data());
+      pack_blocks(x, xdims, sd, g, esize, packed.data());
       MCX_RETURN_IF_ERROR(wrap(comm->all_to_all(packed.data(), received.data(), x_bytes / g, deadline), in, w));
       std::vector<int64_t> block_dims = xdims;
       block_dims[sd] /= g;
@@ -232,4 +216,4 @@ absl::StatusOr<Buffer> run_spmd_op(const ir::Instr& in, const std::vector<View>&
   return fail(absl::StatusCode::kInternal, in, w, "not a collective kernel");
 }
 
-}  // namespace mcx::cpu
+}  // namespace mcx
