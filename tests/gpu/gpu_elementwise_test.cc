@@ -165,20 +165,6 @@ TEST(GpuTransfers, EveryDtypeRoundTripsAtEverySize) {
   EXPECT_EQ(cuda.from_host(Buffer::zeros(DType::kFloat32, {4}), 99).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Collectives run on GPUs with NCCL, not yet: a program holding one is refused at compile time, naming it.
-TEST(GpuPlatform, AnOpWithoutACudaKernelIsNamedAtCompileTime) {
-  SKIP_WITHOUT_GPU();
-  ir::ProgramBuilder b("collective");
-  const ir::ValueId x = b.add_parameter(AbstractValue{DType::kFloat32, concrete_shape({4})});
-  const ir::ValueId r = b.emit_or_throw(OpKind::kAllReduce, {x}, ir::all_reduce_attrs(ReduceOp::kSum, {0, 1}, 2));
-  const ir::Program program = std::move(b).build({r});
-  absl::StatusOr<std::shared_ptr<const Executable>> exe = platform("cuda").compile(program);
-  ASSERT_FALSE(exe.ok());
-  EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("instruction 0 (all_reduce"));
-  EXPECT_THAT(std::string(exe.status().message()), ::testing::HasSubstr("the cuda platform has no kernel for this op"));
-}
-
 // arg_max and arg_min over each axis of inputs full of special values (NaN first wins, ties keep the first):
 // the CPU's indices exactly.
 TEST(GpuReductions, ArgMaxAndArgMinGiveTheCpusIndices) {

@@ -547,6 +547,13 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           step.inputs = in.operands;
           step.outputs = {v};
           break;
+        case OpKind::kAllReduce: case OpKind::kAllGather: case OpKind::kReduceScatter: case OpKind::kAllToAll:
+        case OpKind::kCollectivePermute: case OpKind::kAxisIndex:
+          step.kind = Plan::Step::Kind::kStagedSpmd;  // staged_spmd.h
+          step.instr = i;
+          step.inputs = in.operands;
+          step.outputs = {v};
+          break;
         case OpKind::kRematBarrier: case OpKind::kShardingConstraint:
           if (in.operands.size() != 1) return unsupported(p, i, "expected one operand");
           step.kind = Plan::Step::Kind::kAlias;

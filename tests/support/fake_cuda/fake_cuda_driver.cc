@@ -1,7 +1,8 @@
 // A stand-in CUDA driver for tests on machines without a GPU (built as libcuda.so.1 in its own folder; a test
 // process finds it through MCX_CUDA_LIBRARY_PATH). It implements the driver functions mcx resolves over host
-// memory: one device ("mcx fake GPU", sm_90, 132 SMs, MCX_FAKE_CUDA_MEMORY_MB of memory, default 1024), device
-// memory from malloc with the device's capacity enforced, copies done at once (so streams and events are
+// memory: MCX_FAKE_CUDA_DEVICES devices (default 1; CUDA_VISIBLE_DEVICES selects and renumbers them as the real
+// driver does), each "mcx fake GPU", sm_90, 132 SMs, MCX_FAKE_CUDA_MEMORY_MB of memory (default 1024), device
+// memory from malloc with each device's capacity enforced (the current context's device), copies done at once (so streams and events are
 // always complete), modules accepted when they are ELF images or PTX. Those it cannot run (cuLaunchKernel
 // answers CUDA_ERROR_NOT_SUPPORTED), so the backend's host side (loading, devices, the allocator over the driver,
 // staging and chunked transfers, module loading, error paths) runs for real. Kernels compiled for the host
@@ -16,14 +17,20 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tests/support/fake_cuda/emulated_kernels.h"
 
 namespace {
 
 std::mutex mu;
-std::map<CUdeviceptr, size_t> allocations;  // guarded by mu
-size_t used = 0;                             // guarded by mu
+struct Allocation {
+  size_t bytes = 0;
+  int device = 0;
+};
+std::map<CUdeviceptr, Allocation> allocations;  // guarded by mu
+std::map<int, size_t> used;                     // bytes by visible device; guarded by mu
+thread_local int current_device = 0;            // the device of the thread's current context
 int next_handle = 1;                         // guarded by mu
 // Host modules and kernels by handle (the handles of other modules and functions are absent).
 std::map<CUmodule, size_t> host_modules;           // guarded by mu
@@ -37,6 +44,38 @@ size_t capacity() {
   const char* mb = std::getenv("MCX_FAKE_CUDA_MEMORY_MB");
   return static_cast<size_t>(mb != nullptr ? std::atoll(mb) : 1024) << 20;
 }
+
+// The physical devices the process sees, in visible order: MCX_FAKE_CUDA_DEVICES of them, filtered and reordered by
+// CUDA_VISIBLE_DEVICES (a comma-separated list of indices; as the driver, the list ends at the first invalid entry).
+const std::vector<int>& visible_devices() {
+  static const std::vector<int> visible = [] {
+    const char* n = std::getenv("MCX_FAKE_CUDA_DEVICES");
+    const int physical = n != nullptr ? std::atoi(n) : 1;
+    std::vector<int> out;
+    const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (list == nullptr) {
+      for (int i = 0; i < physical; ++i) out.push_back(i);
+      return out;
+    }
+    std::string entry;
+    for (const char* c = list;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        char* end = nullptr;
+        const long v = std::strtol(entry.c_str(), &end, 10);
+        if (entry.empty() || *end != '\0' || v < 0 || v >= physical) break;
+        out.push_back(static_cast<int>(v));
+        entry.clear();
+        if (*c == '\0') break;
+      } else {
+        entry.push_back(*c);
+      }
+    }
+    return out;
+  }();
+  return visible;
+}
+
+CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(static_cast<uintptr_t>(0x1000 + 0x10 * device)); }
 
 template <typename T>
 T new_handle() {
@@ -61,10 +100,10 @@ CUresult cuGetErrorString(CUresult r, const char** s) {
   *s = r == CUDA_ERROR_NOT_SUPPORTED ? "the fake driver runs no kernels" : "fake driver error";
   return CUDA_SUCCESS;
 }
-CUresult cuDeviceGetCount(int* n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int* n) { *n = static_cast<int>(visible_devices().size()); return CUDA_SUCCESS; }
 CUresult cuDeviceGet(CUdevice* d, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (ordinal < 0 || ordinal >= static_cast<int>(visible_devices().size())) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetName(char* name, int len, CUdevice) {
@@ -81,31 +120,36 @@ CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice) { *bytes = capacity(); return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) { *c = reinterpret_cast<CUcontext>(0x1000); return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) { *c = context_of(d); return CUDA_SUCCESS; }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return CUDA_SUCCESS; }
-CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext c) {
+  const auto handle = reinterpret_cast<uintptr_t>(c);
+  if (handle < 0x1000 || (handle - 0x1000) % 0x10 != 0) return CUDA_ERROR_INVALID_CONTEXT;
+  current_device = static_cast<int>((handle - 0x1000) / 0x10);
+  return CUDA_SUCCESS;
+}
 CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   std::lock_guard<std::mutex> lock(mu);
   *total = capacity();
-  *free_bytes = *total - used;
+  *free_bytes = *total - used[current_device];
   return CUDA_SUCCESS;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu);
-  if (used + bytes > capacity()) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (used[current_device] + bytes > capacity()) return CUDA_ERROR_OUT_OF_MEMORY;
   void* m = std::malloc(bytes);
   if (m == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = reinterpret_cast<CUdeviceptr>(m);
-  allocations[*p] = bytes;
-  used += bytes;
+  allocations[*p] = {bytes, current_device};
+  used[current_device] += bytes;
   return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = allocations.find(p);
   if (it == allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-  used -= it->second;
+  used[it->second.device] -= it->second.bytes;
   allocations.erase(it);
   std::free(reinterpret_cast<void*>(p));
   return CUDA_SUCCESS;

@@ -1,0 +1,65 @@
+#include "mcx/backend/cuda/staged_spmd.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
+#include "mcx/core/error.h"
+#include "mcx/core/logging.h"
+#include "mcx/platform/host_spmd_ops.h"
+
+namespace mcx::cuda {
+namespace {
+
+std::atomic<int64_t> g_ops{0};
+std::atomic<int64_t> g_to_host{0};
+std::atomic<int64_t> g_to_device{0};
+
+// Names the path once per process, when the first collective between GPUs runs.
+void log_first_use(const ir::Instr& instr, const CudaDevice& device) {
+  static std::atomic<bool> logged{false};
+  if (logged.exchange(true)) return;
+  log_info("[cuda] collectives of GPU arrays run through host staging (first: {} on {}): operands copied to pinned "
+           "host memory, combined over the process's communicators, copied back",
+           std::string(ir::op_name(instr.kind)), device.label());
+}
+
+}  // namespace
+
+absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device, const StagedValue& operand,
+                                const StagedValue& out, const ExecutionContext* ctx, absl::Time deadline) {
+  if (!is_spmd_op(instr.kind)) {
+    return absl::InternalError(absl::StrCat("[cuda] ", std::string(ir::op_name(instr.kind)), " is not an SPMD op"));
+  }
+  if (out.memory == nullptr) return absl::InternalError("[cuda] a staged SPMD op without its result's memory");
+  log_first_use(instr, device);
+  Buffer host_operand;
+  HostOperand in;
+  if (operand.memory != nullptr) {
+    host_operand = Buffer::uninitialized(operand.dtype, operand.dims);
+    if (host_operand.nbytes() > 0) {
+      MCX_RETURN_IF_ERROR(
+          device.to_host(host_operand.mutable_data(), operand.memory->address(), host_operand.nbytes(), deadline));
+    }
+    g_to_host.fetch_add(static_cast<int64_t>(host_operand.nbytes()), std::memory_order_relaxed);
+    in = {host_operand.data(), operand.dims};
+  }
+  MCX_ASSIGN_OR_RETURN(const Buffer result, run_spmd_op_on_host(instr, in, out.dims, ctx));
+  if (result.nbytes() != out.memory->bytes()) {
+    return absl::InternalError(absl::StrCat("[cuda] ", std::string(ir::op_name(instr.kind)), " gave ",
+                                            result.nbytes(), " bytes for a result of ", out.memory->bytes()));
+  }
+  if (result.nbytes() > 0) {
+    MCX_RETURN_IF_ERROR(device.to_device(out.memory->address(), result.data(), result.nbytes(), deadline));
+  }
+  g_to_device.fetch_add(static_cast<int64_t>(result.nbytes()), std::memory_order_relaxed);
+  g_ops.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+StagedSpmdStats staged_spmd_stats() {
+  return {g_ops.load(std::memory_order_relaxed), g_to_host.load(std::memory_order_relaxed),
+          g_to_device.load(std::memory_order_relaxed)};
+}
+
+}  // namespace mcx::cuda
