@@ -12,6 +12,7 @@ struct Registry {
   Mutex mu;
   std::optional<Topology> topology ABSL_GUARDED_BY(mu);
   bool devices_used ABSL_GUARDED_BY(mu) = false;
+  std::optional<std::vector<int>> requested_ids ABSL_GUARDED_BY(mu);
 };
 
 Registry& registry() {
@@ -96,11 +97,24 @@ bool devices_used() {
   return r.devices_used;
 }
 
+void set_requested_local_device_ids(std::optional<std::vector<int>> ids) {
+  Registry& r = registry();
+  MutexLock lock(&r.mu);
+  r.requested_ids = std::move(ids);
+}
+
+std::optional<std::vector<int>> requested_local_device_ids() {
+  Registry& r = registry();
+  MutexLock lock(&r.mu);
+  return r.requested_ids;
+}
+
 void reset_topology_for_testing() {
   Registry& r = registry();
   MutexLock lock(&r.mu);
   r.devices_used = false;
   r.topology.reset();
+  r.requested_ids.reset();
 }
 
 }  // namespace mcx

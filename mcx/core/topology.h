@@ -52,7 +52,14 @@ int topology_process_count();
 void mark_devices_used();
 bool devices_used();
 
-// Test-only: forget that devices were used and drop the topology.
+// The devices this process asked for by id (distributed::initialize's local_device_ids or MCX_LOCAL_DEVICE_IDS):
+// a device platform opens only these of its devices, in this order (CUDA: ordinals as CUDA_VISIBLE_DEVICES
+// leaves them), as jax.distributed.initialize(local_device_ids=...). Set before the platform first opens its
+// devices; nullopt (the default): every device the platform sees.
+void set_requested_local_device_ids(std::optional<std::vector<int>> ids);
+std::optional<std::vector<int>> requested_local_device_ids();
+
+// Test-only: forget that devices were used and drop the topology and the requested ids.
 void reset_topology_for_testing();
 
 }  // namespace mcx

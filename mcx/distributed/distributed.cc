@@ -14,6 +14,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/job_key_value.h"
 #include "mcx/core/topology.h"
+#include "mcx/runtime/device.h"
 #include "mcx/distributed/coordination/agent_key_value.h"
 #include "mcx/distributed/data_plane/data_plane.h"
 #include "mcx/distributed/rpc/fast_path_client.h"
@@ -78,9 +79,9 @@ Runtime& runtime() {
 }
 
 // "local_id platform kind" per line.
-std::string encode_devices(const std::vector<int>& ids) {
+std::string encode_devices(const std::vector<TopologyDevice>& devices) {
   std::string out;
-  for (int id : ids) absl::StrAppend(&out, id, " cpu cpu\n");
+  for (const TopologyDevice& d : devices) absl::StrAppend(&out, d.local_id, " ", d.platform, " ", d.kind, "\n");
   return out;
 }
 
@@ -187,25 +188,32 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   if (o.local_device_ids) {
     c.local_device_ids = *o.local_device_ids;
   } else if (auto ids = env_get(env, "MCX_LOCAL_DEVICE_IDS")) {
+    std::vector<int> parsed;
     for (absl::string_view s : absl::StrSplit(*ids, ',', absl::SkipEmpty())) {
       int v;
       if (!absl::SimpleAtoi(s, &v) || v < 0) {
         return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_LOCAL_DEVICE_IDS='", *ids,
                                                        "' is not a comma-separated list of device ids"));
       }
-      c.local_device_ids.push_back(v);
+      parsed.push_back(v);
     }
-  } else {
-    int count = 1;
-    if (o.cpu_device_count) {
-      count = *o.cpu_device_count;
-    } else if (auto v = env_get(env, "MCX_CPU_DEVICE_COUNT")) {
-      if (!absl::SimpleAtoi(*v, &count)) {
-        return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_CPU_DEVICE_COUNT='", *v, "' is not an integer"));
-      }
+    c.local_device_ids = std::move(parsed);
+  }
+  if (c.local_device_ids && c.local_device_ids->empty()) {
+    return absl::InvalidArgumentError("[initialize] local_device_ids is empty; expected at least one device id");
+  }
+  if (o.cpu_device_count) {
+    c.cpu_device_count = *o.cpu_device_count;
+  } else if (auto v = env_get(env, "MCX_CPU_DEVICE_COUNT")) {
+    int count;
+    if (!absl::SimpleAtoi(*v, &count)) {
+      return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_CPU_DEVICE_COUNT='", *v, "' is not an integer"));
     }
-    if (count < 1) return absl::InvalidArgumentError(absl::StrCat("[initialize] cpu_device_count must be >= 1, got ", count));
-    for (int i = 0; i < count; ++i) c.local_device_ids.push_back(i);
+    c.cpu_device_count = count;
+  }
+  if (c.cpu_device_count && *c.cpu_device_count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[initialize] cpu_device_count must be >= 1, got ", *c.cpu_device_count));
   }
 
   if (o.bind_address) {
@@ -266,6 +274,12 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, process_env()));
   const absl::Time deadline = absl::Now() + c.init_timeout;
+  // This process's devices, described before anything starts, so that a request it cannot meet fails here.
+  absl::StatusOr<std::vector<TopologyDevice>> local = describe_local_devices(c.local_device_ids, c.cpu_device_count);
+  if (!local.ok()) {
+    return absl::Status(local.status().code(), absl::StrCat("[initialize] process ", c.process_id, " of ",
+                                                            c.num_processes, ": ", local.status().message()));
+  }
 
   std::unique_ptr<CoordinationClient> client;
   if (c.host_service) {
@@ -312,7 +326,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     abort_groups_of_failed_tasks(s);
     if (user) user(s);
   };
-  ao.publish_on_connect = {{topology_key(c.process_id), encode_devices(c.local_device_ids)}};
+  ao.publish_on_connect = {{topology_key(c.process_id), encode_devices(*local)}};
   r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
   if (absl::Status s = r.agent->connect(); !s.ok()) {
     teardown_locked(r);

@@ -10,8 +10,10 @@
 // (3) process 0 hosts the coordination service on bind_address (default "[::]:<port of coordinator
 // address>") unless standalone_coordinator is set (mcx-coordinator runs it); (4) every process connects
 // its agent (register; waits for all N up to init_timeout and names the missing processes on timeout);
-// (5) each process publishes its local devices under topology_key(process_id) ("mcx/task/<id>/topology", which
-// only that task may write) and reads all others',
+// (5) each process publishes its local devices (the default platform's, runtime/device.h describe_local_devices:
+// CPU devices, or the GPUs local_device_ids names) under topology_key(process_id) ("mcx/task/<id>/topology",
+// which only that task may write; re-published when the agent rejoins a restarted coordinator) and reads all
+// others',
 // then installs the global topology (core/topology.h): global ids are dense, ordered by (process, local id).
 // Failure handling after initialize: see AgentOptions (default: log which task failed and exit with
 // kFailureExitCode; set on_failure to decide yourself).
@@ -43,9 +45,11 @@ struct InitializeOptions {
   std::optional<std::string> coordinator_address;  // "host:port"
   std::optional<int> num_processes;
   std::optional<int> process_id;
-  // The devices this process contributes. Default: MCX_LOCAL_DEVICE_IDS, else 0..cpu_device_count-1.
+  // The devices this process contributes, by the default platform's ids (GPUs: CUDA ordinals as
+  // CUDA_VISIBLE_DEVICES leaves them; CPU: their count is what counts). Default: MCX_LOCAL_DEVICE_IDS, else every
+  // GPU the process sees, or cpu_device_count CPU devices.
   std::optional<std::vector<int>> local_device_ids;
-  std::optional<int> cpu_device_count;  // default MCX_CPU_DEVICE_COUNT, else 1
+  std::optional<int> cpu_device_count;  // default MCX_CPU_DEVICE_COUNT (set_cpu_device_count), else 1
   std::optional<std::string> bind_address;  // where process 0 serves; default "[::]:<port>"
   std::optional<bool> standalone_coordinator;  // true: nobody hosts the service here
   std::optional<bool> recoverable;              // service mode when process 0 hosts it (default false)
@@ -67,7 +71,8 @@ struct ResolvedConfig {
   std::string coordinator_address;
   int num_processes = 1;
   int process_id = 0;
-  std::vector<int> local_device_ids;
+  std::optional<std::vector<int>> local_device_ids;  // options, else MCX_LOCAL_DEVICE_IDS
+  std::optional<int> cpu_device_count;                // options, else MCX_CPU_DEVICE_COUNT
   std::string bind_address;
   bool host_service = false;  // process 0 and not standalone
   bool recoverable = false;

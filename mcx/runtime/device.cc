@@ -204,6 +204,38 @@ absl::StatusOr<const Platform*> platform_of(const Device& device) {
   return p->platform;
 }
 
+absl::StatusOr<std::vector<TopologyDevice>> describe_local_devices(const std::optional<std::vector<int>>& ids,
+                                                                   std::optional<int> cpu_device_count) {
+  MutexLock lock(&client_mutex());
+  if (g_client.load(std::memory_order_relaxed) != nullptr) {
+    return absl::FailedPreconditionError("[devices] the devices were already made; a job's devices are described "
+                                         "before the first use of any device");
+  }
+  set_requested_local_device_ids(ids);  // before a device platform opens its devices
+  MCX_RETURN_IF_ERROR(register_builtin_platforms());
+  MCX_ASSIGN_OR_RETURN(std::vector<Platform*> platforms, selected_platforms());
+  const Platform& primary = *platforms.front();
+  int count = 0;
+  if (std::optional<int> n = primary.device_count()) {
+    count = *n;
+  } else if (ids.has_value()) {
+    count = static_cast<int>(ids->size());
+  } else if (cpu_device_count.has_value()) {
+    count = *cpu_device_count;
+  } else {
+    MCX_ASSIGN_OR_RETURN(count, resolve_cpu_device_count());
+  }
+  if (count < 1 || count > kMaxCpuDevices) {
+    return absl::FailedPreconditionError(absl::StrCat("[devices] platform '", std::string(primary.name()), "' has ",
+                                                      count, " devices for this process; expected 1 to ",
+                                                      kMaxCpuDevices));
+  }
+  std::vector<TopologyDevice> out;
+  const std::string name(primary.name());
+  for (int i = 0; i < count; ++i) out.push_back(TopologyDevice{0, 0, i, name, name});
+  return out;
+}
+
 void set_cpu_device_count(int n) {
   if (n < 1 || n > kMaxCpuDevices) {
     throw InvalidArgument(absl::StrCat("[set_cpu_device_count] expected a device count in [1, ", kMaxCpuDevices,

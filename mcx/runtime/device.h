@@ -29,9 +29,13 @@
 // Thread-safety: all functions are thread-safe; the lists never change after creation.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "mcx/core/topology.h"
 
 namespace mcx {
 
@@ -68,5 +72,15 @@ const Device& default_device();
 // before devices are created (FailedPrecondition, thrown as mcx::Error, otherwise); n in [1, 1024]
 // (InvalidArgument otherwise).
 void set_cpu_device_count(int n);
+
+// What this process contributes to a multi-process job, for distributed::initialize to publish before any device
+// is made: the default platform's devices (the first of MCX_PLATFORMS) with local ids 0..n-1 (global ids and the
+// process index are the caller's to fill). A platform of virtual devices (the CPU's) gets ids->size() of them, else
+// cpu_device_count, else set_cpu_device_count's / MCX_CPU_DEVICE_COUNT's count; a device platform (CUDA) opens
+// the devices `ids` names (set_requested_local_device_ids: its ordinals, in order), else all it sees. Does not
+// make the devices (initialize may still install a topology). Errors: the platform selection's; the platform's
+// (a requested id it does not have: InvalidArgument naming it); FailedPrecondition when it has no device.
+absl::StatusOr<std::vector<TopologyDevice>> describe_local_devices(const std::optional<std::vector<int>>& ids,
+                                                                   std::optional<int> cpu_device_count);
 
 }  // namespace mcx

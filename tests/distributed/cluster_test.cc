@@ -102,7 +102,8 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EXPECT_EQ(c.num_processes, 4);
   EXPECT_EQ(c.coordinator_address, absl::StrCat("n1:", 7 + 61440));
   EXPECT_EQ(c.bind_address, absl::StrCat("[::]:", 7 + 61440));
-  EXPECT_EQ(c.local_device_ids, std::vector<int>({0, 1, 2}));
+  EXPECT_EQ(c.cpu_device_count, 3);
+  EXPECT_FALSE(c.local_device_ids.has_value());  // every device the default platform has
   EXPECT_FALSE(c.host_service);  // process 2
   EXPECT_EQ(c.heartbeat_timeout, absl::Seconds(5));
   EXPECT_EQ(c.heartbeat_interval, absl::Seconds(1));
@@ -120,6 +121,20 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EnvMap bad = {{"MCX_COORDINATOR_ADDRESS", "h:1"}, {"MCX_NUM_PROCESSES", "1"}, {"MCX_PROCESS_ID", "0"},
                 {"MCX_INIT_TIMEOUT", "-3"}};
   EXPECT_THAT(resolve_config(InitializeOptions{}, bad).status().message(), HasSubstr("MCX_INIT_TIMEOUT='-3'"));
+}
+
+TEST(ResolveConfig, LocalDeviceIdsFromOptionsOrTheEnvironment) {
+  EnvMap env = {{"MCX_COORDINATOR_ADDRESS", "h:1"}, {"MCX_NUM_PROCESSES", "2"}, {"MCX_PROCESS_ID", "1"},
+                {"MCX_LOCAL_DEVICE_IDS", "2,3"}};
+  EXPECT_EQ(resolve_config(InitializeOptions{}, env)->local_device_ids, std::vector<int>({2, 3}));
+  InitializeOptions o;
+  o.local_device_ids = std::vector<int>{0};
+  EXPECT_EQ(resolve_config(o, env)->local_device_ids, std::vector<int>({0}));  // the option wins
+  env["MCX_LOCAL_DEVICE_IDS"] = "1,x";
+  EXPECT_THAT(resolve_config(InitializeOptions{}, env).status().message(),
+              HasSubstr("MCX_LOCAL_DEVICE_IDS='1,x' is not a comma-separated list of device ids"));
+  o.local_device_ids = std::vector<int>{};
+  EXPECT_THAT(resolve_config(o, env).status().message(), HasSubstr("local_device_ids is empty"));
 }
 
 }  // namespace

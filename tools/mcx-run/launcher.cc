@@ -557,6 +557,13 @@ int Job::run() {
 
 }  // namespace
 
+std::vector<int> gpus_of_process(const LaunchOptions& o, int id) {
+  std::vector<int> out;
+  const int host = o.host_gpus > 0 ? o.host_gpus : o.num_processes * o.gpus_per_process;
+  for (int k = 0; k < o.gpus_per_process; ++k) out.push_back((id * o.gpus_per_process + k) % host);
+  return out;
+}
+
 std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std::string& address, int id,
                                               int restart_count) {
   std::map<std::string, std::string> env;
@@ -567,6 +574,7 @@ std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std:
   env[kEnvRestartCount] = absl::StrCat(restart_count);
   env[kEnvStandaloneCoordinator] = "1";  // mcx-run always runs the service apart from process 0
   if (o.cpu_devices > 0) env[kEnvCpuDeviceCount] = absl::StrCat(o.cpu_devices);
+  if (o.gpus_per_process > 0) env[kEnvLocalDeviceIds] = absl::StrJoin(gpus_of_process(o, id), ",");
   if (o.heartbeat_interval >= 0) env[kEnvHeartbeatInterval] = seconds_str(o.heartbeat_interval);
   if (o.heartbeat_timeout >= 0) env[kEnvHeartbeatTimeout] = seconds_str(o.heartbeat_timeout);
   if (o.init_timeout >= 0) env[kEnvInitTimeout] = seconds_str(o.init_timeout);

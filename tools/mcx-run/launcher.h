@@ -16,6 +16,10 @@ namespace mcx::tools {
 struct LaunchOptions {
   int num_processes = 1;
   int cpu_devices = 0;                 // 0: leave MCX_CPU_DEVICE_COUNT unset
+  // GPUs per process (MCX_LOCAL_DEVICE_IDS): process i gets GPUs (i*G + k) mod host_gpus, k < G, so processes
+  // share GPUs when there are fewer than N*G (each its own context). 0: leave MCX_LOCAL_DEVICE_IDS unset.
+  int gpus_per_process = 0;
+  int host_gpus = 0;                   // 0: N*G (no sharing)
   int max_restarts = 0;                // per process; > 0 runs the coordinator in recoverable mode
   // Recoverable without restarts: a process that fails does not end the others (they are told and carry on);
   // the job succeeds when every process that did not fail succeeds. Implied by max_restarts > 0.
@@ -39,6 +43,10 @@ struct LaunchOptions {
   bool verbose = false;
   std::vector<std::string> program;    // PROGRAM ARGS...
 };
+
+// The GPUs process `id` gets (CUDA ordinals): empty without gpus_per_process. main() refuses more GPUs per process
+// than the host has.
+std::vector<int> gpus_of_process(const LaunchOptions& options, int id);
 
 // Runs the job to completion. Returns the exit code mcx-run should exit with: 0 when every process
 // succeeded (recoverable: every process that did not fail, and at least one), also after a forwarded

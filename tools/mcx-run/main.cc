@@ -1,6 +1,6 @@
 // mcx-run: launch an N-process mcx job on this host.
 //
-//   mcx-run -n 4 [--cpu-devices 2] [--max-restarts 1] [timeouts] [mTLS flags] -- ./my_program args...
+//   mcx-run -n 4 [--cpu-devices 2 | --gpus-per-process 1 [--gpus 1]] [--max-restarts 1] [timeouts] [mTLS flags] -- ./my_program args...
 //
 // Starts mcx-coordinator on a free loopback port (or uses --coordinator ADDR), then N copies of PROGRAM with
 // MCX_COORDINATOR_ADDRESS / MCX_NUM_PROCESSES / MCX_PROCESS_ID (and the other MCX_* settings) set, prefixes
@@ -18,6 +18,13 @@ int main(int argc, char** argv) {
   CLI::App app{"mcx-run: start the coordinator and N processes of an mcx job on this host"};
   app.add_option("-n,--num-processes", o.num_processes, "number of processes")->required()->check(CLI::Range(1, 4096));
   app.add_option("--cpu-devices", o.cpu_devices, "virtual CPU devices per process (MCX_CPU_DEVICE_COUNT)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--gpus-per-process", o.gpus_per_process,
+                 "GPUs per process (MCX_LOCAL_DEVICE_IDS): process i gets GPUs i*G .. i*G+G-1, modulo --gpus")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--gpus", o.host_gpus,
+                 "GPUs this host has (as CUDA_VISIBLE_DEVICES leaves them); fewer than -n times --gpus-per-process "
+                 "makes processes share GPUs (default: exactly enough)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--max-restarts", o.max_restarts,
                  "restart a failed process up to R times (runs the coordinator in recoverable mode)")
@@ -52,6 +59,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (o.host_gpus > 0 && o.gpus_per_process > o.host_gpus) {
+    std::cerr << "[mcx-run] --gpus-per-process " << o.gpus_per_process << " is more than the host's --gpus "
+              << o.host_gpus << "\n";
+    return 2;
+  }
+  if (o.host_gpus > 0 && o.gpus_per_process == 0) {
+    std::cerr << "[mcx-run] --gpus needs --gpus-per-process\n";
+    return 2;
   }
   if (o.max_restarts > 0 && !o.coordinator.empty()) {
     std::cerr << "[mcx-run] --max-restarts needs a recoverable coordinator; start it with --recoverable\n";

@@ -1,7 +1,9 @@
 #include "mcx/backend/cuda/cuda_platform.h"
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +13,7 @@
 #include "mcx/backend/cuda/ptx_assembler.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
+#include "mcx/core/topology.h"
 #include "mcx/platform/platform.h"
 #include "mcx/platform/platform_registry.h"
 
@@ -29,6 +32,29 @@ const Flag<std::string> kKernelTargetFlag(
     "what generated GPU kernels are compiled for: device (the GPUs' architecture) or host (the host emulating the "
     "GPU, run only by the stand-in driver of mcx's tests)",
     one_of({"device", "host"}));
+
+// The ordinals to open among the `visible` the driver shows: the requested ones (core/topology.h), each once and in
+// range, else all. InvalidArgument naming the request, the count and CUDA_VISIBLE_DEVICES otherwise.
+absl::StatusOr<std::vector<int>> ordinals_to_open(int visible) {
+  std::vector<int> out;
+  const std::optional<std::vector<int>> requested = requested_local_device_ids();
+  if (!requested.has_value()) {
+    for (int i = 0; i < visible; ++i) out.push_back(i);
+    return out;
+  }
+  for (int id : *requested) {
+    if (id < 0 || id >= visible || std::find(out.begin(), out.end(), id) != out.end()) {
+      const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "[cuda] local device ids {", absl::StrJoin(*requested, ","), "} (local_device_ids / MCX_LOCAL_DEVICE_IDS): ",
+          id < 0 || id >= visible ? absl::StrCat("GPU ", id, " does not exist") : absl::StrCat("GPU ", id, " is named twice"),
+          "; this process sees ", visible, " GPUs (ordinals 0 to ", visible - 1, "; CUDA_VISIBLE_DEVICES=",
+          env != nullptr ? env : "(unset)", ")"));
+    }
+    out.push_back(id);
+  }
+  return out;
+}
 
 class CudaPlatform final : public Platform {
  public:
@@ -112,14 +138,16 @@ class CudaPlatform final : public Platform {
   }
 
  private:
-  // The process's GPUs, opened on first use; the same answer afterwards.
+  // The process's GPUs, opened on first use (those requested_local_device_ids names, in its order, else every one
+  // the driver shows); the same answer afterwards.
   static absl::StatusOr<const CudaDevices*> devices() {
     static const absl::StatusOr<CudaDevices>* opened = new absl::StatusOr<CudaDevices>([]() -> absl::StatusOr<CudaDevices> {
       MCX_ASSIGN_OR_RETURN(const DriverApi* api, cuda_driver());
       int n = 0;
       MCX_RETURN_IF_ERROR(driver_status(*api, api->cuDeviceGetCount(&n), "cuDeviceGetCount"));
+      MCX_ASSIGN_OR_RETURN(const std::vector<int> ordinals, ordinals_to_open(n));
       CudaDevices list;
-      for (int i = 0; i < n; ++i) {
+      for (int i : ordinals) {
         MCX_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> d, CudaDevice::open(*api, i));
         list.push_back(std::move(d));
       }

@@ -47,19 +47,25 @@ JobOutput parse(const std::string& out) {
   return r;
 }
 
-// Runs collectives_worker under mcx-run; returns its output (ADD_FAILURE on a non-zero exit).
-JobOutput run_job(int n, int d, const std::string& mode, const Env& env = {}) {
+// Runs collectives_worker under mcx-run with `devices` (launcher flags giving each process its devices); returns its
+// output (ADD_FAILURE on a non-zero exit).
+JobOutput run_job_with(int n, const std::vector<std::string>& devices, const std::string& mode, const Env& env = {}) {
   Harness h;
   Env e = env;
   e["MCX_DEVICE_TIMEOUT_S"] = "20";
-  int r = h.spawn("mcx-run",
-                  {tool_path("mcx-run"), "-n", std::to_string(n), "--cpu-devices", std::to_string(d),
-                   "--init-timeout", "20", "--timeout", "60", "--grace-period", "1", "--", collectives_worker_path(),
-                   mode},
-                  e);
+  std::vector<std::string> args = {tool_path("mcx-run"), "-n", std::to_string(n)};
+  args.insert(args.end(), devices.begin(), devices.end());
+  for (const char* a : {"--init-timeout", "20", "--timeout", "60", "--grace-period", "1", "--"}) args.push_back(a);
+  args.push_back(collectives_worker_path());
+  args.push_back(mode);
+  int r = h.spawn("mcx-run", args, e);
   EXPECT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
   EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
   return parse(h.out(r) + h.err(r));
+}
+
+JobOutput run_job(int n, int d, const std::string& mode, const Env& env = {}) {
+  return run_job_with(n, {"--cpu-devices", std::to_string(d)}, mode, env);
 }
 
 struct Layout {
@@ -141,7 +147,14 @@ TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsFailAtOnce
   EXPECT_TRUE(named_both) << "no error named both programs and both processes:\n" << out.all;
 }
 
-TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
+Env with(Env a, const Env& b) {
+  for (const auto& [k, v] : b) a[k] = v;
+  return a;
+}
+
+// Three processes all-reducing in a loop (with `env`); one is killed with SIGKILL: the survivors' collective fails
+// within a second, thrown as that process's failure, and their devices keep working.
+void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env) {
   Harness h;
   const int n = 3;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
@@ -149,7 +162,7 @@ TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
   std::vector<int> procs;
   for (int id = 0; id < n; ++id) {
     procs.push_back(h.spawn("p" + std::to_string(id), {collectives_worker_path(), "kill"},
-                            Harness::worker_env(address, n, id, {{"MCX_DEVICE_TIMEOUT_S", "30"}})));
+                            Harness::worker_env(address, n, id, with(env, {{"MCX_DEVICE_TIMEOUT_S", "30"}}))));
   }
   for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
   h.proc(procs[2]).sub->signal(SIGKILL);
@@ -175,6 +188,10 @@ TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
     size_t at = o.find("SURVIVOR_ERROR ") + 15;
     EXPECT_LE(std::stoi(o.substr(at)), 1000) << h.dump(i);
   }
+}
+
+TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecond) {
+  expect_killed_peer_fails_the_survivors_within_a_second({});
 }
 
 // A stopped (SIGSTOP) peer closes no socket: only the coordination service notices, when its heartbeats stop.
@@ -209,6 +226,51 @@ TEST(CollectivesAcrossProcesses, StoppedPeerFailsTheSurvivorsWhenTheServiceDecla
   }
   h.proc(procs[2]).sub->signal(SIGKILL);
 }
+
+#ifdef MCX_TEST_FAKE_CUDA_DIR
+// The processes' default platform the (emulated) GPU: each process's GPUs given by mcx-run --gpus-per-process, the
+// collectives through host staging and the data plane. Two processes sharing one GPU (the lent machine's layout),
+// and two with two GPUs each on a host of two (so they share both).
+Env emulated_gpus(int gpus) {
+  return {{"MCX_CUDA_LIBRARY_PATH", MCX_TEST_FAKE_CUDA_DIR}, {"MCX_CUDA_KERNEL_TARGET", "host"},
+          {"MCX_PLATFORMS", "cuda"}, {"MCX_FAKE_CUDA_DEVICES", std::to_string(gpus)}, {"MCX_FAKE_CUDA_MEMORY_MB", "256"}};
+}
+
+TEST(CollectivesAcrossProcesses, EveryCollectiveOnEmulatedGpusSharingOneGpu) {
+  JobOutput out = run_job_with(2, {"--gpus-per-process", "1", "--gpus", "1"}, "all", emulated_gpus(1));
+  ASSERT_EQ(out.checks.size(), 2u) << out.all;
+  EXPECT_THAT(out.all, HasSubstr("collectives of GPU arrays run through host staging"));
+  for (int p = 0; p < 2; ++p) {
+    for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
+    EXPECT_EQ(out.checks[p]["device_put_across_processes"], "OK") << out.all;
+  }
+}
+
+TEST(CollectivesAcrossProcesses, EveryCollectiveOnEmulatedGpusTwoPerProcess) {
+  JobOutput out = run_job_with(2, {"--gpus-per-process", "2", "--gpus", "2"}, "all", emulated_gpus(2));
+  ASSERT_EQ(out.checks.size(), 2u) << out.all;
+  for (int p = 0; p < 2; ++p) {
+    for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
+  }
+}
+
+// The same kill with every process on the (emulated) GPU they share: the staged collectives fail as promptly.
+TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecondOnEmulatedGpus) {
+  expect_killed_peer_fails_the_survivors_within_a_second(with(emulated_gpus(1), {{"MCX_LOCAL_DEVICE_IDS", "0"}}));
+}
+
+// A GPU the process does not have is refused at initialize, naming it and what the process sees.
+TEST(CollectivesAcrossProcesses, AMissingGpuIsNamedAtInitialize) {
+  Harness h;
+  Env e = emulated_gpus(1);
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "2", "--gpus-per-process", "1", "--init-timeout", "10",
+                              "--timeout", "30", "--grace-period", "1", "--", collectives_worker_path(), "all"},
+                  e);
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(35000))) << h.dump(r);
+  EXPECT_NE(h.exit_code(r), 0);
+  EXPECT_THAT(h.out(r) + h.err(r), HasSubstr("GPU 1 does not exist; this process sees 1 GPUs")) << h.dump(r);
+}
+#endif
 
 }  // namespace
 }  // namespace mcx::mptest

@@ -40,6 +40,26 @@ TEST(McxRun, PrefixesEveryLineAndSetsTheEnvironment) {
   for (std::string line; std::getline(lines, line);) EXPECT_THAT(line, ::testing::MatchesRegex("\\[p[0-2]\\] .*"));
 }
 
+// --gpus-per-process G gives process i the GPUs i*G .. i*G+G-1 (MCX_LOCAL_DEVICE_IDS), modulo --gpus when the
+// host has fewer than N*G (processes then share GPUs); more GPUs per process than the host has is refused.
+TEST(McxRun, GivesEachProcessItsGpus) {
+  Harness h;
+  int r = h.spawn("mcx-run", run_args({"-n", "3", "--gpus-per-process", "2", "--gpus", "4"},
+                                      "echo ids=$MCX_LOCAL_DEVICE_IDS"));
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(10000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_THAT(h.out(r), HasSubstr("[p0] ids=0,1\n"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p1] ids=2,3\n"));
+  EXPECT_THAT(h.out(r), HasSubstr("[p2] ids=0,1\n"));  // shares with process 0
+  int alone = h.spawn("mcx-run", run_args({"-n", "2", "--gpus-per-process", "1"}, "echo ids=$MCX_LOCAL_DEVICE_IDS"));
+  ASSERT_TRUE(h.wait_exit(alone, milliseconds(10000))) << h.dump(alone);
+  EXPECT_THAT(h.out(alone), HasSubstr("[p1] ids=1\n"));  // without --gpus: one GPU each
+  int bad = h.spawn("mcx-run", run_args({"-n", "2", "--gpus-per-process", "2", "--gpus", "1"}, "true"));
+  ASSERT_TRUE(h.wait_exit(bad, milliseconds(10000))) << h.dump(bad);
+  EXPECT_EQ(h.exit_code(bad), 2);
+  EXPECT_THAT(h.err(bad), HasSubstr("--gpus-per-process 2 is more than the host's --gpus 1"));
+}
+
 TEST(McxRun, ReturnsTheFirstFailuresExitCodeAndEndsTheOthers) {
   Harness h;
   // p1 fails with 5 at once; p0 and p2 would run for 60 s.
