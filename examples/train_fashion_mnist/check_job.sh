@@ -17,6 +17,15 @@
 #     flight at the kill allowed to fail in save), while a save waiting for the dead process would take 120 s
 #     and fail; the job ends within 150 s (a few seconds on idle cores); the summary counts the failure, and
 #     the held-out accuracy is over all 10,000 images (split over the 2 live devices, or the 3 of the first run).
+#   check_job.sh gpu MCX_RUN TRAIN SERVE_MODEL DATA_DIR [FIRST_STEPS TOTAL_STEPS KILL_STEP]
+#     The main job on the GPU (MCX_PLATFORMS=cuda): 2 processes sharing GPU 0 (mcx-run --gpus-per-process 1
+#     --gpus 1 --recoverable), collectives through host staging; process 1 kills itself (SIGKILL) at KILL_STEP
+#     (default 10) and process 0 carries on to FIRST_STEPS (default 30), checkpointing GPU arrays every 10 steps
+#     and filling a compilation cache; the same job again resumes from the newest checkpoint with both processes,
+#     compiles no kernel (every executable read back from the cache), trains to TOTAL_STEPS (default 40) and
+#     exports the classifier; serve_model classifies the held-out set from it on the GPU and on the CPU, each
+#     with the job's accuracy. The caller's environment reaches every program (the device check's library path,
+#     or the stand-in driver's variables to run it emulated).
 # Exits 77 (skipped) when DATA_DIR has no Fashion-MNIST (scripts/fetch-fashion-mnist.sh).
 set -uo pipefail
 mode=$1
@@ -117,5 +126,34 @@ PY
       [ -f "$tmp/ckpt/$step/COMMIT" ] || fail "the checkpoint of step $step (after the failure) was not committed"
     done
     echo "check_job.sh: OK: process 2 killed ($mode); the survivors committed every later checkpoint" ;;
-  *) echo "check_job.sh: unknown mode '$mode' (resume|kill|early|save|restore)" >&2; exit 2 ;;
+  gpu)
+    mcx_run=$1 train=$2 serve=$3 data=$4 first=${5:-30} total=${6:-40} kill_at=${7:-10}
+    [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+    job=(env MCX_PLATFORMS=cuda "$mcx_run" -n 2 --gpus-per-process 1 --gpus 1 --recoverable --timeout 600 --
+         "$train" --model cnn --data "$data" --threads 1 --min-accuracy 0 --save-every 10
+         --checkpoint-dir "$tmp/ckpt" --compile-cache "$tmp/cache")
+    "${job[@]}" --steps "$first" --kill-process 1 --at-step "$kill_at" > "$tmp/first.log" 2>&1
+    rc=$?
+    grep -v '^\[coord\]' "$tmp/first.log"
+    [ $rc -eq 0 ] || fail "the first run: mcx-run exited $rc"
+    grep -q "collectives of GPU arrays run through host staging" "$tmp/first.log" || fail "no collective ran on the GPU"
+    grep -q "^\[p0\] .*1 process failure survived (lost {1})" "$tmp/first.log" || fail "process 0 did not survive process 1"
+    [ -f "$tmp/ckpt/$first/COMMIT" ] || fail "no committed checkpoint of step $first written from GPU arrays"
+    "${job[@]}" --steps "$total" --resume --export "$tmp/model.mcx" > "$tmp/second.log" 2>&1
+    rc=$?
+    grep -v '^\[coord\]' "$tmp/second.log"
+    [ $rc -eq 0 ] || fail "the resumed run: mcx-run exited $rc"
+    grep -q "^\[p0\] .*resuming from .* step $first " "$tmp/second.log" || fail "the second run did not resume from step $first"
+    grep -q "^\[p0\] .*first step done .*kernels: 0 compiled" "$tmp/second.log" || fail "the second run compiled kernels (a cold cache)"
+    acc=$(grep "^\[p0\]" "$tmp/second.log" | sed -n "s/.*summary: test acc \([0-9.]*\).*/\1/p" | tail -1)
+    [ -n "$acc" ] || fail "no accuracy in the resumed run's summary"
+    for platform in cuda cpu; do
+      MCX_PLATFORMS=$platform "$serve" --artifact "$tmp/model.mcx" --images "$data/t10k-images-idx3-ubyte.gz" \
+        --labels "$data/t10k-labels-idx1-ubyte.gz" > "$tmp/serve.$platform.log" 2>&1 || { cat "$tmp/serve.$platform.log"; fail "serve_model on $platform"; }
+      served=$(field "accuracy" "$tmp/serve.$platform.log")
+      echo "check_job.sh: served on $platform: accuracy $served"
+      [ "$served" = "$acc" ] || fail "serve_model on $platform: accuracy $served, the job's $acc"
+    done
+    echo "check_job.sh: OK: the job on the GPU survived the kill, resumed warm from step $first, served $acc on GPU and CPU" ;;
+  *) echo "check_job.sh: unknown mode '$mode' (resume|kill|early|save|restore|gpu)" >&2; exit 2 ;;
 esac

@@ -23,7 +23,9 @@ size_t export_classifier(const Tree& params, const PredictFn& predict, const std
     x = (x / 255.0f - kPixelMean) / kPixelStd;
     return predict(local, x);
   };
-  mcx::Exported exported = mcx::export_fn(classify, {.name = "fashion_classify"})(
+  // Recorded for both platforms (the program is the same IR for each, as JAX's multi-platform export): an artifact
+  // exported from a run on the GPU serves on a CPU and the other way round.
+  mcx::Exported exported = mcx::export_fn(classify, {.name = "fashion_classify", .platforms = {"cpu", "cuda"}})(
       mcx::AbstractValue{mcx::DType::kUInt8, mcx::symbolic_shape("b, 28, 28")});
   const std::string bytes = exported.serialize();
   std::ofstream out(path, std::ios::binary);
