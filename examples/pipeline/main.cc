@@ -1,6 +1,7 @@
 // pipeline: a two-stage model split across two processes (runtime-level pipeline parallelism).
 //
 //   mcx-run -n 2 -- pipeline --microbatches 8
+//   mcx-run -n 2 --gpus-per-process 1 -- pipeline --platform cuda
 //
 // Stage 1 runs on process 0's first device, stage 2 on process 1's. Each microbatch's activations go from
 // stage 1 to stage 2 with mcx::device_put between the two devices' shardings, which both processes call in
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -44,7 +47,11 @@ int main(int argc, char** argv) {
   app.add_option("--width", width, "hidden width")->check(CLI::Range(1, 1 << 14));
   app.add_option("--layers", layers, "dense layers per stage")->check(CLI::Range(1, 64));
   app.add_flag("--check-overlap", check_overlap, "exit 1 unless pipelining beats M x (stage 1 + stage 2)");
+  std::string platform;
+  app.add_option("--platform", platform, "run on this platform (cpu, cuda; as MCX_PLATFORMS)");
   CLI11_PARSE(app, argc, argv);
+  // The platform is chosen before anything makes the devices.
+  if (!platform.empty()) setenv("MCX_PLATFORMS", platform.c_str(), 1);
 
   try {
     mcx::distributed::initialize();

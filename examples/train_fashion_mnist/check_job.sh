@@ -18,7 +18,7 @@
 #     and fail; the job ends within 150 s (a few seconds on idle cores); the summary counts the failure, and
 #     the held-out accuracy is over all 10,000 images (split over the 2 live devices, or the 3 of the first run).
 #   check_job.sh gpu MCX_RUN TRAIN SERVE_MODEL DATA_DIR [FIRST_STEPS TOTAL_STEPS KILL_STEP]
-#     The main job on the GPU (MCX_PLATFORMS=cuda): 2 processes sharing GPU 0 (mcx-run --gpus-per-process 1
+#     The main job on the GPU (--platform cuda): 2 processes sharing GPU 0 (mcx-run --gpus-per-process 1
 #     --gpus 1 --recoverable), collectives through host staging; process 1 kills itself (SIGKILL) at KILL_STEP
 #     (default 10) and process 0 carries on to FIRST_STEPS (default 30), checkpointing GPU arrays every 10 steps
 #     and filling a compilation cache; the same job again resumes from the newest checkpoint with both processes,
@@ -129,8 +129,8 @@ PY
   gpu)
     mcx_run=$1 train=$2 serve=$3 data=$4 first=${5:-30} total=${6:-40} kill_at=${7:-10}
     [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
-    job=(env MCX_PLATFORMS=cuda "$mcx_run" -n 2 --gpus-per-process 1 --gpus 1 --recoverable --timeout 600 --
-         "$train" --model cnn --data "$data" --threads 1 --min-accuracy 0 --save-every 10
+    job=("$mcx_run" -n 2 --gpus-per-process 1 --gpus 1 --recoverable --timeout 600 --
+         "$train" --platform cuda --model cnn --data "$data" --threads 1 --min-accuracy 0 --save-every 10
          --checkpoint-dir "$tmp/ckpt" --compile-cache "$tmp/cache")
     "${job[@]}" --steps "$first" --kill-process 1 --at-step "$kill_at" > "$tmp/first.log" 2>&1
     rc=$?

@@ -490,7 +490,11 @@ int main(int argc, char** argv) {
   app.add_option("--compile-cache", cfg.compile_cache,
                  "persistent compilation cache directory: executables and generated kernels are written there, and "
                  "a later run reads them back instead of compiling (default: MCX_COMPILATION_CACHE_DIR, if set)");
+  std::string platform;
+  app.add_option("--platform", platform, "run on this platform (cpu, cuda; as MCX_PLATFORMS, which it sets)");
   CLI11_PARSE(app, argc, argv);
+  // The platform is chosen before anything makes the devices.
+  if (!platform.empty()) setenv("MCX_PLATFORMS", platform.c_str(), 1);
   try {
     return run(cfg);
   } catch (const std::exception& e) {

@@ -18,6 +18,7 @@
 #include "mcx/ir/spmd_rules.h"
 #include "tests/support/reference_eval.h"
 #include "tests/support/spmd_reference.h"
+#include "tests/support/partition_groups.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::cpu {
@@ -29,28 +30,7 @@ using ir::ValueId;
 using testing::HasSubstr;
 using V = std::vector<int64_t>;
 
-// One LocalGroup per distinct group vector, created on first use (as the runtime caches them).
-class Groups {
- public:
-  absl::StatusOr<Communicator*> member(std::span<const int64_t> group, int partition) {
-    std::lock_guard<std::mutex> lk(mu_);
-    V key(group.begin(), group.end());
-    auto it = groups_.find(key);
-    if (it == groups_.end()) {
-      std::vector<std::string> names;
-      for (int64_t p : key) names.push_back("p" + std::to_string(p));
-      it = groups_.emplace(key, std::make_unique<LocalGroup>(static_cast<int>(key.size()), names)).first;
-    }
-    for (size_t r = 0; r < key.size(); ++r)
-      if (key[r] == partition) return &it->second->member(static_cast<int>(r));
-    return absl::InvalidArgumentError("partition not in group");
-  }
-  size_t count() const { return groups_.size(); }
-
- private:
-  std::mutex mu_;
-  std::map<V, std::unique_ptr<LocalGroup>> groups_;
-};
+using Groups = test::PartitionGroups;
 
 struct SpmdRun {
   std::vector<absl::StatusOr<std::vector<Buffer>>> out;

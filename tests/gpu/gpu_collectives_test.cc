@@ -19,6 +19,7 @@
 #include "mcx/ir/spmd_rules.h"
 #include "mcx/platform/execution_context.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/support/partition_groups.h"
 #include "tests/support/test_util.h"
 
 namespace mcx::test {
@@ -28,28 +29,7 @@ using ir::OpKind;
 using ir::ValueId;
 using V = std::vector<int64_t>;
 
-// One LocalGroup per distinct group of partitions, made on first use (as the runtime's communicator cache does).
-class Groups {
- public:
-  absl::StatusOr<Communicator*> member(std::span<const int64_t> group, int partition) {
-    std::lock_guard<std::mutex> lock(mu_);
-    V key(group.begin(), group.end());
-    auto it = groups_.find(key);
-    if (it == groups_.end()) {
-      std::vector<std::string> names;
-      for (int64_t p : key) names.push_back("partition " + std::to_string(p));
-      it = groups_.emplace(key, std::make_unique<LocalGroup>(static_cast<int>(key.size()), names)).first;
-    }
-    for (size_t r = 0; r < key.size(); ++r) {
-      if (key[r] == partition) return &it->second->member(static_cast<int>(r));
-    }
-    return absl::InvalidArgumentError("partition not in its group");
-  }
-
- private:
-  std::mutex mu_;
-  std::map<V, std::unique_ptr<LocalGroup>> groups_;
-};
+using Groups = PartitionGroups;
 
 // Partition p of `program` on `platform`'s local device p % device_count, all at once; per partition its results
 // on the host, or its error. Partitions in `absent` never start (their peers must time out).

@@ -50,8 +50,8 @@ absl::StatusOr<DynamicLibrary> DynamicLibrary::open(std::span<const std::string>
       "; MCX_CUDA_LIBRARY_PATH adds folders): ", first_error));
 }
 
-absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what) {
-  const std::string names[] = {absl::StrCat("lib", std::string(stem), ".so.", CUDA_VERSION / 1000)};
+absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what, int soversion) {
+  const std::string names[] = {absl::StrCat("lib", std::string(stem), ".so.", soversion > 0 ? soversion : CUDA_VERSION / 1000)};
   std::vector<std::string> dirs;
   if (std::string_view(MCX_CUDA_TOOLKIT_LIBRARY_DIR).size() > 0) dirs.emplace_back(MCX_CUDA_TOOLKIT_LIBRARY_DIR);
   absl::StatusOr<DynamicLibrary> lib = DynamicLibrary::open(names, dirs);

@@ -38,9 +38,9 @@ class DynamicLibrary {
 };
 
 // The CUDA toolkit library `stem` of the CUDA major version mcx was built with ("nvJitLink" ->
-// libnvJitLink.so.13), looked for as above with the toolkit's library folder found at build time last. Errors
-// as open()'s, prefixed "no <what>: ".
-absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what);
+// libnvJitLink.so.13), or of its own `soversion` when it has one (NCCL: libnccl.so.2), looked for as above with
+// the toolkit's library folder found at build time last. Errors as open()'s, prefixed "no <what>: ".
+absl::StatusOr<DynamicLibrary> open_cuda_library(std::string_view stem, std::string_view what, int soversion = 0);
 
 // The folders of MCX_CUDA_LIBRARY_PATH, in order (empty when unset).
 std::vector<std::string> cuda_library_path();

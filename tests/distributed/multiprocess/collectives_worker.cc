@@ -13,7 +13,14 @@
 //                once with an error naming both programs, and the devices stay usable
 //   kill         every process runs all-reduces in a loop; the test kills one with SIGKILL, and the survivors
 //                must fail within a second with an error naming a process ("SURVIVOR_ERROR <ms> <message>")
+//   selfkill     as kill, but the last process kills itself (SIGKILL) after 50 all-reduces, so no harness needs
+//                its pid (scripts/device-check.sh runs it on the GPU)
+//   bandwidth    a 64 MiB float32 psum over one device per process, timed, against copying the same 64 MiB to the
+//                host and back on the device ("BANDWIDTH allreduce_ms <ms> roundtrip_ms <ms> ratio <roundtrip /
+//                allreduce>"): what a collective through host staging costs next to the copies it is made of
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -297,8 +304,9 @@ void run_mismatch(int pid, int g) {
   });
 }
 
-// All-reduces in a loop until one fails (the test kills a peer meanwhile).
-void run_kill(int g) {
+// All-reduces in a loop until one fails (the test kills a peer meanwhile, or, with self_kill, the last process
+// kills itself after 50 of them).
+void run_kill(int g, bool self_kill) {
   const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
   const mcx::Sharding rows = mcx::NamedSharding(mesh, mcx::P("i"));
   const mcx::Array x = make_input({static_cast<int64_t>(g) * 1024, 64}, rows, xval);
@@ -308,6 +316,11 @@ void run_kill(int g) {
   print_line("LOOPING");
   Clock::time_point last_ok = Clock::now();
   for (int i = 0; i < 1000000; ++i) {
+    if (self_kill && i == 50 && mcx::process_index() == mcx::process_count() - 1) {
+      print_line("KILLING SELF");
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
     try {
       f(x).block_until_ready();
       last_ok = Clock::now();
@@ -325,6 +338,39 @@ void run_kill(int g) {
   }
 }
 
+// Median milliseconds of `reps` runs of body (after one warm-up run).
+double median_ms(int reps, const std::function<void()>& body) {
+  body();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    body();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// A 64 MiB psum over the job's devices against a 64 MiB round trip to the host on this process's first device.
+void run_bandwidth(int g) {
+  constexpr int64_t kElements = int64_t{16} << 20;  // 64 MiB of float32 per device
+  const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
+  const mcx::Array x = make_input({static_cast<int64_t>(g) * 1024, kElements / 1024}, mcx::NamedSharding(mesh, mcx::P("i")),
+                                  [](int64_t r, int64_t c) { return static_cast<double>((r + c) % 7); });
+  auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P("i")},
+                          "psum_64mib");
+  const double allreduce = median_ms(5, [&] { f(x).block_until_ready(); });
+  const mcx::Device& device = mcx::local_devices().front();
+  const mcx::Buffer host = x.addressable_shards().front().data.to_host();
+  const double roundtrip = median_ms(5, [&] {
+    mcx::Array on_device = mcx::device_put(mcx::Array(host), device);
+    on_device.block_until_ready();
+    (void)on_device.addressable_shards().front().data.to_host();
+  });
+  print_line(absl::StrCat("BANDWIDTH allreduce_ms ", allreduce, " roundtrip_ms ", roundtrip, " ratio ",
+                          roundtrip / allreduce));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -335,7 +381,7 @@ int main(int argc, char** argv) {
   const bool in_job = cluster.ok() && cluster->has_value();
   try {
     mcx::distributed::InitializeOptions options;
-    if (mode == "kill") {
+    if (mode == "kill" || mode == "selfkill") {
       // The control plane reports the killed peer too; keep running so the data plane's error is observed.
       options.on_failure = [](const mcx::distributed::TaskFailure& f) {
         print_line(absl::StrCat("NOTE control plane: task ", f.task, " failed"));
@@ -353,8 +399,10 @@ int main(int argc, char** argv) {
     run_all(n, g);
   } else if (mode == "mismatch") {
     run_mismatch(mcx::process_index(), g);
-  } else if (mode == "kill") {
-    run_kill(g);
+  } else if (mode == "kill" || mode == "selfkill") {
+    run_kill(g, mode == "selfkill");
+  } else if (mode == "bandwidth") {
+    run_bandwidth(g);
   } else {
     print_line("CHECK mode FAIL unknown mode " + mode);
     return 2;
