@@ -87,9 +87,10 @@ std::string encode_devices(const std::vector<TopologyDevice>& devices) {
 
 absl::Status decode_devices(int process, const std::string& text, Topology& topo) {
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    // "<local id> <platform> <kind>", the kind to the end of the line (it may hold spaces: "NVIDIA H200").
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(' ', 2));
     int local;
-    if (f.size() != 3 || !absl::SimpleAtoi(f[0], &local)) {
+    if (f.size() != 3 || f[2].empty() || !absl::SimpleAtoi(f[0], &local)) {
       return absl::DataLossError(absl::StrCat("[initialize] malformed device list published by process ", process,
                                               ": '", std::string(line), "'"));
     }

@@ -50,6 +50,12 @@ class Platform {
   // the host (the CPU's): then the runtime makes as many as configured (set_cpu_device_count,
   // MCX_CPU_DEVICE_COUNT).
   virtual std::optional<int> device_count() const { return std::nullopt; }
+  // What local device `local_device` is, for Device::kind (as JAX's device_kind): "NVIDIA H200" for a GPU. Default:
+  // the platform's name.
+  virtual std::string device_kind(int local_device) const {
+    (void)local_device;
+    return std::string(name());
+  }
 
   // Everything besides the program that decides what compile() makes of it (compile options, serialisation
   // format, code generator target), as named components in a fixed order: part of every key under which

@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
                topo->process_index, client->local_devices.size(), count, client->local_devices.size());
     }
   } else {
-    for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, name, name});
+    for (int i = 0; i < count; ++i) client->devices.push_back(Device{i, 0, i, name, primary.device_kind(i)});
     client->local_devices = client->devices;
   }
   client->by_platform.push_back({name, &primary, client->local_devices});
@@ -133,7 +133,9 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
     const std::string other(platforms[p]->name());
     std::vector<Device> local;
     const int n = platforms[p]->device_count().value_or(virtual_count);
-    for (int i = 0; i < n; ++i) local.push_back(Device{next_id++, client->process_index, i, other, other});
+    for (int i = 0; i < n; ++i) {
+      local.push_back(Device{next_id++, client->process_index, i, other, platforms[p]->device_kind(i)});
+    }
     client->by_platform.push_back({other, platforms[p], std::move(local)});
   }
   for (const Client::PlatformDevices& p : client->by_platform) {
@@ -232,7 +234,7 @@ absl::StatusOr<std::vector<TopologyDevice>> describe_local_devices(const std::op
   }
   std::vector<TopologyDevice> out;
   const std::string name(primary.name());
-  for (int i = 0; i < count; ++i) out.push_back(TopologyDevice{0, 0, i, name, name});
+  for (int i = 0; i < count; ++i) out.push_back(TopologyDevice{0, 0, i, name, primary.device_kind(i)});
   return out;
 }
 

@@ -44,7 +44,7 @@ struct Device {
   int process_index = 0;   // the controller process that owns it
   int local_id = 0;        // index among this process's devices
   std::string platform = "cpu";
-  std::string kind = "cpu";
+  std::string kind = "cpu";  // the platform's device_kind: "cpu", "NVIDIA H200"
 
   std::string to_string() const;  // "cpu:0"
   bool is_addressable() const;    // process_index == mcx::process_index()

@@ -67,6 +67,12 @@ class CudaPlatform final : public Platform {
     return d.ok() ? static_cast<int>((*d)->size()) : 0;
   }
 
+  std::string device_kind(int local_device) const override {
+    absl::StatusOr<const CudaDevices*> d = devices();
+    if (!d.ok() || local_device < 0 || local_device >= static_cast<int>((*d)->size())) return std::string(name());
+    return (*(*d))[local_device]->info().name;
+  }
+
   // The devices' architecture, the driver's and the toolkit's CUDA versions, the PTX assembler's version, the
   // LLVM that generates the kernels and a digest of the generator's sources.
   std::vector<KeyComponent> compile_key() const override {

@@ -20,6 +20,8 @@ TEST(FakeDriverRuntime, TheGpuIsADeviceBesideTheCpuDefault) {
   EXPECT_EQ(gpus[0].platform, "cuda");
   EXPECT_EQ(gpus[0].local_id, 0);
   EXPECT_EQ(gpus[0].to_string(), "cuda:" + std::to_string(gpus[0].global_id));
+  EXPECT_EQ(gpus[0].kind, "mcx fake GPU");  // the driver's name for it, as JAX's device_kind
+  EXPECT_EQ(local_devices("cpu")[0].kind, "cpu");
 }
 
 TEST(FakeDriverRuntime, ArraysMoveToTheGpuAndBackAsGuardedTransfers) {
