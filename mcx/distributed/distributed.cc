@@ -200,6 +200,35 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
     }
     c.local_device_ids = std::move(parsed);
   }
+  if (!c.local_device_ids) {
+    std::optional<int> per = o.gpus_per_process;
+    if (!per) {
+      if (auto g = env_get(env, "MCX_GPUS_PER_PROCESS")) {
+        int v;
+        if (!absl::SimpleAtoi(*g, &v)) {
+          return absl::InvalidArgumentError(absl::StrCat("[initialize] MCX_GPUS_PER_PROCESS='", *g, "' is not an integer"));
+        }
+        per = v;
+      }
+    }
+    if (per) {
+      if (*per < 1) return absl::InvalidArgumentError(absl::StrCat("[initialize] gpus_per_process must be >= 1, got ", *per));
+      if (!detected) {
+        absl::StatusOr<std::optional<ClusterInfo>> d = detect_cluster(env, method);
+        if (!d.ok()) return d.status();
+        detected = *d;
+      }
+      if (!detected || !detected->local_process_id) {
+        return absl::InvalidArgumentError(
+            "[initialize] gpus_per_process (MCX_GPUS_PER_PROCESS) needs the process's index on its host, which no "
+            "cluster launcher reported (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID); name the GPUs with "
+            "local_device_ids (MCX_LOCAL_DEVICE_IDS) instead");
+      }
+      std::vector<int> ids;
+      for (int k = 0; k < *per; ++k) ids.push_back(*detected->local_process_id * *per + k);
+      c.local_device_ids = std::move(ids);
+    }
+  }
   if (c.local_device_ids && c.local_device_ids->empty()) {
     return absl::InvalidArgumentError("[initialize] local_device_ids is empty; expected at least one device id");
   }

@@ -20,6 +20,7 @@
 //
 // Environment variables (explicit options win): MCX_COORDINATOR_ADDRESS, MCX_NUM_PROCESSES,
 // MCX_PROCESS_ID, MCX_COORDINATOR_BIND_ADDRESS, MCX_STANDALONE_COORDINATOR=1, MCX_LOCAL_DEVICE_IDS ("0,1"),
+// MCX_GPUS_PER_PROCESS,
 // MCX_CPU_DEVICE_COUNT, MCX_INIT_TIMEOUT (seconds), MCX_HEARTBEAT_INTERVAL / MCX_HEARTBEAT_TIMEOUT /
 // MCX_SHUTDOWN_TIMEOUT (seconds), MCX_RECOVERABLE=1, MCX_COORDINATOR_RECONNECT_TIMEOUT (seconds),
 // MCX_CLUSTER_DETECTION, and the mTLS ones (mtls.h).
@@ -49,6 +50,11 @@ struct InitializeOptions {
   // CUDA_VISIBLE_DEVICES leaves them; CPU: their count is what counts). Default: MCX_LOCAL_DEVICE_IDS, else every
   // GPU the process sees, or cpu_device_count CPU devices.
   std::optional<std::vector<int>> local_device_ids;
+  // Without local_device_ids: G GPUs per process taken by the process's index on its host, as a cluster launcher
+  // reports it (mpirun: OMPI_COMM_WORLD_LOCAL_RANK, srun: SLURM_LOCALID): local index i gets GPUs i*G .. i*G+G-1.
+  // Default MCX_GPUS_PER_PROCESS. (srun --gpus-per-task sets each task's CUDA_VISIBLE_DEVICES itself: then every
+  // GPU a process sees is its own, the default.)
+  std::optional<int> gpus_per_process;
   std::optional<int> cpu_device_count;  // default MCX_CPU_DEVICE_COUNT (set_cpu_device_count), else 1
   std::optional<std::string> bind_address;  // where process 0 serves; default "[::]:<port>"
   std::optional<bool> standalone_coordinator;  // true: nobody hosts the service here

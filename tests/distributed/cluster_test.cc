@@ -137,5 +137,27 @@ TEST(ResolveConfig, LocalDeviceIdsFromOptionsOrTheEnvironment) {
   EXPECT_THAT(resolve_config(o, env).status().message(), HasSubstr("local_device_ids is empty"));
 }
 
+// Under a cluster launcher, MCX_GPUS_PER_PROCESS=G gives the process with local index i (mpirun's
+// OMPI_COMM_WORLD_LOCAL_RANK, srun's SLURM_LOCALID) GPUs i*G .. i*G+G-1; without a local index it is refused.
+TEST(ResolveConfig, GpusPerProcessFollowTheLaunchersLocalIndex) {
+  EnvMap slurm = {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}, {"SLURM_LOCALID", "1"},
+                  {"SLURM_STEP_NODELIST", "n1"}, {"MCX_GPUS_PER_PROCESS", "2"}};
+  EXPECT_EQ(resolve_config(InitializeOptions{}, slurm)->local_device_ids, std::vector<int>({2, 3}));
+  EnvMap ompi = {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                 {"OMPI_MCA_orte_hnp_uri", "1718681600.0;tcp://10.1.2.3:44551"}};
+  InitializeOptions one;
+  one.gpus_per_process = 1;
+  EXPECT_EQ(resolve_config(one, ompi)->local_device_ids, std::vector<int>({2}));
+  slurm["MCX_LOCAL_DEVICE_IDS"] = "0";  // explicit ids win
+  EXPECT_EQ(resolve_config(InitializeOptions{}, slurm)->local_device_ids, std::vector<int>({0}));
+  EnvMap plain = {{"MCX_COORDINATOR_ADDRESS", "h:1"}, {"MCX_NUM_PROCESSES", "2"}, {"MCX_PROCESS_ID", "1"},
+                  {"MCX_GPUS_PER_PROCESS", "1"}};
+  EXPECT_THAT(resolve_config(InitializeOptions{}, plain).status().message(),
+              HasSubstr("needs the process's index on its host"));
+  slurm.erase("MCX_LOCAL_DEVICE_IDS");
+  slurm["MCX_GPUS_PER_PROCESS"] = "0";
+  EXPECT_THAT(resolve_config(InitializeOptions{}, slurm).status().message(), HasSubstr("gpus_per_process must be >= 1"));
+}
+
 }  // namespace
 }  // namespace mcx::distributed
