@@ -67,9 +67,17 @@ absl::StatusOr<std::string> make_tmp_dir(const SaveJob& job) {
 
 // Every process: its shard files (written, hashed and fsynced on job.threads threads) and its fragment.
 absl::Status write_owned(const SaveJob& job, const std::string& dir, int process) {
+  // Shards still on a device (an asynchronous save) are copied to the host here, off the training step.
+  std::vector<Buffer> host(job.owned.size());
+  const absl::Time deadline = absl::Now() + job.timeout;
+  for (size_t k = 0; k < job.owned.size(); ++k) {
+    MCX_ASSIGN_OR_RETURN(host[k], job.owned[k].host_data(deadline));
+  }
   std::vector<ShardFile> files;
   files.reserve(job.owned.size());
-  for (const OwnedShard& s : job.owned) files.push_back({dir + "/" + shard_file_name(s.leaf, s.shard), &s.data});
+  for (size_t k = 0; k < job.owned.size(); ++k) {
+    files.push_back({dir + "/" + shard_file_name(job.owned[k].leaf, job.owned[k].shard), &host[k]});
+  }
   MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads, job.durable));
   for (size_t k = 0; k < entries.size(); ++k) {
     entries[k].leaf = job.owned[k].leaf;

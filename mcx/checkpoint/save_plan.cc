@@ -42,6 +42,13 @@ absl::StatusOr<std::vector<PlannedLeaf>> plan_save(const TreeDef& def, const std
   return plan;
 }
 
+absl::StatusOr<Buffer> OwnedShard::host_data(absl::Time deadline) const {
+  if (!pending.has_value()) return data;
+  absl::StatusOr<Buffer> copied = pending->await(deadline);
+  pending.reset();
+  return copied;
+}
+
 absl::StatusOr<std::vector<OwnedShard>> owned_shards(const std::vector<PlannedLeaf>& plan,
                                                      const std::vector<Array>& leaves, bool copy) {
   const int me = process_index();
@@ -60,8 +67,18 @@ absl::StatusOr<std::vector<OwnedShard>> owned_shards(const std::vector<PlannedLe
                                                 s.owner.to_string(), " should hold the box ", s.box.to_string(),
                                                 " but this process has no shard on it"));
       }
+      // An asynchronous save leaves device memory (a buffer not ready yet, or ready off the host) to the writer.
+      const bool on_host = held->data->is_ready() && [&] {
+        absl::StatusOr<std::shared_ptr<const DeviceBuffer>> d = held->data->await_device();
+        return d.ok() && (*d)->host_buffer() != nullptr;
+      }();
+      if (copy && !on_host) {
+        MCX_ASSIGN_OR_RETURN(ReadLease lease, held->data->lease_read());
+        out.push_back({static_cast<int>(i), static_cast<int>(j), Buffer(), std::move(lease)});
+        continue;
+      }
       MCX_ASSIGN_OR_RETURN(Buffer b, held->buffer());
-      out.push_back({static_cast<int>(i), static_cast<int>(j), copy ? b.copy() : b});
+      out.push_back({static_cast<int>(i), static_cast<int>(j), copy ? b.copy() : b, std::nullopt});
     }
   }
   return out;

@@ -1,11 +1,14 @@
 // The public API on the GPU, emulated (the stand-in driver running host-compiled kernels,
 // MCX_CUDA_KERNEL_TARGET=host, with MCX_PLATFORMS=cuda,cpu: the GPU is the default device): jit, grad, vmap,
-// control flow and an exported function called on GPU arrays, each against the same computation on the CPU.
+// control flow and an exported function called on GPU arrays, each against the same computation on the CPU; an
+// asynchronous checkpoint of GPU arrays.
 // What only a real GPU shows is the gpu label's (docs/gpu.md).
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/mcx.h"
+#include "tests/support/temp_dir.h"
 
 namespace mcx {
 namespace {
@@ -69,6 +72,26 @@ TEST(EmulatedGpuApi, AnExportedFunctionRunsOnGpuArrays) {
   ASSERT_EQ(on_gpu.size(), 1u);
   EXPECT_EQ(on_gpu[0].sharding().device_set()[0].platform, "cuda");
   expect_close(on_gpu[0], on_cpu[0], 1e-6);
+}
+
+// save_async leaves GPU shards on the device (a registered read) and the writer copies them to the host; the
+// arrays given to the next step, donated or not, and the restored ones (back on the GPU) hold the saved values.
+TEST(EmulatedGpuApi, AnAsynchronousCheckpointOfGpuArraysIsCopiedByItsWriter) {
+  test::TempDir dir;
+  const Array w = device_put(values({64, 32}, 0.5f, 0.2f), default_device());
+  const Array b = device_put(values({32}, 0.1f, 0.9f), default_device());
+  const Buffer w_host = w.to_host(), b_host = b.to_host();
+  checkpoint::CheckpointManager ckpt(dir.path());
+  ckpt.save_async(1, std::vector<Array>{w, b});
+  auto step = jit([](const Array& p) { return p * 2.0f; }, {.donate_argnums = {0}});
+  const Array doubled = step(w);  // w donated while the save may still be reading it
+  ckpt.wait();
+  const std::vector<Array> restored = ckpt.restore(1, std::vector<Array>{doubled, b});
+  EXPECT_EQ(restored[0].sharding().device_set()[0].platform, "cuda");
+  EXPECT_TRUE(restored[0].to_host().bitwise_equal(w_host));
+  EXPECT_TRUE(restored[1].to_host().bitwise_equal(b_host));
+  const Buffer d = doubled.to_host();
+  for (int64_t i = 0; i < d.num_elements(); ++i) ASSERT_EQ(d.data<float>()[i], 2.0f * w_host.data<float>()[i]);
 }
 
 }  // namespace
