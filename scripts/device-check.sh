@@ -104,6 +104,12 @@ PY
     echo "device-check: glibc $(ldd --version | head -1 | awk '{print $NF}')"
     status=0
     summary=()
+    # Each result is printed (and appended to $logs/summary.txt) when it is known, so a run cut short by the
+    # machine's time limit still shows what it reached; the whole summary is printed again at the end.
+    record() {
+      summary+=("$1")
+      echo "device-check: $1" | tee -a "$logs/summary.txt"
+    }
     # One binary holds both: the CUDA unit tests (no GPU needed; one may skip) and the gpu label (none may skip).
     for part in cuda gpu; do
       filter='-*Gpu*'
@@ -116,7 +122,7 @@ PY
       passed=$(grep -c '^\[       OK \]' "$logs/$t.log" || true)
       failed=$(grep -c '^\[  FAILED  \].*(' "$logs/$t.log" || true)
       skipped=$(grep -c '^\[  SKIPPED \].*(' "$logs/$t.log" || true)
-      summary+=("$t: rc $rc, $passed passed, $failed failed, $skipped skipped")
+      record "$t: rc $rc, $passed passed, $failed failed, $skipped skipped"
       grep -E '^\[  (FAILED|SKIPPED) \].*\(|^\[gpu\]|^\[cuda codegen\]|Failure|no usable CUDA' "$logs/$t.log" | head -40 || true
       [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 -o "$part" = cuda ] || status=1
     done
@@ -126,9 +132,9 @@ PY
     accuracy() { { grep -oE "$2 [0-9.]+" "$1" 2>/dev/null || true; } | tail -1 | awk '{print $NF}'; }
     compare() {  # name, cpu accuracy, gpu accuracy
       if [ -n "$2" ] && [ -n "$3" ] && python3 -c "import sys; sys.exit(0 if abs($2 - $3) <= 0.005 else 1)"; then
-        summary+=("$1: cpu $2, gpu $3: within 0.5%")
+        record "$1: cpu $2, gpu $3: within 0.5%"
       else
-        summary+=("$1: cpu ${2:-none}, gpu ${3:-none}: NOT within 0.5%")
+        record "$1: cpu ${2:-none}, gpu ${3:-none}: NOT within 0.5%"
         status=1
       fi
     }
@@ -158,9 +164,9 @@ PY
       served=$(accuracy "$logs/serve_model.log" 'accuracy')
       trained=$(accuracy "$logs/train_fashion_mnist.cuda.log" 'summary: test acc')
       if [ "$rc" -eq 0 ] && [ -n "$served" ] && [ -n "$trained" ] && python3 -c "import sys; sys.exit(0 if abs($served - $trained) <= 0.001 else 1)"; then
-        summary+=("serve_model on the GPU: accuracy $served (the training run's $trained)")
+        record "serve_model on the GPU: accuracy $served (the training run's $trained)"
       else
-        summary+=("serve_model on the GPU: rc $rc, accuracy ${served:-none} (the training run's ${trained:-none})"); status=1
+        record "serve_model on the GPU: rc $rc, accuracy ${served:-none} (the training run's ${trained:-none})"; status=1
       fi
       # The CNN's first step on the GPU with an empty, then a filled compilation cache (reported, not gated).
       rm -rf "$logs/cache"
@@ -171,12 +177,12 @@ PY
       cold=$(accuracy "$logs/first_step.cold.log" 'first step done')
       warm=$(accuracy "$logs/first_step.warm.log" 'first step done')
       if [ -n "$cold" ] && [ -n "$warm" ]; then
-        summary+=("CNN first step on the GPU: cold cache ${cold} s, warm ${warm} s ($(python3 -c "print(f'{$cold / max($warm, 1e-9):.1f}')")x)")
+        record "CNN first step on the GPU: cold cache ${cold} s, warm ${warm} s ($(python3 -c "print(f'{$cold / max($warm, 1e-9):.1f}')")x)"
       else
-        summary+=("CNN first step on the GPU: not measured (logs first_step.*.log)"); status=1
+        record "CNN first step on the GPU: not measured (logs first_step.*.log)"; status=1
       fi
     else
-      summary+=("train_fashion_mnist: no $fashion (bash scripts/fetch-fashion-mnist.sh)"); status=1
+      record "train_fashion_mnist: no $fashion (bash scripts/fetch-fashion-mnist.sh)"; status=1
     fi
     # The multi-process part: processes sharing the one GPU (collectives through host staging and the data plane).
     if [ "${MCX_DEVICE_CHECK_MULTIPROCESS:-1}" = 1 ]; then
@@ -193,7 +199,7 @@ PY
       set -e
       ok=$(grep -c ' CHECK .* OK$' "$logs/collectives.log" || true)
       bad=$(grep -c ' CHECK .* FAIL' "$logs/collectives.log" || true)
-      summary+=("2 processes on one GPU, every collective: rc $rc, $ok checks OK, $bad failed")
+      record "2 processes on one GPU, every collective: rc $rc, $ok checks OK, $bad failed"
       grep ' CHECK .* FAIL' "$logs/collectives.log" | head -10 || true
       [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ok" -gt 0 ] || status=1
       set +e
@@ -204,29 +210,29 @@ PY
         line=$(grep "^\[p$p\] SURVIVOR_ERROR" "$logs/selfkill.log" | head -1)
         ms=$(echo "$line" | awk '{print $3}')
         if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2)"; then kill_ok=0; fi
-        summary+=("SIGKILL of process 2: process $p's collective failed after ${ms:-never} ms")
+        record "SIGKILL of process 2: process $p's collective failed after ${ms:-never} ms"
       done
       [ "$kill_ok" = 1 ] || { status=1; grep -E 'SURVIVOR|KILLING' "$logs/selfkill.log" | head -5 || true; }
       set +e
       mp bandwidth.log 2 -- "$bin/collectives_worker" bandwidth
       set -e
-      summary+=("64 MiB all-reduce, 2 processes on one GPU: $(grep '^\[p0\] BANDWIDTH' "$logs/bandwidth.log" | cut -d' ' -f3- || echo 'not measured')")
+      record "64 MiB all-reduce, 2 processes on one GPU: $(grep '^\[p0\] BANDWIDTH' "$logs/bandwidth.log" | cut -d' ' -f3- || echo 'not measured')"
       if [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
         set +e
         timeout 420 bash "$bin/check_job.sh" gpu "$bin/mcx-run" "$bin/train_fashion_mnist" "$bin/serve_model" "$fashion" \
           > "$logs/gpu_job.log" 2>&1
         rc=$?
         set -e
-        summary+=("the main job on the GPU (2 processes, kill, warm resume, export, serve on GPU and CPU): rc $rc, $(grep 'check_job.sh: \(OK\|FAILED\)' "$logs/gpu_job.log" | tail -1)")
+        record "the main job on the GPU (2 processes, kill, warm resume, export, serve on GPU and CPU): rc $rc, $(grep 'check_job.sh: \(OK\|FAILED\)' "$logs/gpu_job.log" | tail -1)"
         [ "$rc" -eq 0 ] || status=1
       fi
     fi
     if [ "${MCX_DEVICE_CHECK_BENCH:-1}" = 1 ]; then
       set +e
-      MCX_PLATFORMS=cpu,cuda timeout 240 "$root/mcx/bin/bench_gpu" --repeats 10 --warmup 2 > "$logs/bench_gpu.jsonl" 2> "$logs/bench_gpu.log"
+      MCX_PLATFORMS=cpu,cuda timeout 150 "$root/mcx/bin/bench_gpu" --repeats 10 --warmup 2 > "$logs/bench_gpu.jsonl" 2> "$logs/bench_gpu.log"
       rc=$?
       set -e
-      summary+=("bench_gpu: rc $rc, $(grep -c '"ratio"' "$logs/bench_gpu.jsonl" || true) comparisons")
+      record "bench_gpu: rc $rc, $(grep -c '"ratio"' "$logs/bench_gpu.jsonl" || true) comparisons"
       python3 - "$logs/bench_gpu.jsonl" <<'PY' || true
 import json, sys
 for line in open(sys.argv[1]):
