@@ -1,7 +1,8 @@
 // The plan a CudaExecutable runs (cuda_executable.h), private to the CUDA backend: plan_program turns a program
 // into steps over slots (the program's values, then temporaries the plan adds) and the kernels they launch,
 // which CudaExecutable::compile generates and CudaExecutable::deserialize reads back instead. The platform-
-// neutral decision of what fuses is kernelgen's (element_groups.h); what runs as which kernel is here.
+// neutral decision of what fuses is kernelgen's (element_groups.h); what runs as which kernel is here, each op
+// family in its own file (cuda_plan_steps.h).
 // Thread-safety: plain data; plan_program is thread-safe.
 #pragma once
 
