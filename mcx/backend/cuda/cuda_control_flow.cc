@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cuda/cuda_executable.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 
@@ -23,12 +24,6 @@ Buffers concat(std::span<const std::shared_ptr<const CudaDeviceBuffer>> a,
   Buffers out(a.begin(), a.end());
   out.insert(out.end(), b.begin(), b.end());
   return out;
-}
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
 }
 
 // One run of a region. Its waits get the enclosing execution's deadline or, when that is nearer, the device
@@ -100,7 +95,7 @@ absl::StatusOr<Buffers> run_scan(const ControlFlowOp& op, std::span<const std::s
   for (size_t j = nc; j < out_types.size(); ++j) {
     MCX_ASSIGN_OR_RETURN(std::vector<int64_t> dims, to_concrete(out_types[j].shape));
     dims.insert(dims.begin(), s.length);
-    const size_t bytes = static_cast<size_t>(count(dims)) * dtype_size(out_types[j].dtype);
+    const size_t bytes = static_cast<size_t>(product(dims)) * dtype_size(out_types[j].dtype);
     MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> y, DeviceMemory::allocate(device, bytes));
     ys.push_back(std::move(y));
     y_dims.push_back(std::move(dims));
@@ -110,7 +105,7 @@ absl::StatusOr<Buffers> run_scan(const ControlFlowOp& op, std::span<const std::s
     Buffers args = carries;
     for (const auto& x : xs) {  // row t of x, copied
       std::vector<int64_t> dims(x->dims().begin() + 1, x->dims().end());
-      const size_t bytes = static_cast<size_t>(count(dims)) * dtype_size(x->dtype());
+      const size_t bytes = static_cast<size_t>(product(dims)) * dtype_size(x->dtype());
       MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> row, DeviceMemory::allocate(device, bytes));
       MCX_RETURN_IF_ERROR(copy(device, row->address(), x->address() + t * bytes, bytes));
       args.push_back(std::make_shared<CudaDeviceBuffer>(x->dtype(), std::move(dims), std::move(row)));
@@ -121,7 +116,7 @@ absl::StatusOr<Buffers> run_scan(const ControlFlowOp& op, std::span<const std::s
     for (int i = 0; i < nc; ++i) carries[i] = (*out)[i];
     for (size_t j = 0; j < ys.size(); ++j) {
       const CudaDeviceBuffer& row = *(*out)[nc + j];
-      const size_t bytes = static_cast<size_t>(count(row.dims())) * dtype_size(row.dtype());
+      const size_t bytes = static_cast<size_t>(product(row.dims())) * dtype_size(row.dtype());
       MCX_RETURN_IF_ERROR(copy(device, ys[j]->address() + t * bytes, row.address(), bytes));
     }
   }

@@ -8,6 +8,7 @@
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
 #include "mcx/backend/cuda/staged_spmd.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/byte_io.h"
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
@@ -22,12 +23,6 @@ using ir::ValueId;
 namespace {
 
 using Plan = CudaExecutable::Plan;
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // What cuModuleLoadData is given for host bitcode, which does not state its own length: "MCXHOSTK", the length
 // (u64, little-endian), the bitcode.
@@ -255,7 +250,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
       values[st.value] = values[st.source];
     } else if (st.allocate_outputs) {
       for (ValueId o : st.outputs) {
-        const size_t bytes = static_cast<size_t>(count(plan_->dims[o])) * dtype_size(plan_->dtypes[o]);
+        const size_t bytes = static_cast<size_t>(product(plan_->dims[o])) * dtype_size(plan_->dtypes[o]);
         MCX_ASSIGN_OR_RETURN(values[o], DeviceMemory::allocate(device, bytes));
       }
     }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/backend/cuda/cuda_plan_steps.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/control_flow.h"
@@ -56,12 +57,6 @@ ElementKernelSpec transpose_copy(DType dtype, const std::vector<int64_t>& src, c
   spec.nodes = {kernelgen::ElementNode{OpKind::kConvert, dtype, dtype, {0}}};
   spec.outputs = {0};
   return spec;
-}
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
 }
 
 // A contiguous copy of an array of dims (the start of an op computed in place over a copy of its operand).
@@ -135,7 +130,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
       }
       step.kernel = static_cast<int>(specs.size());
       step.inputs = leaves;
-      step.n = count(spec.dims);
+      step.n = product(spec.dims);
       specs.push_back(std::move(spec));
     } else {
       switch (in.kind) {
@@ -162,14 +157,14 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           step.kernel = static_cast<int>(specs.size());
           step.inputs = {in.operands[0], in.operands[1]};
           step.outputs = {v};
-          step.n = count(plan->dims[v]) / 2;  // pairs
+          step.n = product(plan->dims[v]) / 2;  // pairs
           specs.push_back(codegen::ThreefryKernelSpec{});
           break;
         case OpKind::kIota: {
           MCX_ASSIGN_OR_RETURN(const int64_t dimension, in.attrs.get_int("dimension"));
           step.kernel = static_cast<int>(specs.size());
           step.outputs = {v};
-          step.n = count(plan->dims[v]);
+          step.n = product(plan->dims[v]);
           specs.push_back(IotaKernelSpec{in.type.dtype, plan->dims[v], dimension});
           break;
         }

@@ -1,6 +1,7 @@
 #include "mcx/backend/cuda/cuda_plan_steps.h"
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/error.h"
 
@@ -68,7 +69,7 @@ absl::StatusOr<Plan::Step> plan_indexing(PlanBuilder& b, int i) {
       out.leaves = {ElementKernelLeaf{DType::kInt32, {l.inner * padded, 1, padded}, 0}};
       out.nodes = {kernelgen::ElementNode{OpKind::kConvert, DType::kInt32, DType::kInt32, {0}}};
       out.outputs = {0};
-      step = b.kernel_step(std::move(out), {perm}, {v}, count(b.plan.dims[v]));
+      step = b.kernel_step(std::move(out), {perm}, {v}, product(b.plan.dims[v]));
       break;
     }
     case OpKind::kCumsum: {
@@ -82,18 +83,18 @@ absl::StatusOr<Plan::Step> plan_indexing(PlanBuilder& b, int i) {
     case OpKind::kTake: {
       const std::vector<int64_t>& xd = b.plan.dims[in.operands[0]];
       step = b.kernel_step(codegen::TakeKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0],
-                                                   xd[0] == 0 ? 1 : count(xd) / xd[0]},
-                           {in.operands[0], in.operands[1]}, {v}, count(b.plan.dims[v]));
+                                                   xd[0] == 0 ? 1 : product(xd) / xd[0]},
+                           {in.operands[0], in.operands[1]}, {v}, product(b.plan.dims[v]));
       break;
     }
     case OpKind::kScatterAdd: {
       // A copy of x, then the update rows added in place (indexing_kernels.h).
       const std::vector<int64_t>& xd = b.plan.dims[in.operands[0]];
-      const int64_t updates = count(b.plan.dims[in.operands[1]]);
-      step = b.kernel_step(contiguous_copy(in.type.dtype, xd), {in.operands[0]}, {v}, count(xd));
-      if (count(xd) == 0 || updates == 0) break;
+      const int64_t updates = product(b.plan.dims[in.operands[1]]);
+      step = b.kernel_step(contiguous_copy(in.type.dtype, xd), {in.operands[0]}, {v}, product(xd));
+      if (product(xd) == 0 || updates == 0) break;
       b.plan.steps.push_back(std::move(step));
-      const int64_t row_size = count(xd) / xd[0];
+      const int64_t row_size = product(xd) / xd[0];
       step = b.kernel_step(codegen::ScatterAddKernelSpec{in.type.dtype, p.type(in.operands[1]).dtype, xd[0], row_size,
                                                          updates},
                            {in.operands[2], in.operands[1]}, {v}, row_size);
@@ -111,9 +112,9 @@ absl::StatusOr<Plan::Step> plan_indexing(PlanBuilder& b, int i) {
         spec.start_dtypes.push_back(p.type(in.operands[k]).dtype);
         inputs.push_back(in.operands[k]);
       }
-      const int64_t window = count(spec.window);
+      const int64_t window = product(spec.window);
       if (write) {
-        step = b.kernel_step(contiguous_copy(in.type.dtype, b.plan.dims[x]), {x}, {v}, count(b.plan.dims[x]));
+        step = b.kernel_step(contiguous_copy(in.type.dtype, b.plan.dims[x]), {x}, {v}, product(b.plan.dims[x]));
         if (window == 0) break;
         b.plan.steps.push_back(std::move(step));
       }
@@ -127,7 +128,7 @@ absl::StatusOr<Plan::Step> plan_indexing(PlanBuilder& b, int i) {
       MCX_ASSIGN_OR_RETURN(std::vector<int64_t> interior, in.attrs.get_ints("interior"));
       step = b.kernel_step(codegen::PadKernelSpec{in.type.dtype, b.plan.dims[in.operands[0]], b.plan.dims[v],
                                                   std::move(low), std::move(interior)},
-                           {in.operands[0], in.operands[1]}, {v}, count(b.plan.dims[v]));
+                           {in.operands[0], in.operands[1]}, {v}, product(b.plan.dims[v]));
       break;
     }
     default: return absl::InternalError(absl::StrCat("[cuda_compile] plan_indexing of ", std::string(ir::op_name(in.kind))));

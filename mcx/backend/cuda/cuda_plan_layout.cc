@@ -1,6 +1,7 @@
 #include "mcx/backend/cuda/cuda_plan_steps.h"
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/error.h"
 
@@ -77,7 +78,7 @@ absl::StatusOr<Plan::Step> plan_layout_op(PlanBuilder& b, int i) {
       step.kernel = static_cast<int>(b.specs.size());
       step.inputs = {in.operands[0]};
       step.outputs = {v};
-      step.n = count(spec.dims);
+      step.n = product(spec.dims);
       b.specs.push_back(std::move(spec));
       break;
     }
@@ -97,7 +98,7 @@ absl::StatusOr<Plan::Step> plan_layout_op(PlanBuilder& b, int i) {
         part.allocate_outputs = k == 0;
         part.inputs = {o};
         part.outputs = {v};
-        part.n = count(copy.dims);
+        part.n = product(copy.dims);
         b.specs.push_back(std::move(copy));
         if (k + 1 < in.operands.size()) b.plan.steps.push_back(std::move(part));
         else step = std::move(part);

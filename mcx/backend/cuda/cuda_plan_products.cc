@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cuda {
@@ -55,45 +56,37 @@ absl::StatusOr<Plan::Step> plan_product(PlanBuilder& b, int i) {
   const ir::Program& p = b.plan.program;
   const ir::Instr& in = p.instrs[i];
   const ValueId v = p.num_params() + i;
-  Plan::Step step;
-  switch (in.kind) {
-    case OpKind::kDotGeneral: {
-      MCX_ASSIGN_OR_RETURN(const ProductLayout layout, product_layout(b.plan, in));
-      if (!gemm_supports(in.type.dtype) || p.type(in.operands[0]).dtype != in.type.dtype ||
-          p.type(in.operands[1]).dtype != in.type.dtype) {
-        return unsupported(p, i, "the cuda platform multiplies float32, float16, bfloat16 and float64 operands "
-                                 "of the result's dtype only");
-      }
-      // Each operand laid out as cuBLASLt takes it, through a transpose kernel where it is not already.
-      std::vector<ValueId> operands;
-      for (int side = 0; side < 2; ++side) {
-        const ValueId o = in.operands[side];
-        const std::vector<int64_t>& perm = side == 0 ? layout.lhs_perm : layout.rhs_perm;
-        bool identity = true;
-        for (size_t d = 0; d < perm.size(); ++d) identity = identity && perm[d] == static_cast<int64_t>(d);
-        if (identity) {
-          operands.push_back(o);
-          continue;
-        }
-        ElementKernelSpec copy = transpose_copy(in.type.dtype, b.plan.dims[o], perm);
-        const ValueId t = b.plan.add_slot(in.type.dtype, copy.dims);
-        Plan::Step move;
-        move.kernel = static_cast<int>(b.specs.size());
-        move.inputs = {o};
-        move.outputs = {t};
-        move.n = count(copy.dims);
-        b.specs.push_back(std::move(copy));
-        b.plan.steps.push_back(std::move(move));
-        operands.push_back(t);
-      }
-      step.kind = Plan::Step::Kind::kGemm;
-      step.inputs = operands;
-      step.outputs = {v};
-      step.gemm = GemmShape{in.type.dtype, layout.batch, layout.m, layout.n, layout.k};
-      break;
-    }
-    default: return absl::InternalError(absl::StrCat("[cuda_compile] plan_product of ", std::string(ir::op_name(in.kind))));
+  if (in.kind != OpKind::kDotGeneral) {
+    return absl::InternalError(absl::StrCat("[cuda_compile] plan_product of ", std::string(ir::op_name(in.kind))));
   }
+  Plan::Step step;
+  MCX_ASSIGN_OR_RETURN(const ProductLayout layout, product_layout(b.plan, in));
+  if (!gemm_supports(in.type.dtype) || p.type(in.operands[0]).dtype != in.type.dtype ||
+      p.type(in.operands[1]).dtype != in.type.dtype) {
+    return unsupported(p, i, "the cuda platform multiplies float32, float16, bfloat16 and float64 operands "
+                             "of the result's dtype only");
+  }
+  // Each operand laid out as cuBLASLt takes it, through a transpose kernel where it is not already.
+  std::vector<ValueId> operands;
+  for (int side = 0; side < 2; ++side) {
+    const ValueId o = in.operands[side];
+    const std::vector<int64_t>& perm = side == 0 ? layout.lhs_perm : layout.rhs_perm;
+    bool identity = true;
+    for (size_t d = 0; d < perm.size(); ++d) identity = identity && perm[d] == static_cast<int64_t>(d);
+    if (identity) {
+      operands.push_back(o);
+      continue;
+    }
+    ElementKernelSpec copy = transpose_copy(in.type.dtype, b.plan.dims[o], perm);
+    const ValueId t = b.plan.add_slot(in.type.dtype, copy.dims);
+    const int64_t n = product(copy.dims);
+    b.plan.steps.push_back(b.kernel_step(std::move(copy), {o}, {t}, n));
+    operands.push_back(t);
+  }
+  step.kind = Plan::Step::Kind::kGemm;
+  step.inputs = operands;
+  step.outputs = {v};
+  step.gemm = GemmShape{in.type.dtype, layout.batch, layout.m, layout.n, layout.k};
   return step;
 }
 

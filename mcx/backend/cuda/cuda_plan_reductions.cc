@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/error.h"
 
 namespace mcx::cuda {
@@ -53,7 +54,7 @@ absl::StatusOr<Plan::Step> plan_reduction(PlanBuilder& b, int i) {
       step.kernel = static_cast<int>(b.specs.size());
       step.inputs = {in.operands[0]};
       step.outputs = {v};
-      step.n = count(b.plan.dims[v]);
+      step.n = product(b.plan.dims[v]);
       b.specs.push_back(ReduceKernelSpec{in.kind, p.type(in.operands[0]).dtype, b.plan.dims[in.operands[0]],
                                           {dimension}, in.type.dtype});
       break;
@@ -76,7 +77,7 @@ absl::StatusOr<Plan::Step> plan_reduction(PlanBuilder& b, int i) {
         source = partials;
         spec = ReduceKernelSpec{in.kind, partial, {split->rows, split->chunks}, {1}, DType::kInt32, in.type.dtype};
       }
-      step = b.kernel_step(std::move(spec), {source}, {v}, count(b.plan.dims[v]));
+      step = b.kernel_step(std::move(spec), {source}, {v}, product(b.plan.dims[v]));
       break;
     }
     default: return absl::InternalError(absl::StrCat("[cuda_compile] plan_reduction of ", std::string(ir::op_name(in.kind))));

@@ -27,8 +27,6 @@ struct PlanBuilder {
                          int64_t n);
 };
 
-// The product of dims.
-int64_t count(const std::vector<int64_t>& dims);
 // Unimplemented naming instruction i of p, its op, its type and why.
 absl::Status unsupported(const ir::Program& p, int i, std::string_view why);
 // A copy of `src` (dims, dtype) transposed by perm: result dim j is source dim perm[j].

@@ -1,6 +1,7 @@
 #include "mcx/backend/cuda/cuda_plan_steps.h"
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/dims.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/error.h"
 #include "mcx/ir/window_rules.h"
@@ -30,7 +31,7 @@ absl::StatusOr<Plan::Step> plan_window(PlanBuilder& b, int i) {
       MCX_ASSIGN_OR_RETURN(std::vector<int64_t> low, to_concrete(w.padding_low));
       step = b.kernel_step(codegen::ReduceWindowKernelSpec{w.reduce, in.type.dtype, b.plan.dims[x], b.plan.dims[v],
                                                            w.window_dimensions, w.window_strides, std::move(low)},
-                           {x}, {v}, count(b.plan.dims[v]));
+                           {x}, {v}, product(b.plan.dims[v]));
       break;
     }
     case OpKind::kConvGeneralDilated: {
@@ -42,7 +43,7 @@ absl::StatusOr<Plan::Step> plan_window(PlanBuilder& b, int i) {
                                                    c.lhs_spec, c.rhs_spec, c.out_spec, c.window_strides,
                                                    c.lhs_dilation, c.rhs_dilation, std::move(low),
                                                    c.feature_group_count},
-                           {lhs, rhs}, {v}, count(b.plan.dims[v]));
+                           {lhs, rhs}, {v}, product(b.plan.dims[v]));
       break;
     }
     default: return absl::InternalError(absl::StrCat("[cuda_compile] plan_window of ", std::string(ir::op_name(in.kind))));
