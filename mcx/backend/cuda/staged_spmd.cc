@@ -3,17 +3,12 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "mcx/core/dims.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/platform/host_spmd_ops.h"
 
 namespace mcx::cuda {
 namespace {
-
-std::atomic<int64_t> g_ops{0};
-std::atomic<int64_t> g_to_host{0};
-std::atomic<int64_t> g_to_device{0};
 
 // Names the path once per process, when the first collective between GPUs runs.
 void log_first_use(const ir::Instr& instr, const CudaDevice& device) {
@@ -41,7 +36,6 @@ absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device
       MCX_RETURN_IF_ERROR(
           device.to_host(host_operand.mutable_data(), operand.memory->address(), host_operand.nbytes(), deadline));
     }
-    g_to_host.fetch_add(static_cast<int64_t>(host_operand.nbytes()), std::memory_order_relaxed);
     in = {host_operand.data(), operand.dims};
   }
   MCX_ASSIGN_OR_RETURN(const Buffer result, run_spmd_op_on_host(instr, in, out.dims, ctx));
@@ -52,14 +46,7 @@ absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device
   if (result.nbytes() > 0) {
     MCX_RETURN_IF_ERROR(device.to_device(out.memory->address(), result.data(), result.nbytes(), deadline));
   }
-  g_to_device.fetch_add(static_cast<int64_t>(result.nbytes()), std::memory_order_relaxed);
-  g_ops.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
-}
-
-StagedSpmdStats staged_spmd_stats() {
-  return {g_ops.load(std::memory_order_relaxed), g_to_host.load(std::memory_order_relaxed),
-          g_to_device.load(std::memory_order_relaxed)};
 }
 
 }  // namespace mcx::cuda

@@ -35,12 +35,4 @@ struct StagedValue {
 absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device, const StagedValue& operand,
                                 const StagedValue& out, const ExecutionContext* ctx, absl::Time deadline);
 
-// How many staged ops ran in this process and the bytes they copied each way (for the log and the benchmarks).
-struct StagedSpmdStats {
-  int64_t ops = 0;
-  int64_t bytes_to_host = 0;
-  int64_t bytes_to_device = 0;
-};
-StagedSpmdStats staged_spmd_stats();
-
 }  // namespace mcx::cuda
