@@ -2,6 +2,13 @@
 
 namespace mcx {
 
+Communicator::~Communicator() {
+  while (!attach_order_.empty()) {
+    attachments_.erase(attach_order_.back());
+    attach_order_.pop_back();
+  }
+}
+
 absl::StatusOr<Buffer> Communicator::all_reduce_shared(const void* in, const std::vector<int64_t>& dims,
                                                        DType dtype, ReduceOp op, absl::Time deadline) {
   Buffer out = Buffer::uninitialized(dtype, dims);

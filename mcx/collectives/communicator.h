@@ -22,11 +22,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "mcx/core/buffer.h"
 #include "mcx/core/dtype.h"
@@ -45,7 +49,8 @@ struct LaunchTag {
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  // Destroys the attachments in reverse order of attaching.
+  virtual ~Communicator();
 
   virtual int size() const = 0;
   virtual int rank() const = 0;
@@ -81,6 +86,42 @@ class Communicator {
   // Tags the collectives that follow (see LaunchTag). Default: ignored (in one process the streams run what
   // was enqueued, in order, and a mismatch is caught by the argument check).
   virtual void set_launch(const LaunchTag& tag) { (void)tag; }
+  // Runs the launch check of the current launch now, unless a collective of this member already carried it: a
+  // platform that moves a launch's data outside this communicator (a GPU library's communicator over the same
+  // members) calls it before its first collective of each launch, so that processes running different
+  // computations still fail naming both. All members call it at the same point. Default: OK (no launch check).
+  virtual absl::Status check_launch(absl::Time deadline) {
+    (void)deadline;
+    return absl::OkStatus();
+  }
+
+  // The group's first error once it has failed (collective_group.h), including a failure of the processes it
+  // spans reported from elsewhere; OK while usable. Polled by work that waits outside this communicator.
+  // Thread-safe.
+  virtual absl::Status group_failure() const { return absl::OkStatus(); }
+  // Fails the whole group (CollectiveGroup::abort): its members, here and in the other processes, stop waiting
+  // with `why`. Thread-safe.
+  virtual void abort_group(const absl::Status& why) { (void)why; }
+
+  // State another layer derives from this member and keeps exactly as long as the group (a GPU library's
+  // communicator over the same members): the object attached under `key`, or, the first time, what `make`
+  // returns, attached (an error is returned and nothing is attached). Only the member's thread calls it.
+  // Attachments are destroyed with the communicator (their destructors must not call it).
+  template <typename T>
+  absl::StatusOr<T*> attachment(const std::string& key, const std::function<absl::StatusOr<std::unique_ptr<T>>()>& make) {
+    auto it = attachments_.find(key);
+    if (it != attachments_.end()) return static_cast<T*>(it->second.get());
+    absl::StatusOr<std::unique_ptr<T>> made = make();
+    if (!made.ok()) return made.status();
+    T* raw = made->get();
+    attachments_.emplace(key, std::shared_ptr<void>(std::move(*made)));
+    attach_order_.push_back(key);
+    return raw;
+  }
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> attachments_;
+  std::vector<std::string> attach_order_;
 };
 
 }  // namespace mcx

@@ -83,6 +83,8 @@ class LocalCommunicator final : public Communicator {
   int size() const override { return s_->size(); }
   int rank() const override { return rank_; }
   std::string description() const override { return s_->description(); }
+  absl::Status group_failure() const override { return s_->meeting.failure(); }
+  void abort_group(const absl::Status& why) override { s_->meeting.abort(why); }
 
   absl::Status all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
                           absl::Time deadline) override {

@@ -63,6 +63,16 @@ struct SpanningGroup::State {
     return why.ok() ? absl::AbortedError("[data plane] the group between processes was aborted") : why;
   }
 
+  // The group's first error: the local meeting's, else the peer group's.
+  absl::Status failure() const {
+    absl::Status first = meeting->failure();
+    return first.ok() ? peer_failure() : first;
+  }
+  void abort(const absl::Status& why) {
+    meeting->abort(why);
+    peers->abort(why);
+  }
+
   // One collective: this member publishes its call; the last local member to arrive executes the round for
   // all of them (the others wait and do not touch the state); everyone returns its outcome.
   absl::Status run(int local, const Call& call, const char* what, absl::Time deadline) {
@@ -324,6 +334,21 @@ class SpanningCommunicator final : public Communicator {
     MutexLock lock(&s_->launch_mu);
     s_->launch[local_] = tag;
   }
+  // A barrier carries the check (execute: the first exchange of each launch does).
+  absl::Status check_launch(absl::Time deadline) override {
+    LaunchTag tag;
+    {
+      MutexLock lock(&s_->launch_mu);
+      tag = s_->launch[local_];
+    }
+    if (tag.program.empty() || (launch_checked_ && tag.sequence == checked_sequence_)) return absl::OkStatus();
+    MCX_RETURN_IF_ERROR(barrier(deadline));
+    launch_checked_ = true;
+    checked_sequence_ = tag.sequence;
+    return absl::OkStatus();
+  }
+  absl::Status group_failure() const override { return s_->failure(); }
+  void abort_group(const absl::Status& why) override { s_->abort(why); }
 
  private:
   absl::Status run(Kind kind, int64_t count, DType dtype, ReduceOp op, const void* in, void* out, absl::Time deadline,
@@ -343,6 +368,9 @@ class SpanningCommunicator final : public Communicator {
   std::shared_ptr<SpanningGroup::State> s_;
   int rank_;
   int local_;
+  // The last launch this member checked through check_launch (only its thread reads them).
+  bool launch_checked_ = false;
+  uint64_t checked_sequence_ = 0;
 };
 
 }  // namespace
@@ -408,14 +436,8 @@ Communicator& SpanningGroup::member(int rank) { return *members_.at(rank); }
 
 bool SpanningGroup::failed() const { return state_->meeting->failed() || state_->peers->failed(); }
 
-absl::Status SpanningGroup::failure() const {
-  absl::Status first = state_->meeting->failure();
-  return first.ok() ? state_->peer_failure() : first;
-}
+absl::Status SpanningGroup::failure() const { return state_->failure(); }
 
-void SpanningGroup::abort(const absl::Status& why) {
-  state_->meeting->abort(why);
-  state_->peers->abort(why);
-}
+void SpanningGroup::abort(const absl::Status& why) { state_->abort(why); }
 
 }  // namespace mcx

@@ -62,12 +62,7 @@ void unpack_concat(const std::byte* in, const std::vector<int64_t>& block_dims, 
       std::memcpy(out + (p * g * m + k * m) * post * static_cast<int64_t>(esize), in + (k * pre + p) * row, row);
 }
 
-struct Member {
-  std::vector<int64_t> group;  // partition ids in group order
-  int rank = 0;
-};
-
-absl::StatusOr<Member> member_of(const ir::Instr& in, const Where& w) {
+absl::StatusOr<SpmdMember> member_of(const ir::Instr& in, const Where& w) {
   MCX_ASSIGN_OR_RETURN(ir::ReplicaGroups rg, ir::get_replica_groups(ir::op_name(in.kind), in.attrs));
   if (rg.num_partitions() != w.num_partitions)
     return fail(absl::StatusCode::kInvalidArgument, in, w,
@@ -76,13 +71,13 @@ absl::StatusOr<Member> member_of(const ir::Instr& in, const Where& w) {
                                                    ? " (no ExecutionContext: partition 0 of 1)"
                                                    : ""));
   ir::ReplicaGroups::Position pos = rg.position_of(w.partition);
-  Member m;
+  SpmdMember m;
   for (int v : rg.group(pos.group)) m.group.push_back(v);
   m.rank = pos.rank;
   return m;
 }
 
-absl::StatusOr<Communicator*> communicator(const ir::Instr& in, const Where& w, const Member& m,
+absl::StatusOr<Communicator*> communicator(const ir::Instr& in, const Where& w, const SpmdMember& m,
                                            const ExecutionContext* ctx) {
   const std::string group = absl::StrCat("group {", absl::StrJoin(m.group, ","), "}");
   if (!ctx || !ctx->communicator)
@@ -114,6 +109,35 @@ absl::Time deadline_of(const ExecutionContext* ctx) { return ctx ? ctx->deadline
 
 bool is_spmd_op(OpKind k) { return ir::is_collective(k) || k == OpKind::kAxisIndex; }
 
+absl::StatusOr<SpmdMember> spmd_member(const ir::Instr& in, const ExecutionContext* ctx) {
+  const Where w = where_of(ctx);
+  if (in.kind == OpKind::kAxisIndex || !is_spmd_op(in.kind)) {
+    return fail(absl::StatusCode::kInternal, in, w, "not a collective");
+  }
+  if (in.kind != OpKind::kCollectivePermute) {
+    MCX_ASSIGN_OR_RETURN(SpmdMember m, member_of(in, w));
+    if (m.group.size() > 1) {
+      MCX_ASSIGN_OR_RETURN(m.comm, communicator(in, w, m, ctx));
+    }
+    return m;
+  }
+  MCX_ASSIGN_OR_RETURN(auto pairs, ir::get_source_target_pairs(ir::op_name(in.kind), in.attrs));
+  SpmdMember m;
+  for (int p = 0; p < w.num_partitions; ++p) m.group.push_back(p);
+  m.rank = w.partition;
+  for (const auto& [s, t] : pairs) {
+    if (s >= w.num_partitions || t >= w.num_partitions)
+      return fail(absl::StatusCode::kInvalidArgument, in, w,
+                  absl::StrCat("pair (", s, ", ", t, ") names a partition outside 0..", w.num_partitions - 1));
+    if (s == w.partition) m.send_to = static_cast<int>(t);
+    if (t == w.partition) m.recv_from = static_cast<int>(s);
+  }
+  if (!pairs.empty() && w.num_partitions > 1) {
+    MCX_ASSIGN_OR_RETURN(m.comm, communicator(in, w, m, ctx));
+  }
+  return m;
+}
+
 absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& in, const HostOperand& operand,
                                            const std::vector<int64_t>& out_dims, const ExecutionContext* ctx) {
   const Where w = where_of(ctx);
@@ -133,39 +157,25 @@ absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& in, const HostOperan
   const std::vector<int64_t>& xdims = operand.dims;
   const int64_t x_elems = product(xdims);
   const int64_t x_bytes = x_elems * static_cast<int64_t>(esize);
+  MCX_ASSIGN_OR_RETURN(const SpmdMember m, spmd_member(in, ctx));
+  const absl::Time deadline = deadline_of(ctx);
 
   if (in.kind == OpKind::kCollectivePermute) {
-    MCX_ASSIGN_OR_RETURN(auto pairs, ir::get_source_target_pairs(name, in.attrs));
-    int send_to = -1, recv_from = -1;
-    for (const auto& [s, t] : pairs) {
-      if (s >= w.num_partitions || t >= w.num_partitions)
-        return fail(absl::StatusCode::kInvalidArgument, in, w,
-                    absl::StrCat("pair (", s, ", ", t, ") names a partition outside 0..", w.num_partitions - 1));
-      if (s == w.partition) send_to = static_cast<int>(t);
-      if (t == w.partition) recv_from = static_cast<int>(s);
-    }
     if (x_bytes > 0) std::memset(out_data, 0, x_bytes);
-    if (pairs.empty()) return out;  // every partition agrees: nothing moves
-    if (w.num_partitions == 1) {
-      if (recv_from == 0 && x_bytes > 0) std::memcpy(out_data, x, x_bytes);
+    if (m.comm == nullptr) {  // no pairs (nothing moves) or one partition
+      if (m.recv_from == 0 && x_bytes > 0) std::memcpy(out_data, x, x_bytes);
       return out;
     }
-    Member all;
-    for (int p = 0; p < w.num_partitions; ++p) all.group.push_back(p);
-    all.rank = w.partition;
-    MCX_ASSIGN_OR_RETURN(Communicator * comm, communicator(in, w, all, ctx));
-    MCX_RETURN_IF_ERROR(wrap(comm->permute(x, out_data, x_bytes, send_to, recv_from, deadline_of(ctx)), in, w));
+    MCX_RETURN_IF_ERROR(wrap(m.comm->permute(x, out_data, x_bytes, m.send_to, m.recv_from, deadline), in, w));
     return out;
   }
 
-  MCX_ASSIGN_OR_RETURN(Member m, member_of(in, w));
   const int64_t g = static_cast<int64_t>(m.group.size());
   if (g == 1) {  // a group of one: every collective is the identity on the value
     if (x_bytes > 0) std::memcpy(out_data, x, x_bytes);
     return out;
   }
-  MCX_ASSIGN_OR_RETURN(Communicator * comm, communicator(in, w, m, ctx));
-  const absl::Time deadline = deadline_of(ctx);
+  Communicator* comm = m.comm;
   switch (in.kind) {
     case OpKind::kAllReduce: {
       MCX_ASSIGN_OR_RETURN(ReduceOp op, ir::get_reduce_op(name, in.attrs));

@@ -36,6 +36,21 @@ struct HostOperand {
   std::vector<int64_t> dims;
 };
 
+// Where one execution stands in a collective (not axis_index): the replica group holding ctx->partition_id
+// (partition ids in group order; for collective_permute every partition), its rank there, and its communicator
+// (ctx->communicator's, checked for size and rank), or null for a group of one. For collective_permute, send_to
+// and recv_from are the group ranks it sends to and receives from (-1: none; a program with no pairs or with
+// one partition has no communicator). Errors as run_spmd_op_on_host's. A device platform that moves the data
+// itself (a GPU library over the same members) finds its member here, so both paths agree on the groups.
+struct SpmdMember {
+  std::vector<int64_t> group;
+  int rank = 0;
+  Communicator* comm = nullptr;
+  int send_to = -1;
+  int recv_from = -1;
+};
+absl::StatusOr<SpmdMember> spmd_member(const ir::Instr& instr, const ExecutionContext* ctx);
+
 // Runs one SPMD instruction; `operand` is its operand (ignored by axis_index, which has none) and out_dims the
 // result's concrete dims. The result may be storage shared, read-only, by the members of the group in this
 // process (Communicator::all_reduce_shared): the caller never writes to it in place. ctx may be null

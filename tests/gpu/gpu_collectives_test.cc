@@ -1,8 +1,11 @@
-// Collectives of GPU programs (staged through host memory: backend/cuda/staged_spmd.h): N partitions of one CUDA
-// executable, each on its own thread and on local device p % (the GPUs this process has), meeting in LocalGroups
-// as the runtime's do, against the same program's partitions on the CPU platform (the same communicators'
-// arithmetic: collectives bit for bit; the element-wise ops around them within float32 rounding). Several
-// partitions on one GPU is what processes sharing the lent GPU do.
+// Collectives of GPU programs, both ways they run (backend/cuda/nccl_spmd.h): device to device over NCCL
+// (MCX_GPU_COLLECTIVES=nccl: as many partitions as GPUs, else skipped) and through host memory
+// (MCX_GPU_COLLECTIVES=staging: backend/cuda/staged_spmd.h). N partitions of one CUDA executable, each on its own
+// thread and on local device p % (the GPUs this process has), meeting in LocalGroups as the runtime's do, against
+// the same program's partitions on the CPU platform (within float32 rounding: NCCL reduces in its own order).
+// Several partitions on one GPU is what processes sharing the lent GPU do. Under "nccl" the ops whose blocks
+// are not contiguous (a gather along an inner dimension) still take staging, in the same program.
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -127,11 +130,22 @@ ir::Program around(std::string name, OpKind k, AbstractValue t, ir::Attrs attrs)
   return std::move(b).build({r, c});
 }
 
-class GpuCollectives : public ::testing::TestWithParam<int> {};
+// (partitions, MCX_GPU_COLLECTIVES)
+class GpuCollectives : public ::testing::TestWithParam<std::tuple<int, std::string>> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    const auto& [n, mode] = GetParam();
+    const int gpus = platform("cuda").device_count().value_or(0);
+    if (mode == "nccl" && n > gpus) GTEST_SKIP() << "NCCL runs one partition per GPU: " << n << " > " << gpus << " GPUs";
+    setenv("MCX_GPU_COLLECTIVES", mode.c_str(), 1);
+  }
+  void TearDown() override { unsetenv("MCX_GPU_COLLECTIVES"); }
+  int partitions() const { return std::get<0>(GetParam()); }
+};
 
 TEST_P(GpuCollectives, AllReduceOfEveryOpAndDtype) {
-  SKIP_WITHOUT_GPU();
-  const int n = GetParam();
+  const int n = partitions();
   expect_gpu_matches_cpu(around("sum_f32", OpKind::kAllReduce, type(DType::kFloat32, {3, 5}),
                                 ir::all_reduce_attrs(ReduceOp::kSum, iota(n), n)), n);
   expect_gpu_matches_cpu(around("max_i32", OpKind::kAllReduce, type(DType::kInt32, {4, 2}),
@@ -142,22 +156,24 @@ TEST_P(GpuCollectives, AllReduceOfEveryOpAndDtype) {
                                 ir::all_reduce_attrs(ReduceOp::kMin, iota(n), n)), n);
 }
 
-TEST_P(GpuCollectives, GatherScatterAllToAllAlongInnerDims) {
-  SKIP_WITHOUT_GPU();
-  const int n = GetParam();
+TEST_P(GpuCollectives, GatherScatterAllToAllAlongEveryDim) {
+  const int n = partitions();
   for (int64_t d : {0, 1, 2}) {
     expect_gpu_matches_cpu(around("all_gather", OpKind::kAllGather, type(DType::kFloat32, {2, 3, 2}),
                                   ir::all_gather_attrs(d, reversed(n), n)), n);
   }
   expect_gpu_matches_cpu(around("reduce_scatter", OpKind::kReduceScatter, type(DType::kFloat32, {2, 3 * n, 2}),
                                 ir::reduce_scatter_attrs(1, ReduceOp::kSum, iota(n), n)), n);
+  expect_gpu_matches_cpu(around("reduce_scatter_0", OpKind::kReduceScatter, type(DType::kFloat32, {2 * n, 3}),
+                                ir::reduce_scatter_attrs(0, ReduceOp::kMax, iota(n), n)), n);
   expect_gpu_matches_cpu(around("all_to_all", OpKind::kAllToAll, type(DType::kFloat16, {2, 2 * n, 3}),
                                 ir::all_to_all_attrs(1, 2, reversed(n), n)), n);
+  expect_gpu_matches_cpu(around("all_to_all_0", OpKind::kAllToAll, type(DType::kFloat32, {2 * n, 3}),
+                                ir::all_to_all_attrs(0, 0, iota(n), n)), n);
 }
 
 TEST_P(GpuCollectives, PermuteAndAxisIndex) {
-  SKIP_WITHOUT_GPU();
-  const int n = GetParam();
+  const int n = partitions();
   V ring;
   for (int p = 0; p < n; ++p) ring.insert(ring.end(), {p, (p + 1) % n});
   expect_gpu_matches_cpu(around("ring", OpKind::kCollectivePermute, type(DType::kFloat32, {2, 3}),
@@ -167,9 +183,18 @@ TEST_P(GpuCollectives, PermuteAndAxisIndex) {
   const ValueId i = b.convert(b.emit_or_throw(OpKind::kAxisIndex, {}, ir::axis_index_attrs({n}, 0)), DType::kFloat32);
   const ValueId y = b.binary(OpKind::kMul, x, b.broadcast_in_dim(i, concrete_shape({3}), {}));
   expect_gpu_matches_cpu(std::move(b).build({y}), n);
+  // A partial permutation: partition 0 sends to 1 only; the others receive zeros.
+  if (n > 1) {
+    expect_gpu_matches_cpu(around("partial", OpKind::kCollectivePermute, type(DType::kInt32, {4}),
+                                  ir::collective_permute_attrs({0, 1})), n);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Partitions, GpuCollectives, ::testing::Values(1, 2, 4));
+INSTANTIATE_TEST_SUITE_P(Partitions, GpuCollectives,
+                         ::testing::Combine(::testing::Values(1, 2, 4), ::testing::Values("nccl", "staging")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 // A partition that never arrives: the others fail at their deadline naming the collective, instead of waiting.
 TEST(GpuCollectiveErrors, AMissingPartitionIsDeadlineExceededNamingTheOp) {

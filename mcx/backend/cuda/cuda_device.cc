@@ -43,6 +43,9 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(const DriverApi& ap
   char name[256] = {};
   MCX_RETURN_IF_ERROR(driver_status(api, api.cuDeviceGetName(name, sizeof(name) - 1, dev), where + "cuDeviceGetName"));
   info.name = name;
+  CUuuid uuid{};
+  MCX_RETURN_IF_ERROR(driver_status(api, api.cuDeviceGetUuid(&uuid, dev), where + "cuDeviceGetUuid"));
+  std::memcpy(info.uuid.data(), uuid.bytes, info.uuid.size());
   int major = 0, minor = 0, sms = 0;
   MCX_RETURN_IF_ERROR(driver_status(
       api, api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), where + "compute capability"));
@@ -85,13 +88,14 @@ CudaDevice::~CudaDevice() {
 
 absl::Status CudaDevice::make_current() const { return check(api_.cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
 
-absl::Status CudaDevice::wait(const std::function<CUresult()>& query, absl::Time deadline,
-                              std::string_view what) const {
+absl::Status CudaDevice::wait(const std::function<CUresult()>& query, absl::Time deadline, std::string_view what,
+                              const std::function<absl::Status()>& abandon) const {
   absl::Duration pause = absl::Microseconds(2);
   while (true) {
     const CUresult r = query();
     if (r == CUDA_SUCCESS) return absl::OkStatus();
     if (r != CUDA_ERROR_NOT_READY) return check(r, what);
+    if (abandon) MCX_RETURN_IF_ERROR(abandon());
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("[", label(), "] ", std::string(what),
                                                       ": not finished by the deadline (MCX_DEVICE_TIMEOUT_S)"));
@@ -103,6 +107,10 @@ absl::Status CudaDevice::wait(const std::function<CUresult()>& query, absl::Time
 
 absl::Status CudaDevice::synchronize(absl::Time deadline) const {
   return wait([&] { return api_.cuStreamQuery(stream_); }, deadline, "waiting for the device's work");
+}
+
+absl::Status CudaDevice::synchronize_unless(absl::Time deadline, const std::function<absl::Status()>& abandon) const {
+  return wait([&] { return api_.cuStreamQuery(stream_); }, deadline, "waiting for the device's work", abandon);
 }
 
 absl::StatusOr<void*> CudaDevice::staging(int i, absl::Time deadline) const {

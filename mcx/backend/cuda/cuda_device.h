@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,7 @@ namespace mcx::cuda {
 struct CudaDeviceInfo {
   int ordinal = 0;
   std::string name;        // "NVIDIA H200"
+  std::array<unsigned char, 16> uuid{};  // the driver's UUID of the physical GPU (the same in every process)
   int arch = 0;            // compute capability as 10 * major + minor: 90 for sm_90
   int sm_count = 0;
   size_t total_memory = 0;
@@ -54,6 +56,9 @@ class CudaDevice {
   // Waits until all work enqueued on the stream has finished, or the deadline (DeadlineExceeded naming the
   // device).
   absl::Status synchronize(absl::Time deadline) const;
+  // As synchronize, but also ends as soon as `abandon` (polled between queries) returns an error, which it
+  // returns: a wait on work that depends on other processes stops when they failed.
+  absl::Status synchronize_unless(absl::Time deadline, const std::function<absl::Status()>& abandon) const;
   // The driver's result as a Status naming this device and `what`.
   absl::Status check(CUresult r, std::string_view what) const;
 
@@ -69,8 +74,10 @@ class CudaDevice {
   // Staging buffer `i` (0 or 1), allocated on first use; waits until its last copy finished.
   absl::StatusOr<void*> staging(int i, absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(staging_mu_);
   // Polls query() (a cuStreamQuery or cuEventQuery) until it is no longer "not ready", backing off to 1 ms;
-  // DeadlineExceeded naming `what` at the deadline. The driver's own waits have no deadline.
-  absl::Status wait(const std::function<CUresult()>& query, absl::Time deadline, std::string_view what) const;
+  // DeadlineExceeded naming `what` at the deadline, abandon()'s error when it has one. The driver's own waits
+  // have no deadline.
+  absl::Status wait(const std::function<CUresult()>& query, absl::Time deadline, std::string_view what,
+                    const std::function<absl::Status()>& abandon = nullptr) const;
 
   const DriverApi& api_;
   const CudaDeviceInfo info_;

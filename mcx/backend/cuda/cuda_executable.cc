@@ -7,6 +7,7 @@
 #include "mcx/backend/cuda/cuda_plan.h"
 #include "mcx/backend/cuda/gemm.h"
 #include "mcx/backend/cuda/ptx_assembler.h"
+#include "mcx/backend/cuda/nccl_spmd.h"
 #include "mcx/backend/cuda/staged_spmd.h"
 #include "mcx/core/dims.h"
 #include "mcx/core/byte_io.h"
@@ -266,15 +267,17 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
       if (line.has_value()) write_debug_print(*line);
       const int32_t zero = 0;
       MCX_RETURN_IF_ERROR(device.to_device(values[st.outputs[0]]->address(), &zero, sizeof(zero), deadline));
-    } else if (st.kind == Plan::Step::Kind::kStagedSpmd) {
+    } else if (st.kind == Plan::Step::Kind::kSpmd) {
       StagedValue operand;
       if (!st.inputs.empty()) {
         const ValueId o = st.inputs[0];
         operand = {values[o].get(), plan_->dtypes[o], plan_->dims[o]};
       }
       const ValueId r = st.outputs[0];
-      MCX_RETURN_IF_ERROR(run_staged_spmd_op(p.instrs[st.instr], device, operand,
-                                             {values[r].get(), plan_->dtypes[r], plan_->dims[r]}, ctx, deadline));
+      const StagedValue result{values[r].get(), plan_->dtypes[r], plan_->dims[r]};
+      MCX_ASSIGN_OR_RETURN(const bool on_device,
+                           run_spmd_op_on_device(p.instrs[st.instr], device, operand, result, ctx, deadline));
+      if (!on_device) MCX_RETURN_IF_ERROR(run_staged_spmd_op(p.instrs[st.instr], device, operand, result, ctx, deadline));
     } else if (st.kind == Plan::Step::Kind::kControlFlow) {
       std::vector<std::shared_ptr<const CudaDeviceBuffer>> operands;
       for (ValueId o : st.inputs) {

@@ -224,7 +224,7 @@ absl::StatusOr<std::pair<std::unique_ptr<Plan>, std::vector<KernelSource>>> plan
           break;
         case OpKind::kAllReduce: case OpKind::kAllGather: case OpKind::kReduceScatter: case OpKind::kAllToAll:
         case OpKind::kCollectivePermute: case OpKind::kAxisIndex:
-          step.kind = Plan::Step::Kind::kStagedSpmd;  // staged_spmd.h
+          step.kind = Plan::Step::Kind::kSpmd;  // nccl_spmd.h
           step.instr = i;
           step.inputs = in.operands;
           step.outputs = {v};

@@ -32,7 +32,8 @@ struct CudaExecutable::Plan {
       kGemm,    // outputs[0] = inputs[0] . inputs[1] as `gemm` (gemm.h)
       kControlFlow,  // outputs (every sibling's result) = control_flows[control_flow] run on inputs
       kDebugPrint,   // the inputs copied to the host and printed as program.instrs[instr] says; outputs[0] = 0
-      kStagedSpmd,   // outputs[0] = the SPMD op program.instrs[instr] on inputs (none or one), through the host
+      kSpmd,         // outputs[0] = the SPMD op program.instrs[instr] on inputs (none or one): over NCCL or through
+                     // host staging (nccl_spmd.h)
     };
     Kind kind = Kind::kKernel;
     bool allocate_outputs = true;  // false: the kernel writes into outputs an earlier step allocated

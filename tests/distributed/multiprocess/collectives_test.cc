@@ -154,15 +154,18 @@ Env with(Env a, const Env& b) {
 
 // Three processes all-reducing in a loop (with `env`); one is killed with SIGKILL: the survivors' collective fails
 // within a second, thrown as that process's failure, and their devices keep working.
-void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env) {
+// own_gpu: process i gets GPU i (MCX_LOCAL_DEVICE_IDS).
+void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool own_gpu = false) {
   Harness h;
   const int n = 3;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
   ASSERT_FALSE(address.empty());
   std::vector<int> procs;
   for (int id = 0; id < n; ++id) {
+    Env e = with(env, {{"MCX_DEVICE_TIMEOUT_S", "30"}});
+    if (own_gpu) e["MCX_LOCAL_DEVICE_IDS"] = std::to_string(id);
     procs.push_back(h.spawn("p" + std::to_string(id), {collectives_worker_path(), "kill"},
-                            Harness::worker_env(address, n, id, with(env, {{"MCX_DEVICE_TIMEOUT_S", "30"}}))));
+                            Harness::worker_env(address, n, id, e)));
   }
   for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
   h.proc(procs[2]).sub->signal(SIGKILL);
@@ -254,9 +257,28 @@ TEST(CollectivesAcrossProcesses, EveryCollectiveOnEmulatedGpusTwoPerProcess) {
   }
 }
 
+// Two processes with two GPUs each of a host of four: every GPU distinct, so the collectives between the GPUs
+// run over NCCL (the stand-in NCCL between the processes), named in the log.
+TEST(CollectivesAcrossProcesses, EveryCollectiveOverNcclOnEmulatedGpus) {
+  JobOutput out = run_job_with(2, {"--gpus-per-process", "2", "--gpus", "4"}, "all", emulated_gpus(4));
+  ASSERT_EQ(out.checks.size(), 2u) << out.all;
+  EXPECT_THAT(out.all, HasSubstr("collectives of GPU arrays run device to device over NCCL"));
+  for (int p = 0; p < 2; ++p) {
+    for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
+    EXPECT_EQ(out.checks[p]["device_put_across_processes"], "OK") << out.all;
+  }
+}
+
 // The same kill with every process on the (emulated) GPU they share: the staged collectives fail as promptly.
 TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecondOnEmulatedGpus) {
   expect_killed_peer_fails_the_survivors_within_a_second(with(emulated_gpus(1), {{"MCX_LOCAL_DEVICE_IDS", "0"}}));
+}
+
+// And with a GPU each, the all-reduce over NCCL: the survivors wait in NCCL, not on a socket of the dead process;
+// the coordination service's report aborts the host group, which aborts the NCCL communicator.
+TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsNcclCollectiveWithinASecond) {
+  expect_killed_peer_fails_the_survivors_within_a_second(with(emulated_gpus(3), {{"MCX_GPU_COLLECTIVES", "nccl"}}),
+                                                         /*own_gpu=*/true);
 }
 
 // A GPU the process does not have is refused at initialize, naming it and what the process sees.

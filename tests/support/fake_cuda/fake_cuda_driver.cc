@@ -2,8 +2,11 @@
 // process finds it through MCX_CUDA_LIBRARY_PATH). It implements the driver functions mcx resolves over host
 // memory: MCX_FAKE_CUDA_DEVICES devices (default 1; CUDA_VISIBLE_DEVICES selects and renumbers them as the real
 // driver does), each "mcx fake GPU", sm_90, 132 SMs, MCX_FAKE_CUDA_MEMORY_MB of memory (default 1024), device
-// memory from malloc with each device's capacity enforced (the current context's device), copies done at once (so streams and events are
-// always complete), modules accepted when they are ELF images or PTX. Those it cannot run (cuLaunchKernel
+// memory from malloc with each device's capacity enforced (the current context's device), copies done at once,
+// modules accepted when they are ELF images or PTX. A stream is complete except while a stand-in library holds
+// it (mcx_fake_cuda_stream_hold/release: the stand-in NCCL's collectives, finished by its own threads): then
+// cuStreamQuery answers not ready and every later operation on the stream waits for the release, as stream order
+// requires. Those it cannot run (cuLaunchKernel
 // answers CUDA_ERROR_NOT_SUPPORTED), so the backend's host side (loading, devices, the allocator over the driver,
 // staging and chunked transfers, module loading, error paths) runs for real. Kernels compiled for the host
 // (MCX_CUDA_KERNEL_TARGET=host) it runs, at launch, on the calling thread (emulated_kernels.h): so the gpu
@@ -11,6 +14,7 @@
 // concurrency, the NVPTX code generator, libdevice's math) stays the gpu label's on a GPU.
 #include <cuda.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +79,33 @@ const std::vector<int>& visible_devices() {
   return visible;
 }
 
+// Work a stand-in library holds on each stream (see above).
+std::mutex stream_mu;
+std::condition_variable stream_released;
+std::map<CUstream, int> held;  // guarded by stream_mu
+
+bool stream_busy(CUstream s) {
+  std::lock_guard<std::mutex> lock(stream_mu);
+  auto it = held.find(s);
+  return it != held.end() && it->second > 0;
+}
+
+// Waits until nothing holds `s` (every operation on a stream comes after the held work).
+void drain(CUstream s) {
+  std::unique_lock<std::mutex> lock(stream_mu);
+  stream_released.wait(lock, [&] { return held[s] == 0; });
+}
+
+void drain_all() {
+  std::unique_lock<std::mutex> lock(stream_mu);
+  stream_released.wait(lock, [&] {
+    for (const auto& [stream, n] : held) {
+      if (n > 0) return false;
+    }
+    return true;
+  });
+}
+
 CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(static_cast<uintptr_t>(0x1000 + 0x10 * device)); }
 
 template <typename T>
@@ -110,6 +141,15 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice) {
   std::strncpy(name, "mcx fake GPU", static_cast<size_t>(len));
   return CUDA_SUCCESS;
 }
+// The same physical device has the same UUID in every process: "mcx-fake-gpu" and its physical index.
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice d) {
+  if (d < 0 || d >= static_cast<int>(visible_devices().size())) return CUDA_ERROR_INVALID_DEVICE;
+  std::memset(uuid->bytes, 0, sizeof(uuid->bytes));
+  std::memcpy(uuid->bytes, "mcx-fake-gpu", 12);
+  const int physical = visible_devices()[d];
+  std::memcpy(uuid->bytes + 12, &physical, sizeof(physical));
+  return CUDA_SUCCESS;
+}
 CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
@@ -128,7 +168,7 @@ CUresult cuCtxSetCurrent(CUcontext c) {
   current_device = static_cast<int>((handle - 0x1000) / 0x10);
   return CUDA_SUCCESS;
 }
-CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize() { drain_all(); return CUDA_SUCCESS; }
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   std::lock_guard<std::mutex> lock(mu);
   *total = capacity();
@@ -159,29 +199,33 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
   return *p != nullptr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuMemFreeHost(void* p) { std::free(p); return CUDA_SUCCESS; }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  drain(s);
   std::memcpy(reinterpret_cast<void*>(dst), src, n);
   return CUDA_SUCCESS;
 }
-CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  drain(s);
   std::memcpy(dst, reinterpret_cast<const void*>(src), n);
   return CUDA_SUCCESS;
 }
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  drain(s);
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
   return CUDA_SUCCESS;
 }
-CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  drain(s);
   std::memset(reinterpret_cast<void*>(dst), v, n);
   return CUDA_SUCCESS;
 }
 CUresult cuStreamCreate(CUstream* s, unsigned int) { *s = new_handle<CUstream>(); return CUDA_SUCCESS; }
-CUresult cuStreamDestroy_v2(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult cuStreamQuery(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamDestroy_v2(CUstream s) { drain(s); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) { drain(s); return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { return stream_busy(s) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int) { return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent* e, unsigned int) { *e = new_handle<CUevent>(); return CUDA_SUCCESS; }
-CUresult cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent, CUstream s) { drain(s); return CUDA_SUCCESS; }
 CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
 CUresult cuEventQuery(CUevent) { return CUDA_SUCCESS; }
 CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) { *ms = 0; return CUDA_SUCCESS; }
@@ -238,7 +282,8 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
 CUresult cuFuncGetAttribute(int* v, CUfunction_attribute, CUfunction) { *v = 0; return CUDA_SUCCESS; }
 CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
 CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, CUstream, void** params, void**) {
+                        unsigned int, CUstream s, void** params, void**) {
+  drain(s);
   mcx::fake_cuda::KernelEntry entry = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -250,13 +295,27 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, 
   return CUDA_SUCCESS;
 }
 
+// For stand-in libraries linked against this driver: work they run on their own threads holds the stream until
+// released (see the top of this file).
+void mcx_fake_cuda_stream_hold(CUstream s) {
+  std::lock_guard<std::mutex> lock(stream_mu);
+  ++held[s];
+}
+void mcx_fake_cuda_stream_release(CUstream s) {
+  {
+    std::lock_guard<std::mutex> lock(stream_mu);
+    --held[s];
+  }
+  stream_released.notify_all();
+}
+
 // Every function above by its base name, as a CUDA 13 driver answers cuGetProcAddress.
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status) {
   static const std::map<std::string, void*> table = {
 #define FAKE(name, fn) {name, reinterpret_cast<void*>(&fn)}
       FAKE("cuInit", cuInit), FAKE("cuDriverGetVersion", cuDriverGetVersion), FAKE("cuGetErrorName", cuGetErrorName),
       FAKE("cuGetErrorString", cuGetErrorString), FAKE("cuDeviceGetCount", cuDeviceGetCount),
-      FAKE("cuDeviceGet", cuDeviceGet), FAKE("cuDeviceGetName", cuDeviceGetName),
+      FAKE("cuDeviceGet", cuDeviceGet), FAKE("cuDeviceGetName", cuDeviceGetName), FAKE("cuDeviceGetUuid", cuDeviceGetUuid_v2),
       FAKE("cuDeviceGetAttribute", cuDeviceGetAttribute), FAKE("cuDeviceTotalMem", cuDeviceTotalMem_v2),
       FAKE("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain),
       FAKE("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2), FAKE("cuCtxSetCurrent", cuCtxSetCurrent),
