@@ -48,17 +48,23 @@ struct DeviceArray {
   DeviceArray(const CudaDevice& d, const std::vector<float>& values) : device(&d), count(values.size()) {
     address = value_or_throw(d.allocator().allocate(std::max<size_t>(4, 4 * count),
                                                     reinterpret_cast<uint64_t>(d.stream())));
-    if (count > 0) EXPECT_TRUE(d.to_device(address, values.data(), 4 * count, absl::Now() + absl::Seconds(10)).ok());
+    if (count > 0) {
+      EXPECT_TRUE(d.to_device(address, values.data(), 4 * count, absl::Now() + absl::Seconds(10)).ok());
+    }
   }
   ~DeviceArray() { (void)device->allocator().free(address); }
   std::vector<float> read() const {
     std::vector<float> out(count);
-    if (count > 0) EXPECT_TRUE(device->to_host(out.data(), address, 4 * count, absl::Now() + absl::Seconds(10)).ok());
+    if (count > 0) {
+      EXPECT_TRUE(device->to_host(out.data(), address, 4 * count, absl::Now() + absl::Seconds(10)).ok());
+    }
     return out;
   }
 };
 
-// Runs body(rank) for every member on its own thread (each on GPU ordinals[rank]) over one LocalGroup.
+// Runs body(rank) for every member on its own thread (each on GPU ordinals[rank]) over one LocalGroup. A body keeps
+// its communicator until every member's body is done (as the runtime's groups live on): an NCCL communicator
+// destroyed while a peer still uses it fails the peer's operations.
 template <typename Body>
 void members(const std::vector<int>& ordinals, Body body) {
   const int n = static_cast<int>(ordinals.size());
@@ -128,6 +134,7 @@ TEST(NcclCommunicator, TwoGpusAgreeOnNcclAndEveryCollectiveMatches) {
       ASSERT_TRUE(nccl.permute(x.address, y.address, 4, r == 0 ? 1 : -1, r == 1 ? 0 : -1, deadline).ok());
       EXPECT_EQ(y.read(), r == 0 ? (std::vector<float>{-1}) : (std::vector<float>{5}));
     }
+    EXPECT_TRUE(host.barrier(deadline).ok());  // both done before either communicator goes
   });
 }
 
@@ -169,11 +176,19 @@ TEST(NcclCommunicator, AMissingPeerFailsAtTheDeadlineAndAbortsTheGroup) {
   SKIP_WITHOUT_GPU();
   if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << gpu_count() << ")";
   ScopedMode mode("nccl");
-  members({0, 1}, [](int r, const CudaDevice& gpu, Communicator& host, CollectiveGroup& group) {
+  std::atomic<bool> done{false};
+  members({0, 1}, [&](int r, const CudaDevice& gpu, Communicator& host, CollectiveGroup& group) {
     absl::StatusOr<NcclCommunicator::Created> made = NcclCommunicator::create(gpu, host, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(made.ok()) << made.status();
     ASSERT_NE(made->comm, nullptr);
-    if (r == 1) return;
+    if (r == 1) {  // alive, but never calling the collective
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    struct Done {
+      std::atomic<bool>& flag;
+      ~Done() { flag.store(true); }
+    } mark{done};
     DeviceArray x(gpu, {1, 2});
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = made->comm->all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
@@ -197,15 +212,21 @@ TEST(NcclCommunicator, AnAbortedHostGroupEndsTheWaitAtOnce) {
   SKIP_WITHOUT_GPU();
   if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << gpu_count() << ")";
   ScopedMode mode("nccl");
+  std::atomic<bool> done{false};
   members({0, 1}, [&](int r, const CudaDevice& gpu, Communicator& host, CollectiveGroup& group) {
     absl::StatusOr<NcclCommunicator::Created> made = NcclCommunicator::create(gpu, host, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(made.ok()) << made.status();
     ASSERT_NE(made->comm, nullptr);
-    if (r == 1) {
+    if (r == 1) {  // alive, never calling the collective; its "process" reported dead after 300 ms
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       group.abort(absl::UnavailableError("[test] process 1 failed"));
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return;
     }
+    struct Done {
+      std::atomic<bool>& flag;
+      ~Done() { flag.store(true); }
+    } mark{done};
     DeviceArray x(gpu, {1, 2});
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = made->comm->all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,

@@ -164,9 +164,14 @@ absl::Status NcclCommunicator::init(const ncclUniqueId& id, absl::Time deadline)
   return settle("ncclCommInitRankConfig", deadline);
 }
 
-absl::Status NcclCommunicator::health(const char* what) const {
+absl::Status NcclCommunicator::group_aborted(const char* what) const {
   absl::Status group = host_.group_failure();
-  if (!group.ok()) return group;
+  if (group.ok()) return group;
+  return with_message(group, absl::StrCat("[nccl] ", what, " on ", description(), " aborted: ", group.message()));
+}
+
+absl::Status NcclCommunicator::health(const char* what) const {
+  MCX_RETURN_IF_ERROR(group_aborted(what));
   ncclResult_t state = ncclSuccess;
   const ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &state);
   if (r != ncclSuccess) return nccl_status(api_, r, absl::StrCat(what, ": ncclCommGetAsyncError"));
@@ -195,7 +200,7 @@ absl::Status NcclCommunicator::settle(const char* what, absl::Time deadline) {
     if (r != ncclSuccess) return fail(nccl_status(api_, r, absl::StrCat(what, ": ncclCommGetAsyncError")));
     if (state == ncclSuccess) return absl::OkStatus();
     if (state != ncclInProgress) return fail(nccl_status(api_, state, absl::StrCat(what, " on ", description())));
-    absl::Status group = host_.group_failure();
+    absl::Status group = group_aborted(what);
     if (!group.ok()) return fail(group);
     if (absl::Now() >= deadline) {
       return fail(absl::DeadlineExceededError(absl::StrCat("[nccl] ", what, " on ", description(),

@@ -99,6 +99,8 @@ class NcclCommunicator {
   absl::Status run(const char* what, const std::function<ncclResult_t()>& enqueue, absl::Time deadline);
   // Waits until the communicator's state is no longer ncclInProgress.
   absl::Status settle(const char* what, absl::Time deadline);
+  // OK while the host group is usable; else its failure (payloads kept) as an abort of `what`.
+  absl::Status group_aborted(const char* what) const;
   // OK while the communicator and its host group are healthy; else the error that fails the wait.
   absl::Status health(const char* what) const;
   // Aborts the NCCL communicator and the host group with `why`, remembers it and returns it.

@@ -25,15 +25,20 @@ int64_t leading(const std::vector<int64_t>& dims, int64_t dim) {
   return n;
 }
 
-// Logs each distinct message once per process (the first group over NCCL, each reason for staging).
-void log_once(const std::string& message) {
+// Logs the first message of each kind ("nccl", "staging") at info, later ones at debug.
+void log_path(const std::string& kind, const std::string& message) {
   static Mutex mu;
   static std::set<std::string>* seen = new std::set<std::string>();
+  bool first = false;
   {
     MutexLock lock(&mu);
-    if (!seen->insert(message).second) return;
+    first = seen->insert(kind).second;
   }
-  log_info("[cuda] {}", message);
+  if (first) {
+    log_info("[cuda] {}", message);
+  } else {
+    log_debug("[cuda] {}", message);
+  }
 }
 
 // The group's agreement, attached to the host member.
@@ -43,10 +48,10 @@ absl::StatusOr<NcclCommunicator*> group_nccl(const CudaDevice& device, Communica
       host.attachment<NcclCommunicator::Created>("nccl", [&]() -> absl::StatusOr<std::unique_ptr<NcclCommunicator::Created>> {
         MCX_ASSIGN_OR_RETURN(NcclCommunicator::Created made, NcclCommunicator::create(device, host, deadline));
         if (made.comm != nullptr) {
-          log_once(absl::StrCat("collectives of GPU arrays run device to device over NCCL (first: ",
+          log_path("nccl", absl::StrCat("collectives of GPU arrays run device to device over NCCL (",
                                 made.comm->description(), ")"));
         } else {
-          log_once(absl::StrCat("collectives of GPU arrays run through host staging: ", made.staging_reason));
+          log_path("staging", absl::StrCat("collectives of GPU arrays run through host staging: ", made.staging_reason));
         }
         return std::make_unique<NcclCommunicator::Created>(std::move(made));
       }));
@@ -126,13 +131,8 @@ absl::Status run_on(NcclCommunicator& nccl, const ir::Instr& instr, const SpmdMe
   return absl::InternalError(absl::StrCat("[cuda] ", std::string(name), " has no NCCL form"));
 }
 
-}  // namespace
-
-absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device,
-                                           const StagedValue& operand, const StagedValue& out,
-                                           const ExecutionContext* ctx, absl::Time deadline) {
-  if (instr.kind == OpKind::kAxisIndex || operand.memory == nullptr || out.memory == nullptr) return false;
-  MCX_ASSIGN_OR_RETURN(const SpmdMember m, spmd_member(instr, ctx));
+absl::StatusOr<bool> run_on_device(const ir::Instr& instr, const CudaDevice& device, const SpmdMember& m,
+                                   const StagedValue& operand, const StagedValue& out, absl::Time deadline) {
   if (m.comm == nullptr) {  // a group of one, or a permute that moves nothing
     if (instr.kind != OpKind::kCollectivePermute) {
       MCX_RETURN_IF_ERROR(copy_on_device(device, operand, out));
@@ -149,10 +149,23 @@ absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDev
   if (nccl == nullptr || (is_reduction(instr.kind) && !nccl->reductions())) return false;
   MCX_RETURN_IF_ERROR(m.comm->check_launch(deadline));
   if (instr.kind == OpKind::kCollectivePermute && m.recv_from < 0) MCX_RETURN_IF_ERROR(zero_on_device(device, out));
-  absl::Status s = run_on(*nccl, instr, m, operand, out, deadline);
-  if (s.ok()) return true;
-  return with_message(s, absl::StrCat("[", std::string(ir::op_name(instr.kind)), "] partition ",
-                                      ctx != nullptr ? ctx->partition_id : 0, ": ", s.message()));
+  MCX_RETURN_IF_ERROR(run_on(*nccl, instr, m, operand, out, deadline));
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device,
+                                           const StagedValue& operand, const StagedValue& out,
+                                           const ExecutionContext* ctx, absl::Time deadline) {
+  if (instr.kind == OpKind::kAxisIndex || operand.memory == nullptr || out.memory == nullptr) return false;
+  MCX_ASSIGN_OR_RETURN(const SpmdMember m, spmd_member(instr, ctx));  // its errors name the op already
+  absl::StatusOr<bool> done = run_on_device(instr, device, m, operand, out, deadline);
+  if (done.ok()) return done;
+  return with_message(done.status(), absl::StrCat("[", std::string(ir::op_name(instr.kind)), "] partition ",
+                                                  ctx != nullptr ? ctx->partition_id : 0, " of ",
+                                                  ctx != nullptr ? ctx->num_partitions : 1, ": ",
+                                                  done.status().message()));
 }
 
 }  // namespace mcx::cuda

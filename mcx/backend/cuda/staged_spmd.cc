@@ -10,12 +10,12 @@
 namespace mcx::cuda {
 namespace {
 
-// Names the path once per process, when the first collective between GPUs runs.
+// Names the path once per process, when the first staged collective runs.
 void log_first_use(const ir::Instr& instr, const CudaDevice& device) {
   static std::atomic<bool> logged{false};
   if (logged.exchange(true)) return;
-  log_info("[cuda] collectives of GPU arrays run through host staging (first: {} on {}): operands copied to pinned "
-           "host memory, combined over the process's communicators, copied back",
+  log_info("[cuda] first collective through host staging: {} on {} (operand copied to pinned host memory, combined "
+           "over the process's communicators, copied back)",
            std::string(ir::op_name(instr.kind)), device.label());
 }
 
@@ -27,7 +27,7 @@ absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device
     return absl::InternalError(absl::StrCat("[cuda] ", std::string(ir::op_name(instr.kind)), " is not an SPMD op"));
   }
   if (out.memory == nullptr) return absl::InternalError("[cuda] a staged SPMD op without its result's memory");
-  log_first_use(instr, device);
+  if (instr.kind != ir::OpKind::kAxisIndex) log_first_use(instr, device);  // axis_index moves nothing
   Buffer host_operand;
   HostOperand in;
   if (operand.memory != nullptr) {

@@ -154,8 +154,12 @@ Env with(Env a, const Env& b) {
 
 // Three processes all-reducing in a loop (with `env`); one is killed with SIGKILL: the survivors' collective fails
 // within a second, thrown as that process's failure, and their devices keep working.
-// own_gpu: process i gets GPU i (MCX_LOCAL_DEVICE_IDS).
-void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool own_gpu = false) {
+// own_gpu: process i gets GPU i (MCX_LOCAL_DEVICE_IDS). victim_env: process 2's extra environment; with
+// kills_itself, the test does not kill it (it dies on its own, as the stand-in NCCL's MCX_FAKE_NCCL_KILL_AT makes it).
+// At least one survivor's error must contain `error_says` (the other may have been between collectives).
+void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool own_gpu = false,
+                                                            const Env& victim_env = {}, bool kills_itself = false,
+                                                            const std::string& error_says = "") {
   Harness h;
   const int n = 3;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
@@ -164,16 +168,17 @@ void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool
   for (int id = 0; id < n; ++id) {
     Env e = with(env, {{"MCX_DEVICE_TIMEOUT_S", "30"}});
     if (own_gpu) e["MCX_LOCAL_DEVICE_IDS"] = std::to_string(id);
+    if (id == 2) e = with(e, victim_env);
     procs.push_back(h.spawn("p" + std::to_string(id), {collectives_worker_path(), "kill"},
                             Harness::worker_env(address, n, id, e)));
   }
   for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
-  h.proc(procs[2]).sub->signal(SIGKILL);
+  if (!kills_itself) h.proc(procs[2]).sub->signal(SIGKILL);
   const auto killed_at = Clock::now();
   for (int i : {procs[0], procs[1]}) {
     ASSERT_TRUE(h.wait_output(i, "AFTER", milliseconds(10000))) << h.dump(i);
   }
-  bool named = false;
+  bool named = false, says = false;
   for (int i : {procs[0], procs[1]}) {
     const std::string& o = h.out(i);
     size_t at = o.find("SURVIVOR_ERROR ");
@@ -181,15 +186,18 @@ void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool
     std::string line = o.substr(at, o.find('\n', at) - at);
     named = named || line.find("process 2") != std::string::npos;
     EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2)")) << "not thrown as the failure of process 2";
+    says = says || line.find(error_says) != std::string::npos;
     EXPECT_THAT(o, HasSubstr("AFTER f32[3]{2, 4, 6}")) << "the devices are unusable after the failure";
     (void)killed_at;
   }
   EXPECT_TRUE(named) << "no survivor's error names process 2:\n" << h.dump(procs[0]) << h.dump(procs[1]);
+  EXPECT_TRUE(says) << "no survivor's error says '" << error_says << "':\n" << h.dump(procs[0]) << h.dump(procs[1]);
   // Within a second of the kill (measured by the survivors from their last completed all-reduce).
   for (int i : {procs[0], procs[1]}) {
     const std::string& o = h.out(i);
     size_t at = o.find("SURVIVOR_ERROR ") + 15;
     EXPECT_LE(std::stoi(o.substr(at)), 1000) << h.dump(i);
+    std::printf("killed peer: %s\n", o.substr(at - 15, o.find('\n', at) - at + 15).c_str());
   }
 }
 
@@ -274,11 +282,21 @@ TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsWithinASecondOnEmula
   expect_killed_peer_fails_the_survivors_within_a_second(with(emulated_gpus(1), {{"MCX_LOCAL_DEVICE_IDS", "0"}}));
 }
 
-// And with a GPU each, the all-reduce over NCCL: the survivors wait in NCCL, not on a socket of the dead process;
-// the coordination service's report aborts the host group, which aborts the NCCL communicator.
+// And with a GPU each, the all-reduce over NCCL (killed from outside: the survivors may be in the NCCL
+// collective or in the launch check's host barrier before it).
 TEST(CollectivesAcrossProcesses, KilledPeerFailsTheSurvivorsNcclCollectiveWithinASecond) {
   expect_killed_peer_fails_the_survivors_within_a_second(with(emulated_gpus(3), {{"MCX_GPU_COLLECTIVES", "nccl"}}),
                                                          /*own_gpu=*/true);
+}
+
+// Process 2 dies inside its 30th NCCL all-reduce, while the survivors wait in theirs: nothing of theirs reads a
+// socket of the dead process; the coordination service's report aborts the host group, whose failure the NCCL
+// wait polls, and the NCCL communicator is aborted ("[nccl] ... aborted").
+TEST(CollectivesAcrossProcesses, APeerDyingInsideAnNcclCollectiveFailsTheSurvivorsWithinASecond) {
+  Env survivors = with(emulated_gpus(3), {{"MCX_GPU_COLLECTIVES", "nccl"}});
+  expect_killed_peer_fails_the_survivors_within_a_second(survivors, /*own_gpu=*/true,
+                                                         {{"MCX_FAKE_NCCL_KILL_AT", "30"}}, /*kills_itself=*/true,
+                                                         "[nccl] all_reduce on NCCL");
 }
 
 // A GPU the process does not have is refused at initialize, naming it and what the process sees.

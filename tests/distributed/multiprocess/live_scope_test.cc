@@ -16,10 +16,30 @@ using std::chrono::milliseconds;
 
 struct Case {
   int processes, who;
+  // Each process on an emulated GPU of its own, the collectives over the stand-in NCCL (MCX_GPU_COLLECTIVES=nccl):
+  // the live-set recovery on GPU meshes, with an NCCL communicator per group that is dropped with it.
+  bool nccl = false;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
-  return std::to_string(i.param.processes) + "_processes_process_" + std::to_string(i.param.who);
+  return std::to_string(i.param.processes) + "_processes_process_" + std::to_string(i.param.who) +
+         (i.param.nccl ? "_nccl_gpus" : "");
+}
+
+// Process `id`'s environment for `c` (plus `extra`).
+Env job_env(const Case& c, int id, Env extra = {}) {
+  extra["MCX_CPU_DEVICE_COUNT"] = "1";
+#ifdef MCX_TEST_FAKE_CUDA_DIR
+  if (c.nccl) {
+    for (const auto& [k, v] : Env{{"MCX_CUDA_LIBRARY_PATH", MCX_TEST_FAKE_CUDA_DIR}, {"MCX_CUDA_KERNEL_TARGET", "host"},
+                                  {"MCX_PLATFORMS", "cuda"}, {"MCX_FAKE_CUDA_DEVICES", std::to_string(c.processes)},
+                                  {"MCX_FAKE_CUDA_MEMORY_MB", "256"}, {"MCX_LOCAL_DEVICE_IDS", std::to_string(id)},
+                                  {"MCX_GPU_COLLECTIVES", "nccl"}}) {
+      extra[k] = v;
+    }
+  }
+#endif
+  return extra;
 }
 
 int sum_of_ids(int n, int except) { return n * (n + 1) / 2 - (except >= 0 ? except + 1 : 0); }
@@ -31,16 +51,23 @@ double seconds_after(const std::string& out, const std::string& prefix) {
   return std::stod(m[1]);
 }
 
-std::vector<int> start_job(Harness& h, int n, const std::string& mode, int who, const std::string& address) {
+std::vector<int> start_job(Harness& h, const Case& c, const std::string& mode, const std::string& address) {
   std::vector<int> procs;
-  for (int id = 0; id < n; ++id) {
-    procs.push_back(h.spawn("p" + std::to_string(id), {live_scope_worker_path(), mode, std::to_string(who)},
-                            Harness::worker_env(address, n, id, {{"MCX_CPU_DEVICE_COUNT", "1"}})));
+  for (int id = 0; id < c.processes; ++id) {
+    procs.push_back(h.spawn("p" + std::to_string(id), {live_scope_worker_path(), mode, std::to_string(c.who)},
+                            Harness::worker_env(address, c.processes, id, job_env(c, id))));
   }
   return procs;
 }
 
-class LiveScope : public ::testing::TestWithParam<Case> {};
+class LiveScope : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+#ifndef MCX_TEST_FAKE_CUDA_DIR
+    if (GetParam().nccl) GTEST_SKIP() << "no stand-in CUDA driver in this build";
+#endif
+  }
+};
 
 // Every survivor's body finished, but a member died before the exit: all of them raise, naming it.
 TEST_P(LiveScope, AMemberDyingAfterItsBodyMakesEverySurvivorRaise) {
@@ -48,7 +75,7 @@ TEST_P(LiveScope, AMemberDyingAfterItsBodyMakesEverySurvivorRaise) {
   Harness h;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
   ASSERT_FALSE(address.empty());
-  const std::vector<int> procs = start_job(h, n, "die-after-body", victim, address);
+  const std::vector<int> procs = start_job(h, GetParam(), "die-after-body", address);
   for (int id = 0; id < n; ++id) {
     if (id == victim) continue;
     ASSERT_TRUE(h.wait_output(procs[id], "DONE", milliseconds(30000))) << h.dump(procs[id]);
@@ -69,7 +96,7 @@ TEST_P(LiveScope, AnErrorInOneBodyReachesEveryProcessPromptly) {
   Harness h;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
   ASSERT_FALSE(address.empty());
-  const std::vector<int> procs = start_job(h, n, "raise-in-body", thrower, address);
+  const std::vector<int> procs = start_job(h, GetParam(), "raise-in-body", address);
   for (int id = 0; id < n; ++id) {
     ASSERT_TRUE(h.wait_output(procs[id], "DONE", milliseconds(30000))) << h.dump(procs[id]);
     const std::string& o = h.out(procs[id]);
@@ -96,7 +123,7 @@ TEST_P(LiveScope, ARestartedProcessJoinsAtAScopeExit) {
   Harness h;
   const std::string address = h.start_coordinator(n, {"--recoverable"});
   ASSERT_FALSE(address.empty());
-  const std::vector<int> procs = start_job(h, n, "rejoin", victim, address);
+  const std::vector<int> procs = start_job(h, GetParam(), "rejoin", address);
   ASSERT_TRUE(h.wait_exit(procs[victim], milliseconds(20000))) << h.dump(procs[victim]);
   // Let the survivors notice and retry on their own first.
   for (int id = 0; id < n; ++id) {
@@ -107,7 +134,7 @@ TEST_P(LiveScope, ARestartedProcessJoinsAtAScopeExit) {
   const int restarted = h.spawn("p" + std::to_string(victim) + "'",
                                 {live_scope_worker_path(), "rejoin", std::to_string(victim)},
                                 Harness::worker_env(address, n, victim,
-                                                    {{"MCX_CPU_DEVICE_COUNT", "1"}, {"LIVE_SCOPE_RESTARTED", "1"}}));
+                                                    job_env(GetParam(), victim, {{"LIVE_SCOPE_RESTARTED", "1"}})));
   const std::string full = "FULL generation=3 processes=" + process_ids(n, -1) + " sum=" + std::to_string(sum_of_ids(n, -1));
   for (int id = 0; id < n; ++id) {
     const int p = id == victim ? restarted : procs[id];
@@ -117,7 +144,7 @@ TEST_P(LiveScope, ARestartedProcessJoinsAtAScopeExit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, LiveScope,
-                         ::testing::Values(Case{2, 1}, Case{3, 0}, Case{4, 2}), case_name);
+                         ::testing::Values(Case{2, 1}, Case{3, 0}, Case{4, 2}, Case{3, 1, true}), case_name);
 
 }  // namespace
 }  // namespace mcx::mptest

@@ -15,10 +15,13 @@
 // ncclCommAbort; an aborted communicator marks the segment, and the other ranks' operations then fail with
 // ncclRemoteError (NCCL sees the closed connections of a rank that aborted). Non-blocking communicators
 // (config.blocking = 0) initialise on the worker: ncclCommGetAsyncError answers ncclInProgress until every rank
-// joined. What it does not model: NCCL's algorithms and reduction order, NVLink, network transports, timing.
+// joined. MCX_FAKE_NCCL_KILL_AT=N kills the process (SIGKILL) as its N-th collective starts, while its peers wait
+// in theirs: a process dying inside an NCCL collective, for the abort tests. What it does not model: NCCL's
+// algorithms and reduction order, NVLink, network transports, timing.
 #include <cuda.h>
 #include <fcntl.h>
 #include <nccl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -127,6 +130,16 @@ struct Comm {
     }
   }
 
+    // MCX_FAKE_NCCL_KILL_AT (see the top of this file), counted over the process's collectives.
+  static void maybe_die() {
+    static const long kill_at = [] {
+      const char* v = std::getenv("MCX_FAKE_NCCL_KILL_AT");
+      return v != nullptr ? std::atol(v) : 0L;
+    }();
+    static std::atomic<long> started{0};
+    if (kill_at > 0 && started.fetch_add(1) + 1 == kill_at) raise(SIGKILL);
+  }
+
   // Runs `op` on the worker, holding `stream` until it finished (a failed communicator skips it).
   ncclResult_t enqueue(cudaStream_t stream, std::function<ncclResult_t(Comm&)> op) {
     if (state.load() != ncclSuccess) return state.load() == ncclInProgress ? ncclInvalidUsage : state.load();
@@ -134,6 +147,7 @@ struct Comm {
     mcx_fake_cuda_stream_hold(s);
     std::lock_guard<std::mutex> lock(mu);
     queue.push_back([this, s, op = std::move(op)] {
+      maybe_die();
       const ncclResult_t r = state.load() == ncclSuccess ? op(*this) : state.load();
       mcx_fake_cuda_stream_release(s);
       return r;
