@@ -203,7 +203,7 @@ Verdict judge(const LiveDevices& entry, const Agreement& exit) {
 // Waits for the work this process's devices have queued (the body's, issued without waiting).
 absl::Status drain_local_devices(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  for (const Device& d : local_devices()) MCX_RETURN_IF_ERROR(stream_for(d).synchronize(deadline));
+  for (const Device& d : local_devices()) MCX_RETURN_IF_ERROR(synchronize_device(d, deadline));
   return absl::OkStatus();
 }
 

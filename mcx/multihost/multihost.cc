@@ -253,7 +253,7 @@ void sync_global_devices(const std::string& name, std::optional<absl::Duration> 
   const absl::Duration t = timeout.value_or(detail::default_timeout());
   const absl::Time deadline = absl::Now() + t;
   for (const Device& d : local_devices()) {
-    throw_if_error(stream_for(d).synchronize(deadline));
+    throw_if_error(synchronize_device(d, deadline));
   }
   if (process_count() == 1) return;
   // The control plane's barrier names the processes that did not arrive; the barrier over the data plane

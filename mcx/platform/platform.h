@@ -79,6 +79,11 @@ class Platform {
   // host's values (a copy where the device's memory is not host memory). InvalidArgument for a device index
   // out of range.
   virtual absl::StatusOr<std::shared_ptr<const DeviceBuffer>> from_host(const Buffer& host, int local_device) const = 0;
+  // Whether from_host may run while the device computes (a GPU's copy engines beside its kernels; from_host
+  // then must not wait for the device's computation, and its result is complete when it returns). The runtime
+  // then gives each device a queue of its own for host-to-device copies (runtime/stream.h), so the next batch's
+  // upload overlaps the current step. Default false: copies are queued behind the device's computations.
+  virtual bool copies_beside_compute() const { return false; }
   // The values of a buffer of this platform in host memory (without a copy where they are host memory
   // already). InvalidArgument (naming both platforms) for another platform's buffer.
   virtual absl::StatusOr<Buffer> to_host(const DeviceBuffer& buffer) const = 0;

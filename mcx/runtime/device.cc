@@ -46,8 +46,9 @@ struct Client {
   std::vector<PlatformDevices> by_platform;
   int process_index = 0;
   int process_count = 1;
-  std::vector<std::unique_ptr<Stream>> streams;      // parallel to local_devices
+  std::vector<std::unique_ptr<Stream>> streams;      // each device's, then the host-to-device queues
   absl::flat_hash_map<int, int> stream_by_global_id;  // global id -> index into streams
+  absl::flat_hash_map<int, int> upload_by_global_id;  // global id -> index of its host-to-device queue, if any
   pid_t creator_pid = 0;
 };
 
@@ -142,6 +143,10 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
     for (const Device& d : p.local) {
       client->stream_by_global_id[d.global_id] = static_cast<int>(client->streams.size());
       client->streams.push_back(std::make_unique<Stream>(d.to_string()));
+      if (p.platform->copies_beside_compute()) {
+        client->upload_by_global_id[d.global_id] = static_cast<int>(client->streams.size());
+        client->streams.push_back(std::make_unique<Stream>(d.to_string() + " uploads"));
+      }
     }
   }
   setup_compilation_cache(client->process_index);
@@ -261,6 +266,20 @@ Stream& stream_for(const Device& device) {
                                        "), got ", device.to_string(), " of process ", device.process_index));
   }
   return *c.streams[it->second];
+}
+
+Stream& host_to_device_stream_for(const Device& device) {
+  Stream& compute = stream_for(device);  // checks the device
+  Client& c = client();
+  auto it = c.upload_by_global_id.find(device.global_id);
+  return it == c.upload_by_global_id.end() ? compute : *c.streams[it->second];
+}
+
+absl::Status synchronize_device(const Device& device, absl::Time deadline) {
+  Stream& compute = stream_for(device);
+  Stream& uploads = host_to_device_stream_for(device);
+  if (&uploads != &compute) MCX_RETURN_IF_ERROR(uploads.synchronize(deadline));
+  return compute.synchronize(deadline);
 }
 
 }  // namespace mcx

@@ -51,6 +51,15 @@ class Stream {
 // The stream of a local device (InvalidArgument, thrown, for a device of another process).
 Stream& stream_for(const Device& device);
 
+// The queue that copies host data to `device` (InvalidArgument as stream_for): a stream of its own where the
+// device's platform copies beside its computations (Platform::copies_beside_compute: a GPU), so that an upload
+// does not wait behind the computations queued before it; else stream_for(device). Readers of the copied value
+// wait for its AsyncBuffer, never for a queue, so the order of the two queues does not matter to them.
+Stream& host_to_device_stream_for(const Device& device);
+
+// Waits until the work queued for `device` before the call (its stream and its host-to-device queue) has run.
+absl::Status synchronize_device(const Device& device, absl::Time deadline);
+
 // Default deadline for waits on device work and for collectives: MCX_DEVICE_TIMEOUT_S seconds
 // (default 300) from now. Every blocking wait in the runtime uses it unless the caller passes one.
 absl::Time default_device_deadline();

@@ -35,11 +35,11 @@ absl::StatusOr<std::vector<int64_t>> concrete_dims(const AbstractValue& aval, st
   return dims;
 }
 
-// Fills `out` on the device's stream with the elements of `box` (global indices) copied from `host`, which
-// holds `host_box`. The host buffer's storage is shared, so the caller may drop its handle at once.
+// Fills `out` on the device's host-to-device queue with the elements of `box` (global indices) copied from
+// `host`, which holds `host_box`. The host buffer's storage is shared, so the caller may drop its handle at once.
 void enqueue_host_copy(const Device& device, Buffer host, IndexBox host_box, IndexBox box,
                        std::shared_ptr<AsyncBuffer> out, std::string api) {
-  stream_for(device).enqueue([host = std::move(host), host_box = std::move(host_box), box = std::move(box),
+  host_to_device_stream_for(device).enqueue([host = std::move(host), host_box = std::move(host_box), box = std::move(box),
                               out = std::move(out), api = std::move(api), device]() {
     try {
       set_from_host(*out, extract_box(host, host_box, box), device);

@@ -63,6 +63,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(const DriverApi& ap
   MCX_RETURN_IF_ERROR(d->check(api.cuDevicePrimaryCtxRetain(&d->context_, dev), "cuDevicePrimaryCtxRetain"));
   MCX_RETURN_IF_ERROR(d->make_current());
   MCX_RETURN_IF_ERROR(d->check(api.cuStreamCreate(&d->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  MCX_RETURN_IF_ERROR(
+      d->check(api.cuStreamCreate(&d->copy_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate (uploads)"));
   d->memory_ = std::make_unique<DriverMemorySource>(api);
   const auto limit = static_cast<size_t>(fraction * static_cast<double>(d->info_.total_memory));
   d->allocator_ = std::make_unique<CachingAllocator>(
@@ -76,13 +78,20 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(const DriverApi& ap
 CudaDevice::~CudaDevice() {
   if (context_ == nullptr) return;
   if (!make_current().ok()) return;
-  if (stream_ != nullptr) api_.cuStreamSynchronize(stream_);
-  allocator_.reset();  // returns its segments while the context is alive
-  for (int i = 0; i < 2; ++i) {
-    if (staged_[i] != nullptr) api_.cuEventDestroy(staged_[i]);
-    if (staging_[i] != nullptr) api_.cuMemFreeHost(staging_[i]);
+  for (CUstream s : {stream_, copy_stream_}) {
+    if (s != nullptr) api_.cuStreamSynchronize(s);
   }
-  if (stream_ != nullptr) api_.cuStreamDestroy(stream_);
+  allocator_.reset();  // returns its segments while the context is alive
+  for (Staging& lane : staging_) {
+    MutexLock lock(&lane.mu);
+    for (int i = 0; i < 2; ++i) {
+      if (lane.copied[i] != nullptr) api_.cuEventDestroy(lane.copied[i]);
+      if (lane.buffer[i] != nullptr) api_.cuMemFreeHost(lane.buffer[i]);
+    }
+  }
+  for (CUstream s : {stream_, copy_stream_}) {
+    if (s != nullptr) api_.cuStreamDestroy(s);
+  }
   api_.cuDevicePrimaryCtxRelease(device_);
 }
 
@@ -113,37 +122,46 @@ absl::Status CudaDevice::synchronize_unless(absl::Time deadline, const std::func
   return wait([&] { return api_.cuStreamQuery(stream_); }, deadline, "waiting for the device's work", abandon);
 }
 
-absl::StatusOr<void*> CudaDevice::staging(int i, absl::Time deadline) const {
-  if (staging_[i] == nullptr) {
-    MCX_RETURN_IF_ERROR(check(api_.cuMemHostAlloc(&staging_[i], kStagingBytes, 0), "cuMemHostAlloc (pinned staging)"));
-    MCX_RETURN_IF_ERROR(check(api_.cuEventCreate(&staged_[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
-    return staging_[i];
-  }
-  // The buffer's last copy must be done before it is written again.
-  CUevent last = staged_[i];
-  MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(last); }, deadline, "waiting for a staged copy"));
-  return staging_[i];
+absl::Status CudaDevice::synchronize_uploads(absl::Time deadline) const {
+  return wait([&] { return api_.cuStreamQuery(copy_stream_); }, deadline, "waiting for the device's uploads");
 }
 
-absl::Status CudaDevice::to_device(uint64_t dst, const void* src, size_t bytes, absl::Time deadline) const {
+absl::StatusOr<void*> CudaDevice::staging(Staging& s, int i, absl::Time deadline) const {
+  if (s.buffer[i] == nullptr) {
+    MCX_RETURN_IF_ERROR(check(api_.cuMemHostAlloc(&s.buffer[i], kStagingBytes, 0), "cuMemHostAlloc (pinned staging)"));
+    MCX_RETURN_IF_ERROR(check(api_.cuEventCreate(&s.copied[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+    return s.buffer[i];
+  }
+  // The buffer's last copy must be done before it is written again.
+  CUevent last = s.copied[i];
+  MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(last); }, deadline, "waiting for a staged copy"));
+  return s.buffer[i];
+}
+
+absl::Status CudaDevice::to_device(uint64_t dst, const void* src, size_t bytes, absl::Time deadline,
+                                   Lane lane) const {
   MCX_RETURN_IF_ERROR(make_current());
-  MutexLock lock(&staging_mu_);
+  Staging& s = staging_of(lane);
+  const CUstream on = stream(lane);
+  MutexLock lock(&s.mu);
   const auto* from = static_cast<const std::byte*>(src);
   for (size_t done = 0, chunk = 0; done < bytes; done += kStagingBytes, ++chunk) {
     const size_t n = std::min(kStagingBytes, bytes - done);
     const int i = static_cast<int>(chunk % 2);
-    MCX_ASSIGN_OR_RETURN(void* stage, staging(i, deadline));
+    MCX_ASSIGN_OR_RETURN(void* stage, staging(s, i, deadline));
     std::memcpy(stage, from + done, n);
-    MCX_RETURN_IF_ERROR(check(api_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst + done), stage, n, stream_),
+    MCX_RETURN_IF_ERROR(check(api_.cuMemcpyHtoDAsync(static_cast<CUdeviceptr>(dst + done), stage, n, on),
                               "cuMemcpyHtoDAsync"));
-    MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(staged_[i], stream_), "cuEventRecord"));
+    MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(s.copied[i], on), "cuEventRecord"));
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaDevice::to_host(void* dst, uint64_t src, size_t bytes, absl::Time deadline) const {
+absl::Status CudaDevice::to_host(void* dst, uint64_t src, size_t bytes, absl::Time deadline, Lane lane) const {
   MCX_RETURN_IF_ERROR(make_current());
-  MutexLock lock(&staging_mu_);
+  Staging& s = staging_of(lane);
+  const CUstream on = stream(lane);
+  MutexLock lock(&s.mu);
   auto* to = static_cast<std::byte*>(dst);
   // Chunk k is copied into buffer k % 2 while the host copies chunk k - 1 out of the other.
   size_t pending_at = 0, pending_n = 0;
@@ -153,10 +171,10 @@ absl::Status CudaDevice::to_host(void* dst, uint64_t src, size_t bytes, absl::Ti
     if (done < bytes) {
       const size_t n = std::min(kStagingBytes, bytes - done);
       const int i = static_cast<int>(chunk % 2);
-      MCX_ASSIGN_OR_RETURN(void* stage, staging(i, deadline));
-      MCX_RETURN_IF_ERROR(check(api_.cuMemcpyDtoHAsync(stage, static_cast<CUdeviceptr>(src + done), n, stream_),
+      MCX_ASSIGN_OR_RETURN(void* stage, staging(s, i, deadline));
+      MCX_RETURN_IF_ERROR(check(api_.cuMemcpyDtoHAsync(stage, static_cast<CUdeviceptr>(src + done), n, on),
                                 "cuMemcpyDtoHAsync"));
-      MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(staged_[i], stream_), "cuEventRecord"));
+      MCX_RETURN_IF_ERROR(check(api_.cuEventRecord(s.copied[i], on), "cuEventRecord"));
     }
     if (pending_from != nullptr) {  // the previous chunk, while this one copies
       MCX_RETURN_IF_ERROR(wait([&] { return api_.cuEventQuery(pending_copy); }, deadline, "copying to the host"));
@@ -167,8 +185,8 @@ absl::Status CudaDevice::to_host(void* dst, uint64_t src, size_t bytes, absl::Ti
       const int i = static_cast<int>(chunk % 2);
       pending_at = done;
       pending_n = std::min(kStagingBytes, bytes - done);
-      pending_from = staging_[i];
-      pending_copy = staged_[i];
+      pending_from = s.buffer[i];
+      pending_copy = s.copied[i];
     }
   }
   return absl::OkStatus();

@@ -1,7 +1,10 @@
 // One GPU as the CUDA backend drives it: its primary context (retained for the life of the process), its
-// properties, the one in-order stream every kernel and copy of the device goes on (the runtime gives each
-// device one queue, so stream order is program order), its caching allocator (caching_allocator.h, capped at
-// MCX_GPU_MEMORY_FRACTION of the device's memory) and its pinned host staging for transfers.
+// properties, the in-order stream every kernel and every copy of an execution goes on (the runtime gives each
+// device one queue of computations, so stream order is program order), a second stream for the copies of
+// complete buffers to and from the host (uploads from the runtime's upload queue, downloads of ready arrays:
+// they run on the copy engines while the kernels run), its caching
+// allocator (caching_allocator.h, capped at MCX_GPU_MEMORY_FRACTION of the device's memory) and pinned host
+// staging for transfers, a pair of buffers per stream.
 //
 // Errors: the driver's, as driver_status() words them, prefixed with the device ("[cuda:0] ...").
 // Thread-safety: thread-safe; make_current() binds the context to the calling thread (each entry point of the
@@ -52,6 +55,9 @@ class CudaDevice {
   // Makes the device's context current on the calling thread.
   absl::Status make_current() const;
   CUstream stream() const { return stream_; }
+  // Which stream a transfer goes on: the computations' (in order with the kernels) or the copies'.
+  enum class Lane { kCompute, kCopy };
+  CUstream stream(Lane lane) const { return lane == Lane::kCompute ? stream_ : copy_stream_; }
   CachingAllocator& allocator() const { return *allocator_; }
   // Waits until all work enqueued on the stream has finished, or the deadline (DeadlineExceeded naming the
   // device).
@@ -62,17 +68,28 @@ class CudaDevice {
   // The driver's result as a Status naming this device and `what`.
   absl::Status check(CUresult r, std::string_view what) const;
 
-  // Copies between host memory and device memory through pinned staging buffers (chunks of kStagingBytes,
-  // two in flight): to_device returns once the host data is staged (the copy completes in stream order);
-  // to_host returns once the data is in `dst` (after the stream's earlier work). Waits end at the deadline.
-  absl::Status to_device(uint64_t dst, const void* src, size_t bytes, absl::Time deadline) const;
-  absl::Status to_host(void* dst, uint64_t src, size_t bytes, absl::Time deadline) const;
+  // Copies between host memory and device memory on `lane`'s stream through that lane's pinned staging buffers
+  // (chunks of kStagingBytes, two in flight): to_device returns once the host data is staged (the copy
+  // completes in stream order); to_host returns once the data is in `dst` (after the stream's earlier work).
+  // Waits end at the deadline.
+  absl::Status to_device(uint64_t dst, const void* src, size_t bytes, absl::Time deadline,
+                         Lane lane = Lane::kCompute) const;
+  absl::Status to_host(void* dst, uint64_t src, size_t bytes, absl::Time deadline, Lane lane = Lane::kCompute) const;
+  // Waits until the copies' stream finished its work (DeadlineExceeded naming the device).
+  absl::Status synchronize_uploads(absl::Time deadline) const;
   static constexpr size_t kStagingBytes = size_t{8} << 20;
 
  private:
   CudaDevice(const DriverApi& api, CudaDeviceInfo info) : api_(api), info_(std::move(info)) {}
-  // Staging buffer `i` (0 or 1), allocated on first use; waits until its last copy finished.
-  absl::StatusOr<void*> staging(int i, absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(staging_mu_);
+  // A lane's pinned staging: one transfer at a time through its two buffers.
+  struct Staging {
+    Mutex mu;
+    void* buffer[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};
+    CUevent copied[2] ABSL_GUARDED_BY(mu) = {nullptr, nullptr};  // the last copy from/to each
+  };
+  Staging& staging_of(Lane lane) const { return staging_[lane == Lane::kCompute ? 0 : 1]; }
+  // Buffer `i` (0 or 1) of `s`, allocated on first use; waits until its last copy finished.
+  absl::StatusOr<void*> staging(Staging& s, int i, absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Polls query() (a cuStreamQuery or cuEventQuery) until it is no longer "not ready", backing off to 1 ms;
   // DeadlineExceeded naming `what` at the deadline, abandon()'s error when it has one. The driver's own waits
   // have no deadline.
@@ -84,11 +101,10 @@ class CudaDevice {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  CUstream copy_stream_ = nullptr;
   std::unique_ptr<DeviceMemorySource> memory_;
   std::unique_ptr<CachingAllocator> allocator_;
-  mutable Mutex staging_mu_;  // one transfer at a time per device through the two buffers
-  mutable void* staging_[2] ABSL_GUARDED_BY(staging_mu_) = {nullptr, nullptr};
-  mutable CUevent staged_[2] ABSL_GUARDED_BY(staging_mu_) = {nullptr, nullptr};  // the last copy from/to each
+  mutable Staging staging_[2];  // by lane
 };
 
 }  // namespace mcx::cuda

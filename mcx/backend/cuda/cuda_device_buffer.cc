@@ -5,11 +5,12 @@
 
 namespace mcx::cuda {
 
-absl::StatusOr<std::shared_ptr<DeviceMemory>> DeviceMemory::allocate(const CudaDevice& device, size_t bytes) {
+absl::StatusOr<std::shared_ptr<DeviceMemory>> DeviceMemory::allocate(const CudaDevice& device, size_t bytes,
+                                                                     CudaDevice::Lane lane) {
   uint64_t address = 0;
   if (bytes > 0) {
     MCX_RETURN_IF_ERROR(device.make_current());
-    MCX_ASSIGN_OR_RETURN(address, device.allocator().allocate(bytes, reinterpret_cast<uint64_t>(device.stream())));
+    MCX_ASSIGN_OR_RETURN(address, device.allocator().allocate(bytes, reinterpret_cast<uint64_t>(device.stream(lane))));
   }
   return std::shared_ptr<DeviceMemory>(new DeviceMemory(device, address, bytes));
 }

@@ -19,8 +19,10 @@ namespace mcx::cuda {
 // Device memory owned by one or more buffers; freed into the device's allocator with the last one.
 class DeviceMemory {
  public:
-  // `bytes` (may be 0: no memory) on `device`. The allocator's errors (ResourceExhausted names the device).
-  static absl::StatusOr<std::shared_ptr<DeviceMemory>> allocate(const CudaDevice& device, size_t bytes);
+  // `bytes` (may be 0: no memory) on `device`, for work on `lane`'s stream (the allocator's stream order). The
+  // allocator's errors (ResourceExhausted names the device).
+  static absl::StatusOr<std::shared_ptr<DeviceMemory>> allocate(const CudaDevice& device, size_t bytes,
+                                                                CudaDevice::Lane lane = CudaDevice::Lane::kCompute);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;

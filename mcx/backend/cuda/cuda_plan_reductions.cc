@@ -56,14 +56,14 @@ absl::StatusOr<Plan::Step> plan_reduction(PlanBuilder& b, int i) {
       step.outputs = {v};
       step.n = product(b.plan.dims[v]);
       b.specs.push_back(ReduceKernelSpec{in.kind, p.type(in.operands[0]).dtype, b.plan.dims[in.operands[0]],
-                                          {dimension}, in.type.dtype});
+                                          {dimension}, in.type.dtype, std::nullopt});
       break;
     }
     case OpKind::kReduceSum: case OpKind::kReduceProd: case OpKind::kReduceMax: case OpKind::kReduceMin: {
       MCX_ASSIGN_OR_RETURN(std::vector<int64_t> axes, in.attrs.get_ints("dimensions"));
       const std::vector<int64_t>& xd = b.plan.dims[in.operands[0]];
       ValueId source = in.operands[0];
-      ReduceKernelSpec spec{in.kind, in.type.dtype, xd, std::move(axes)};
+      ReduceKernelSpec spec{in.kind, in.type.dtype, xd, std::move(axes), DType::kInt32, std::nullopt};
       if (const std::optional<RowSplit> split = split_rows(xd, spec.axes)) {
         // Partials first: thread (row, c) reduces elements c, c + chunks, ... of its row, so neighbouring
         // threads read neighbouring elements; then each row's partials.

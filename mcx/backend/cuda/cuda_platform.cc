@@ -121,24 +121,37 @@ class CudaPlatform final : public Platform {
       return absl::InvalidArgumentError(absl::StrCat("[cuda] local device ", local_device, " out of range: this process has ",
                                                      d->size(), " CUDA devices"));
     }
+    // On the uploads' stream, so that the copy runs while the kernels queued before it do, and complete when it
+    // returns (copies_beside_compute); the kernels that read it later are on the other stream: the allocator
+    // hands the memory out again only after their work too.
     const CudaDevice& device = *(*d)[local_device];
-    MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> mem, DeviceMemory::allocate(device, host.nbytes()));
+    using Lane = CudaDevice::Lane;
+    MCX_ASSIGN_OR_RETURN(std::shared_ptr<DeviceMemory> mem, DeviceMemory::allocate(device, host.nbytes(), Lane::kCopy));
     if (host.nbytes() > 0) {
       MCX_ASSIGN_OR_RETURN(const absl::Time deadline, device_deadline_from_now());
-      MCX_RETURN_IF_ERROR(device.to_device(mem->address(), host.data(), host.nbytes(), deadline));
+      MCX_RETURN_IF_ERROR(device.to_device(mem->address(), host.data(), host.nbytes(), deadline, Lane::kCopy));
+      MCX_RETURN_IF_ERROR(device.synchronize_uploads(deadline));
+      MCX_RETURN_IF_ERROR(
+          device.allocator().record_use(mem->address(), reinterpret_cast<uint64_t>(device.stream(Lane::kCompute))));
     }
     return std::make_shared<CudaDeviceBuffer>(host.dtype(), host.dims(), std::move(mem));
   }
+
+  bool copies_beside_compute() const override { return true; }
 
   absl::StatusOr<Buffer> to_host(const DeviceBuffer& buffer) const override {
     const auto* b = dynamic_cast<const CudaDeviceBuffer*>(&buffer);
     if (b == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("[cuda] to_host of ", buffer.describe(), ": not a cuda buffer"));
     }
+    // A buffer handed out is complete (executions and uploads finish before their results are ready), so its
+    // download need not queue behind the kernels enqueued since: it goes on the uploads' stream, beside them
+    // (an asynchronous checkpoint's copies run while the next step computes).
     Buffer out = Buffer::uninitialized(b->dtype(), b->dims());
     if (out.nbytes() > 0) {
       MCX_ASSIGN_OR_RETURN(const absl::Time deadline, device_deadline_from_now());
-      MCX_RETURN_IF_ERROR(b->device().to_host(out.mutable_data(), b->address(), out.nbytes(), deadline));
+      MCX_RETURN_IF_ERROR(b->device().to_host(out.mutable_data(), b->address(), out.nbytes(), deadline,
+                                              CudaDevice::Lane::kCopy));
     }
     return out;
   }

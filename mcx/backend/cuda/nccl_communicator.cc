@@ -69,6 +69,9 @@ std::string staging_reason(const std::vector<Offer>& offers, const std::string& 
   return "";
 }
 
+// How long a remote error waits for the coordination service to name the failed process (see health()).
+constexpr absl::Duration kFailureAttribution = absl::Milliseconds(500);
+
 }  // namespace
 
 absl::StatusOr<std::string> gpu_collectives_mode() { return kGpuCollectivesFlag.get(); }
@@ -176,7 +179,18 @@ absl::Status NcclCommunicator::health(const char* what) const {
   const ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &state);
   if (r != ncclSuccess) return nccl_status(api_, r, absl::StrCat(what, ": ncclCommGetAsyncError"));
   if (state != ncclSuccess && state != ncclInProgress) {
-    return nccl_status(api_, state, absl::StrCat(what, " on ", description()));
+    const absl::Status error = nccl_status(api_, state, absl::StrCat(what, " on ", description()));
+    // A peer died or aborted: NCCL knows only that a connection broke. The coordination service says which
+    // process failed (the host group's failure, with its process-failure mark) moments later, so give it a
+    // short while to, and return the named failure rather than an anonymous one.
+    if (state == ncclRemoteError || state == ncclSystemError) {
+      const absl::Time until = absl::Now() + kFailureAttribution;
+      while (absl::Now() < until) {
+        MCX_RETURN_IF_ERROR(group_aborted(what));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return error;
   }
   return absl::OkStatus();
 }

@@ -14,7 +14,8 @@
 //
 // Every collective is enqueued on the device's stream (in its order with the kernels) and waited for, polling
 // the stream, ncclCommGetAsyncError, the host group's failure (the coordination service reporting a member
-// process dead aborts it: collectives/peer_group.h) and the deadline. On any of these the communicator is aborted
+// process dead aborts it: collectives/peer_group.h) and the deadline (an NCCL remote error, which names no process,
+// waits up to half a second for the host group's failure, which does). On any of these the communicator is aborted
 // (ncclCommAbort, which never waits for peers), the host group is aborted too (so the other members stop), and
 // the error is returned: Unavailable naming the dead process (its process-failure mark kept), DeadlineExceeded
 // naming the collective, or NCCL's error. Afterwards every call returns Aborted "unusable after an earlier

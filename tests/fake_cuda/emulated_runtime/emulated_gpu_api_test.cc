@@ -1,13 +1,16 @@
 // The public API on the GPU, emulated (the stand-in driver running host-compiled kernels,
 // MCX_CUDA_KERNEL_TARGET=host, with MCX_PLATFORMS=cuda,cpu: the GPU is the default device): jit, grad, vmap,
 // control flow and an exported function called on GPU arrays, each against the same computation on the CPU; an
-// asynchronous checkpoint of GPU arrays.
+// asynchronous checkpoint of GPU arrays; uploads that do not wait behind the GPU's queued computations.
 // What only a real GPU shows is the gpu label's (docs/gpu.md).
+#include <chrono>
 #include <cmath>
+#include <future>
 
 #include "gtest/gtest.h"
 #include "mcx/checkpoint/checkpoint_manager.h"
 #include "mcx/mcx.h"
+#include "mcx/runtime/stream.h"
 #include "tests/support/temp_dir.h"
 
 namespace mcx {
@@ -92,6 +95,28 @@ TEST(EmulatedGpuApi, AnAsynchronousCheckpointOfGpuArraysIsCopiedByItsWriter) {
   EXPECT_TRUE(restored[1].to_host().bitwise_equal(b_host));
   const Buffer d = doubled.to_host();
   for (int64_t i = 0; i < d.num_elements(); ++i) ASSERT_EQ(d.data<float>()[i], 2.0f * w_host.data<float>()[i]);
+}
+
+// A GPU copies host data beside its computations (Platform::copies_beside_compute): with the device's queue of
+// computations held up, an upload (what the data loader's next batch does) still completes, on the device's
+// upload queue; a computation on it then runs once the queue moves.
+TEST(EmulatedGpuApi, AnUploadDoesNotWaitBehindTheQueuedComputations) {
+  const Device gpu = default_device();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  stream_for(gpu).enqueue([released] { released.wait(); });  // the step still running
+  const Array batch = make_array_from_callback({4, 3}, DType::kFloat32, SingleDeviceSharding(gpu), [](const IndexBox& box) {
+    std::vector<float> v(12);
+    for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i);
+    return Buffer::from_vector<float>(v, box.shape());
+  });
+  auto uploaded = std::async(std::launch::async, [&] { batch.block_until_ready(); });
+  const bool overlapped = uploaded.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  release.set_value();
+  uploaded.wait();
+  EXPECT_TRUE(overlapped) << "the upload waited for the computation queued before it";
+  EXPECT_EQ((batch * 2.0f).to_host().data<float>()[11], 22.0f);
+  EXPECT_TRUE(synchronize_device(gpu, absl::Now() + absl::Seconds(30)).ok());
 }
 
 }  // namespace
