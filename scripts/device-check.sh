@@ -12,7 +12,8 @@
 # (accuracies compared), the CNN served on the GPU from the artifact the GPU run exported, the multi-process part
 # (2 processes sharing the GPU: every cross-process collective, a peer killed with SIGKILL, the 64 MiB staged
 # all-reduce against the copies it is made of, and the main job end to end: examples/train_fashion_mnist/
-# check_job.sh gpu), and bench_gpu (mcx against JAX and PyTorch on the same GPU, peers from
+# check_job.sh gpu; on a machine with several GPUs, one process per GPU over NCCL and a kill there; the gpu
+# label's NcclCommunicator tests run NCCL itself on one GPU), and bench_gpu (mcx against JAX and PyTorch on the same GPU, peers from
 # bench/gpu/gpu_peers.py), and prints one summary; logs,
 # gtest JSON and the benchmark's JSON lines go to $OUT when set.
 set -euo pipefail
@@ -213,6 +214,32 @@ PY
         record "SIGKILL of process 2: process $p's collective failed after ${ms:-never} ms"
       done
       [ "$kill_ok" = 1 ] || { status=1; grep -E 'SURVIVOR|KILLING' "$logs/selfkill.log" | head -5 || true; }
+      # Where the machine has several GPUs: one process per GPU, the collectives over NCCL (demanded, so that a
+      # fallback to staging is an error), and a process killed inside them.
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+      if [ "${gpus:-0}" -ge 2 ]; then
+        set +e
+        MCX_PLATFORMS=cuda MCX_GPU_COLLECTIVES=nccl timeout 300 "$bin/mcx-run" -n 2 --gpus-per-process 1 --gpus "$gpus"           --timeout 280 --init-timeout 60 -- "$bin/collectives_worker" all > "$logs/collectives_nccl.log" 2>&1
+        rc=$?
+        set -e
+        ok=$(grep -c ' CHECK .* OK$' "$logs/collectives_nccl.log" || true)
+        bad=$(grep -c ' CHECK .* FAIL' "$logs/collectives_nccl.log" || true)
+        record "2 processes on 2 of $gpus GPUs, every collective over NCCL: rc $rc, $ok checks OK, $bad failed"
+        [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ok" -gt 0 ] || status=1
+        if [ "$gpus" -ge 3 ]; then
+          set +e
+          MCX_PLATFORMS=cuda MCX_GPU_COLLECTIVES=nccl timeout 300 "$bin/mcx-run" -n 3 --gpus-per-process 1 --gpus "$gpus"             --timeout 280 --init-timeout 60 --recoverable -- "$bin/collectives_worker" selfkill > "$logs/selfkill_nccl.log" 2>&1
+          set -e
+          for p in 0 1; do
+            line=$(grep "^\[p$p\] SURVIVOR_ERROR" "$logs/selfkill_nccl.log" | head -1)
+            ms=$(echo "$line" | awk '{print $3}')
+            record "SIGKILL of process 2 over NCCL: process $p's collective failed after ${ms:-never} ms"
+            if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2)"; then status=1; fi
+          done
+        fi
+      else
+        record "NCCL between processes: not run (this machine has ${gpus:-0} GPU; NCCL needs one per rank)"
+      fi
       set +e
       mp bandwidth.log 2 -- "$bin/collectives_worker" bandwidth
       set -e

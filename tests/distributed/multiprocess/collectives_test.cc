@@ -130,8 +130,7 @@ TEST(CollectivesAcrossProcesses, DeterministicModeIsBitwiseIdenticalToOneProcess
   EXPECT_EQ(seen.size(), 1u) << "the psum bits differ between layouts of 4 devices in deterministic mode";
 }
 
-TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsFailAtOnce) {
-  JobOutput out = run_job(2, 1, "mismatch");
+void expect_mismatch_fails_at_once_naming_both(JobOutput out) {
   bool named_both = false;
   for (int p = 0; p < 2; ++p) {
     EXPECT_EQ(out.checks[p]["mismatch_detected"], "OK") << out.all;
@@ -145,6 +144,10 @@ TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsFailAtOnce
                                 line.find("process 1") != std::string::npos);
   }
   EXPECT_TRUE(named_both) << "no error named both programs and both processes:\n" << out.all;
+}
+
+TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsFailAtOnce) {
+  expect_mismatch_fails_at_once_naming_both(run_job(2, 1, "mismatch"));
 }
 
 Env with(Env a, const Env& b) {
@@ -275,6 +278,13 @@ TEST(CollectivesAcrossProcesses, EveryCollectiveOverNcclOnEmulatedGpus) {
     for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
     EXPECT_EQ(out.checks[p]["device_put_across_processes"], "OK") << out.all;
   }
+}
+
+// The launch check on GPUs over NCCL: the mismatched launch comes after the NCCL communicators were built, so
+// only the check that runs before an NCCL collective (Communicator::check_launch) can catch it.
+TEST(CollectivesAcrossProcesses, ProcessesRunningDifferentComputationsOverNcclFailAtOnce) {
+  expect_mismatch_fails_at_once_naming_both(run_job_with(2, {"--gpus-per-process", "1", "--gpus", "2"}, "mismatch",
+                                                         with(emulated_gpus(2), {{"MCX_GPU_COLLECTIVES", "nccl"}})));
 }
 
 // The same kill with every process on the (emulated) GPU they share: the staged collectives fail as promptly.

@@ -9,8 +9,8 @@
 //
 // Modes (argv[1]):
 //   all          (default) every check above
-//   mismatch     process 0 launches a different computation than the others: every process must fail at
-//                once with an error naming both programs, and the devices stay usable
+//   mismatch     after one matching launch, process 0 launches a different computation than the others: every
+//                process must fail at once with an error naming both programs, and the devices stay usable
 //   kill         every process runs all-reduces in a loop; the test kills one with SIGKILL, and the survivors
 //                must fail within a second with an error naming a process ("SURVIVOR_ERROR <ms> <message>")
 //   selfkill     as kill, but the last process kills itself (SIGKILL) after 50 all-reduces, so no harness needs
@@ -284,6 +284,9 @@ void run_mismatch(int pid, int g) {
                               {mcx::P()}, "sum_step");
   auto max_f = mcx::shard_map([](const mcx::Array& v) { return mcx::pmax(v * 2, "i"); }, mesh, {mcx::P("i")},
                               {mcx::P()}, "max_step");
+  // One matching launch first: the mismatch is then a later launch over groups already built (for GPUs over
+  // NCCL, whose collectives carry no launch tag: the launch check runs before them).
+  sum_f(x).block_until_ready();
   check("mismatch_detected", [&] {
     const Clock::time_point t0 = Clock::now();
     try {
