@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -170,37 +171,50 @@ TEST(NcclCommunicator, MembersSharingAGpuAgreeOnStagingOrRefuseWhenNcclIsDemande
   }
 }
 
-// Member 1 creates the communicator, then never calls the collective: member 0 fails at its deadline, the NCCL
-// communicator is aborted (its later calls say so) and so is the host group.
-TEST(NcclCommunicator, AMissingPeerFailsAtTheDeadlineAndAbortsTheGroup) {
-  SKIP_WITHOUT_GPU();
-  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << gpu_count() << ")";
+// Both members create their communicator; member 1 then stays alive without calling the collective (running
+// `meanwhile` first), while member 0 runs `wait(its communicator, its GPU, the group)`.
+void one_waits_while_the_other_idles(
+    const std::function<void(CollectiveGroup&)>& meanwhile,
+    const std::function<void(NcclCommunicator&, const CudaDevice&, CollectiveGroup&)>& wait) {
   ScopedMode mode("nccl");
   std::atomic<bool> done{false};
   members({0, 1}, [&](int r, const CudaDevice& gpu, Communicator& host, CollectiveGroup& group) {
     absl::StatusOr<NcclCommunicator::Created> made = NcclCommunicator::create(gpu, host, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(made.ok()) << made.status();
     ASSERT_NE(made->comm, nullptr);
-    if (r == 1) {  // alive, but never calling the collective
+    if (r == 1) {
+      meanwhile(group);
       while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return;
     }
-    struct Done {
-      std::atomic<bool>& flag;
-      ~Done() { flag.store(true); }
-    } mark{done};
+    wait(*made->comm, gpu, group);
+    done.store(true);
+  });
+}
+
+int64_t ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Member 0 fails at its deadline, the NCCL communicator is aborted (its later calls say so) and so is the host
+// group.
+TEST(NcclCommunicator, AMissingPeerFailsAtTheDeadlineAndAbortsTheGroup) {
+  SKIP_WITHOUT_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << gpu_count() << ")";
+  one_waits_while_the_other_idles([](CollectiveGroup&) {}, [](NcclCommunicator& nccl, const CudaDevice& gpu,
+                                                              CollectiveGroup& group) {
     DeviceArray x(gpu, {1, 2});
     const auto start = std::chrono::steady_clock::now();
-    absl::Status s = made->comm->all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
-                                            absl::Now() + absl::Milliseconds(300));
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    absl::Status s = nccl.all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
+                                     absl::Now() + absl::Milliseconds(300));
+    const int64_t ms = ms_since(start);
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("all_reduce"));
     EXPECT_GE(ms, 250);
     EXPECT_LE(ms, 3000);
     EXPECT_TRUE(group.failed()) << "the host group was not aborted";
-    absl::Status again = made->comm->all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
-                                                absl::Now() + absl::Seconds(5));
+    absl::Status again = nccl.all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
+                                         absl::Now() + absl::Seconds(5));
     EXPECT_EQ(again.code(), absl::StatusCode::kAborted) << again;
     EXPECT_THAT(std::string(again.message()), HasSubstr("unusable after an earlier error"));
   });
@@ -211,31 +225,21 @@ TEST(NcclCommunicator, AMissingPeerFailsAtTheDeadlineAndAbortsTheGroup) {
 TEST(NcclCommunicator, AnAbortedHostGroupEndsTheWaitAtOnce) {
   SKIP_WITHOUT_GPU();
   if (gpu_count() < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << gpu_count() << ")";
-  ScopedMode mode("nccl");
-  std::atomic<bool> done{false};
-  members({0, 1}, [&](int r, const CudaDevice& gpu, Communicator& host, CollectiveGroup& group) {
-    absl::StatusOr<NcclCommunicator::Created> made = NcclCommunicator::create(gpu, host, absl::Now() + absl::Seconds(60));
-    ASSERT_TRUE(made.ok()) << made.status();
-    ASSERT_NE(made->comm, nullptr);
-    if (r == 1) {  // alive, never calling the collective; its "process" reported dead after 300 ms
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      group.abort(absl::UnavailableError("[test] process 1 failed"));
-      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      return;
-    }
-    struct Done {
-      std::atomic<bool>& flag;
-      ~Done() { flag.store(true); }
-    } mark{done};
-    DeviceArray x(gpu, {1, 2});
-    const auto start = std::chrono::steady_clock::now();
-    absl::Status s = made->comm->all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
-                                            absl::Now() + absl::Seconds(30));
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr("process 1 failed"));
-    EXPECT_LE(ms, 2000) << "the wait did not end when the group was aborted";
-  });
+  one_waits_while_the_other_idles(
+      [](CollectiveGroup& group) {  // its "process" reported dead after 300 ms
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        group.abort(absl::UnavailableError("[test] process 1 failed"));
+      },
+      [](NcclCommunicator& nccl, const CudaDevice& gpu, CollectiveGroup&) {
+        DeviceArray x(gpu, {1, 2});
+        const auto start = std::chrono::steady_clock::now();
+        absl::Status s = nccl.all_reduce(x.address, x.address, 2, ncclFloat32, ReduceOp::kSum,
+                                         absl::Now() + absl::Seconds(30));
+        EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+        EXPECT_THAT(std::string(s.message()), HasSubstr("process 1 failed"));
+        EXPECT_THAT(std::string(s.message()), HasSubstr("[nccl] all_reduce"));
+        EXPECT_LE(ms_since(start), 2000) << "the wait did not end when the group was aborted";
+      });
 }
 
 }  // namespace

@@ -263,6 +263,11 @@ ncclResult_t reduce_slots(const Comm& c, size_t offset, size_t count, ncclDataTy
   return ncclSuccess;
 }
 
+// Where this rank's block of `count` elements starts in each slot (reduce-scatter).
+size_t block_offset(const Comm& c, size_t count, ncclDataType_t t) {
+  return count * type_size(t) * static_cast<size_t>(c.rank);
+}
+
 ncclResult_t too_big(size_t bytes, size_t slot) {
   last_error = "an operation of " + std::to_string(bytes) + " bytes exceeds the stand-in's slot of " +
                std::to_string(slot) + " (MCX_FAKE_NCCL_SLOT_MB)";
@@ -383,34 +388,38 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return ncclCommAbort(comm); }
 
-ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
-                           cudaStream_t stream) {
-  auto* c = reinterpret_cast<Comm*>(comm);
-  const size_t bytes = count * type_size(t);
+}  // extern "C"
+
+namespace {
+
+// A reduction: every rank's `bytes` of input into its slot, then out = op over the ranks' slots of the `count`
+// elements at `offset` (all of them for all-reduce, this rank's block for reduce-scatter).
+ncclResult_t reduce(Comm* c, const void* in, size_t bytes, size_t offset, void* out, size_t count, ncclDataType_t t,
+                    ncclRedOp_t op, cudaStream_t stream) {
   if (bytes > c->slot && c->slot != 0) return too_big(bytes, c->slot);
   return c->enqueue(stream, [=](Comm& k) {
     std::memcpy(k.slot_of(k.rank), in, bytes);
     ncclResult_t r = k.barrier();
     if (r != ncclSuccess) return r;
-    r = reduce_slots(k, 0, count, t, op, out);
+    r = reduce_slots(k, offset == SIZE_MAX ? block_offset(k, count, t) : offset, count, t, op, out);
     if (r != ncclSuccess) return r;
     return k.barrier();
   });
 }
 
+}  // namespace
+
+extern "C" {
+
+ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return reduce(reinterpret_cast<Comm*>(comm), in, count * type_size(t), 0, out, count, t, op, stream);
+}
+
 ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
   auto* c = reinterpret_cast<Comm*>(comm);
-  const size_t block = count * type_size(t), bytes = block * static_cast<size_t>(c->nranks);
-  if (bytes > c->slot && c->slot != 0) return too_big(bytes, c->slot);
-  return c->enqueue(stream, [=](Comm& k) {
-    std::memcpy(k.slot_of(k.rank), in, bytes);
-    ncclResult_t r = k.barrier();
-    if (r != ncclSuccess) return r;
-    r = reduce_slots(k, block * static_cast<size_t>(k.rank), count, t, op, out);
-    if (r != ncclSuccess) return r;
-    return k.barrier();
-  });
+  return reduce(c, in, count * type_size(t) * static_cast<size_t>(c->nranks), SIZE_MAX, out, count, t, op, stream);
 }
 
 ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t t, ncclComm_t comm,
