@@ -13,7 +13,8 @@
 # (2 processes sharing the GPU: every cross-process collective, a peer killed with SIGKILL, the 64 MiB staged
 # all-reduce against the copies it is made of, and the main job end to end: examples/train_fashion_mnist/
 # check_job.sh gpu; on a machine with several GPUs, one process per GPU over NCCL and a kill there; the gpu
-# label's NcclCommunicator tests run NCCL itself on one GPU), and bench_gpu (mcx against JAX and PyTorch on the same GPU, peers from
+# label's NcclCommunicator tests run NCCL itself on one GPU), bench_gpu, and the CNN's epoch against PyTorch
+# (one process, and DDP over 2 processes sharing the GPU) and JAX (bench/gpu/epoch_peers.py) (mcx against JAX and PyTorch on the same GPU, peers from
 # bench/gpu/gpu_peers.py), and prints one summary; logs,
 # gtest JSON and the benchmark's JSON lines go to $OUT when set.
 set -euo pipefail
@@ -276,6 +277,41 @@ for line in open(sys.argv[1]):
     elif "gb_per_s" in j:
         print(f"device-check: bench {j['name']}: {j['peer']} {j['gb_per_s']:.0f} GB/s")
 PY
+    fi
+    # The main job's epoch against PyTorch and JAX on the same GPU and data (bench/gpu/epoch_peers.py: the same
+    # CNN, Adam, batch 128; each side's second epoch, the first one warming up): mcx on 1 process against PyTorch
+    # and JAX, and mcx on 2 processes sharing the GPU against PyTorch DDP on 2 processes sharing it. Reported as
+    # mcx's examples/s over the peer's (>= 1: mcx is faster).
+    if [ "${MCX_DEVICE_CHECK_BENCH:-1}" = 1 ] && [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+      set +e
+      MCX_PLATFORMS=cuda timeout 240 "$root/mcx/bin/train_fashion_mnist" --data "$fashion" --model cnn --devices 1 \
+        --epochs 2 --schedule constant --min-accuracy 0 > "$logs/epoch.mcx1.log" 2>&1
+      MCX_PLATFORMS=cuda timeout 300 "$root/mcx/bin/mcx-run" -n 2 --gpus-per-process 1 --gpus 1 --timeout 280 \
+        --init-timeout 60 -- "$root/mcx/bin/train_fashion_mnist" --data "$fashion" --model cnn --epochs 2 \
+        --schedule constant --min-accuracy 0 > "$logs/epoch.mcx2.log" 2>&1
+      timeout 300 python3 bench/gpu/epoch_peers.py --data "$fashion" > "$logs/epoch_peers.jsonl" 2> "$logs/epoch_peers.log"
+      set -e
+      # examples/s of the last epoch line (train_fashion_mnist prints the global rate; process 0's for mcx-run)
+      rate() { { grep -E "$2" "$1" | grep -oE '[0-9.]+ examples/s' || true; } | tail -1 | awk '{print $1}'; }
+      mcx1=$(rate "$logs/epoch.mcx1.log" 'epoch 2 ')
+      mcx2=$(rate "$logs/epoch.mcx2.log" '^\[p0\].*epoch 2 ')
+      peers=$(python3 - "$logs/epoch_peers.jsonl" "${mcx1:-0}" "${mcx2:-0}" <<'PY' || true
+import json, sys
+mcx = {"torch": float(sys.argv[2]), "jax": float(sys.argv[2]), "torch_ddp2": float(sys.argv[3])}
+out = []
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if "error" in j:
+        out.append(f"{j['peer']} failed ({j['error'][:80]})")
+    elif mcx[j["peer"]] > 0:
+        out.append(f"{j['peer']} {j['examples_per_s']:.0f} ex/s (mcx/{j['peer']} {mcx[j['peer']] / j['examples_per_s']:.2f})")
+print("; ".join(out) or "no peer ran")
+PY
+)
+      record "CNN epoch on the GPU: mcx 1 process ${mcx1:-?} ex/s, 2 processes sharing it ${mcx2:-?} ex/s; $peers"
     fi
     printf 'device-check: %s\n' "${summary[@]}"
     [ "$status" -eq 0 ] && echo "device-check: OK" || echo "device-check: FAILED (logs in $logs)"
