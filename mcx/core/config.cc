@@ -236,6 +236,12 @@ const Flag<std::string> kTransferGuardDeviceToHostFlag(
     "MCX_TRANSFER_GUARD_DEVICE_TO_HOST", "", "transfer guard level for device-to-host transfers (empty: MCX_TRANSFER_GUARD)",
     transfer_guard_level_check());
 
+const Flag<bool> kThreadGuardFlag(
+    "MCX_THREAD_GUARD", false,
+    "1: the thread guard holds for the whole process (as a jax.thread_guard around the program): the first thread "
+    "that issues a computation spanning processes owns it, and another thread issuing one (or opening a guard) "
+    "gets ThreadGuardError naming both");
+
 absl::StatusOr<absl::Time> device_deadline_from_now() {
   absl::StatusOr<double> seconds = kDeviceTimeoutFlag.get();
   if (!seconds.ok()) return seconds.status();

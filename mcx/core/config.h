@@ -113,6 +113,7 @@ extern const Flag<std::string> kTransferGuardFlag;
 extern const Flag<std::string> kTransferGuardHostToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
+extern const Flag<bool> kThreadGuardFlag;  // MCX_THREAD_GUARD: the thread guard for the whole process
 
 // The data plane's flags (cross-process collectives; docs/distributed.md).
 extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS

@@ -6,7 +6,10 @@
 //
 // Rules: guards nest in the owning thread (the outermost one releases ownership); opening a guard in a
 // second thread while one is held is a ThreadGuardError naming the owner. Single-process executables are
-// never checked. Executables report whether they span processes (check_thread_guard's argument); tests
+// never checked. With MCX_THREAD_GUARD=1 the guard holds for the whole process: the first thread that issues a
+// process-spanning computation (or opens a guard) owns it until the process ends, so every other thread doing
+// either gets the error; guards opened in the owning thread nest as usual. (A bad value of the variable is
+// InvalidArgument, thrown, at the first check.) Executables report whether they span processes (check_thread_guard's argument); tests
 // mark one as spanning to exercise the check in one process.
 //
 // Thread-safety: all functions are thread-safe.

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
+#include "tests/support/child_check.h"
 
 namespace mcx {
 namespace {
@@ -140,6 +142,32 @@ TEST(ThreadGuardTest, DescriptionIsReadable) {
   EXPECT_THAT(d, HasSubstr("tid "));
   ThreadResult r = on_named_thread("tg-named", [] {});
   EXPECT_THAT(r.description, HasSubstr("'tg-named'"));
+}
+
+// MCX_THREAD_GUARD=1 (JAX's jax.thread_guard for the whole program): the first thread to issue a spanning
+// computation owns the guard for good; another thread issuing one or opening a guard is refused, naming the
+// owner and the flag; guards in the owner nest and closing them keeps the process-wide guard. In a child
+// process, since the guard outlives the test.
+TEST(ThreadGuardTest, TheProcessWideFlagGivesTheGuardToTheFirstIssuingThreadForGood) {
+  EXPECT_EXIT(
+      {
+        setenv("MCX_THREAD_GUARD", "1", 1);
+        CHILD_CHECK(!thread_guard_active());
+        check_thread_guard(false, "jit of 'local'");  // single-process work takes nothing
+        CHILD_CHECK(!thread_guard_active());
+        check_thread_guard(true, "jit of 'step'");  // this thread now owns it
+        CHILD_CHECK(thread_guard_active());
+        ThreadResult other = on_named_thread("tg-other", [] { check_thread_guard(true, "jit of 'step'"); });
+        CHILD_CHECK(other.error.has_value());
+        CHILD_CHECK(other.error->find("MCX_THREAD_GUARD=1") != std::string::npos);
+        ThreadResult opener = on_named_thread("tg-opener", [] { ThreadGuard g; });
+        CHILD_CHECK(opener.error.has_value());
+        { ThreadGuard nested; }
+        CHILD_CHECK(thread_guard_active());  // closing a nested guard keeps the process-wide one
+        check_thread_guard(true, "jit of 'step'");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
