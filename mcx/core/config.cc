@@ -236,6 +236,11 @@ const Flag<std::string> kTransferGuardDeviceToHostFlag(
     "MCX_TRANSFER_GUARD_DEVICE_TO_HOST", "", "transfer guard level for device-to-host transfers (empty: MCX_TRANSFER_GUARD)",
     transfer_guard_level_check());
 
+const Flag<bool> kEnablePreemptionServiceFlag(
+    "MCX_ENABLE_PREEMPTION_SERVICE", true,
+    "0: no preemption service (as jax_enable_preemption_service=False): mcx::distributed::initialize attaches no "
+    "preemption sync, SIGTERM keeps its default action, and reached_preemption_sync_point / "
+    "enable_preemption_sync / notify_preemption throw FailedPrecondition naming the variable");
 const Flag<bool> kThreadGuardFlag(
     "MCX_THREAD_GUARD", false,
     "1: the thread guard holds for the whole process (as a jax.thread_guard around the program): the first thread "

@@ -114,6 +114,8 @@ extern const Flag<std::string> kTransferGuardHostToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToDeviceFlag;
 extern const Flag<std::string> kTransferGuardDeviceToHostFlag;
 extern const Flag<bool> kThreadGuardFlag;  // MCX_THREAD_GUARD: the thread guard for the whole process
+// MCX_ENABLE_PREEMPTION_SERVICE: the preemption sync service (read by the distributed and multihost layers)
+extern const Flag<bool> kEnablePreemptionServiceFlag;
 
 // The data plane's flags (cross-process collectives; docs/distributed.md).
 extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS

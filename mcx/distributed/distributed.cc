@@ -399,7 +399,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
              "process. Start the job with `mcx-run --recoverable` (or `mcx-coordinator --recoverable`).",
              c.coordinator_address, mode.ok() ? *mode : "of unknown mode (" + std::string(mode.status().message()) + ")");
   }
-  attach_process_preemption_sync(r.agent.get());
+  if (kEnablePreemptionServiceFlag.value()) attach_process_preemption_sync(r.agent.get());
   set_job_key_value(r.job_kv);
   log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
                 c.num_processes, c.coordinator_address, c.detected_by);

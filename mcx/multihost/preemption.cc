@@ -73,16 +73,28 @@ void on_sigterm() {
 
 absl::Status install_handler() { return distributed::install_sigterm_notifier(on_sigterm); }
 
+// Throws FailedPrecondition when MCX_ENABLE_PREEMPTION_SERVICE=0 (JAX raises for its flag the same way).
+void require_service(const char* api) {
+  if (kEnablePreemptionServiceFlag.value()) return;
+  throw FailedPrecondition(absl::StrCat("[", api, "] the preemption service is off (MCX_ENABLE_PREEMPTION_SERVICE=0): "
+                                        "unset the variable (or set it to 1) to use preemption sync points"));
+}
+
 }  // namespace
 
 void enable_preemption_sync() {
+  require_service("enable_preemption_sync");
   std::call_once(local().handler_once, [] {});  // the first reached_preemption_sync_point need not try again
   throw_if_error(install_handler());
 }
 
-void notify_preemption(const std::string& reason) { throw_if_error(deliver(reason)); }
+void notify_preemption(const std::string& reason) {
+  require_service("notify_preemption");
+  throw_if_error(deliver(reason));
+}
 
 bool reached_preemption_sync_point(int64_t step, std::optional<absl::Duration> timeout) {
+  require_service("reached_preemption_sync_point");
   const std::optional<double> option =
       timeout ? std::optional<double>(absl::ToDoubleSeconds(*timeout)) : std::nullopt;
   const double seconds = value_or_throw(kPreemptionSyncTimeoutFlag.resolve(option));

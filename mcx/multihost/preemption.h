@@ -31,6 +31,9 @@
 // notify_preemption(). mcx-run forwards SIGTERM to every process and sends SIGKILL --grace-period seconds
 // later (default 5): set the grace period to cover a step, the agreement and the checkpoint.
 //
+// MCX_ENABLE_PREEMPTION_SERVICE=0 turns the service off (JAX's jax_enable_preemption_service): initialize attaches
+// none, no SIGTERM handler is installed, and every function here throws FailedPrecondition naming the variable.
+//
 // Errors (mcx::Error subclasses): InvalidArgument when a step does not grow; FailedPrecondition when a step
 // skipped the sync step, or after mcx::distributed::shutdown; DeadlineExceeded as above; Aborted or
 // FailedPrecondition when this process is no longer a live member of the job. Errors of the agreement are

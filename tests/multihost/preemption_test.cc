@@ -1,11 +1,13 @@
 // mcx::multihost::reached_preemption_sync_point in one process (no initialize): a notice (notify_preemption or
 // a real SIGTERM) makes the next call return true, once; steps must grow; a bad MCX_PREEMPTION_SYNC_TIMEOUT_S is
-// refused. Across processes: tests/distributed/multiprocess/preemption_test.cc.
+// refused; MCX_ENABLE_PREEMPTION_SERVICE=0 turns it all off. Across processes: tests/distributed/multiprocess/preemption_test.cc.
 #include "mcx/multihost/preemption.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include <string>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -61,6 +63,30 @@ TEST(PreemptionOneProcess, ABadTimeoutVariableIsRefused) {
   EXPECT_THROW(reached_preemption_sync_point(101), InvalidArgument);
   unsetenv("MCX_PREEMPTION_SYNC_TIMEOUT_S");
   EXPECT_THROW(reached_preemption_sync_point(102, absl::ZeroDuration()), InvalidArgument);
+}
+
+// MCX_ENABLE_PREEMPTION_SERVICE=0 (JAX's jax_enable_preemption_service=False): every entry point is refused naming
+// the variable, and SIGTERM keeps its default action (the process ends), in a child process.
+TEST(PreemptionOneProcess, TheServiceCanBeTurnedOff) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("MCX_ENABLE_PREEMPTION_SERVICE", "0", 1);
+        int refused = 0;
+        for (auto call : {+[] { (void)reached_preemption_sync_point(0); }, +[] { enable_preemption_sync(); },
+                          +[] { notify_preemption("test"); }}) {
+          try {
+            call();
+          } catch (const FailedPrecondition& e) {
+            if (std::string(e.what()).find("MCX_ENABLE_PREEMPTION_SERVICE=0") != std::string::npos) ++refused;
+          }
+        }
+        if (refused != 3) std::_Exit(3);
+        kill(getpid(), SIGTERM);  // no handler: the default action
+        absl::SleepFor(absl::Seconds(5));
+        std::_Exit(4);
+      },
+      ::testing::KilledBySignal(SIGTERM), "");
 }
 
 }  // namespace
