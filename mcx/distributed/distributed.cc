@@ -269,13 +269,13 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
     if (!v.ok()) return v.status();
     c.recoverable = v->value_or(false);
   }
-  MCX_ASSIGN_OR_RETURN(c.init_timeout, duration_setting(o.init_timeout, env, "MCX_INIT_TIMEOUT", absl::Seconds(60)));
+  MCX_ASSIGN_OR_RETURN(c.init_timeout, duration_setting(o.init_timeout, env, "MCX_INIT_TIMEOUT", absl::Seconds(300)));
   MCX_ASSIGN_OR_RETURN(c.heartbeat_interval,
                        duration_setting(o.heartbeat_interval, env, "MCX_HEARTBEAT_INTERVAL", absl::Seconds(1)));
   MCX_ASSIGN_OR_RETURN(c.heartbeat_timeout,
                        duration_setting(o.heartbeat_timeout, env, "MCX_HEARTBEAT_TIMEOUT", absl::Seconds(10)));
   MCX_ASSIGN_OR_RETURN(c.shutdown_timeout,
-                       duration_setting(o.shutdown_timeout, env, "MCX_SHUTDOWN_TIMEOUT", absl::Seconds(30)));
+                       duration_setting(o.shutdown_timeout, env, "MCX_SHUTDOWN_TIMEOUT", absl::Seconds(300)));
   MCX_ASSIGN_OR_RETURN(c.reconnect_timeout, duration_setting(o.reconnect_timeout, env,
                                                              "MCX_COORDINATOR_RECONNECT_TIMEOUT", absl::Seconds(60)));
   if (c.heartbeat_interval >= c.heartbeat_timeout) {

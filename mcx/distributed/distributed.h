@@ -60,10 +60,10 @@ struct InitializeOptions {
   std::optional<bool> standalone_coordinator;  // true: nobody hosts the service here
   std::optional<bool> recoverable;              // service mode when process 0 hosts it (default false)
   std::string cluster_detection = "auto";       // see cluster.h; MCX_CLUSTER_DETECTION overrides "auto"
-  std::optional<absl::Duration> init_timeout;        // default 60 s
+  std::optional<absl::Duration> init_timeout;        // default 300 s, as JAX's initialization_timeout
   std::optional<absl::Duration> heartbeat_interval;  // default 1 s
   std::optional<absl::Duration> heartbeat_timeout;   // default 10 s
-  std::optional<absl::Duration> shutdown_timeout;    // default 30 s
+  std::optional<absl::Duration> shutdown_timeout;    // default 300 s, as JAX's
   // Recoverable jobs: how long to try rejoining a lost coordinator before the loss is fatal (default 60 s).
   std::optional<absl::Duration> reconnect_timeout;
   MtlsOptions mtls;  // unset fields come from MCX_MTLS_* (mtls.h)

@@ -107,7 +107,8 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EXPECT_FALSE(c.host_service);  // process 2
   EXPECT_EQ(c.heartbeat_timeout, absl::Seconds(5));
   EXPECT_EQ(c.heartbeat_interval, absl::Seconds(1));
-  EXPECT_EQ(c.init_timeout, absl::Seconds(60));
+  EXPECT_EQ(c.init_timeout, absl::Seconds(300));      // JAX's initialization_timeout
+  EXPECT_EQ(c.shutdown_timeout, absl::Seconds(300));  // and its shutdown timeout
   o.process_id = 0;
   EXPECT_TRUE(resolve_config(o, env)->host_service);
   env["MCX_STANDALONE_COORDINATOR"] = "1";

@@ -153,7 +153,7 @@ TEST(DebugPrint, InsideLoopsEveryIterationPrints) {
 TEST(DebugPrint, LoopsPrintOncePerIterationUnderAutodiff) {
   CapturedLines out;
   auto f = [](const Array& a) {
-    return fori_loop(0, 2, [](const Array& i, const Array& c) {
+    return fori_loop(0, 2, [](const Array& /*i*/, const Array& c) {
       debug_print("carry {}", c);
       return c * c;
     }, a);

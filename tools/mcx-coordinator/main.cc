@@ -1,7 +1,7 @@
 // mcx-coordinator: the coordination service as a standalone process, so the control plane can live apart
 // from the job and outlive process 0.
 //
-//   mcx-coordinator --bind 127.0.0.1:0 --num-processes 4 [--heartbeat-timeout 10] [--shutdown-timeout 30]
+//   mcx-coordinator --bind 127.0.0.1:0 --num-processes 4 [--heartbeat-timeout 10] [--shutdown-timeout 300]
 //                   [--recoverable] [mTLS flags]
 //
 // Prints "mcx-coordinator listening on HOST:PORT" (the bound port when 0 was asked) on stdout once it
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   CLI::App app{"mcx-coordinator: standalone coordination service for an mcx job"};
   std::string bind = absl::StrCat("[::]:", mcx::distributed::kDefaultCoordinatorPort);
   int num_processes = 0;
-  double heartbeat_timeout = 10, shutdown_timeout = 30;
+  double heartbeat_timeout = 10, shutdown_timeout = 300;
   bool recoverable = false, expect_restarts = false, exit_when_done = false, quiet = false;
   size_t max_key_bytes = 1024, max_value_bytes = 4 << 20;
   app.add_option("--bind", bind, "HOST:PORT to serve on; port 0 picks a free one")->capture_default_str();
