@@ -84,6 +84,54 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
   return std::optional<ClusterInfo>(c);
 }
 
+// Open MPI 5's launcher (PRRTE, over PMIx) sets PRTE_LAUNCHED=1 and no OMPI_MCA_orte_hnp_uri: the launcher's
+// address is in its PMIx server URI, the job id in the PMIx namespace ("prterun-<host>-<jobid>@1").
+absl::StatusOr<std::optional<ClusterInfo>> detect_prrte(const EnvMap& env) {
+  if (get(env, "PRTE_LAUNCHED") != std::optional<std::string>("1")) return std::optional<ClusterInfo>();
+  ClusterInfo c;
+  c.method = "prrte";
+  MCX_GET_INT(size, env, "OMPI_COMM_WORLD_SIZE");
+  MCX_GET_INT(rank, env, "OMPI_COMM_WORLD_RANK");
+  MCX_GET_INT(local, env, "OMPI_COMM_WORLD_LOCAL_RANK");
+  c.num_processes = size;
+  c.process_id = rank;
+  c.local_process_id = local;
+  if (auto addr = get(env, "MCX_COORDINATOR_ADDRESS")) {
+    c.coordinator_address = *addr;
+    return std::optional<ClusterInfo>(c);
+  }
+  std::optional<std::string> uri;
+  std::string uri_var;
+  for (const char* var : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
+                          "PMIX_SERVER_URI2"}) {
+    if ((uri = get(env, var))) {
+      uri_var = var;
+      break;
+    }
+  }
+  if (!uri) {
+    return absl::InvalidArgumentError(
+        "[cluster] PRTE_LAUNCHED=1 but no PMIX_SERVER_URI* variable names the launcher; set MCX_COORDINATOR_ADDRESS");
+  }
+  std::smatch m;
+  static const std::regex host_re(R"(tcp4://([^,:;]+):|tcp6://\[([^,\]]+)\])");
+  if (!std::regex_search(*uri, m, host_re)) {
+    return absl::InvalidArgumentError(absl::StrCat("[cluster] cannot find the launcher's IP address in ", uri_var, "='",
+                                                   *uri, "'; set MCX_COORDINATOR_ADDRESS"));
+  }
+  const std::string host = m[1].matched ? m[1].str() : absl::StrCat("[", m[2].str(), "]");
+  const std::string ns = get(env, "PMIX_NAMESPACE").value_or("");
+  std::smatch j;
+  static const std::regex job_re(R"(-(\d+)@)");
+  int64_t jobid = 0;
+  if (!std::regex_search(ns, j, job_re) || !absl::SimpleAtoi(j[1].str(), &jobid)) {
+    return absl::InvalidArgumentError(absl::StrCat("[cluster] cannot parse the job id of PMIX_NAMESPACE='", ns,
+                                                   "' (expected '<name>-<jobid>@<n>'); set MCX_COORDINATOR_ADDRESS"));
+  }
+  c.coordinator_address = absl::StrCat(host, ":", jobid % 4096 + 61440);
+  return std::optional<ClusterInfo>(c);
+}
+
 absl::StatusOr<std::optional<ClusterInfo>> detect_slurm(const EnvMap& env) {
   if (!get(env, "SLURM_JOB_ID") || !get(env, "SLURM_NTASKS") || !get(env, "SLURM_PROCID")) {
     return std::optional<ClusterInfo>();
@@ -171,7 +219,8 @@ bool launched_as_job(const EnvMap& env) {
 absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method) {
   using Detector = absl::StatusOr<std::optional<ClusterInfo>> (*)(const EnvMap&);
   static const std::vector<std::pair<std::string, Detector>> detectors = {
-      {"ompi", detect_ompi}, {"slurm", detect_slurm}, {"k8s", detect_k8s}, {"env", detect_env}};
+      {"prrte", detect_prrte}, {"ompi", detect_ompi}, {"slurm", detect_slurm}, {"k8s", detect_k8s},
+      {"env", detect_env}};
   if (method == "none") return std::optional<ClusterInfo>();
   bool known = method == "auto";
   absl::StatusOr<std::optional<ClusterInfo>> found = std::optional<ClusterInfo>();
@@ -183,8 +232,8 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std
   }
   if (!known) {
     return absl::InvalidArgumentError(absl::StrCat("[cluster] unknown cluster detection method '",
-                                                   std::string(method), "' (expected auto, ompi, slurm, k8s, env "
-                                                   "or none)"));
+                                                   std::string(method), "' (expected auto, prrte, ompi, slurm, k8s, "
+                                                   "env or none)"));
   }
   if (!found.ok() || !found->has_value()) return found;
   ClusterInfo& c = **found;

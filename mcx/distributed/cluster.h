@@ -3,6 +3,10 @@
 // Pure functions over an environment map, so every detector is unit-testable. Detectors run in this
 // order; the first whose variables are present wins, and it fills only what it knows (initialize()
 // lets explicit options override each field):
+//   0. "prrte"  Open MPI 5 (mpirun is PRRTE over PMIx): present when PRTE_LAUNCHED=1; the counts and ids from the OMPI_COMM_WORLD_* variables, as "ompi".
+//               Coordinator: MCX_COORDINATOR_ADDRESS, else the launcher's IP from its PMIx server URI
+//               (PMIX_SERVER_URI41, ..4, ..3, ..21, ..2: "prterun-h-4242@0.0;tcp4://10.0.0.1:40123") with port
+//               jobid % 4096 + 61440, the job id parsed from PMIX_NAMESPACE ("prterun-h-4242@1"), as JAX does.
 //   1. "ompi"   OpenMPI (mpirun): present when OMPI_COMM_WORLD_SIZE is set. num_processes =
 //               OMPI_COMM_WORLD_SIZE, process_id = OMPI_COMM_WORLD_RANK, local_process_id =
 //               OMPI_COMM_WORLD_LOCAL_RANK. Coordinator: MCX_COORDINATOR_ADDRESS if set, else the launcher's
@@ -20,7 +24,8 @@
 //   4. "env"    mcx's own: MCX_COORDINATOR_ADDRESS, MCX_NUM_PROCESSES, MCX_PROCESS_ID (present when any
 //               is set).
 // MCX_COORDINATOR_PORT, when set, replaces the port of any detected coordinator address.
-// MCX_CLUSTER_DETECTION = auto (default) | ompi | slurm | k8s | env | none selects a detector.
+// MCX_CLUSTER_DETECTION = auto (default) | prrte | ompi | slurm | k8s | env | none selects a detector. (Slurm's
+// pmix plugin, srun --mpi=pmix, keeps the SLURM_* variables: "slurm" detects it.)
 #pragma once
 
 #include <map>
@@ -38,7 +43,7 @@ using EnvMap = std::map<std::string, std::string>;
 inline constexpr int kDefaultCoordinatorPort = 55527;
 
 struct ClusterInfo {
-  std::string method;  // "ompi", "slurm", "k8s", "env"
+  std::string method;  // "prrte", "ompi", "slurm", "k8s", "env"
   std::optional<std::string> coordinator_address;
   std::optional<int> num_processes;
   std::optional<int> process_id;

@@ -49,6 +49,37 @@ TEST(DetectCluster, OpenMpiFromHnpUri) {
   EXPECT_THAT(detect_cluster(env).status().message(), HasSubstr("OMPI_COMM_WORLD_RANK='two' is not an integer"));
 }
 
+// Open MPI 5 (PRRTE over PMIx), as JAX's PrrteCluster reads it: the launcher from the PMIx server URI, the port
+// from the job id in the PMIx namespace; without PRTE_LAUNCHED the same variables are plain Open MPI's.
+TEST(DetectCluster, OpenMpi5FromThePmixServerUri) {
+  EnvMap env = {{"PRTE_LAUNCHED", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
+                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"PMIX_NAMESPACE", "prterun-node7-4242@1"},
+                {"PMIX_SERVER_URI41", "prterun-node7-4242@0.0;tcp4://10.1.2.3:40123"},
+                {"PMIX_SERVER_URI2", "prterun-node7-4242@0.0;tcp4://10.9.9.9:40123"}};
+  auto c = *detect_cluster(env);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->method, "prrte");
+  EXPECT_EQ(c->num_processes, 4);
+  EXPECT_EQ(c->process_id, 3);
+  EXPECT_EQ(c->local_process_id, 1);
+  EXPECT_EQ(*c->coordinator_address, absl::StrCat("10.1.2.3:", 4242 % 4096 + 61440));  // URI41 first
+  env.erase("PMIX_SERVER_URI41");
+  env["PMIX_SERVER_URI2"] = "prterun-node7-4242@0.0;tcp6://[fe80::7]:40123";
+  EXPECT_EQ(*(*detect_cluster(env))->coordinator_address, absl::StrCat("[fe80::7]:", 4242 % 4096 + 61440));
+  env["MCX_COORDINATOR_PORT"] = "999";
+  EXPECT_EQ(*(*detect_cluster(env))->coordinator_address, "[fe80::7]:999");
+  env.erase("MCX_COORDINATOR_PORT");
+  env["PMIX_NAMESPACE"] = "weird";
+  EXPECT_THAT(detect_cluster(env).status().message(), HasSubstr("cannot parse the job id of PMIX_NAMESPACE='weird'"));
+  env["MCX_COORDINATOR_ADDRESS"] = "head:1234";  // an explicit address needs neither
+  EXPECT_EQ(*(*detect_cluster(env))->coordinator_address, "head:1234");
+  env.erase("MCX_COORDINATOR_ADDRESS");
+  env.erase("PMIX_SERVER_URI2");
+  EXPECT_THAT(detect_cluster(env).status().message(), HasSubstr("no PMIX_SERVER_URI* variable"));
+  env.erase("PRTE_LAUNCHED");
+  EXPECT_EQ((*detect_cluster(env))->method, "ompi");
+}
+
 TEST(DetectCluster, SlurmK8sEnvOrderAndMethods) {
   EnvMap slurm = {{"SLURM_JOB_ID", "5000"}, {"SLURM_NTASKS", "8"}, {"SLURM_PROCID", "3"}, {"SLURM_LOCALID", "1"},
                   {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"}};
