@@ -172,6 +172,20 @@ bool Device::is_addressable() const { return process_index == mcx::process_index
 
 const std::vector<Device>& devices() { return client().devices; }
 const std::vector<Device>& local_devices() { return client().local_devices; }
+
+std::vector<Device> local_devices(int process_index) {
+  const Client& c = client();
+  if (process_index < 0 || process_index >= c.process_count) {
+    throw InvalidArgument(absl::StrCat("[local_devices] expected a process index in [0, ", c.process_count,
+                                       "), got ", process_index));
+  }
+  std::vector<Device> out;
+  for (const Device& d : c.devices) {
+    if (d.process_index == process_index) out.push_back(d);
+  }
+  std::sort(out.begin(), out.end(), [](const Device& a, const Device& b) { return a.local_id < b.local_id; });
+  return out;
+}
 int device_count() { return static_cast<int>(client().devices.size()); }
 int local_device_count() { return static_cast<int>(client().local_devices.size()); }
 int process_index() { return client().process_index; }

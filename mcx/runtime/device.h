@@ -59,6 +59,10 @@ const std::vector<Device>& local_devices();  // this process's devices, by local
 // platform, this process's for another. NotFound (thrown as mcx::Error) naming the selected platforms otherwise.
 const std::vector<Device>& devices(std::string_view platform);
 const std::vector<Device>& local_devices(std::string_view platform);
+// The default platform's devices of process `process_index` (any process of the job), by local id, as
+// jax.local_devices(process_index=...). InvalidArgument (thrown as mcx::Error) for an index outside
+// [0, process_count()).
+std::vector<Device> local_devices(int process_index);
 // The default platform's name: the first of MCX_PLATFORMS, else the usable platform of highest priority.
 std::string default_platform();
 int device_count();

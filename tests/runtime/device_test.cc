@@ -58,6 +58,18 @@ TEST(DeviceTest, SingleProcessDevicesHaveDenseIdsOnProcessZero) {
   EXPECT_TRUE(devices_used());
 }
 
+// jax.local_devices(process_index=...): the process's own devices for its index, an error naming the range else.
+TEST(DeviceTest, LocalDevicesOfAProcessIndex) {
+  EXPECT_EQ(local_devices(process_index()), local_devices());
+  try {
+    (void)local_devices(process_count());
+    ADD_FAILURE() << "a process index outside the job was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("[local_devices] expected a process index in [0, 1), got 1"));
+  }
+  EXPECT_THROW((void)local_devices(-1), InvalidArgument);
+}
+
 TEST(DeviceTest, ListsAreStableAcrossThreads) {
   std::vector<const std::vector<Device>*> seen(4);
   std::vector<std::thread> threads;

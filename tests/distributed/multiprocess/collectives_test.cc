@@ -25,7 +25,7 @@ const std::vector<std::string> kChecks = {
     "psum",     "pmax",       "pmin",    "pmean",          "all_gather",
     "psum_scatter", "all_to_all", "ppermute", "axis_index", "jit_sum",
     "jit_matmul_contracting_sharded", "reshard_to_replicated", "device_put_rows_to_replicated",
-    "device_put_replicated_to_rows", "device_put_rows_to_columns", "device_put_onto_a_reversed_mesh", "after_all"};
+    "device_put_replicated_to_rows", "device_put_rows_to_columns", "device_put_onto_a_reversed_mesh", "local_devices_of_each_process", "after_all"};
 
 struct JobOutput {
   std::map<int, std::map<std::string, std::string>> checks;  // process -> check -> "OK" / "FAIL ..."

@@ -263,6 +263,21 @@ void run_all(int n, int g) {  // n processes, g devices in all
       return compare(moved, xdims, xval);
     });
   }
+  check("local_devices_of_each_process", [&] {  // jax.local_devices(process_index=p) for every process
+    int total = 0;
+    for (int p = 0; p < mcx::process_count(); ++p) {
+      const std::vector<mcx::Device> of_p = mcx::local_devices(p);
+      for (size_t i = 0; i < of_p.size(); ++i) {
+        if (of_p[i].process_index != p || of_p[i].local_id != static_cast<int>(i)) {
+          return absl::StrCat("process ", p, "'s device ", i, " is ", of_p[i].to_string(), " of process ",
+                              of_p[i].process_index, " with local id ", of_p[i].local_id);
+        }
+      }
+      total += static_cast<int>(of_p.size());
+    }
+    if (mcx::local_devices(mcx::process_index()) != mcx::local_devices()) return std::string("own devices differ");
+    return total == mcx::device_count() ? std::string() : absl::StrCat(total, " devices in all, expected ", mcx::device_count());
+  });
   check("after_all", [&] {  // the devices are still usable locally
     mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
     std::string s = (v * 2).to_host().to_string();
