@@ -51,19 +51,25 @@ std::string with_port(const std::string& address, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
-  if (!get(env, "OMPI_COMM_WORLD_SIZE")) return std::optional<ClusterInfo>();
+// Open MPI's process counts and ids (both launchers set them), and MCX_COORDINATOR_ADDRESS when given.
+absl::StatusOr<ClusterInfo> open_mpi_processes(const EnvMap& env, std::string method) {
   ClusterInfo c;
-  c.method = "ompi";
+  c.method = std::move(method);
   MCX_GET_INT(size, env, "OMPI_COMM_WORLD_SIZE");
   MCX_GET_INT(rank, env, "OMPI_COMM_WORLD_RANK");
   MCX_GET_INT(local, env, "OMPI_COMM_WORLD_LOCAL_RANK");
   c.num_processes = size;
   c.process_id = rank;
   c.local_process_id = local;
-  if (auto addr = get(env, "MCX_COORDINATOR_ADDRESS")) {
-    c.coordinator_address = *addr;
-  } else if (auto uri = get(env, "OMPI_MCA_orte_hnp_uri")) {
+  c.coordinator_address = get(env, "MCX_COORDINATOR_ADDRESS");
+  return c;
+}
+
+absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
+  if (!get(env, "OMPI_COMM_WORLD_SIZE")) return std::optional<ClusterInfo>();
+  MCX_ASSIGN_OR_RETURN(ClusterInfo c, open_mpi_processes(env, "ompi"));
+  if (c.coordinator_address) return std::optional<ClusterInfo>(c);  // MCX_COORDINATOR_ADDRESS
+  if (auto uri = get(env, "OMPI_MCA_orte_hnp_uri")) {
     // "<jobid>.0;tcp://10.0.0.1,192.168.1.2:40123" or "...;tcp6://[::1]:40123"
     int64_t jobid;
     std::string job = uri->substr(0, uri->find('.'));
@@ -88,18 +94,8 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
 // address is in its PMIx server URI, the job id in the PMIx namespace ("prterun-<host>-<jobid>@1").
 absl::StatusOr<std::optional<ClusterInfo>> detect_prrte(const EnvMap& env) {
   if (get(env, "PRTE_LAUNCHED") != std::optional<std::string>("1")) return std::optional<ClusterInfo>();
-  ClusterInfo c;
-  c.method = "prrte";
-  MCX_GET_INT(size, env, "OMPI_COMM_WORLD_SIZE");
-  MCX_GET_INT(rank, env, "OMPI_COMM_WORLD_RANK");
-  MCX_GET_INT(local, env, "OMPI_COMM_WORLD_LOCAL_RANK");
-  c.num_processes = size;
-  c.process_id = rank;
-  c.local_process_id = local;
-  if (auto addr = get(env, "MCX_COORDINATOR_ADDRESS")) {
-    c.coordinator_address = *addr;
-    return std::optional<ClusterInfo>(c);
-  }
+  MCX_ASSIGN_OR_RETURN(ClusterInfo c, open_mpi_processes(env, "prrte"));
+  if (c.coordinator_address) return std::optional<ClusterInfo>(c);
   std::optional<std::string> uri;
   std::string uri_var;
   for (const char* var : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
