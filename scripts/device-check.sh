@@ -211,7 +211,7 @@ PY
       for p in 0 1; do
         line=$(grep "^\[p$p\] SURVIVOR_ERROR" "$logs/selfkill.log" | head -1)
         ms=$(echo "$line" | awk '{print $3}')
-        if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2)"; then kill_ok=0; fi
+        if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2 failed_devices={2})"; then kill_ok=0; fi
         record "SIGKILL of process 2: process $p's collective failed after ${ms:-never} ms"
       done
       [ "$kill_ok" = 1 ] || { status=1; grep -E 'SURVIVOR|KILLING' "$logs/selfkill.log" | head -5 || true; }
@@ -235,7 +235,7 @@ PY
             line=$(grep "^\[p$p\] SURVIVOR_ERROR" "$logs/selfkill_nccl.log" | head -1)
             ms=$(echo "$line" | awk '{print $3}')
             record "SIGKILL of process 2 over NCCL: process $p's collective failed after ${ms:-never} ms"
-            if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2)"; then status=1; fi
+            if [ -z "$ms" ] || [ "$ms" -gt 1000 ] || ! echo "$line" | grep -q "ProcessFailure(process=2 failed_devices={2})"; then status=1; fi
           done
         fi
       else

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "mcx/core/mutex.h"
 
 namespace mcx {
 
@@ -57,6 +58,37 @@ std::string public_message(std::string_view message) {
     if (rest == std::string::npos || out.compare(rest, first.size(), first) != 0) return out;
     out.erase(0, rest);  // "[a] [a] m" -> "[a] m"
   }
+}
+
+namespace {
+
+struct Resolver {
+  Mutex mu;
+  std::function<std::vector<int>(int)> fn ABSL_GUARDED_BY(mu);
+};
+Resolver& resolver() {
+  static Resolver* r = new Resolver();  // never destroyed: errors may be thrown during exit
+  return *r;
+}
+
+}  // namespace
+
+void set_process_devices_resolver(std::function<std::vector<int>(int process)> fn) {
+  Resolver& r = resolver();
+  MutexLock lock(&r.mu);
+  r.fn = std::move(fn);
+}
+
+ProcessFailure::ProcessFailure(absl::StatusCode code, const std::string& message, int process)
+    : Error(code, message), process_(process) {
+  if (process < 0) return;
+  std::function<std::vector<int>(int)> fn;
+  {
+    Resolver& r = resolver();
+    MutexLock lock(&r.mu);
+    fn = r.fn;
+  }
+  if (fn) failed_device_ids_ = fn(process);
 }
 
 void throw_if_error(const absl::Status& status) {

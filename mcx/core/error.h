@@ -6,10 +6,12 @@
 //   [dot_general] contracting dimensions differ: lhs f32[b,128] dim 1 is 128, rhs f32[64,10] dim 0 is 64
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,14 +64,23 @@ MCX_DEFINE_ERROR(DataLoss, kDataLoss)
 // failures specifically and carry on with the survivors.
 class ProcessFailure : public Error {
  public:
-  ProcessFailure(absl::StatusCode code, const std::string& message, int process = -1)
-      : Error(code, message), process_(process) {}
+  // failed_device_ids is filled from the process's devices (the resolver the runtime installs) when the process
+  // is known.
+  ProcessFailure(absl::StatusCode code, const std::string& message, int process = -1);
   // The job-wide index of the failed process; -1 when unknown.
   int process() const { return process_; }
+  // The global ids of the failed process's devices (JAX's failed_devices; mcx::failed_devices(e) in
+  // runtime/device.h gives the Device objects), ascending; empty when the process or its devices are unknown.
+  const std::vector<int>& failed_device_ids() const { return failed_device_ids_; }
 
  private:
   int process_;
+  std::vector<int> failed_device_ids_;
 };
+
+// Installs how ProcessFailure finds a process's devices (the runtime does, with the job's topology; core knows no
+// devices). Thread-safe; the resolver must be.
+void set_process_devices_resolver(std::function<std::vector<int>(int process)> resolver);
 
 // Marks `status` as caused by the failure of process `process` (a payload, so the mark survives copies and
 // with_message). OK stays OK.

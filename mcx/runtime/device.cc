@@ -160,6 +160,14 @@ Client& client() {
   logger();  // never destroyed either; created here so that stream tasks never race to create it
   Client* c = value_or_throw(create_client()).release();  // never destroyed (see Client)
   g_client.store(c, std::memory_order_release);
+  // A ProcessFailure names the failed process's devices (the topology does not change after creation).
+  set_process_devices_resolver([c](int process) {
+    std::vector<int> ids;
+    for (const Device& d : c->devices) {
+      if (d.process_index == process) ids.push_back(d.global_id);
+    }
+    return ids;
+  });
   run_at_exit(ExitStage::kDeviceStreams, shutdown_client_at_exit);
   return *c;
 }
@@ -280,6 +288,15 @@ Stream& stream_for(const Device& device) {
                                        "), got ", device.to_string(), " of process ", device.process_index));
   }
   return *c.streams[it->second];
+}
+
+std::vector<Device> failed_devices(const ProcessFailure& failure) {
+  const Client& c = client();
+  std::vector<Device> out;
+  for (int id : failure.failed_device_ids()) {
+    if (id >= 0 && id < static_cast<int>(c.devices.size())) out.push_back(c.devices[static_cast<size_t>(id)]);
+  }
+  return out;
 }
 
 Stream& host_to_device_stream_for(const Device& device) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "mcx/core/error.h"
 #include "mcx/core/topology.h"
 
 namespace mcx {
@@ -63,6 +64,8 @@ const std::vector<Device>& local_devices(std::string_view platform);
 // jax.local_devices(process_index=...). InvalidArgument (thrown as mcx::Error) for an index outside
 // [0, process_count()).
 std::vector<Device> local_devices(int process_index);
+// The devices of the process a ProcessFailure names (JAX's failed_devices): its failed_device_ids as Devices.
+std::vector<Device> failed_devices(const ProcessFailure& failure);
 // The default platform's name: the first of MCX_PLATFORMS, else the usable platform of highest priority.
 std::string default_platform();
 int device_count();

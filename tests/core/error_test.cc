@@ -1,5 +1,7 @@
 #include "mcx/core/error.h"
 
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace mcx {
@@ -9,6 +11,21 @@ TEST(Error, ThrowIfErrorThrowsTheSubclassOfTheCode) {
   EXPECT_THROW(throw_if_error(absl::InvalidArgumentError("x")), InvalidArgument);
   EXPECT_THROW(throw_if_error(absl::UnavailableError("x")), Unavailable);
   EXPECT_NO_THROW(throw_if_error(absl::OkStatus()));
+}
+
+// The failed devices come from the resolver the runtime installs (here one by hand); none without it.
+TEST(Error, AProcessFailureCarriesTheFailedProcesssDevices) {
+  set_process_devices_resolver([](int process) { return std::vector<int>{2 * process, 2 * process + 1}; });
+  try {
+    throw_if_error(mark_process_failure(absl::UnavailableError("[test] gone"), 3));
+    ADD_FAILURE() << "nothing thrown";
+  } catch (const ProcessFailure& e) {
+    EXPECT_EQ(e.process(), 3);
+    EXPECT_EQ(e.failed_device_ids(), (std::vector<int>{6, 7}));
+  }
+  set_process_devices_resolver(nullptr);
+  EXPECT_TRUE(ProcessFailure(absl::StatusCode::kUnavailable, "x", 3).failed_device_ids().empty());
+  EXPECT_TRUE(ProcessFailure(absl::StatusCode::kUnavailable, "x").failed_device_ids().empty());
 }
 
 TEST(Error, AMarkedStatusIsAProcessFailureNamingTheProcess) {

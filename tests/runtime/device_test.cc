@@ -70,6 +70,20 @@ TEST(DeviceTest, LocalDevicesOfAProcessIndex) {
   EXPECT_THROW((void)local_devices(-1), InvalidArgument);
 }
 
+// A ProcessFailure names the failed process's devices (JAX's failed_devices), from the job's topology.
+TEST(DeviceTest, AProcessFailureNamesTheFailedProcesssDevices) {
+  (void)local_devices();  // the runtime (and its resolver) exists
+  try {
+    throw_if_error(mark_process_failure(absl::UnavailableError("[test] gone"), process_index()));
+    ADD_FAILURE() << "nothing thrown";
+  } catch (const ProcessFailure& e) {
+    std::vector<int> ids;
+    for (const Device& d : local_devices()) ids.push_back(d.global_id);
+    EXPECT_EQ(e.failed_device_ids(), ids);
+    EXPECT_EQ(failed_devices(e), local_devices());
+  }
+}
+
 TEST(DeviceTest, ListsAreStableAcrossThreads) {
   std::vector<const std::vector<Device>*> seen(4);
   std::vector<std::thread> threads;

@@ -188,7 +188,8 @@ void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool
     ASSERT_NE(at, std::string::npos) << h.dump(i);
     std::string line = o.substr(at, o.find('\n', at) - at);
     named = named || line.find("process 2") != std::string::npos;
-    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2)")) << "not thrown as the failure of process 2";
+    // One device per process: process 2's is device 2 (JAX's failed_devices).
+    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2 failed_devices={2})")) << "not thrown as the failure of process 2";
     says = says || line.find(error_says) != std::string::npos;
     EXPECT_THAT(o, HasSubstr("AFTER f32[3]{2, 4, 6}")) << "the devices are unusable after the failure";
     (void)killed_at;
@@ -231,7 +232,7 @@ TEST(CollectivesAcrossProcesses, StoppedPeerFailsTheSurvivorsWhenTheServiceDecla
     size_t at = o.find("SURVIVOR_ERROR ");
     ASSERT_NE(at, std::string::npos) << h.dump(i);
     const std::string line = o.substr(at, o.find('\n', at) - at);
-    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2)")) << h.dump(i);
+    EXPECT_THAT(line, HasSubstr("ProcessFailure(process=2 failed_devices={2})")) << h.dump(i);
     EXPECT_THAT(line, HasSubstr("process 2 failed")) << h.dump(i);
     // The 2 s heartbeat timeout, plus at most a second for the report to reach them and the abort to land.
     EXPECT_LE(std::stoi(o.substr(at + 15)), 3500) << h.dump(i);

@@ -346,8 +346,10 @@ void run_kill(int g, bool self_kill) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok).count();
       auto* pf = dynamic_cast<const mcx::ProcessFailure*>(&e);
       print_line(absl::StrCat("SURVIVOR_ERROR ", ms, " ",
-                              pf ? absl::StrCat("ProcessFailure(process=", pf->process(), ")") : "OtherError", " ",
-                              one_line(e.what())));
+                              pf ? absl::StrCat("ProcessFailure(process=", pf->process(), " failed_devices={",
+                                                absl::StrJoin(pf->failed_device_ids(), ","), "})")
+                                 : "OtherError",
+                              " ", one_line(e.what())));
       mcx::Array v = mcx::array(std::vector<float>{1, 2, 3}, {3});
       print_line("AFTER " + (v * 2).to_host().to_string());
       std::fflush(stdout);
