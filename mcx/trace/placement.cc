@@ -97,4 +97,12 @@ Array with_sharding_constraint(const Array& x, const Sharding& sharding) {
   return bind(ir::OpKind::kShardingConstraint, {x}, std::move(attrs));
 }
 
+std::string visualize_array_sharding(const Array& x) {
+  if (x.is_tracer()) {
+    throw InvalidArgument("[visualize_array_sharding] expected a concrete array, found a tracer (call it outside jit)");
+  }
+  const std::vector<int64_t> dims = x.dims();
+  return visualize_sharding(dims, x.sharding());
+}
+
 }  // namespace mcx

@@ -12,12 +12,14 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "mcx/core/buffer.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/mesh.h"
 #include "mcx/runtime/sharding.h"
+#include "mcx/runtime/sharding_view.h"
 #include "mcx/runtime/transfer_guard.h"
 #include "mcx/runtime/thread_guard.h"
 #include "mcx/spmd/partition_spec.h"
@@ -51,5 +53,9 @@ Array make_array_from_process_local_data(const Sharding& sharding, const Buffer&
 // Inside jit: pins x's sharding (the partitioner reshards to it; Unconstrained dims are left to
 // propagation). Outside traces: device_put(x, sharding). The sharding must be a NamedSharding.
 Array with_sharding_constraint(const Array& x, const Sharding& sharding);
+
+// A concrete array's sharding drawn as a text grid (jax.debug.visualize_array_sharding; runtime/sharding_view.h
+// says how): which device holds which box. InvalidArgument for a rank above 2 or a tracer.
+std::string visualize_array_sharding(const Array& x);
 
 }  // namespace mcx

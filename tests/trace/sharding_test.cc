@@ -328,5 +328,21 @@ TEST(MakeArray, FromCallbackSingleDeviceArraysAndProcessLocalData) {
   EXPECT_TRUE(device_get(c).bitwise_equal(host));
 }
 
+// jax.debug.visualize_array_sharding: the array's own sharding drawn (one cell per shard), and a tracer refused.
+TEST(VisualizeArraySharding, DrawsTheArraysShardsAndRefusesATracer) {
+  const Mesh m = make_mesh({2, 2}, {"x", "y"});
+  const Array x = device_put(Buffer::from_vector<float>(std::vector<float>(24, 1.0f), {4, 6}),
+                             NamedSharding(m, P("x", "y")));
+  const std::string grid = visualize_array_sharding(x);
+  EXPECT_EQ(grid, visualize_sharding(x.dims(), x.sharding()));
+  EXPECT_EQ(std::count(grid.begin(), grid.end(), '\n'), 5);  // two rows of cells between three rules
+  EXPECT_THAT(grid, ::testing::HasSubstr(m.devices()[3].to_string()));
+  auto f = jit([](const Array& a) {
+    EXPECT_THROW((void)visualize_array_sharding(a), InvalidArgument);
+    return a;
+  });
+  (void)f(x);
+}
+
 }  // namespace
 }  // namespace mcx
