@@ -1,6 +1,7 @@
 #include "mcx/platform/host_spmd_ops.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -139,7 +140,8 @@ absl::StatusOr<SpmdMember> spmd_member(const ir::Instr& in, const ExecutionConte
 }
 
 absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& in, const HostOperand& operand,
-                                           const std::vector<int64_t>& out_dims, const ExecutionContext* ctx) {
+                                           const std::vector<int64_t>& out_dims, const ExecutionContext* ctx,
+                                           const SpmdMember* member) {
   const Where w = where_of(ctx);
   const std::string_view name = ir::op_name(in.kind);
   const DType dtype = in.type.dtype;
@@ -157,7 +159,11 @@ absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& in, const HostOperan
   const std::vector<int64_t>& xdims = operand.dims;
   const int64_t x_elems = product(xdims);
   const int64_t x_bytes = x_elems * static_cast<int64_t>(esize);
-  MCX_ASSIGN_OR_RETURN(const SpmdMember m, spmd_member(in, ctx));
+  std::optional<SpmdMember> found;
+  if (member == nullptr) {
+    MCX_ASSIGN_OR_RETURN(found, spmd_member(in, ctx));
+  }
+  const SpmdMember& m = member != nullptr ? *member : *found;
   const absl::Time deadline = deadline_of(ctx);
 
   if (in.kind == OpKind::kCollectivePermute) {

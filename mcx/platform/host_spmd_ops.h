@@ -54,8 +54,10 @@ absl::StatusOr<SpmdMember> spmd_member(const ir::Instr& instr, const ExecutionCo
 // Runs one SPMD instruction; `operand` is its operand (ignored by axis_index, which has none) and out_dims the
 // result's concrete dims. The result may be storage shared, read-only, by the members of the group in this
 // process (Communicator::all_reduce_shared): the caller never writes to it in place. ctx may be null
-// (partition 0 of 1).
+// (partition 0 of 1). `member`, when given, is spmd_member(instr, ctx) already found by the caller (a device
+// platform that first tried its own path), so the group is not looked up twice; ignored by axis_index.
 absl::StatusOr<Buffer> run_spmd_op_on_host(const ir::Instr& instr, const HostOperand& operand,
-                                           const std::vector<int64_t>& out_dims, const ExecutionContext* ctx);
+                                           const std::vector<int64_t>& out_dims, const ExecutionContext* ctx,
+                                           const SpmdMember* member = nullptr);
 
 }  // namespace mcx

@@ -23,7 +23,7 @@ struct GuardState {
 };
 
 // With MCX_THREAD_GUARD=1 and no owner yet, the calling thread takes the guard for the rest of the process (a
-// depth that is never given back). The flag is read outside the lock (it may throw).
+// depth that is never given back).
 void take_process_wide_guard(GuardState& s, bool process_wide) {
   if (!process_wide || s.owner) return;
   s.owner = std::this_thread::get_id();
@@ -51,9 +51,8 @@ std::string current_thread_description() {
 ThreadGuard::ThreadGuard() {
   GuardState& s = state();
   const std::thread::id me = std::this_thread::get_id();
-  const bool process_wide = kThreadGuardFlag.value();
   std::lock_guard<std::mutex> lock(s.mu);
-  take_process_wide_guard(s, process_wide);
+  if (!s.owner) take_process_wide_guard(s, kThreadGuardFlag.value());  // the flag is read until someone owns it
   if (s.owner && *s.owner != me) {
     throw ThreadGuardError(absl::StrCat("[thread_guard] cannot open a thread guard in ", current_thread_description(),
                                         ": ", s.owner_description,
@@ -86,9 +85,8 @@ bool thread_guard_active() {
 void check_thread_guard(bool spans_processes, std::string_view what) {
   if (!spans_processes) return;
   GuardState& s = state();
-  const bool process_wide = kThreadGuardFlag.value();
   std::lock_guard<std::mutex> lock(s.mu);
-  take_process_wide_guard(s, process_wide);
+  if (!s.owner) take_process_wide_guard(s, kThreadGuardFlag.value());  // the flag is read until someone owns it
   if (!s.owner || *s.owner == std::this_thread::get_id()) return;
   throw ThreadGuardError(absl::StrCat("[thread_guard] ", std::string(what), " spans processes and was issued from ",
                                       current_thread_description(), " while ", s.owner_description,

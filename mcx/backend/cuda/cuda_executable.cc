@@ -1,6 +1,7 @@
 #include "mcx/backend/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <optional>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -275,9 +276,19 @@ absl::StatusOr<std::vector<std::shared_ptr<const DeviceBuffer>>> CudaExecutable:
       }
       const ValueId r = st.outputs[0];
       const StagedValue result{values[r].get(), plan_->dtypes[r], plan_->dims[r]};
-      MCX_ASSIGN_OR_RETURN(const bool on_device,
-                           run_spmd_op_on_device(p.instrs[st.instr], device, operand, result, ctx, deadline));
-      if (!on_device) MCX_RETURN_IF_ERROR(run_staged_spmd_op(p.instrs[st.instr], device, operand, result, ctx, deadline));
+      const ir::Instr& op = p.instrs[st.instr];
+      // The group is found once, for whichever path runs the op (axis_index has none: it runs on the host).
+      std::optional<SpmdMember> member;
+      if (op.kind != ir::OpKind::kAxisIndex) {
+        MCX_ASSIGN_OR_RETURN(member, spmd_member(op, ctx));
+      }
+      bool on_device = false;
+      if (member) {
+        MCX_ASSIGN_OR_RETURN(on_device, run_spmd_op_on_device(op, device, *member, operand, result, ctx, deadline));
+      }
+      if (!on_device) {
+        MCX_RETURN_IF_ERROR(run_staged_spmd_op(op, device, operand, result, ctx, member ? &*member : nullptr, deadline));
+      }
     } else if (st.kind == Plan::Step::Kind::kControlFlow) {
       std::vector<std::shared_ptr<const CudaDeviceBuffer>> operands;
       for (ValueId o : st.inputs) {

@@ -155,12 +155,11 @@ absl::StatusOr<bool> run_on_device(const ir::Instr& instr, const CudaDevice& dev
 
 }  // namespace
 
-absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device,
+absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device, const SpmdMember& member,
                                            const StagedValue& operand, const StagedValue& out,
                                            const ExecutionContext* ctx, absl::Time deadline) {
   if (instr.kind == OpKind::kAxisIndex || operand.memory == nullptr || out.memory == nullptr) return false;
-  MCX_ASSIGN_OR_RETURN(const SpmdMember m, spmd_member(instr, ctx));  // its errors name the op already
-  absl::StatusOr<bool> done = run_on_device(instr, device, m, operand, out, deadline);
+  absl::StatusOr<bool> done = run_on_device(instr, device, member, operand, out, deadline);
   if (done.ok()) return done;
   return with_message(done.status(), absl::StrCat("[", std::string(ir::op_name(instr.kind)), "] partition ",
                                                   ctx != nullptr ? ctx->partition_id : 0, " of ",

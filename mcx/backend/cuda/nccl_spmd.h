@@ -20,12 +20,14 @@
 #include "mcx/backend/cuda/staged_spmd.h"
 #include "mcx/ir/program.h"
 #include "mcx/platform/execution_context.h"
+#include "mcx/platform/host_spmd_ops.h"
 
 namespace mcx::cuda {
 
-// Runs instr (is_spmd_op) on the device and returns true, or returns false, having done nothing the other
-// members depend on, when the op must go through host staging.
-absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device,
+// Runs instr (a collective; `member` its spmd_member) on the device and returns true, or returns false, having
+// done nothing the other members depend on, when the op must go through host staging (run_staged_spmd_op with
+// the same member).
+absl::StatusOr<bool> run_spmd_op_on_device(const ir::Instr& instr, const CudaDevice& device, const SpmdMember& member,
                                            const StagedValue& operand, const StagedValue& out,
                                            const ExecutionContext* ctx, absl::Time deadline);
 

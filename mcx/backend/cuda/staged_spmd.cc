@@ -22,7 +22,8 @@ void log_first_use(const ir::Instr& instr, const CudaDevice& device) {
 }  // namespace
 
 absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device, const StagedValue& operand,
-                                const StagedValue& out, const ExecutionContext* ctx, absl::Time deadline) {
+                                const StagedValue& out, const ExecutionContext* ctx, const SpmdMember* member,
+                                absl::Time deadline) {
   if (!is_spmd_op(instr.kind)) {
     return absl::InternalError(absl::StrCat("[cuda] ", std::string(ir::op_name(instr.kind)), " is not an SPMD op"));
   }
@@ -38,7 +39,7 @@ absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device
     }
     in = {host_operand.data(), operand.dims};
   }
-  MCX_ASSIGN_OR_RETURN(const Buffer result, run_spmd_op_on_host(instr, in, out.dims, ctx));
+  MCX_ASSIGN_OR_RETURN(const Buffer result, run_spmd_op_on_host(instr, in, out.dims, ctx, member));
   if (result.nbytes() != out.memory->bytes()) {
     return absl::InternalError(absl::StrCat("[cuda] ", std::string(ir::op_name(instr.kind)), " gave ",
                                             result.nbytes(), " bytes for a result of ", out.memory->bytes()));

@@ -20,6 +20,7 @@
 #include "mcx/core/dtype.h"
 #include "mcx/ir/program.h"
 #include "mcx/platform/execution_context.h"
+#include "mcx/platform/host_spmd_ops.h"
 
 namespace mcx::cuda {
 
@@ -31,8 +32,9 @@ struct StagedValue {
 };
 
 // Runs `instr` (an op for which is_spmd_op is true) on `device`: out = instr(operand). ctx may be null (partition
-// 0 of 1).
+// 0 of 1). `member`: the caller's spmd_member(instr, ctx), or null (it is then found here; axis_index has none).
 absl::Status run_staged_spmd_op(const ir::Instr& instr, const CudaDevice& device, const StagedValue& operand,
-                                const StagedValue& out, const ExecutionContext* ctx, absl::Time deadline);
+                                const StagedValue& out, const ExecutionContext* ctx, const SpmdMember* member,
+                                absl::Time deadline);
 
 }  // namespace mcx::cuda
