@@ -1,11 +1,12 @@
 // The umbrella header users include: arrays, ops, pytrees, jit, grad, random, export, devices,
-// meshes, shardings, placement, shard_map and collectives, transfer and thread guards, the CPU backend's
+// meshes, shardings, placement, shard_map and collectives, transfer and thread guards, the compilation cache, the CPU backend's
 // thread count and compile statistics.
 #pragma once
 
 #include "mcx/core/dtype.h"
 #include "mcx/core/error.h"
 #include "mcx/core/shape.h"
+#include "mcx/runtime/compilation_cache_control.h"
 #include "mcx/runtime/cpu_backend.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/mesh.h"

@@ -33,6 +33,17 @@ const Flag<bool> kAllowShared("MCX_COMPILATION_CACHE_ALLOW_SHARED_WRITERS", fals
 const Flag<bool> kExplain("MCX_EXPLAIN_CACHE_MISSES", false,
                           "log, on a compilation cache miss, which key component differs from the nearest entry");
 
+const Flag<bool> kStrict("MCX_RAISE_PERSISTENT_CACHE_ERRORS", false,
+                         "fail a compile on a compilation cache problem (damaged entry, failed write, a stored "
+                         "artifact differing from a fresh compile) instead of logging it");
+const Flag<double> kCheckContents("MCX_COMPILATION_CACHE_CHECK_CONTENTS", 0.0,
+                                  "fraction (0..1) of compilation cache hits compiled again and compared with the "
+                                  "stored artifact",
+                                  [](const double& v) -> std::optional<std::string> {
+                                    if (v >= 0 && v <= 1) return std::nullopt;
+                                    return "must be a fraction in [0, 1]";
+                                  });
+
 }  // namespace
 
 absl::StatusOr<CacheOptions> resolve_options(CacheOptions o) {
@@ -58,6 +69,10 @@ absl::StatusOr<CacheOptions> resolve_options(CacheOptions o) {
   o.allow_shared_writers = shared;
   MCX_ASSIGN_OR_RETURN(bool explain, kExplain.resolve(o.explain_misses));
   o.explain_misses = explain;
+  MCX_ASSIGN_OR_RETURN(bool strict, kStrict.resolve(o.strict));
+  o.strict = strict;
+  MCX_ASSIGN_OR_RETURN(double check, kCheckContents.resolve(o.check_contents));
+  o.check_contents = check;
   return o;
 }
 

@@ -10,10 +10,18 @@
 //   MCX_COMPILATION_CACHE_ALLOW_SHARED_WRITERS  accept a directory other users may write (false)
 //   MCX_EXPLAIN_CACHE_MISSES                    log, on a miss, which key component differs from the nearest
 //                                               entry's (false)
+//   MCX_RAISE_PERSISTENT_CACHE_ERRORS           strict mode: a damaged entry, a failed write or a stored artifact
+//                                               that differs from a fresh compile fails the compile instead of
+//                                               being logged (false; JAX's jax_raise_persistent_cache_errors)
+//   MCX_COMPILATION_CACHE_CHECK_CONTENTS        fraction of hits, 0..1, compiled again and compared byte for byte
+//                                               with the stored artifact (0)
+// Not from the environment: custom_key, a hook whose string is one more key component ("custom"), as JAX's
+// cache_key.custom_hook: a program that depends on something mcx cannot see keys its entries by it.
 // Thread-safety: value types; options_from_env reads the environment.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +42,9 @@ struct CacheOptions {
   std::optional<CacheWriters> writers;
   std::optional<bool> allow_shared_writers;
   std::optional<bool> explain_misses;
+  std::optional<bool> strict;
+  std::optional<double> check_contents;
+  std::function<std::string()> custom_key;  // empty: no "custom" component
   int process_index = 0;  // this process's index in its job (CacheWriters::kProcess0)
 };
 

@@ -205,11 +205,16 @@ absl::StatusOr<std::string> CompilationCache::get(const CacheKey& key) {
       });
       return payload;
     }
+    count([](CacheStats& s) { ++s.corrupt_entries; });
+    if (*options_.strict) {  // kept for inspection (mcx-cache verify)
+      return absl::DataLossError(absl::StrCat(payload.status().message(), " (strict mode: the entry is kept at '",
+                                              path, "'; MCX_RAISE_PERSISTENT_CACHE_ERRORS=0 treats it as a miss)"));
+    }
     log_warn("{}; the entry is treated as a miss{}", std::string(payload.status().message()),
              *options_.read_only ? "" : " and removed");
     if (!*options_.read_only) ::unlink(path.c_str());
-    count([](CacheStats& s) { ++s.corrupt_entries; });
   } else if (!absl::IsNotFound(bytes.status())) {
+    if (*options_.strict) return bytes.status();
     log_warn("{}; treated as a miss", std::string(bytes.status().message()));
   }
   count([](CacheStats& s) { ++s.misses; });

@@ -62,7 +62,8 @@ class CompilationCache {
 
   // The payload stored under key. NotFound on a miss (with MCX_EXPLAIN_CACHE_MISSES its message lists which
   // key components differ from the nearest entry's; the same text is logged at info level). A corrupt entry
-  // is a miss: logged at warning level, removed (unless read-only), counted.
+  // is a miss: logged at warning level, removed (unless read-only), counted. In strict mode (options.strict)
+  // a corrupt entry is DataLoss (the entry kept) and a file that cannot be read is its error.
   absl::StatusOr<std::string> get(const CacheKey& key);
 
   // Writes payload under key unless the policy skips it (returns false then: read-only, writer role,

@@ -8,11 +8,14 @@
 //   encoding of the program, or a kernel's signature); device_assignment (partitioned programs only: mesh
 //   shape, axis names and partition specs, not device ids); the key's build components as the platform names
 //   them (for the CPU: options, executable_format, then llvm_version, generator, cpu, cpu_features, or
-//   target = interpreter); mcx_version. A different platform, mcx, LLVM, generator or CPU misses, never misloads.
+//   target = interpreter); custom (only with a CacheOptions::custom_key hook: its string); mcx_version. A
+//   different platform, mcx, LLVM, generator, CPU or custom string misses, never misloads.
 //
 // Thread-safety: thread-safe (CompilationCache is).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,17 +31,27 @@ class CompiledEntryCache final : public CompiledStore {
  public:
   explicit CompiledEntryCache(std::shared_ptr<CompilationCache> cache) : cache_(std::move(cache)) {}
 
-  std::optional<std::string> load(const CompiledKey& key) override;
-  void save(const CompiledKey& key, std::string_view bytes, double compile_ms) override;
+  absl::StatusOr<std::optional<std::string>> load(const CompiledKey& key) override;
+  absl::Status save(const CompiledKey& key, std::string_view bytes, double compile_ms) override;
   bool wants(double compile_ms) override { return cache_->would_write(absl::Milliseconds(compile_ms)); }
+  // Samples hits at the options' check_contents fraction, evenly (with 0.25 every fourth hit is checked).
+  bool check_this_hit() override;
+  // Strict options: why, with the flag that relaxes it named; else logged, OkStatus.
+  absl::Status problem(absl::Status why) override;
 
-  // The entry key for a compiled key (public for tests and tools). InvalidArgument for a component name
-  // that is not [a-z0-9_] or appears twice.
-  static absl::StatusOr<CacheKey> entry_key(const CompiledKey& key);
+  // The entry key for a compiled key (public for tests and tools); `custom`, when not empty, is one more
+  // component named "custom" before mcx_version (CacheOptions::custom_key). InvalidArgument for a component
+  // name that is not [a-z0-9_] or appears twice.
+  static absl::StatusOr<CacheKey> entry_key(const CompiledKey& key, std::string_view custom = "");
   CompilationCache& cache() { return *cache_; }
 
  private:
+  // entry_key with the options' custom_key hook called (a hook that throws is an error, never an exception
+  // out of the store).
+  absl::StatusOr<CacheKey> key_of(const CompiledKey& key);
+
   std::shared_ptr<CompilationCache> cache_;
+  std::atomic<int64_t> hits_seen_{0};
 };
 
 }  // namespace mcx::cache

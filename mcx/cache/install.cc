@@ -8,7 +8,7 @@
 namespace mcx::cache {
 namespace {
 
-std::mutex g_mu;
+std::mutex g_mu;  // orders installs and uninstalls
 std::shared_ptr<CompilationCache>* g_installed = new std::shared_ptr<CompilationCache>();  // guarded by g_mu
 
 }  // namespace
@@ -18,10 +18,17 @@ absl::StatusOr<std::shared_ptr<CompilationCache>> install_compilation_cache(Cach
   if (!resolved.directory.has_value() || resolved.directory->empty()) return std::shared_ptr<CompilationCache>();
   MCX_ASSIGN_OR_RETURN(std::unique_ptr<CompilationCache> opened, CompilationCache::open(resolved));
   std::shared_ptr<CompilationCache> cache(std::move(opened));
-  set_compiled_store(std::make_shared<CompiledEntryCache>(cache));
   std::lock_guard<std::mutex> lock(g_mu);
+  set_compiled_store(std::make_shared<CompiledEntryCache>(cache));
   *g_installed = cache;
   return cache;
+}
+
+void uninstall_compilation_cache() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!*g_installed) return;  // a store installed by other means stays
+  set_compiled_store(nullptr);
+  g_installed->reset();
 }
 
 std::shared_ptr<CompilationCache> installed_compilation_cache() {

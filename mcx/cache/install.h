@@ -18,6 +18,9 @@ namespace mcx::cache {
 // (a directory other users may write, a bad flag value).
 absl::StatusOr<std::shared_ptr<CompilationCache>> install_compilation_cache(CacheOptions options = {});
 
+// Removes the installed cache as the store (compiles then use none); what was compiled stays in memory.
+void uninstall_compilation_cache();
+
 // The cache the last install_compilation_cache() installed, or nullptr.
 std::shared_ptr<CompilationCache> installed_compilation_cache();
 

@@ -1,5 +1,6 @@
 #include "mcx/platform/compiled_store.h"
 
+#include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 
 namespace mcx {
@@ -16,6 +17,11 @@ Installed& installed() {
 }
 
 }  // namespace
+
+absl::Status CompiledStore::problem(absl::Status why) {
+  log_warn("{}", std::string(why.message()));
+  return absl::OkStatus();
+}
 
 void set_compiled_store(std::shared_ptr<CompiledStore> store) {
   Installed& i = installed();

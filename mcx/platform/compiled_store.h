@@ -16,6 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
 namespace mcx {
 
 // What is stored under a key: the "kind" component of the key.
@@ -46,13 +49,22 @@ class CompiledStore {
  public:
   virtual ~CompiledStore() = default;
   // The bytes stored under key, or nullopt on a miss. A damaged entry is a miss (the store logs and removes
-  // it); never an error the compile must handle.
-  virtual std::optional<std::string> load(const CompiledKey& key) = 0;
-  // Keeps bytes under key (the store may decline by its own policy). compile_ms: what a hit saves.
-  virtual void save(const CompiledKey& key, std::string_view bytes, double compile_ms) = 0;
+  // it), unless the store is strict (MCX_RAISE_PERSISTENT_CACHE_ERRORS): then it is the error, which the
+  // compile returns.
+  virtual absl::StatusOr<std::optional<std::string>> load(const CompiledKey& key) = 0;
+  // Keeps bytes under key (the store may decline by its own policy). compile_ms: what a hit saves. A failed
+  // write is logged, or, when strict, returned.
+  virtual absl::Status save(const CompiledKey& key, std::string_view bytes, double compile_ms) = 0;
   // Whether save() of something that took compile_ms to compile could be kept: when not, the caller does not
   // serialise it (eager dispatch's sub-millisecond compiles, a read-only store).
   virtual bool wants(double /*compile_ms*/) { return true; }
+  // Whether this hit is to be checked (MCX_COMPILATION_CACHE_CHECK_CONTENTS): the caller then compiles again,
+  // uses what it compiled, and reports a difference from the stored bytes through problem().
+  virtual bool check_this_hit() { return false; }
+  // What the caller does with a problem it met using the store (stored bytes that did not load, or that
+  // differ from a fresh compile): a store logs it at warning level and returns OkStatus (the compile goes
+  // on), or, when strict, returns it (the compile fails with it).
+  virtual absl::Status problem(absl::Status why);
 };
 
 // Installs the store compiles consult (nullptr: none). What this process already compiled stays.

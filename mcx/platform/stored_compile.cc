@@ -1,6 +1,10 @@
 #include "mcx/platform/stored_compile.h"
 
+#include <algorithm>
 #include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
 
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
@@ -24,6 +28,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+size_t first_difference(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] != b[i]) return i;
+  }
+  return n;
+}
+
 CompiledKey executable_key(const Platform& platform, std::string canonical_encoding) {
   return CompiledKey{kCompiledExecutable, std::string(platform.name()), std::move(canonical_encoding),
                      /*device_assignment=*/"", platform.compile_key()};
@@ -37,17 +49,23 @@ absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform
   const CompiledKey key = executable_key(platform, std::string(canonical_encoding));
   Counters& c = counters();
   const auto t0 = std::chrono::steady_clock::now();
-  if (std::optional<std::string> bytes = store->load(key)) {
-    absl::StatusOr<std::shared_ptr<const Executable>> exe = platform.deserialize(*bytes);
-    MutexLock lock(&c.mu);
+  MCX_ASSIGN_OR_RETURN(std::optional<std::string> stored, store->load(key));
+  const bool check = stored.has_value() && store->check_this_hit();
+  if (stored && !check) {
+    absl::StatusOr<std::shared_ptr<const Executable>> exe = platform.deserialize(*stored);
     if (exe.ok()) {
+      MutexLock lock(&c.mu);
       ++c.stats.loaded;
       c.stats.load_ms_total += ms_since(t0);
       return exe;
     }
-    ++c.stats.load_failures;
-    log_warn("[compile on {}] a stored executable of {} did not load, compiling it: {}", platform.name(),
-             program.name, std::string(exe.status().message()));
+    {
+      MutexLock lock(&c.mu);
+      ++c.stats.load_failures;
+    }
+    MCX_RETURN_IF_ERROR(store->problem(absl::Status(
+        exe.status().code(), absl::StrCat("[compile on ", std::string(platform.name()), "] a stored executable of ", program.name,
+                                          " did not load, compiling it: ", std::string(exe.status().message())))));
   }
   const auto t1 = std::chrono::steady_clock::now();
   absl::StatusOr<std::shared_ptr<const Executable>> exe = platform.compile(program);
@@ -57,14 +75,27 @@ absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform
     MutexLock lock(&c.mu);
     ++c.stats.compiled;
   }
-  if (!store->wants(compile_ms)) return exe;
+  if (!check && !store->wants(compile_ms)) return exe;
   absl::StatusOr<std::string> bytes = (*exe)->serialize();
   if (!bytes.ok()) {
     log_warn("[compile on {}] could not serialise the executable of {}: {}", platform.name(), program.name,
              std::string(bytes.status().message()));
     return exe;
   }
-  store->save(key, *bytes, compile_ms);
+  if (check) {
+    const bool same = *bytes == *stored;
+    {
+      MutexLock lock(&c.mu);
+      ++c.stats.checked;
+      c.stats.check_mismatches += same ? 0 : 1;
+    }
+    if (same) return exe;
+    MCX_RETURN_IF_ERROR(store->problem(absl::DataLossError(absl::StrCat(
+        "[compile on ", std::string(platform.name()), "] the stored executable of ", program.name, " (", stored->size(),
+        " bytes) differs from a fresh compile (", bytes->size(), " bytes, first difference at byte ",
+        first_difference(*bytes, *stored), "): the fresh one is used and stored in its place"))));
+  }
+  MCX_RETURN_IF_ERROR(store->save(key, *bytes, compile_ms));
   MutexLock lock(&c.mu);
   ++c.stats.offered;
   return exe;

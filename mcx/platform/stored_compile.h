@@ -24,8 +24,10 @@ CompiledKey executable_key(const Platform& platform, std::string canonical_encod
 
 // The executable of program (whose ir::canonical_encoding the caller passes) for platform. Without a store
 // this is platform.compile(program) and no key is made. An entry that does not load (another format, a plan
-// that does not fit) is logged at warning level and compiled instead: a store never makes a compile fail.
-// Errors: those of platform.compile.
+// that does not fit) is the store's problem(): logged and compiled instead, unless the store is strict. A hit
+// the store asks to check (check_this_hit) is compiled again; the fresh executable is used, and bytes that
+// differ from the stored ones are a problem() too (the fresh bytes replace them).
+// Errors: those of platform.compile; a strict store's problems.
 absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform& platform, const ir::Program& program,
                                                                   std::string_view canonical_encoding);
 
@@ -35,8 +37,13 @@ struct ExecutableStoreStats {
   int64_t compiled = 0;       // executables compiled because the store missed
   int64_t load_failures = 0;  // entries that did not load (then compiled)
   int64_t offered = 0;        // executables offered to the store (its policy may decline to write them)
+  int64_t checked = 0;          // hits compiled again to compare (check_this_hit)
+  int64_t check_mismatches = 0;  // of those, stored bytes that differed from the fresh compile's
   double load_ms_total = 0;
 };
 ExecutableStoreStats executable_store_stats();
+
+// The index of the first byte where a and b differ (the shorter one's size when one is a prefix of the other).
+size_t first_difference(std::string_view a, std::string_view b);
 
 }  // namespace mcx

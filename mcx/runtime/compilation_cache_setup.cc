@@ -2,8 +2,10 @@
 
 #include "absl/time/time.h"
 #include "mcx/cache/install.h"
+#include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/process_exit.h"
+#include "mcx/runtime/compilation_cache_control.h"
 #include "mcx/platform/stored_compile.h"
 #include "mcx/runtime/device_platform.h"
 
@@ -30,16 +32,11 @@ void report_at_exit() {
 
 }  // namespace
 
-void setup_compilation_cache(int process_index) {
-  cache::CacheOptions options;
-  options.process_index = process_index;
-  absl::StatusOr<std::shared_ptr<cache::CompilationCache>> cache = cache::install_compilation_cache(options);
-  if (!cache.ok()) {
-    log_warn("[cache] running without the compilation cache: {}", std::string(cache.status().message()));
-  } else if (*cache) {
-    log_debug("[cache] compilation cache at {}", (*cache)->directory());
-  }
+absl::Status setup_compilation_cache(int process_index) {
   run_at_exit(ExitStage::kDeviceStreams, report_at_exit);
+  MCX_RETURN_IF_ERROR(compilation_cache::detail::apply_for_process(process_index));
+  if (auto cache = cache::installed_compilation_cache()) log_debug("[cache] compilation cache at {}", cache->directory());
+  return absl::OkStatus();
 }
 
 }  // namespace mcx

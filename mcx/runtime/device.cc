@@ -149,7 +149,7 @@ absl::StatusOr<std::unique_ptr<Client>> create_client() ABSL_EXCLUSIVE_LOCKS_REQ
       }
     }
   }
-  setup_compilation_cache(client->process_index);
+  MCX_RETURN_IF_ERROR(setup_compilation_cache(client->process_index));
   return client;
 }
 

@@ -28,6 +28,8 @@ namespace {
 
 std::atomic<int64_t> g_spmd_partitioned{0};
 std::atomic<int64_t> g_spmd_loaded{0};
+std::atomic<int64_t> g_spmd_checked{0};
+std::atomic<int64_t> g_spmd_check_mismatches{0};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -228,6 +230,8 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   ir::Program per_device;
   std::vector<PartitionSpec> out_specs;
   std::optional<CompiledKey> stored_key;  // set when a persistent cache is installed (not for manual)
+  std::optional<std::string> stored_bytes;  // the store's entry under stored_key
+  bool check_stored = false;                // a hit to partition again and compare (check_this_hit)
   std::vector<AbstractValue> in_avals;
   auto t0 = std::chrono::steady_clock::now();
   if (options.manual) {
@@ -258,8 +262,10 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
                                                                           : options.program_key);
       stored_key->kind = kCompiledSpmdExecutable;
       stored_key->device_assignment = spmd_device_assignment(axes, options.in_specs, options.out_specs);
-      if (std::optional<std::string> bytes = store->load(*stored_key)) {
-        absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*bytes, *platform);
+      MCX_ASSIGN_OR_RETURN(stored_bytes, store->load(*stored_key));
+      check_stored = stored_bytes.has_value() && store->check_this_hit();  // then partitioned and compared below
+      if (stored_bytes && !check_stored) {
+        absl::StatusOr<SpmdEntry> entry = decode_spmd_entry(*stored_bytes, *platform);
         if (entry.ok() && entry->out_specs.size() == global.results.size() &&
             entry->executable->program().num_params() == global.num_params()) {
           out_specs = std::move(entry->out_specs);
@@ -268,8 +274,9 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
           exe->exe_ = std::move(entry->executable);
           ++g_spmd_loaded;
         } else {
-          log_warn("[spmd] a stored executable of {} did not load, partitioning it: {}", options.name,
-                   entry.ok() ? std::string("its layouts do not fit the program") : std::string(entry.status().message()));
+          MCX_RETURN_IF_ERROR(store->problem(absl::DataLossError(absl::StrCat(
+              "[spmd] a stored executable of ", options.name, " did not load, partitioning it: ",
+              entry.ok() ? std::string("its layouts do not fit the program") : std::string(entry.status().message())))));
         }
       }
     }
@@ -295,11 +302,23 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
     exe->fingerprint_ = fingerprint64(per_device);
     const double compile_ms = 1e3 * seconds_since(t0);
     std::shared_ptr<CompiledStore> store = compiled_store();
-    if (stored_key && store && store->wants(compile_ms)) {
+    if (stored_key && store && (check_stored || store->wants(compile_ms))) {
       absl::StatusOr<std::string> bytes =
           encode_spmd_entry(SpmdEntry{out_specs, exe->stats_, exe->fingerprint_, exe->exe_});
+      const bool same = check_stored && bytes.ok() && *bytes == *stored_bytes;
+      if (check_stored && bytes.ok()) {
+        ++g_spmd_checked;
+        if (!same) {
+          ++g_spmd_check_mismatches;
+          MCX_RETURN_IF_ERROR(store->problem(absl::DataLossError(absl::StrCat(
+              "[spmd] the stored executable of ", options.name, " (", stored_bytes->size(),
+              " bytes) differs from a fresh partition and compile (", bytes->size(),
+              " bytes, first difference at byte ", first_difference(*bytes, *stored_bytes),
+              "): the fresh one is used and stored in its place"))));
+        }
+      }
       if (bytes.ok()) {
-        store->save(*stored_key, *bytes, compile_ms);
+        if (!same) MCX_RETURN_IF_ERROR(store->save(*stored_key, *bytes, compile_ms));
       } else {
         log_warn("[spmd] could not serialise the executable of {}: {}", options.name,
                  std::string(bytes.status().message()));
@@ -316,7 +335,9 @@ absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(co
   return std::shared_ptr<const SpmdExecutable>(std::move(exe));
 }
 
-SpmdCompileStats spmd_compile_stats() { return {g_spmd_partitioned.load(), g_spmd_loaded.load()}; }
+SpmdCompileStats spmd_compile_stats() {
+  return {g_spmd_partitioned.load(), g_spmd_loaded.load(), g_spmd_checked.load(), g_spmd_check_mismatches.load()};
+}
 
 
 absl::StatusOr<std::vector<ArrayValue>> SpmdExecutable::execute(std::span<const ArrayValue> args,

@@ -77,6 +77,8 @@ class SpmdExecutable {
 struct SpmdCompileStats {
   int64_t partitioned = 0;
   int64_t loaded = 0;
+  int64_t checked = 0;           // stored entries partitioned and compiled again to compare (check_contents)
+  int64_t check_mismatches = 0;  // of those, entries that differed from the fresh result
 };
 SpmdCompileStats spmd_compile_stats();
 

@@ -117,20 +117,20 @@ TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOptionOrPlatfor
   for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
   EXPECT_THAT(names, ::testing::ElementsAre("kind", "platform", "program", "options", "executable_format",
                                             "llvm_version", "generator", "cpu", "cpu_features", "mcx_version"));
-  store.save(key, "executable bytes", 12.5);
-  ASSERT_EQ(store.load(key), std::optional<std::string>("executable bytes"));
+  ASSERT_TRUE(store.save(key, "executable bytes", 12.5).ok());
+  ASSERT_EQ(value_or_throw(store.load(key)), std::optional<std::string>("executable bytes"));
   CompiledKey other = key;
   other.build[1].value = "cpu executable format 1; planner 8899aabbccddeeff";  // a rebuilt planner
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(value_or_throw(store.load(other)), std::nullopt);
   EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("executable_format"));
   other = key;
   other.build = {{"options", "codegen=0"}, key.build[1], {"target", "interpreter"}};
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(value_or_throw(store.load(other)), std::nullopt);
   EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("options"));
   // The same program and build on another platform is another entry, and the miss names the platform.
   other = key;
   other.platform = "cuda";
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(value_or_throw(store.load(other)), std::nullopt);
   EXPECT_THAT(store.cache().explain_miss(*CompiledEntryCache::entry_key(other)), HasSubstr("platform"));
   // A partitioned program is another kind, with its device assignment after the program.
   other = key;
@@ -140,15 +140,15 @@ TEST(ExecutableCache, EntryKeysNameEveryComponentAndAnotherFormatOptionOrPlatfor
   const CacheKey spmd_key = value_or_throw(CompiledEntryCache::entry_key(other));
   for (const CacheKeyComponent& c : spmd_key.components()) names.push_back(c.name);
   EXPECT_EQ(names[3], "device_assignment");
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(value_or_throw(store.load(other)), std::nullopt);
   // A malformed or repeated component name is refused, never stored under a key that drops it.
   other = key;
   other.build.push_back({"options", "codegen=0"});
   EXPECT_FALSE(CompiledEntryCache::entry_key(other).ok());
   other.build.back().name = "Bad Name";
   EXPECT_FALSE(CompiledEntryCache::entry_key(other).ok());
-  store.save(other, "never written", 12.5);
-  EXPECT_EQ(store.load(other), std::nullopt);
+  ASSERT_TRUE(store.save(other, "never written", 12.5).ok());
+  EXPECT_EQ(value_or_throw(store.load(other)), std::nullopt);
 }
 
 }  // namespace

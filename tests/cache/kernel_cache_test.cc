@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/error.h"
 #include "mcx/backend/cpu/codegen/fused_kernel.h"
 #include "mcx/cache/install.h"
 #include "mcx/cache/compiled_entry_cache.h"
@@ -142,17 +143,17 @@ TEST(KernelCache, EntryKeysNameEveryComponentAndAnotherTargetMisses) {
   for (const CacheKeyComponent& c : k->components()) names.push_back(c.name);
   EXPECT_THAT(names, ::testing::ElementsAre("kind", "platform", "program", "llvm_version", "generator", "cpu",
                                             "cpu_features", "mcx_version"));
-  store.save(key, "object bytes", 12.5);
-  ASSERT_EQ(store.load(key), std::optional<std::string>("object bytes"));
+  ASSERT_TRUE(store.save(key, "object bytes", 12.5).ok());
+  ASSERT_EQ(mcx::value_or_throw(store.load(key)), std::optional<std::string>("object bytes"));
   CompiledKey other = key;
   other.build[3].value = "+avx2,-fma";
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(mcx::value_or_throw(store.load(other)), std::nullopt);
   auto other_key = CompiledEntryCache::entry_key(other);
   ASSERT_TRUE(other_key.ok());
   EXPECT_THAT(store.cache().explain_miss(*other_key), HasSubstr("cpu_features"));
   other = key;
   other.build[0].value = "llvm 20.1.0";
-  EXPECT_EQ(store.load(other), std::nullopt);
+  EXPECT_EQ(mcx::value_or_throw(store.load(other)), std::nullopt);
 }
 
 // The code generator's target splits into the named components kernel and executable keys carry.

@@ -17,6 +17,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
 #include "mcx/core/logging.h"
+#include "mcx/platform/stored_compile.h"
 
 namespace mcx::cpu::codegen {
 namespace {
@@ -128,6 +129,14 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> link(std::shared_ptr<Gene
   return std::shared_ptr<const GeneratedKernel>(std::move(k));
 }
 
+// Counts a checked hit (CodegenStats::kernels_checked).
+void count_check(bool same) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  ++r.stats.kernels_checked;
+  r.stats.kernel_check_mismatches += same ? 0 : 1;
+}
+
 // src's kernel from the kernel store, else from another process of the job, else compiled (and offered to
 // both). symbol_suffix: a name apart from an object that failed to link (it may be partly defined in the JIT).
 absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelSource& src, const std::string& sig,
@@ -144,18 +153,25 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
     log_warn("[codegen] {} kernel {} did not load, compiling it: {}", what, k->symbol, std::string(why.message()));
     k->symbol += "_recompiled";
   };
+  std::optional<std::string> stored_object;
+  bool check = false;  // a hit compiled again and compared (MCX_COMPILATION_CACHE_CHECK_CONTENTS)
   if (store) {
-    if (std::optional<std::string> object = store->load(stored)) {
-      auto linked = link(k, *object, Source::kStore, t0);
+    MCX_ASSIGN_OR_RETURN(stored_object, store->load(stored));
+    check = stored_object.has_value() && store->check_this_hit();
+    if (stored_object && !check) {
+      auto linked = link(k, *stored_object, Source::kStore, t0);
       if (linked.ok()) return linked;
-      fall_back("stored", linked.status());
+      MCX_RETURN_IF_ERROR(store->problem(absl::Status(
+          linked.status().code(), absl::StrCat("[codegen] stored kernel ", k->symbol, " did not link: ",
+                                               linked.status().message()))));
+      k->symbol += "_recompiled";  // the object may be partly defined in the JIT
     }
   }
-  // Another process of the job may compile it for us (kernel_sharing.h).
+  // Another process of the job may compile it for us (kernel_sharing.h); a checked hit is compiled here.
   ShareOutcome shared;
-  if (sharing_enabled()) shared = share_or_claim(key);
+  if (sharing_enabled() && !check) shared = share_or_claim(key);
   if (shared.kind == ShareOutcome::kFromPeer) {
-    if (store) store->save(stored, shared.object, ms_since(t0));  // node-local caches warm up too
+    if (store) MCX_RETURN_IF_ERROR(store->save(stored, shared.object, ms_since(t0)));  // node-local caches warm up too
     auto linked = link(k, shared.object, Source::kPeer, t0);
     if (linked.ok()) return linked;
     fall_back("shared", linked.status());
@@ -165,7 +181,17 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
   absl::StatusOr<std::string> object = llvm_compile_object(src, k->symbol);
   if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
   if (!object.ok()) return object.status();
-  if (store) store->save(stored, *object, ms_since(t0));
+  if (check) {
+    const bool same = *object == *stored_object;
+    count_check(same);
+    if (!same) {
+      MCX_RETURN_IF_ERROR(store->problem(absl::DataLossError(absl::StrCat(
+          "[codegen] the stored object of kernel ", k->symbol, " (", stored_object->size(),
+          " bytes) differs from a fresh compile (", object->size(), " bytes, first difference at byte ",
+          first_difference(*object, *stored_object), "): the fresh one is used and stored in its place"))));
+    }
+  }
+  if (store && !(check && *object == *stored_object)) MCX_RETURN_IF_ERROR(store->save(stored, *object, ms_since(t0)));
   return link(k, *object, Source::kCompiled, t0);
 }
 

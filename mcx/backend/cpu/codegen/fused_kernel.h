@@ -92,6 +92,8 @@ struct CodegenStats {
   int64_t kernels_loaded = 0;    // distinct signatures loaded from the compiled-code store or a serialised executable
   int64_t kernels_from_peers = 0;  // distinct signatures another process of the job compiled (MCX_SHARE_COMPILED)
   int64_t kernel_reuses = 0;     // compile_fused calls answered by a kernel already in this process
+  int64_t kernels_checked = 0;   // store hits compiled again to compare (MCX_COMPILATION_CACHE_CHECK_CONTENTS)
+  int64_t kernel_check_mismatches = 0;  // of those, stored objects that differed from the fresh one
   double compile_ms_total = 0;
   double load_ms_total = 0;
 };
