@@ -470,7 +470,7 @@ DimExpr max_or_min(const DimExpr& a, const DimExpr& b, bool is_max) {
   if (ca && cb) return DimExpr(is_max ? std::max(*ca, *cb) : std::min(*ca, *cb));
   if (a == b) return a;
   // Decide from bounds when possible (every variable >= 1): max(b, 1) == b, max(b + 1, b) == b + 1.
-  auto [lo, hi] = SymbolicScope().bounds(a - b);
+  auto [lo, hi] = interval_bounds(a - b);
   if (lo >= 0) return is_max ? a : b;
   if (hi <= 0) return is_max ? b : a;
   const bool swap = structurally_less(b, a);

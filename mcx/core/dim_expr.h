@@ -129,6 +129,7 @@ class SymbolicScope {
 
  private:
   struct State;  // rewrites and derived atom bounds, computed once by create()
+  friend std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e);  // dim_expr_internal.h
   static absl::Status add_equality_rules(const Constraint& c, const std::string& text, State* state);
   std::vector<std::string> constraints_text_;
   std::vector<Constraint> parsed_;

@@ -64,6 +64,10 @@ DimExpr power(const DimExpr& e, int n);
 // True when pred holds for some atom of e, including atoms inside operation operands.
 bool any_atom(const DimExpr& e, const std::function<bool(const Atom&)>& pred);
 
+// Bounds of e by interval arithmetic alone, every variable >= 1 (no constraints, no linear reasoning): cheap
+// enough for building expressions (max/min decide their operands' order with it).
+std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e);
+
 // std::string_view whitespace trimming (Debian's abseil has its own string_view type).
 inline std::string_view strip_space(std::string_view s) {
   const char* ws = " \t\n\r\f\v";

@@ -4,9 +4,11 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/dim_elimination.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/dim_expr_internal.h"
 #include "mcx/core/error.h"
@@ -61,15 +63,75 @@ int64_t negate(int64_t v) {
 
 Interval intersect(Interval a, Interval b) { return {std::max(a.lo, b.lo), std::min(a.hi, b.hi)}; }
 
-// Bounds of operation atoms, keyed by (kind, operand identities), for the duration of one query:
-// operands are shared, so without it nested max/min/floordiv would be re-bounded exponentially often.
-using Cache = std::map<std::tuple<int, const void*, const void*>, Interval>;
+// What one query has learnt: the bounds of operation atoms (structurally keyed: operands are shared, so
+// without it nested max/min/floordiv would be re-bounded exponentially often, and atoms rebuilt by the
+// reasoning must be recognised), and how deep the linear reasoning has nested (bounding an atom's operands
+// reasons about them in turn).
+struct Cache {
+  std::unordered_map<DimExpr, Interval> atoms;
+  std::unordered_map<DimExpr, DimExpr> simplified;  // max/min atoms and what simplify_decided made of them
+  int depth = 0;
+};
+constexpr int kMaxReasoningDepth = 2;  // the query and its atoms' operands; deeper: interval arithmetic
 
 std::string bound_str(int64_t v) {
   if (v == kPosInf) return "inf";
   if (v == kNegInf) return "-inf";
   return std::to_string(v);
 }
+
+}  // namespace
+
+namespace {
+
+// The monomials of dimension expressions as the variables of a linear system (dim_elimination.h): a
+// polynomial is a linear form over its monomials. Rows are added as "p >= 0".
+class MonomialSystem {
+ public:
+  static constexpr int kMaxVars = 16;  // beyond this no more defining rows are added (the system stays small)
+
+  int var(const Monomial& m) {
+    const DimExpr key = DimExprOps::make({Term{m, 1}});
+    auto [it, inserted] = index_.emplace(key, static_cast<int>(vars_.size()));
+    if (inserted) vars_.push_back(m);
+    return it->second;
+  }
+  // Adds p >= 0; false when p has more variables than the system may take.
+  bool add(const DimExpr& p) {
+    Pending row;
+    for (const Term& t : DimExprOps::terms(p)) {
+      if (t.mono.empty()) {
+        row.constant = t.coeff;
+        continue;
+      }
+      if (static_cast<int>(vars_.size()) >= kMaxVars && !index_.count(DimExprOps::make({Term{t.mono, 1}}))) return false;
+      row.coeffs.emplace_back(var(t.mono), t.coeff);
+    }
+    rows_.push_back(std::move(row));
+    return true;
+  }
+  const std::vector<Monomial>& vars() const { return vars_; }
+  int size() const { return static_cast<int>(vars_.size()); }
+
+  std::vector<LinearRow> rows() const {
+    std::vector<LinearRow> out;
+    for (const Pending& p : rows_) {
+      LinearRow r{std::vector<int64_t>(vars_.size(), 0), p.constant};
+      for (const auto& [v, c] : p.coeffs) r.coeffs[static_cast<size_t>(v)] += c;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+ private:
+  struct Pending {
+    std::vector<std::pair<int, int64_t>> coeffs;
+    int64_t constant = 0;
+  };
+  std::map<DimExpr, int, DimExprLess> index_;
+  std::vector<Monomial> vars_;
+  std::vector<Pending> rows_;
+};
 
 }  // namespace
 
@@ -102,10 +164,12 @@ struct SymbolicScope::State {
       for (const Term& t : DimExprOps::terms(out)) {
         DimExpr term = DimExprOps::make({t});
         for (const TermRule& r : term_rules) {
-          if (t.coeff % r.k == 0 && compare_monomial(t.mono, r.mono) == 0) {
-            term = DimExpr(t.coeff / r.k) * r.rhs;
-            break;
-          }
+          if (t.coeff % r.k != 0) continue;
+          // Also inside products: 4*c*(b // 4) is c*b under mod(b, 4) == 0.
+          std::optional<Monomial> rest = divide_monomial(t.mono, r.mono);
+          if (!rest) continue;
+          term = DimExpr(t.coeff / r.k) * r.rhs * DimExprOps::make({Term{*rest, 1}});
+          break;
         }
         sum = sum + term;
       }
@@ -126,16 +190,19 @@ struct SymbolicScope::State {
   }
 
   Interval atom_interval(const Atom& a, Cache& cache) const {
-    std::tuple<int, const void*, const void*> key{static_cast<int>(a.kind), nullptr, nullptr};
+    std::optional<DimExpr> key;
     if (a.kind != AtomKind::kVar) {
-      key = {static_cast<int>(a.kind), DimExprOps::id(a.args[0]), DimExprOps::id(a.args[1])};
-      if (auto it = cache.find(key); it != cache.end()) return it->second;
+      key = DimExprOps::from_atom(a);
+      if (auto it = cache.atoms.find(*key); it != cache.atoms.end()) return it->second;
+      // Unbounded while it is being computed: bounding its operands may meet it again (through a constraint
+      // that mentions it), and must then not recurse.
+      cache.atoms.emplace(*key, Interval{});
     }
     Interval iv = intrinsic(a, cache);
     for (const auto& [atom, b] : atom_bounds) {
       if (compare_atom(atom, a) == 0) iv = intersect(iv, b);
     }
-    if (a.kind != AtomKind::kVar) cache.emplace(key, iv);
+    if (key) cache.atoms[*key] = iv;
     return iv;
   }
 
@@ -143,6 +210,7 @@ struct SymbolicScope::State {
     Interval prod{1, 1};
     for (const auto& [atom, pow] : m) {
       const Interval a = atom_interval(atom, cache);
+      if (a.lo > a.hi) return a;  // empty: the constraints contradict each other (create() refuses them)
       for (int i = 0; i < pow; ++i) prod = mul(prod, a);
     }
     return prod;
@@ -202,10 +270,164 @@ struct SymbolicScope::State {
     return iv;
   }
 
+  // Adds, for every variable of sys (which grows as rows bring in new monomials), its interval bounds and,
+  // for an operation atom, the inequalities that define it: max(x, y) >= x and >= y; min(x, y) <= x and <= y;
+  // k*(x // k) <= x <= k*(x // k) + k - 1 (k > 0; mirrored for k < 0); x % k == x - k*(x // k); and
+  // 0 <= x % y <= y - 1 for a divisor y >= 1.
+  void add_defining_rows(MonomialSystem& sys, Cache& cache) const {
+    for (int i = 0; i < sys.size(); ++i) {
+      const Monomial m = sys.vars()[static_cast<size_t>(i)];  // a copy: sys.vars() grows below
+      const DimExpr v = DimExprOps::make({Term{m, 1}});
+      const Interval iv = monomial_interval(m, cache);
+      if (iv.lo != kNegInf) sys.add(v - DimExpr(iv.lo));
+      if (iv.hi != kPosInf) sys.add(DimExpr(iv.hi) - v);
+      if (m.size() != 1 || m[0].second != 1 || m[0].first.kind == AtomKind::kVar) continue;
+      const Atom& a = m[0].first;
+      const DimExpr& x = a.args[0];
+      const DimExpr& y = a.args[1];
+      const std::optional<int64_t> k = y.constant_value();
+      switch (a.kind) {
+        case AtomKind::kMax:
+        case AtomKind::kMin: {
+          const bool is_max = a.kind == AtomKind::kMax;
+          sys.add(is_max ? v - x : x - v);
+          sys.add(is_max ? v - y : y - v);
+          // When the operands' order is decided the atom is one of them: max(a, 2) is a under a >= 4.
+          const Interval d = bounds(x - y, cache);
+          if (d.lo >= 0) sys.add(is_max ? x - v : v - y);
+          if (d.hi <= 0) sys.add(is_max ? y - v : v - x);
+          break;
+        }
+        case AtomKind::kFloorDiv:
+          if (k && *k > 0) {
+            sys.add(x - y * v);
+            sys.add(y * v + y - DimExpr(1) - x);
+          } else if (k && *k < 0) {
+            sys.add(y * v - x);
+            sys.add(x - y * v - y - DimExpr(1));
+          }
+          break;
+        case AtomKind::kMod:
+          if (k && *k != 0) {
+            const DimExpr q = floordiv(x, y);
+            sys.add(v - x + y * q);
+            sys.add(x - y * q - v);
+          } else if (!k && bounds(y, cache).lo >= 1) {
+            sys.add(v);
+            sys.add(y - DimExpr(1) - v);
+          }
+          break;
+        case AtomKind::kVar: break;
+      }
+    }
+  }
+
+  // bounds() narrowed by linear reasoning over the constraints and the operations' defining rows
+  // (dim_elimination.h): what chains and combinations of constraints decide. Run only when interval
+  // arithmetic leaves a range and there is something to reason with (constraints or operation atoms).
+  Interval refined_bounds(const DimExpr& e, Cache& cache) const {
+    const Interval iv = bounds(e, cache);
+    if (iv.lo == iv.hi) return iv;
+    const bool has_operations = any_atom(e, [](const Atom& a) { return a.kind != AtomKind::kVar; });
+    if ((nonneg.empty() && !has_operations) || cache.depth >= kMaxReasoningDepth) return iv;
+    ++cache.depth;
+    const DimExpr simplified = cache.depth == 1 ? simplify_decided(e, cache) : e;  // the query itself only
+    const std::optional<Interval> split = split_bounds(simplified, {}, 0, cache);
+    --cache.depth;
+    return split ? intersect(iv, *split) : iv;  // nullopt: no solutions; create() refuses such constraints
+  }
+
+  // e with every max/min whose operands' order is decided replaced by the operand it equals.
+  DimExpr simplify_decided(const DimExpr& e, Cache& cache) const {
+    if (!any_atom(e, [](const Atom& a) { return a.kind == AtomKind::kMax || a.kind == AtomKind::kMin; })) return e;
+    return replace_atoms(e, [&](const Atom& a) -> std::optional<DimExpr> {
+      if (a.kind != AtomKind::kMax && a.kind != AtomKind::kMin) return std::nullopt;
+      const DimExpr whole = DimExprOps::from_atom(a);
+      if (auto it = cache.simplified.find(whole); it != cache.simplified.end()) return it->second;
+      const DimExpr x = simplify_decided(a.args[0], cache), y = simplify_decided(a.args[1], cache);
+      const Interval d = refined_bounds(x - y, cache);
+      const bool is_max = a.kind == AtomKind::kMax;
+      DimExpr out = is_max ? max(x, y) : min(x, y);
+      if (d.lo >= 0) out = is_max ? x : y;
+      if (d.hi <= 0) out = is_max ? y : x;
+      cache.simplified.emplace(whole, out);
+      return out;
+    });
+  }
+
+  // The bounds of e by cases: a max or min that occurs as a term of e is, in each case, one of its operands
+  // (max(x, y) is x where x >= y, else y), so c*max(x, y) + rest lies in the hull of c*x + rest under x >= y
+  // and c*y + rest under y >= x; a case whose rows cannot hold drops out. Up to kMaxSplits nested cases, then
+  // elimination (linear_bounds). nullopt when no case can hold.
+  static constexpr int kMaxSplits = 3;
+  std::optional<Interval> split_bounds(const DimExpr& e, std::vector<DimExpr> extra, int depth, Cache& cache) const {
+    if (depth < kMaxSplits) {
+      for (const Term& t : DimExprOps::terms(e)) {
+        const Atom* atom = t.mono.size() == 1 && t.mono[0].second == 1 ? &t.mono[0].first : nullptr;
+        if (atom == nullptr || (atom->kind != AtomKind::kMax && atom->kind != AtomKind::kMin)) continue;
+        const bool is_max = atom->kind == AtomKind::kMax;
+        const DimExpr whole = DimExpr(t.coeff) * DimExprOps::from_atom(*atom);
+        std::optional<Interval> hull;
+        for (int side = 0; side < 2; ++side) {
+          const DimExpr& pick = atom->args[side];
+          const DimExpr& other = atom->args[1 - side];
+          std::vector<DimExpr> rows = extra;
+          rows.push_back(is_max ? pick - other : other - pick);  // the case: pick is the max (min)
+          std::optional<Interval> b = split_bounds(e - whole + DimExpr(t.coeff) * pick, std::move(rows), depth + 1, cache);
+          if (!b) continue;
+          hull = hull ? Interval{std::min(hull->lo, b->lo), std::max(hull->hi, b->hi)} : *b;
+        }
+        return hull;
+      }
+    }
+    return linear_bounds(e, extra, cache);
+  }
+
+  // Bounds of e over the integer solutions of the constraints, the extra rows (each >= 0), and the defining
+  // rows of every monomial involved, by elimination; nullopt when they have none.
+  std::optional<Interval> linear_bounds(const DimExpr& e, const std::vector<DimExpr>& extra, Cache& cache) const {
+    MonomialSystem sys;
+    for (const Term& t : DimExprOps::terms(e)) {
+      if (!t.mono.empty()) sys.var(t.mono);
+    }
+    for (const DimExpr& p : extra) sys.add(p);
+    for (const DimExpr& p : nonneg) sys.add(p);
+    add_defining_rows(sys, cache);
+    // The query z == e as two rows over one more variable, z (the last).
+    const int n = sys.size();
+    std::vector<LinearRow> rows = sys.rows();
+    for (LinearRow& r : rows) r.coeffs.push_back(0);
+    LinearRow upper{std::vector<int64_t>(static_cast<size_t>(n) + 1, 0), 0};  // e - z >= 0
+    for (const Term& t : DimExprOps::terms(e)) {
+      if (t.mono.empty()) {
+        upper.constant = t.coeff;
+      } else {
+        upper.coeffs[static_cast<size_t>(sys.var(t.mono))] = t.coeff;
+      }
+    }
+    upper.coeffs[static_cast<size_t>(n)] = -1;
+    LinearRow lower = upper;  // z - e >= 0
+    for (int64_t& c : lower.coeffs) c = -c;
+    lower.constant = -lower.constant;
+    rows.push_back(std::move(upper));
+    rows.push_back(std::move(lower));
+    const EliminationBounds b = eliminate_for_bounds(rows, n + 1, n);
+    if (b.infeasible) return std::nullopt;
+    return intersect(interval(e, cache), {b.lo, b.hi});
+  }
+
+  // Whether the constraints (with every variable >= 1) are satisfiable as far as elimination can tell.
+  bool satisfiable(Cache& cache) const {
+    MonomialSystem sys;
+    for (const DimExpr& p : nonneg) sys.add(p);
+    add_defining_rows(sys, cache);
+    return !eliminate_for_bounds(sys.rows(), sys.size(), -1).infeasible;
+  }
+
   Interval intrinsic(const Atom& a, Cache& cache) const {
     if (a.kind == AtomKind::kVar) return {1, kPosInf};
-    const Interval x = bounds(a.args[0], cache);
-    const Interval y = bounds(a.args[1], cache);
+    const Interval x = refined_bounds(a.args[0], cache);
+    const Interval y = refined_bounds(a.args[1], cache);
     switch (a.kind) {
       case AtomKind::kMax: return {std::max(x.lo, y.lo), std::max(x.hi, y.hi)};
       case AtomKind::kMin: return {std::min(x.lo, y.lo), std::min(x.hi, y.hi)};
@@ -213,7 +435,8 @@ struct SymbolicScope::State {
         if (y.lo >= 1 && y.lo == y.hi) return {floordiv_sat(x.lo, y.lo), floordiv_sat(x.hi, y.lo)};
         if (y.lo >= 1) {
           // floor(x / y) for y in [y.lo, y.hi]: extremes at the ends of both ranges.
-          const int64_t lo = x.lo >= 0 ? (y.hi == kPosInf ? 0 : floordiv_sat(x.lo, y.hi)) : x.lo;
+          // A negative dividend is most negative over the smallest divisor: -11 // (a + 1) >= -11 // 2.
+          const int64_t lo = x.lo >= 0 ? (y.hi == kPosInf ? 0 : floordiv_sat(x.lo, y.hi)) : floordiv_sat(x.lo, y.lo);
           const int64_t hi = x.hi >= 0 ? floordiv_sat(x.hi, y.lo) : -1;
           return {lo, hi};
         }
@@ -328,7 +551,15 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
     if (c.op == ">") ps = {l - r - DimExpr(1)};
     if (c.op == "<=") ps = {r - l};
     if (c.op == "<") ps = {r - l - DimExpr(1)};
-    if (c.op == "==") ps = {l - r, r - l};
+    if (c.op == "==") {
+      ps = {l - r, r - l};
+      // The equality as written too: rewriting may reduce it to 0 == 0 (4*d == a - m rewrites 4*d away), and
+      // elimination still needs what it says about the rest (a - 2*d = m + 2*d >= 3).
+      if (l != c.lhs || r != c.rhs) {
+        ps.push_back(c.lhs - c.rhs);
+        ps.push_back(c.rhs - c.lhs);
+      }
+    }
     for (DimExpr& p : ps) {
       if (auto v = p.constant_value()) {
         if (*v < 0) {
@@ -369,6 +600,15 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
     }
     if (!changed) break;
   }
+  Cache cache;
+  if (!state->satisfiable(cache)) {
+    for (const std::string& text : constraints) {  // name the one that cannot hold on its own, if any
+      if (constraints.size() > 1) MCX_RETURN_IF_ERROR(SymbolicScope::create({text}).status());
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[SymbolicScope] unsatisfiable constraints {", absl::StrJoin(constraints, ", "),
+        "}: no values of the dimension variables (each >= 1) satisfy them all"));
+  }
   scope.state_ = std::move(state);
   return scope;
 }
@@ -377,7 +617,15 @@ std::pair<int64_t, int64_t> SymbolicScope::bounds(const DimExpr& e) const {
   static const State* empty = new State();
   const State& s = state_ ? *state_ : *empty;
   Cache cache;
-  const Interval iv = s.bounds(s.rewrite(e), cache);
+  const Interval iv = s.refined_bounds(s.rewrite(e), cache);
+  return {iv.lo, iv.hi};
+}
+
+std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e) {
+  static const SymbolicScope::State* empty = new SymbolicScope::State();
+  Cache cache;
+  cache.depth = kMaxReasoningDepth;  // no linear reasoning, no cases
+  const Interval iv = empty->bounds(e, cache);
   return {iv.lo, iv.hi};
 }
 
