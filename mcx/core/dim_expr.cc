@@ -550,7 +550,7 @@ std::string DimExpr::to_string() const { return print_expr(*this); }
 
 // ---------------------------------------------------------------------------------------------------
 // Parsing: expr := term (("+" | "-") term)*;  term := unary (("*" | "//" | "%") unary)*;
-// unary := "-" unary | power;  power := primary (("^" | "**") integer)?;
+// unary := ("-" | "+") unary | power;  power := primary (("^" | "**") integer)?;
 // primary := integer | identifier | ("max" | "min" | "floordiv" | "mod") "(" expr "," expr ")" | "(" expr ")".
 
 namespace {
@@ -629,6 +629,7 @@ class Parser {
       MCX_ASSIGN_OR_RETURN(DimExpr e, parse_unary());
       return -e;
     }
+    if (accept("+")) return parse_unary();  // a leading sign, as JAX takes: "+ a - b"
     MCX_ASSIGN_OR_RETURN(DimExpr base, parse_primary());
     if (accept("^") || accept("**")) {
       skip_space();
@@ -679,6 +680,11 @@ class Parser {
         if (name == "min") return min(a, b);
         if (name == "floordiv") return floordiv(a, b);
         return mod(a, b);
+      }
+      if (name == "_") {
+        pos_ = start;
+        return error("'_' is not a dimension variable (in a shape specification it takes the dimension from an "
+                     "example: symbolic_args_specs)");
       }
       return DimExpr::var(name);
     }

@@ -8,7 +8,8 @@
 //
 // Text form (parse/to_string round-trip exactly on the normal form):
 //   "b", "2*b + 1", "b*c - 3", "b^2" (printed as "b^2"), "c // 2", "b % 4", "max(b, 16)", "min(b, c)",
-//   "(b + 1) // 2". Variables are identifiers [A-Za-z_][A-Za-z0-9_]*.
+//   "(b + 1) // 2". Variables are identifiers [A-Za-z_][A-Za-z0-9_]* other than "_" (which a
+// shape specification reserves); a leading "+" is accepted ("+ a - b").
 //
 // Simplifications beyond polynomial normalisation (all value-preserving for integer variables):
 // constant folding of every operation; x // 1 == x; (k*x + r) // k == x + r // k and

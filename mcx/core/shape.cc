@@ -35,6 +35,7 @@ absl::StatusOr<Shape> parse_shape(std::string_view text) {
     if (c == ')') --depth;
     if (c == ',' && depth == 0) {
       std::string_view piece = strip_space(body.substr(start, i - start));
+      if (piece.empty() && i == body.size() && !shape.empty()) break;  // a trailing comma: "2, 3,"
       if (piece.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("[parse_shape] dimension ", shape.size(),
                                                        " is empty in shape '", std::string(text), "'"));

@@ -16,7 +16,8 @@ using Shape = std::vector<DimExpr>;
 
 // "[b,784]" (no spaces, as in the IR text form); scalar "[]".
 std::string shape_to_string(const Shape& s);
-// Parses "b, 784" or "[b, 2*b + 1, c // 2]" (brackets optional). Errors name the bad dimension.
+// Parses "b, 784" or "[b, 2*b + 1, c // 2]" (brackets optional; a trailing comma is allowed, "2, 3,", as
+// in a Python tuple). Errors name the bad dimension.
 absl::StatusOr<Shape> parse_shape(std::string_view text);
 // Throwing convenience for users: symbolic_shape("b, 784").
 Shape symbolic_shape(std::string_view text);

@@ -638,7 +638,8 @@ absl::Status inconclusive(const DimExpr& a, std::string_view op, const DimExpr& 
       "] given dimension variables >= 1",
       constraints.empty() ? std::string(" and no constraints")
                           : absl::StrCat(" and constraints {", absl::StrJoin(constraints, ", "), "}"),
-      ")"));
+      "); a constraint such as '", a.to_string(), " ", std::string(op), " ", b.to_string(),
+      "' in the symbolic scope would decide it"));
 }
 }  // namespace
 

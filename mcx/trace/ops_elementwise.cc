@@ -161,14 +161,19 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* api) {
     const bool has_a = i + a.size() >= r, has_b = i + b.size() >= r;
     const DimExpr da = has_a ? a[i + a.size() - r] : DimExpr(1);
     const DimExpr db = has_b ? b[i + b.size() - r] : DimExpr(1);
-    if (da == db || db == DimExpr(1)) {
+    // Equal through the trace's scope too: 2*a and 2*b under a == b (as the scope decides, never only ==).
+    if (da == db || db == DimExpr(1) || detail::current_scope().known_equal(da, db)) {
       out[i] = da;
     } else if (da == DimExpr(1)) {
       out[i] = db;
     } else {
       throw InvalidArgument(absl::StrCat("[", api, "] shapes ", shape_to_string(a), " and ", shape_to_string(b),
                                          " cannot be broadcast: dimension ", i, " is ", da.to_string(), " vs ",
-                                         db.to_string()));
+                                         db.to_string(),
+                                         da.is_constant() && db.is_constant()
+                                             ? std::string()
+                                             : absl::StrCat(" (if they are equal, a constraint '", da.to_string(), " == ",
+                                                            db.to_string(), "' in the symbolic scope says so)")));
     }
   }
   return out;

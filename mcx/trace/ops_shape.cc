@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/trace/dispatch.h"
 #include "mcx/trace/ops.h"
+#include "mcx/trace/trace_state.h"
 #include "mcx/trace/ops_util.h"
 
 namespace mcx {
@@ -54,17 +55,20 @@ Array reshape(const Array& x, const Shape& shape) {
     }
   }
   const DimExpr total = num_elements(x.shape());
+  const SymbolicScope scope = detail::current_scope();
   if (inferred >= 0) {
-    auto t = total.constant_value();
-    auto k = known.constant_value();
-    if (!t || !k || *k == 0 || *t % *k != 0) {
-      throw InvalidArgument(absl::StrCat("[reshape] cannot infer the -1 dimension reshaping ",
-                                         x.aval().to_string(), " to ", shape_to_string(shape)));
+    // known divides total as the scope decides: b*c / 2 under mod(b, 2) == 0 is (b // 2)*c.
+    const bool divisible = known.constant_value() != 0 && scope.known_equal(floordiv(total, known) * known, total);
+    if (!divisible) {
+      throw InvalidArgument(absl::StrCat("[reshape] cannot infer the -1 dimension reshaping ", x.aval().to_string(),
+                                         " to ", shape_to_string(shape), ": ", total.to_string(),
+                                         " elements are not known to be a multiple of ", known.to_string(),
+                                         total.is_constant() ? "" : " (a constraint such as 'mod(..., k) == 0' may say so)"));
     }
-    s[inferred] = DimExpr(*t / *k);
+    s[inferred] = floordiv(total, known);
   }
   if (s == x.shape()) return x;
-  if (num_elements(s) != total) {
+  if (num_elements(s) != total && !scope.known_equal(num_elements(s), total)) {
     throw InvalidArgument(absl::StrCat("[reshape] cannot reshape ", x.aval().to_string(), " (",
                                        total.to_string(), " elements) to ", shape_to_string(s)));
   }

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/dim_expr.h"
+#include "mcx/core/shape.h"
 
 namespace mcx {
 namespace {
@@ -271,6 +272,36 @@ TEST(JaxConstraints, UnsatisfiableConstraintsAreAnErrorWhenTheScopeIsMade) {
   absl::StatusOr<SymbolicScope> s = SymbolicScope::create({"b >= 2", "a <= 0"});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("a <= 0"));
+}
+
+}  // namespace
+}  // namespace mcx
+
+namespace mcx {
+namespace {
+
+// JAX's syntax: a leading sign, a trailing comma in a shape; "_" is not a variable (a spec reserves it).
+TEST(JaxSyntax, LeadingSignTrailingCommaAndUnderscore) {
+  EXPECT_EQ(P("+ a - b"), P("a - b"));
+  EXPECT_EQ(P("+3"), DimExpr(3));
+  EXPECT_EQ(P("-(+a)"), P("-a"));
+  auto shape = parse_shape("2, 3,");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->size(), 2u);
+  EXPECT_FALSE(parse_shape("2, , 3").ok());
+  EXPECT_FALSE(parse_shape(",").ok());
+  auto underscore = DimExpr::parse("_");
+  ASSERT_FALSE(underscore.ok());
+  EXPECT_THAT(underscore.status().message(), HasSubstr("'_' is not a dimension variable"));
+  EXPECT_TRUE(DimExpr::parse("_a + a_").ok());
+}
+
+// Beat JAX's friction: an inconclusive comparison names both expressions and the constraint that decides it.
+TEST(JaxFriction, InconclusiveComparisonsSuggestTheConstraint) {
+  absl::StatusOr<bool> r = SymbolicScope().ge(P("a"), P("b"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("inconclusive dimension comparison: a >= b"));
+  EXPECT_THAT(r.status().message(), HasSubstr("a constraint such as 'a >= b'"));
 }
 
 }  // namespace

@@ -1,0 +1,69 @@
+// Tracing under a SymbolicScope: the shape rules compare dimensions through the scope's decision procedure,
+// so what the scope decides equal traces (JAX's jax#23437 and its mod(b, N) == 0 reshape), and dimensions of
+// size 0 are allowed where the rules permit them.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "mcx/ir/shape_rules.h"
+#include "mcx/ir/text.h"
+#include "mcx/mcx.h"
+#include "tests/trace/trace_test_util.h"
+
+namespace mcx {
+namespace {
+
+using ::testing::HasSubstr;
+
+SymbolicScope scope_of(const std::vector<std::string>& constraints) {
+  return value_or_throw(SymbolicScope::create(constraints));
+}
+
+TEST(SymbolicTrace, AddOfShapesTheScopeDecidesEqualBroadcasts) {
+  const SymbolicScope scope = scope_of({"a == b"});
+  AbstractValue x{DType::kFloat32, symbolic_shape("2*a")};
+  AbstractValue y{DType::kFloat32, symbolic_shape("2*b")};
+  ir::Program p = trace([](const Array& u, const Array& v) { return u + v; }, scope, x, y);
+  EXPECT_TRUE(scope.known_equal(p.params[0].shape[0], p.params[1].shape[0]));
+  EXPECT_EQ(p.result_types()[0].to_string(), "f32[2*a]");
+  EXPECT_TRUE(ir::verify(p).ok()) << ir::verify(p) << "\n" << ir::print_program(p);
+}
+
+TEST(SymbolicTrace, AReshapeUnderModZeroIsAccepted) {
+  const SymbolicScope scope = scope_of({"mod(b, 4) == 0"});
+  AbstractValue x{DType::kFloat32, symbolic_shape("b, c")};
+  ir::Program p = trace(
+      [](const Array& u) {
+        const DimExpr b = u.shape()[0], c = u.shape()[1];
+        return reshape(u, Shape{floordiv(b, DimExpr(4)), DimExpr(2), DimExpr(2), c});
+      },
+      scope, x);
+  EXPECT_EQ(p.result_types()[0].to_string(), "f32[b // 4,2,2,c]");
+  EXPECT_TRUE(ir::verify(p).ok()) << ir::verify(p);
+  // -1 is inferred through the scope too (JAX's threefry padding: a multiple of 4, reshaped by rows of 4).
+  ir::Program q = trace([](const Array& u) { return reshape(u, Shape{DimExpr(-1), DimExpr(4)}); }, scope,
+                        AbstractValue{DType::kFloat32, symbolic_shape("b")});
+  EXPECT_EQ(q.result_types()[0].to_string(), "f32[b // 4,4]");
+  // Without the constraint it is refused, and the error says what would decide it.
+  try {
+    (void)trace([](const Array& u) { return reshape(u, Shape{DimExpr(-1), DimExpr(4)}); },
+                AbstractValue{DType::kFloat32, symbolic_shape("b")});
+    ADD_FAILURE() << "b reshaped to (-1, 4) without knowing 4 divides b";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not known to be a multiple of 4"));
+    EXPECT_THAT(e.what(), HasSubstr("mod(..., k) == 0"));
+  }
+}
+
+TEST(SymbolicTrace, InconclusiveShapesNameBothDimensions) {
+  AbstractValue x{DType::kFloat32, symbolic_shape("a")};
+  AbstractValue y{DType::kFloat32, symbolic_shape("b")};
+  try {
+    (void)trace([](const Array& u, const Array& v) { return u + v; }, x, y);
+    ADD_FAILURE() << "a + b traced without a constraint";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a"));
+    EXPECT_THAT(e.what(), HasSubstr("b"));
+  }
+}
+
+}  // namespace
+}  // namespace mcx
