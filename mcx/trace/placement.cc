@@ -52,14 +52,15 @@ Array make_array_from_callback(const std::vector<int64_t>& dims, DType dtype, co
 }
 
 Array make_array_from_single_device_arrays(const std::vector<int64_t>& dims, const Sharding& sharding,
-                                           const std::vector<Array>& arrays) {
-  if (arrays.empty()) {
-    throw InvalidArgument("[make_array_from_single_device_arrays] expected one array per addressable device, found none");
+                                           const std::vector<Array>& arrays, std::optional<DType> dtype) {
+  if (arrays.empty() && !dtype) {
+    throw InvalidArgument("[make_array_from_single_device_arrays] expected a dtype with an empty list of arrays "
+                          "(a process that holds no device of the sharding), found none");
   }
   std::vector<ArrayValue> values;
   values.reserve(arrays.size());
   for (const Array& a : arrays) values.push_back(a.value());
-  AbstractValue aval{arrays.front().dtype(), concrete_shape(dims)};
+  AbstractValue aval{dtype ? *dtype : arrays.front().dtype(), concrete_shape(dims)};
   return committed_array(value_or_throw(from_single_device_arrays(aval, sharding, values)));
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,12 @@ Buffer device_get(const Array& x);
 Array make_array_from_callback(const std::vector<int64_t>& dims, DType dtype, const Sharding& sharding,
                                const std::function<Buffer(const IndexBox&)>& callback);
 // jax.make_array_from_single_device_arrays: arrays[k] is the shard of the k-th addressable device of
-// sharding (sharding order), each on that device with the shard shape.
+// sharding (sharding order), each on that device with the shard shape. dtype: the arrays' (checked), and
+// required when this process holds no device of the sharding: its list is empty and the result holds only the
+// metadata (shape, dtype, sharding) of an array whose data live in other processes (docs/sharding.md, "Meshes
+// over a subset of the processes").
 Array make_array_from_single_device_arrays(const std::vector<int64_t>& dims, const Sharding& sharding,
-                                           const std::vector<Array>& arrays);
+                                           const std::vector<Array>& arrays, std::optional<DType> dtype = std::nullopt);
 // jax.make_array_from_process_local_data: this process's part of a global array (see
 // runtime/transfer.h for the per-dimension rules). global_dims empty: inferred.
 Array make_array_from_process_local_data(const Sharding& sharding, const Buffer& local_data,

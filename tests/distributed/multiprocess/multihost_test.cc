@@ -116,5 +116,17 @@ TEST(Multihost, DifferentNamesFailNamingBoth) {
   for (int p = 0; p < 2; ++p) EXPECT_EQ(checks[p]["sync_names_differ"], "OK") << all;
 }
 
+// A mesh over processes 0 and 1 of 3: process 2 holds the arrays' metadata, skips the computation and takes
+// part in no collective; 0 and 1 compute the reduction between them; all three stay in step.
+TEST(Multihost, AMeshOverASubsetOfTheProcesses) {
+  std::string all;
+  auto checks = run_worker(3, "subset_mesh", &all);
+  for (int p = 0; p < 3; ++p) {
+    for (const char* name : {"subset_make_array", "subset_jit", "subset_everyone_in_step_after"}) {
+      EXPECT_EQ(checks[p][name], "OK") << "process " << p << " " << name << all;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mcx::mptest

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -225,6 +226,73 @@ void share_kernels(int pid, int n, bool silent_claimant) {
 
 }  // namespace
 
+// Mode subset_mesh (3 processes x 2 CPU devices): a mesh over the devices of processes 0 and 1 only. Process 2
+// holds each array's metadata (shape, dtype, sharding, no shards), skips the computation and takes part in no
+// collective (JAX's arrays over a subset of processes); processes 0 and 1 compute and reduce between them.
+void subset_mesh(int pid, int n) {
+  constexpr int64_t kRows = 8, kCols = 3;
+  auto value = [](int64_t r, int64_t c) { return static_cast<float>(10 * r + c); };
+  const std::vector<mcx::Device> all = mcx::devices();
+  const bool member = pid < 2;
+  std::optional<mcx::Mesh> mesh;
+  std::optional<mcx::Sharding> rows;
+  mcx::Array x;
+  check("subset_make_array", [&]() -> std::string {
+    if (n != 3 || all.size() != 6) return absl::StrCat("expected 3 processes x 2 devices, found ", all.size(), " devices");
+    mesh.emplace(std::vector<mcx::Device>(all.begin(), all.begin() + 4), std::vector<int64_t>{4},
+                 std::vector<std::string>{"data"});
+    rows = mcx::NamedSharding(*mesh, mcx::P("data", mcx::None));
+    std::vector<mcx::Array> shards;
+    const std::vector<int64_t> dims = {kRows, kCols};
+    for (const auto& [device, box] : rows->addressable_devices_indices_map(dims)) {
+      std::vector<float> data;
+      for (int64_t r = box.start[0]; r < box.limit[0]; ++r) {
+        for (int64_t c = 0; c < kCols; ++c) data.push_back(value(r, c));
+      }
+      shards.push_back(mcx::device_put(mcx::Buffer::from_vector<float>(data, std::vector<int64_t>{box.limit[0] - box.start[0], kCols}), device));
+    }
+    if (shards.size() != (member ? 2u : 0u)) return absl::StrCat("process ", pid, " has ", shards.size(), " boxes");
+    x = mcx::make_array_from_single_device_arrays({kRows, kCols}, *rows, shards, mcx::DType::kFloat32);
+    if (x.shape() != mcx::concrete_shape({kRows, kCols}) || x.dtype() != mcx::DType::kFloat32) {
+      return "the array's metadata is " + x.aval().to_string();
+    }
+    if (x.addressable_shards().size() != shards.size()) return "addressable shards differ from those given";
+    if (x.is_fully_addressable()) return "an array over processes 0 and 1 says it is fully addressable";
+    // Without the dtype an empty list cannot say what the array holds.
+    if (!member) {
+      try {
+        (void)mcx::make_array_from_single_device_arrays({kRows, kCols}, *rows, {});
+        return "an empty list without a dtype was accepted";
+      } catch (const mcx::InvalidArgument& e) {
+        print_line(std::string("NOTE empty list without dtype: ") + one_line(e.what()));
+      }
+    }
+    return "";
+  });
+  check("subset_jit", [&]() -> std::string {
+    if (!rows) return "no sharding (an earlier check failed)";
+    auto f = mcx::jit([](const mcx::Array& a) { return mcx::sum(a * 2.0f, 0); }, {.name = "subset_sum"});
+    const mcx::Array y = f(x);  // a reduction across processes 0 and 1 only
+    if (y.shape() != mcx::concrete_shape({kCols})) return "the result's metadata is " + y.aval().to_string();
+    if (!member) {
+      if (!y.addressable_shards().empty()) return "process 2 holds a shard of the result";
+      return expect_error("device_get of a result held by processes 0 and 1", absl::StatusCode::kFailedPrecondition,
+                          {"process"}, [&] { (void)mcx::device_get(y); });
+    }
+    const mcx::Buffer got = mcx::device_get(y);
+    for (int64_t c = 0; c < kCols; ++c) {
+      double want = 0;
+      for (int64_t r = 0; r < kRows; ++r) want += 2.0 * value(r, c);
+      if (got.element_as_double(c) != want) return absl::StrCat("column ", c, " sums to ", got.element_as_double(c), ", expected ", want);
+    }
+    return "";
+  });
+  check("subset_everyone_in_step_after", [&]() -> std::string {
+    mh::sync_global_devices("after_subset_mesh", absl::Seconds(20));
+    return "";
+  });
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   try {
@@ -250,6 +318,8 @@ int main(int argc, char** argv) {
     std::_Exit(g_checks.failures() == 0 ? 0 : 1);  // the job is out of step: no shutdown barrier
   } else if (mode == "share_kernels" || mode == "share_kernels_silent_claimant") {
     share_kernels(pid, n, mode == "share_kernels_silent_claimant");
+  } else if (mode == "subset_mesh") {
+    subset_mesh(pid, n);
   } else if (mode == "names") {
     check("sync_names_differ", [&]() -> std::string {
       return expect_error("sync_global_devices under different names", absl::StatusCode::kFailedPrecondition,
