@@ -459,6 +459,23 @@ Array host_local_array_to_global_array(const Array& local, const Mesh& mesh, con
   return make_array_from_process_local_data(NamedSharding(mesh, spec), device_get(local));
 }
 
+namespace detail {
+
+std::vector<Array> convert_leaves(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& specs,
+                                  const char* api, Array (*convert)(const Array&, const Mesh&, const PartitionSpec&),
+                                  const Mesh& mesh) {
+  if (specs.size() != 1 && specs.size() != leaves.size()) {
+    throw InvalidArgument(absl::StrCat("[", api, "] expected one partition spec, or one per leaf (", leaves.size(),
+                                       "), found ", specs.size()));
+  }
+  std::vector<Array> out;
+  out.reserve(leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) out.push_back(convert(leaves[i], mesh, specs[specs.size() == 1 ? 0 : i]));
+  return out;
+}
+
+}  // namespace detail
+
 Array global_array_to_host_local_array(const Array& global, const Mesh& mesh, const PartitionSpec& spec) {
   const Sharding sharding = NamedSharding(mesh, spec);
   if (!global.sharding().equivalent(sharding, global.dims())) {

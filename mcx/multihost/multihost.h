@@ -75,6 +75,16 @@ void assert_equal(const T& tree, const std::string& message = "",
 Array host_local_array_to_global_array(const Array& local, const Mesh& mesh, const PartitionSpec& spec);
 // The inverse: this process's part of `global` (sharded by spec over mesh) as an array on its default device.
 Array global_array_to_host_local_array(const Array& global, const Mesh& mesh, const PartitionSpec& spec);
+// Both over a pytree, as JAX's: one spec for every leaf, or one per leaf in tree_flatten order (JAX's pytree of
+// specs, flattened). InvalidArgument when the number of specs differs from the number of leaves.
+template <PyTree T>
+T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const PartitionSpec& spec);
+template <PyTree T>
+T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs);
+template <PyTree T>
+T global_array_to_host_local_array(const T& tree, const Mesh& mesh, const PartitionSpec& spec);
+template <PyTree T>
+T global_array_to_host_local_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs);
 
 // ---- templates -------------------------------------------------------------------------------------------
 
@@ -97,6 +107,38 @@ template <PyTree T>
 void assert_equal(const T& tree, const std::string& message, std::optional<absl::Duration> timeout) {
   auto [leaves, def] = tree_flatten(tree);
   detail::assert_equal(leaves, def, message, timeout.value_or(detail::default_timeout()));
+}
+
+namespace detail {
+// Applies convert(leaf, specs[i]) to every leaf (specs of size 1: the same spec for all); `api` names the call
+// in the error when the sizes differ.
+std::vector<Array> convert_leaves(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& specs,
+                                  const char* api, Array (*convert)(const Array&, const Mesh&, const PartitionSpec&),
+                                  const Mesh& mesh);
+}  // namespace detail
+
+template <PyTree T>
+T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
+  auto [leaves, def] = tree_flatten(tree);
+  Array (*convert)(const Array&, const Mesh&, const PartitionSpec&) = &host_local_array_to_global_array;
+  return tree_unflatten<T>(def, detail::convert_leaves(leaves, specs, "host_local_array_to_global_array", convert, mesh));
+}
+
+template <PyTree T>
+T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const PartitionSpec& spec) {
+  return host_local_array_to_global_array(tree, mesh, std::vector<PartitionSpec>{spec});
+}
+
+template <PyTree T>
+T global_array_to_host_local_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
+  auto [leaves, def] = tree_flatten(tree);
+  Array (*convert)(const Array&, const Mesh&, const PartitionSpec&) = &global_array_to_host_local_array;
+  return tree_unflatten<T>(def, detail::convert_leaves(leaves, specs, "global_array_to_host_local_array", convert, mesh));
+}
+
+template <PyTree T>
+T global_array_to_host_local_array(const T& tree, const Mesh& mesh, const PartitionSpec& spec) {
+  return global_array_to_host_local_array(tree, mesh, std::vector<PartitionSpec>{spec});
 }
 
 }  // namespace mcx::multihost

@@ -140,7 +140,19 @@ void run_all(int pid, int n) {
     if (global.dims() != std::vector<int64_t>{local_rows * n}) return "global dims wrong";
     mcx::Array back = mh::global_array_to_host_local_array(global, mesh, mcx::P("i"));
     if (values(back) != values(local)) return absl::StrCat("round trip gave ", values(back), ", expected ", values(local));
-    return std::string();
+    // Over a pytree: a spec per leaf (tree_flatten order: "batch", "bias"); "bias" is replicated, so its global
+    // value is this process's local one.
+    mcx::Tree tree{{"batch", local}, {"bias", mcx::array(std::vector<float>{1.5f, 2.5f}, {2})}};
+    mcx::Tree global_tree = mh::host_local_array_to_global_array(tree, mesh, {mcx::P("i"), mcx::P()});
+    if (global_tree.at("batch").array().dims() != std::vector<int64_t>{local_rows * n}) return "the tree's batch dims are wrong";
+    if (global_tree.at("bias").array().dims() != std::vector<int64_t>{2}) return "the tree's bias dims are wrong";
+    mcx::Tree back_tree = mh::global_array_to_host_local_array(global_tree, mesh, {mcx::P("i"), mcx::P()});
+    if (values(back_tree.at("batch").array()) != values(local) || values(back_tree.at("bias").array()) != values(tree.at("bias").array())) {
+      return absl::StrCat("the tree's round trip gave ", values(back_tree.at("batch").array()), " and ",
+                          values(back_tree.at("bias").array()));
+    }
+    return expect_error("three specs for two leaves", absl::StatusCode::kInvalidArgument, {"one per leaf (2)", "found 3"},
+                        [&] { (void)mh::host_local_array_to_global_array(tree, mesh, {mcx::P("i"), mcx::P(), mcx::P()}); });
   });
   check("sync_global_devices_end", [&]() -> std::string {
     mh::sync_global_devices("end", absl::Seconds(20));
