@@ -14,26 +14,13 @@
 #include "gtest/gtest.h"
 #include "mcx/core/dim_expr.h"
 #include "mcx/core/shape.h"
+#include "tests/core/symbolic_test_util.h"
 
 namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
-constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
-constexpr int64_t kNegInf = std::numeric_limits<int64_t>::min();
-using Bounds = std::pair<int64_t, int64_t>;
-
-DimExpr P(std::string_view s) {
-  auto e = DimExpr::parse(s);
-  EXPECT_TRUE(e.ok()) << s << ": " << e.status();
-  return e.ok() ? *e : DimExpr();
-}
-
-SymbolicScope S(const std::vector<std::string>& cs) {
-  auto s = SymbolicScope::create(cs);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *s : SymbolicScope();
-}
+using namespace test;  // NOLINT: P, S, Bounds, kInf, kNegInf (symbolic_test_util.h)
 
 std::string str(int64_t v) { return v == kInf ? "inf" : v == kNegInf ? "-inf" : std::to_string(v); }
 
@@ -200,6 +187,11 @@ TEST_P(JaxComparisons, AsJaxStates) {
   EXPECT_EQ(*got, *c.expected) << what;
 }
 
+// JAX's test_constraints_ge_term, with min(a, b) <= 4 where JAX's has 2 (see
+// UnsatisfiableConstraintsAreAnErrorWhenTheScopeIsMade).
+const std::vector<std::string> kTermConstraints = {"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2",
+                                                   "mod(a, b) >= 2", "mod(max(a, b), 4) >= 2"};
+
 INSTANTIATE_TEST_SUITE_P(
     All, JaxComparisons,
     ::testing::Values(
@@ -220,20 +212,15 @@ INSTANTIATE_TEST_SUITE_P(
         CompareCase{{}, "(-1*max(-1, a - 2*b - 2) + max(-1, a - 2) + 1) // 2", ">=", "0", true},
         CompareCase{{}, "-2*((-1*b) // 2)", ">=", "b", true},
         // test_constraints_ge_term, _derived, _not_term
-        CompareCase{{"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2", "mod(a, b) >= 2",
-                     "mod(max(a, b), 4) >= 2"},
+        CompareCase{kTermConstraints,
                     "max(a, b)", ">=", "6", true},
-        CompareCase{{"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2", "mod(a, b) >= 2",
-                     "mod(max(a, b), 4) >= 2"},
+        CompareCase{kTermConstraints,
                     "6", ">=", "min(a, b)", true},
-        CompareCase{{"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2", "mod(a, b) >= 2",
-                     "mod(max(a, b), 4) >= 2"},
+        CompareCase{kTermConstraints,
                     "a // 4", ">=", "1", true},
-        CompareCase{{"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2", "mod(a, b) >= 2",
-                     "mod(max(a, b), 4) >= 2"},
+        CompareCase{kTermConstraints,
                     "a % b", ">=", "1", true},
-        CompareCase{{"max(a, b) >= 8", "min(a, b) <= 4", "floordiv(a, 4) >= 2", "mod(a, b) >= 2",
-                     "mod(max(a, b), 4) >= 2"},
+        CompareCase{kTermConstraints,
                     "max(a, b) % 4", ">=", "2", true},
         CompareCase{{"a >= 4", "3 >= b"}, "a", ">=", "b", true},
         CompareCase{{"a >= 4", "3 >= b"}, "a // 3", ">=", "1", true},

@@ -5,25 +5,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/dim_expr.h"
+#include "tests/core/symbolic_test_util.h"
 
 namespace mcx {
 namespace {
 
 using ::testing::HasSubstr;
-constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
-constexpr int64_t kNegInf = std::numeric_limits<int64_t>::min();
-
-DimExpr P(std::string_view s) {
-  auto e = DimExpr::parse(s);
-  EXPECT_TRUE(e.ok()) << s << ": " << e.status();
-  return e.ok() ? *e : DimExpr();
-}
-SymbolicScope S(const std::vector<std::string>& cs) {
-  auto s = SymbolicScope::create(cs);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *s : SymbolicScope();
-}
-using Bounds = std::pair<int64_t, int64_t>;
+using test::Bounds;
+using test::kInf;
+using test::kNegInf;
+using test::P;
+using test::S;
 // A decided comparison, or nullopt (printed by gtest) when it was inconclusive.
 std::optional<bool> D(const absl::StatusOr<bool>& r) {
   if (!r.ok()) return std::nullopt;
