@@ -13,6 +13,7 @@
 // Thread-safety: pure function.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -31,7 +32,7 @@ struct EliminationBounds {
   int64_t hi = std::numeric_limits<int64_t>::max();  // max: no upper bound found
 };
 
-inline constexpr size_t kMaxEliminationRows = 2000;
+inline constexpr std::size_t kMaxEliminationRows = 2000;
 
 // The bounds of variable `query` over the integer solutions of rows (each >= 0) in num_vars variables.
 // With query = -1 only feasibility is decided (infeasible set when a contradiction is derived).
