@@ -323,6 +323,27 @@ std::vector<std::string> DimExpr::variables() const {
   return {s.begin(), s.end()};
 }
 
+int DimExpr::fold(const Algebra& algebra) const {
+  std::optional<int> sum;
+  for (const Term& t : impl_->terms) {
+    int prod = algebra.constant(t.coeff);
+    for (const auto& [atom, pow] : t.mono) {
+      int v;
+      if (atom.kind == AtomKind::kVar) {
+        v = algebra.variable(atom.name);
+      } else {
+        const int x = atom.args[0].fold(algebra), y = atom.args[1].fold(algebra);
+        const char op = atom.kind == AtomKind::kFloorDiv ? '/' : atom.kind == AtomKind::kMod ? '%'
+                        : atom.kind == AtomKind::kMax    ? 'M' : 'm';
+        v = algebra.binary(op, x, y);
+      }
+      for (int i = 0; i < pow; ++i) prod = algebra.binary('*', prod, v);
+    }
+    sum = sum ? algebra.binary('+', *sum, prod) : prod;
+  }
+  return sum ? *sum : algebra.constant(0);
+}
+
 absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& env) const {
   auto overflow = [&]() {
     return absl::InvalidArgumentError(

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,6 +56,16 @@ class DimExpr {
 
   // Value for concrete variable values; InvalidArgument when a variable is unbound or a division by zero.
   absl::StatusOr<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
+  // The expression computed in another arithmetic (e.g. staged array operations, to use a dimension as a
+  // value): the caller keeps the values and names them by handles; fold asks for each variable, constant and
+  // operation once per occurrence and returns the handle of the result. Operations: '+', '*', '/' (floor
+  // division), '%' (modulo with the divisor's sign), 'M' (max), 'm' (min).
+  struct Algebra {
+    std::function<int(const std::string& var)> variable;
+    std::function<int(int64_t value)> constant;
+    std::function<int(char op, int lhs, int rhs)> binary;
+  };
+  int fold(const Algebra& algebra) const;
   // Replaces variables by expressions (variables not in the map stay), renormalising.
   DimExpr substitute(const std::map<std::string, DimExpr>& env) const;
 

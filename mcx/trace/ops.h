@@ -54,6 +54,11 @@ Array arange(int64_t stop, DType dtype = DType::kInt32);
 Array arange(double start, double stop, double step = 1.0, DType dtype = DType::kInt32);
 // Identity matrix n x n.
 Array eye(int64_t n, DType dtype = DType::kFloat32);
+// A dimension as a scalar value (JAX's jnp.array(x.shape[0]) under shape polymorphism): a constant for a
+// concrete dimension; for a symbolic one, computed in the program from its variables (each counted from an
+// array of that size), so an exported function gives the value of the call's shapes. Integer dtypes only
+// (InvalidArgument otherwise); floor division and modulo as DimExpr's.
+Array dimension_as_value(const DimExpr& dim, DType dtype = DType::kInt32);
 
 // ---- elementwise unary ------------------------------------------------------------------------------
 Array negative(const Array& x);
