@@ -15,7 +15,11 @@ std::string shape_to_string(const Shape& s) {
   return out;
 }
 
-absl::StatusOr<Shape> parse_shape(std::string_view text) {
+namespace {
+
+// The comma-separated pieces of a shape specification outside parentheses, brackets removed, a trailing comma
+// dropped; an empty piece elsewhere is an error naming its position.
+absl::StatusOr<std::vector<std::string_view>> shape_pieces(std::string_view text) {
   std::string_view body = strip_space(text);
   if (!body.empty() && body.front() == '[') {
     if (body.back() != ']') {
@@ -24,9 +28,8 @@ absl::StatusOr<Shape> parse_shape(std::string_view text) {
     }
     body = strip_space(body.substr(1, body.size() - 2));
   }
-  Shape shape;
-  if (body.empty()) return shape;
-  // Split on commas outside parentheses ("max(b, 16)" is one dimension).
+  std::vector<std::string_view> pieces;
+  if (body.empty()) return pieces;
   int depth = 0;
   size_t start = 0;
   for (size_t i = 0; i <= body.size(); ++i) {
@@ -35,25 +38,84 @@ absl::StatusOr<Shape> parse_shape(std::string_view text) {
     if (c == ')') --depth;
     if (c == ',' && depth == 0) {
       std::string_view piece = strip_space(body.substr(start, i - start));
-      if (piece.empty() && i == body.size() && !shape.empty()) break;  // a trailing comma: "2, 3,"
+      if (piece.empty() && i == body.size() && !pieces.empty()) break;  // a trailing comma: "2, 3,"
       if (piece.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("[parse_shape] dimension ", shape.size(),
+        return absl::InvalidArgumentError(absl::StrCat("[parse_shape] dimension ", pieces.size(),
                                                        " is empty in shape '", std::string(text), "'"));
       }
-      auto dim = DimExpr::parse(piece);
-      if (!dim.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("[parse_shape] bad dimension ", shape.size(),
-                                                       " '", std::string(piece), "' in shape '", std::string(text),
-                                                       "': ", dim.status().message()));
-      }
-      shape.push_back(*std::move(dim));
+      pieces.push_back(piece);
       start = i + 1;
     }
+  }
+  return pieces;
+}
+
+absl::StatusOr<DimExpr> parse_dimension(std::string_view piece, size_t index, std::string_view text) {
+  auto dim = DimExpr::parse(piece);
+  if (!dim.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("[parse_shape] bad dimension ", index, " '", std::string(piece),
+                                                   "' in shape '", std::string(text), "': ", dim.status().message()));
+  }
+  return dim;
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> parse_shape(std::string_view text) {
+  MCX_ASSIGN_OR_RETURN(std::vector<std::string_view> pieces, shape_pieces(text));
+  Shape shape;
+  for (std::string_view piece : pieces) {
+    MCX_ASSIGN_OR_RETURN(DimExpr dim, parse_dimension(piece, shape.size(), text));
+    shape.push_back(std::move(dim));
+  }
+  return shape;
+}
+
+absl::StatusOr<Shape> parse_shape_like(std::string_view text, const std::vector<std::optional<int64_t>>& like) {
+  MCX_ASSIGN_OR_RETURN(std::vector<std::string_view> pieces, shape_pieces(text));
+  auto mismatch = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("[symbolic_shape] shape '", std::string(text), "' with like (",
+                                                   like.size(), " dimensions): ", why));
+  };
+  const size_t ellipses = std::count(pieces.begin(), pieces.end(), std::string_view("..."));
+  if (ellipses > 1) return mismatch("'...' may appear once");
+  if (ellipses == 0 && pieces.size() != like.size()) {
+    return mismatch(absl::StrCat("expected ", like.size(), " dimensions, found ", pieces.size()));
+  }
+  if (ellipses == 1 && pieces.size() - 1 > like.size()) {
+    return mismatch(absl::StrCat("expected at most ", like.size(), " dimensions besides '...', found ", pieces.size() - 1));
+  }
+  Shape shape;
+  for (std::string_view piece : pieces) {
+    if (piece == "...") {  // the example's dimensions up to those the pieces after it name
+      const size_t after = pieces.size() - shape.size() - 1;
+      while (shape.size() < like.size() - after) {
+        const size_t i = shape.size();
+        if (!like[i]) return mismatch(absl::StrCat("'...' covers dimension ", i, ", which like leaves unknown"));
+        shape.push_back(DimExpr(*like[i]));
+      }
+      continue;
+    }
+    const size_t i = shape.size();
+    if (piece == "_") {
+      if (!like[i]) return mismatch(absl::StrCat("dimension ", i, " is '_' but like leaves it unknown"));
+      shape.push_back(DimExpr(*like[i]));
+      continue;
+    }
+    MCX_ASSIGN_OR_RETURN(DimExpr dim, parse_dimension(piece, i, text));
+    if (auto c = dim.constant_value(); c && like[i] && *c != *like[i]) {
+      return mismatch(absl::StrCat("dimension ", i, " is ", *c, " but like's is ", *like[i]));
+    }
+    shape.push_back(std::move(dim));
   }
   return shape;
 }
 
 Shape symbolic_shape(std::string_view text) { return value_or_throw(parse_shape(text)); }
+
+Shape symbolic_shape(std::string_view text, const std::vector<std::optional<int64_t>>& like) {
+  return value_or_throw(parse_shape_like(text, like));
+}
 
 Shape concrete_shape(const std::vector<int64_t>& dims) { return Shape(dims.begin(), dims.end()); }
 

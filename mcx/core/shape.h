@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,12 @@ std::string shape_to_string(const Shape& s);
 absl::StatusOr<Shape> parse_shape(std::string_view text);
 // Throwing convenience for users: symbolic_shape("b, 784").
 Shape symbolic_shape(std::string_view text);
+// With an example shape (JAX's symbolic_shape(spec, like=)): "_" takes the example's dimension, "..." (once)
+// stands for the example's dimensions up to those the pieces after it name, a constant must equal the
+// example's; like's nullopt dimensions are unknown (then "_" or "..." over them is an error). InvalidArgument
+// naming the spec, the dimension and the reason.
+absl::StatusOr<Shape> parse_shape_like(std::string_view text, const std::vector<std::optional<int64_t>>& like);
+Shape symbolic_shape(std::string_view text, const std::vector<std::optional<int64_t>>& like);
 
 Shape concrete_shape(const std::vector<int64_t>& dims);
 bool is_static(const Shape& s);

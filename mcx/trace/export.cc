@@ -489,4 +489,25 @@ std::vector<Array> Exported::call_flat(const std::vector<Array>& leaves) const {
   return result;
 }
 
+std::vector<AbstractValue> symbolic_args_specs(const std::vector<Array>& args, const std::vector<std::string>& specs) {
+  if (specs.size() != 1 && specs.size() != args.size()) {
+    throw InvalidArgument(absl::StrCat("[symbolic_args_specs] expected one spec, or one per argument (", args.size(),
+                                       "), found ", specs.size()));
+  }
+  std::vector<AbstractValue> out;
+  out.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::vector<std::optional<int64_t>> like;
+    for (const DimExpr& d : args[i].shape()) like.push_back(d.constant_value());
+    const std::string& spec = specs[specs.size() == 1 ? 0 : i];
+    absl::StatusOr<Shape> shape = parse_shape_like(spec, like);
+    if (!shape.ok()) {
+      throw InvalidArgument(absl::StrCat("[symbolic_args_specs] argument ", i, " (", args[i].aval().to_string(),
+                                         "): ", shape.status().message()));
+    }
+    out.push_back(AbstractValue{args[i].dtype(), *std::move(shape)});
+  }
+  return out;
+}
+
 }  // namespace mcx

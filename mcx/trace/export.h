@@ -183,6 +183,12 @@ class Exporter {
   ExportOptions options_;
 };
 
+// jax.export.symbolic_args_specs: the abstract values to export with, from example arrays and shape specs
+// ("b, _, 3", "...", "b, ..."; symbolic_shape(spec, like) with the example's shape): one spec for every
+// argument, or one per argument. The variables of every spec are shared (one scope: constraints go to
+// ExportOptions::constraints). InvalidArgument naming the argument and the spec.
+std::vector<AbstractValue> symbolic_args_specs(const std::vector<Array>& args, const std::vector<std::string>& specs);
+
 // `export` is a C++ keyword, hence export_fn.
 template <typename F>
 Exporter<std::decay_t<F>> export_fn(F&& f, ExportOptions options = {}) {

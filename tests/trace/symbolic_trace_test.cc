@@ -67,3 +67,37 @@ TEST(SymbolicTrace, InconclusiveShapesNameBothDimensions) {
 
 }  // namespace
 }  // namespace mcx
+
+namespace mcx {
+namespace {
+
+// JAX's symbolic_shape(spec, like=) and symbolic_args_specs: "_" from the example, "..." for the example's
+// remaining dimensions, constants checked against it, one scope for every spec.
+TEST(SymbolicArgsSpecs, UnderscoreEllipsisAndLike) {
+  EXPECT_EQ(shape_to_string(symbolic_shape("b, _, 3", {std::nullopt, 5, 3})), "[b,5,3]");
+  EXPECT_EQ(shape_to_string(symbolic_shape("b, ...", {4, 5, 6})), "[b,5,6]");
+  EXPECT_EQ(shape_to_string(symbolic_shape("..., c", {4, 5, 6})), "[4,5,c]");
+  EXPECT_EQ(shape_to_string(symbolic_shape("...", {4, 5})), "[4,5]");
+  EXPECT_THAT(parse_shape_like("b, 4", {std::nullopt, 5}).status().message(), HasSubstr("dimension 1 is 4 but like's is 5"));
+  EXPECT_THAT(parse_shape_like("b, _", {2, std::nullopt}).status().message(), HasSubstr("like leaves it unknown"));
+  EXPECT_THAT(parse_shape_like("b, c, d", {2, 3}).status().message(), HasSubstr("expected 2 dimensions, found 3"));
+  EXPECT_THAT(parse_shape_like("..., ...", {2, 3}).status().message(), HasSubstr("'...' may appear once"));
+
+  const Array x = zeros(concrete_shape({8, 784})), y = zeros(concrete_shape({8, 10}), DType::kInt32);
+  std::vector<AbstractValue> avals = symbolic_args_specs({x, y}, {"b, _", "b, ..."});
+  ASSERT_EQ(avals.size(), 2u);
+  EXPECT_EQ(avals[0].to_string(), "f32[b,784]");
+  EXPECT_EQ(avals[1].to_string(), "i32[b,10]");
+  avals = symbolic_args_specs({x, y}, {"b, ..."});  // one spec for every argument
+  EXPECT_EQ(avals[1].to_string(), "i32[b,10]");
+  // The specs share their variables: an export over them solves b once.
+  Exported exp = export_fn([](const Array& a, const Array& l) { return sum(a, 1) + astype(sum(l, 1), DType::kFloat32); },
+                           {.name = "specs"})(avals[0], avals[1]);
+  EXPECT_EQ(exp.in_avals()[0].to_string(), "f32[b,784]");
+  EXPECT_EQ(exp.call(zeros(concrete_shape({3, 784})), zeros(concrete_shape({3, 10}), DType::kInt32))[0].dims(),
+            std::vector<int64_t>{3});
+  EXPECT_THROW(symbolic_args_specs({x, y}, {"b, _", "b, _", "c"}), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace mcx
