@@ -16,7 +16,7 @@
 // with --devices 1 and one with --devices 4 take the same steps and reach the same accuracy.
 //
 //   data_parallel_digits --data data/digits.csv.gz [--devices 4] [--mode jit|shard_map] [--epochs 40]
-//                        [--seed 0] [--threads 2] [--batch 64] [--lr 3e-3] [--hidden 128]
+//                        [--seed 0] [--threads 2] [--batch 64] [--lr 3e-3] [--hidden 128] [--verbose]
 //
 // Across processes (one controller per process, multi-controller JAX style):
 //
@@ -110,6 +110,7 @@ double max_replica_difference(const Tree& tree) {
 struct Config : digits::TrainFlags {
   int devices = 4;  // per process
   std::string mode = "jit";
+  bool verbose = false;
 };
 
 int run(const Config& cfg) {
@@ -176,6 +177,12 @@ int run(const Config& cfg) {
       digits::Dataset mb = digits::gather_rows(train, perm, b * cfg.batch, (b + 1) * cfg.batch);
       Array x = mcx::device_put(digits::to_x(mb), rows);
       Array y = mcx::device_put(digits::to_y(mb), labels);
+      if (cfg.verbose && step_count == 0 && mcx::process_index() == 0) {  // where the first batch and a weight live
+        std::printf("%s: batch images %s:\n%s%s: first weight %s:\n%s", kTool, x.sharding().to_string().c_str(),
+                    mcx::visualize_array_sharding(x).c_str(), kTool,
+                    mcx::tree_leaves(state.params).front().sharding().to_string().c_str(),
+                    mcx::visualize_array_sharding(mcx::tree_leaves(state.params).front()).c_str());
+      }
       ++step_count;
       Array loss;
       std::tie(state.params, state.m, state.v, loss) =
@@ -242,6 +249,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--mode", cfg.mode, "jit (partitioner inserts the all-reduce) or shard_map (explicit pmean)")
       ->check(CLI::IsMember({"jit", "shard_map"}));
+  app.add_flag("--verbose", cfg.verbose, "also draw where the first batch and a weight live (visualize_array_sharding)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(cfg);
