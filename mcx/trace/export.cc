@@ -61,13 +61,23 @@ void leaf_names(const TreeSpec& t, const std::string& prefix, std::vector<std::s
   }
 }
 
-std::vector<ShardingSpec> shardings_or_unspecified(const std::vector<ShardingSpec>& given, size_t n,
+std::vector<ShardingSpec> shardings_or_unspecified(const std::vector<ExportSharding>& given, size_t n,
                                                    const char* what, const std::string& name) {
   if (given.empty()) return std::vector<ShardingSpec>(n);
   if (given.size() != n) {
     throw InvalidArgument(cat("[export] '", name, "': ", given.size(), " ", what, " shardings for ", n, " ", what, "s"));
   }
-  return given;
+  std::vector<ShardingSpec> out;
+  out.reserve(n);
+  for (const ExportSharding& g : given) out.push_back(g.spec);
+  return out;
+}
+
+// The device count the options' Shardings need (nr_devices is at least this).
+uint32_t devices_of(const std::vector<ExportSharding>& given) {
+  int64_t n = 1;
+  for (const ExportSharding& g : given) n = std::max(n, g.num_devices);
+  return static_cast<uint32_t>(n);
 }
 
 bool any_specified(const std::vector<ShardingSpec>& specs) {
@@ -191,7 +201,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   a.out_avals = a.program.result_types();
   a.in_shardings = shardings_or_unspecified(options.in_shardings, a.in_avals.size(), "input", options.name);
   a.out_shardings = shardings_or_unspecified(options.out_shardings, a.out_avals.size(), "output", options.name);
-  a.nr_devices = options.nr_devices;
+  a.nr_devices = std::max({options.nr_devices, devices_of(options.in_shardings), devices_of(options.out_shardings)});
   if (jit_placement != nullptr) record_jit_placement(*jit_placement, options, a);
   if (traced.mesh) record_mesh(*traced.mesh, options, a);
   a.platforms = options.platforms.empty() ? std::vector<std::string>{default_platform()} : options.platforms;
@@ -248,6 +258,10 @@ MeshAxes recorded_axes(const Artifact& a) {
 }
 
 }  // namespace
+
+ExportSharding::ExportSharding(const Sharding& sharding)
+    : spec(to_sharding_spec(sharding)), num_devices(sharding.num_devices()) {}
+ExportSharding::ExportSharding(exporting::ShardingSpec s) : spec(std::move(s)) {}
 
 exporting::ShardingSpec to_sharding_spec(const Sharding& sharding) {
   exporting::ShardingSpec out;
@@ -331,6 +345,54 @@ Exported Exported::vjp() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->vjp) state_->vjp = Exported(*state_->artifact.vjp, /*validated=*/true).state_;
   return Exported(state_->vjp);
+}
+
+namespace {
+
+// The recorded specs over `mesh` (axis names positional), checked against the artifact's layout.
+std::vector<std::optional<Sharding>> shardings_over(const Artifact& a, const Mesh& mesh,
+                                                    const std::vector<exporting::ShardingSpec>& specs, const char* api) {
+  if (mesh.size() != static_cast<int64_t>(a.nr_devices)) {
+    throw InvalidArgument(cat("[", api, "] '", a.fun_name, "' was exported for ", a.nr_devices, " devices; the mesh ",
+                              mesh.to_string(), " has ", mesh.size()));
+  }
+  std::vector<std::optional<Sharding>> out;
+  out.reserve(specs.size());
+  for (const exporting::ShardingSpec& s : specs) {
+    if (s.unspecified) {
+      out.emplace_back();
+      continue;
+    }
+    if (s.mesh_axis_sizes != mesh.axis_sizes()) {
+      throw InvalidArgument(cat("[", api, "] '", a.fun_name, "' was exported with the mesh layout ", s.to_string(),
+                                "; the mesh ", mesh.to_string(), " has other axis sizes"));
+    }
+    std::vector<DimSpec> dims;
+    for (const auto& names : s.spec) {
+      std::vector<std::string> renamed;
+      for (const std::string& n : names) {
+        const auto it = std::find(s.mesh_axis_names.begin(), s.mesh_axis_names.end(), n);
+        if (it == s.mesh_axis_names.end()) {  // validate() refuses such artifacts; never an index past the end
+          throw InvalidArgument(cat("[", api, "] the recorded sharding ", s.to_string(), " names an axis '", n,
+                                    "' its mesh does not have"));
+        }
+        renamed.push_back(mesh.axis_names()[static_cast<size_t>(it - s.mesh_axis_names.begin())]);
+      }
+      dims.push_back(DimSpec{std::move(renamed), false});
+    }
+    out.emplace_back(NamedSharding(mesh, PartitionSpec(std::move(dims))));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::optional<Sharding>> Exported::in_shardings_jax(const Mesh& mesh) const {
+  return shardings_over(state_->artifact, mesh, state_->artifact.in_shardings, "Exported.in_shardings_jax");
+}
+
+std::vector<std::optional<Sharding>> Exported::out_shardings_jax(const Mesh& mesh) const {
+  return shardings_over(state_->artifact, mesh, state_->artifact.out_shardings, "Exported.out_shardings_jax");
 }
 
 ExportedCacheStats Exported::cache_stats() const {

@@ -54,15 +54,24 @@
 
 namespace mcx {
 
+// One recorded sharding of ExportOptions: from an mcx::Sharding (as a jit is given one; its device count then
+// counts toward nr_devices) or from the artifact's ShardingSpec.
+struct ExportSharding {
+  ExportSharding(const Sharding& sharding);           // NOLINT: implicit, so {rows, replicated} reads naturally
+  ExportSharding(exporting::ShardingSpec spec);       // NOLINT
+  exporting::ShardingSpec spec;
+  int64_t num_devices = 1;  // of the Sharding it was made from; 1 for a spec
+};
+
 struct ExportOptions {
   static constexpr std::string_view kDefaultName = "function";
   std::string name = std::string(kDefaultName);
   std::vector<std::string> constraints = {};        // e.g. "b >= 16", "b == 2*c"
   std::vector<std::string> platforms = {};  // empty: the default platform (device.h default_platform())
   std::vector<std::string> disabled_safety_checks = {};  // "platform": call on any platform
-  std::vector<exporting::ShardingSpec> in_shardings = {};   // one per flat input, or empty (unspecified)
-  std::vector<exporting::ShardingSpec> out_shardings = {};  // one per flat output, or empty
-  uint32_t nr_devices = 1;
+  std::vector<ExportSharding> in_shardings = {};   // one per flat input, or empty (unspecified)
+  std::vector<ExportSharding> out_shardings = {};  // one per flat output, or empty
+  uint32_t nr_devices = 1;  // at least the device count of any Sharding given above
   bool with_vjp = true;   // also export the VJP (when some input is floating)
   bool optimize = true;   // dead-code and common-subexpression elimination before export
   int64_t creation_time_unix_ms = -1;  // -1: now (tests pin it for reproducible bytes)
@@ -123,6 +132,13 @@ class Exported {
   // floating inputs (artifact().vjp_wrt lists which). InvalidArgument when exported without it. Every
   // call returns a handle to the same Exported (one compile cache).
   Exported vjp() const;
+
+  // JAX's in_shardings_jax(mesh) / out_shardings_jax(mesh): the recorded shardings as shardings over `mesh`,
+  // one per flat input (output); nullopt where none was recorded. The mesh must have nr_devices devices and,
+  // where a sharding was recorded, the recorded axis sizes in order (its axis names are taken positionally, so
+  // any mesh of that layout serves). InvalidArgument naming both meshes otherwise.
+  std::vector<std::optional<Sharding>> in_shardings_jax(const Mesh& mesh) const;
+  std::vector<std::optional<Sharding>> out_shardings_jax(const Mesh& mesh) const;
 
   ExportedCacheStats cache_stats() const;
 

@@ -322,6 +322,55 @@ TEST(ExportSharded, AJittedFunctionsShardingsDonationAndNameReachTheArtifact) {
   EXPECT_TRUE(to_sharding_spec(SingleDeviceSharding(devices()[0])).unspecified);
 }
 
+// ExportOptions takes mcx::Sharding directly (its device count becomes nr_devices), and the recorded shardings
+// come back over any mesh of the recorded layout (JAX's in_shardings_jax / out_shardings_jax), axis names taken
+// positionally; a mesh of another size or layout is refused naming both.
+TEST(ExportSharded, ShardingsFromMcxShardingsAndBackOverAMesh) {
+  const Mesh mesh = make_mesh({4}, {"data"});
+  const Sharding rows = NamedSharding(mesh, P("data", None)), replicated = NamedSharding(mesh, P());
+  ExportOptions options{.name = "mlp_rows"};
+  options.in_shardings = {replicated, replicated, replicated, rows};
+  options.out_shardings = {rows};
+  const Exported e = Exported::deserialize(export_fn(mlp, options)(mlp_params(1), f32("b, 6")).serialize());
+  EXPECT_EQ(e.artifact().nr_devices, 4u);
+  EXPECT_EQ(e.artifact().in_shardings[3].to_string(), "{data: 4} P('data', None)");
+
+  const Mesh other = make_mesh({4}, {"batch"});  // the same layout under another axis name
+  const std::vector<std::optional<Sharding>> in = e.in_shardings_jax(other);
+  ASSERT_EQ(in.size(), 4u);
+  ASSERT_TRUE(in[3].has_value());
+  EXPECT_EQ(*in[3], NamedSharding(other, P("batch", None)));
+  EXPECT_EQ(*in[0], NamedSharding(other, P()));
+  const std::vector<std::optional<Sharding>> out = e.out_shardings_jax(other);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(*out[0], NamedSharding(other, P("batch", None)));
+  // The call accepts arguments placed by those shardings.
+  const Tree p = mlp_params(1);
+  const Array x = random_array({8, 6}, 3);
+  const Array y = e.call(p, device_put(x, *in[3])).at(0);
+  expect_same_values(y, mlp(p, x), 1e-5, 1e-6, "placed by in_shardings_jax");
+  EXPECT_THAT(error_of([&] { (void)e.in_shardings_jax(make_mesh({2}, {"data"})); }),
+              AllOf(HasSubstr("exported for 4 devices"), HasSubstr("has 2")));
+  EXPECT_THAT(error_of([&] { (void)e.in_shardings_jax(make_mesh({2, 2}, {"a", "b"})); }),
+              HasSubstr("other axis sizes"));
+  // Unspecified shardings stay unspecified.
+  const Exported plain = export_mlp();
+  for (const auto& s : plain.in_shardings_jax(make_mesh({1}, {"x"}))) EXPECT_FALSE(s.has_value());
+}
+
+// JAX documents that an artifact exported for one device may be called with sharded arguments: the call then
+// runs partitioned over their mesh and gives the same values.
+TEST(ExportSharded, AOneDeviceArtifactCalledWithShardedArguments) {
+  const Exported e = Exported::deserialize(export_mlp().serialize());
+  ASSERT_EQ(e.artifact().nr_devices, 1u);
+  const Mesh mesh = make_mesh({4}, {"data"});
+  const Tree p = mlp_params(1);
+  const Array x = random_array({8, 6}, 5);
+  const Array y = e.call(p, device_put(x, NamedSharding(mesh, P("data", None)))).at(0);
+  expect_same_values(y, mlp(p, x), 1e-5, 1e-6, "1-device artifact, sharded argument");
+  EXPECT_EQ(y.sharding().num_devices(), 4);
+}
+
 // A function that calls shard_map exports with its mesh recorded (inputs replicated on it, nr_devices its
 // size): the deserialised artifact runs on a mesh of that shape and its VJP is the global gradient.
 TEST(ExportSharded, AShardMapRecordsItsMeshAndDifferentiates) {
