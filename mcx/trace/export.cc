@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include <mutex>
+#include "mcx/core/config.h"
 #include "mcx/export/shape_solve.h"
 #include "mcx/ir/autodiff.h"
 #include "mcx/ir/fingerprint.h"
@@ -129,6 +130,58 @@ int64_t now_unix_ms() {
       .count();
 }
 
+const Flag<int64_t> kCallingConventionFlag(
+    "MCX_EXPORT_CALLING_CONVENTION_VERSION", exporting::kCallingConventionVersion,
+    "the calling convention version export writes (JAX's jax_export_calling_convention_version)");
+
+// The calling convention to write: the option, else MCX_EXPORT_CALLING_CONVENTION_VERSION, checked against
+// the range this build writes.
+uint32_t requested_calling_convention(const ExportOptions& options) {
+  const int64_t v = options.calling_convention_version ? static_cast<int64_t>(*options.calling_convention_version)
+                                                       : value_or_throw(kCallingConventionFlag.get());
+  if (v < exporting::kMinCallingConventionVersion || v > exporting::kCallingConventionVersion) {
+    throw InvalidArgument(cat("[export] '", options.name, "': calling convention version ", v,
+                              " is outside the supported range [", exporting::kMinCallingConventionVersion, ", ",
+                              exporting::kCallingConventionVersion, "]"));
+  }
+  return static_cast<uint32_t>(v);
+}
+
+// The first instruction (depth first, into regions) whose op needs an opset above `ceiling`, as "op (opset n)".
+std::optional<std::string> first_op_above(const ir::Program& p, int ceiling) {
+  for (const ir::Instr& ins : p.instrs) {
+    if (ir::op_info(ins.kind).opset > ceiling) {
+      return cat(std::string(ir::op_name(ins.kind)), " (opset ", ir::op_info(ins.kind).opset, ")");
+    }
+    for (const auto& [name, value] : ins.attrs.entries()) {
+      if (const auto* regions = std::get_if<ir::Regions>(&value)) {
+        for (const auto& region : *regions) {
+          if (auto found = first_op_above(*region, ceiling)) return found;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// An artifact for older readers (ExportOptions::max_opset_version): the program and its VJP must use only ops of
+// that opset; otherwise the op that needs a newer one is named.
+void check_opset_ceiling(const Artifact& a, uint32_t ceiling, const std::string& name) {
+  if (ceiling < exporting::kMinOpsetVersion || ceiling > static_cast<uint32_t>(ir::kOpsetVersion)) {
+    throw InvalidArgument(cat("[export] '", name, "': opset version ", ceiling, " is outside the supported range [",
+                              exporting::kMinOpsetVersion, ", ", ir::kOpsetVersion, "]"));
+  }
+  if (auto op = first_op_above(a.program, static_cast<int>(ceiling))) {
+    throw InvalidArgument(cat("[export] '", name, "': readers of opset ", ceiling, " cannot run it: it uses ", *op));
+  }
+  if (a.vjp) {
+    if (auto op = first_op_above(a.vjp->program, static_cast<int>(ceiling))) {
+      throw InvalidArgument(cat("[export] '", name, "': readers of opset ", ceiling, " cannot run its VJP: it uses ",
+                                *op, " (export with with_vjp = false to leave the VJP out)"));
+    }
+  }
+}
+
 // The VJP artifact of `a`: (primals..., output cotangents...) -> cotangents of the floating inputs.
 std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
   std::vector<int> wrt;
@@ -212,6 +265,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
       throw InvalidArgument(cat("[export] '", options.name, "': unknown safety check '", c, "' (known: platform)"));
     }
   }
+  a.calling_convention_version = requested_calling_convention(options);
   throw_if_error(exporting::validate(a));
   if (options.with_vjp) {
     a.vjp = make_vjp(a);
@@ -221,6 +275,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
       }
     }
   }
+  if (options.max_opset_version) check_opset_ceiling(a, *options.max_opset_version, options.name);
   return Exported(std::move(a));
 }
 

@@ -75,6 +75,14 @@ struct ExportOptions {
   bool with_vjp = true;   // also export the VJP (when some input is floating)
   bool optimize = true;   // dead-code and common-subexpression elimination before export
   int64_t creation_time_unix_ms = -1;  // -1: now (tests pin it for reproducible bytes)
+  // The calling convention version written (JAX's jax_export_calling_convention_version); default
+  // MCX_EXPORT_CALLING_CONVENTION_VERSION, else the newest. Outside [kMinCallingConventionVersion,
+  // kCallingConventionVersion]: InvalidArgument naming the range.
+  std::optional<uint32_t> calling_convention_version = std::nullopt;
+  // For older readers: the artifact may use only ops of this opset (it records the lowest opset its program
+  // needs anyway); a newer op is an InvalidArgument naming it, a version outside [kMinOpsetVersion,
+  // ir::kOpsetVersion] one naming the range.
+  std::optional<uint32_t> max_opset_version = std::nullopt;
 };
 
 // The artifact's form of a sharding: a NamedSharding's mesh axes (names and sizes) and partition spec; a

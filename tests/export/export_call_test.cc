@@ -322,6 +322,23 @@ TEST(ExportSharded, AJittedFunctionsShardingsDonationAndNameReachTheArtifact) {
   EXPECT_TRUE(to_sharding_spec(SingleDeviceSharding(devices()[0])).unspecified);
 }
 
+// JAX's jax_export_calling_convention_version and older readers: the calling convention written is requested
+// within the supported range, and an opset ceiling keeps the artifact readable by older readers or names the op
+// that prevents it.
+TEST(ExportVersions, RequestedCallingConventionAndOpsetCeiling) {
+  const Exported e = export_mlp({.calling_convention_version = exporting::kCallingConventionVersion,
+                                 .max_opset_version = 1});
+  EXPECT_EQ(e.artifact().calling_convention_version, exporting::kCallingConventionVersion);
+  EXPECT_EQ(e.artifact().opset_version, 1u);  // the MLP and its VJP use opset-1 ops only
+  EXPECT_THAT(error_of([] { export_mlp({.calling_convention_version = exporting::kCallingConventionVersion + 1}); }),
+              AllOf(HasSubstr("calling convention version"), HasSubstr("outside the supported range [")));
+  EXPECT_THAT(error_of([] { export_mlp({.max_opset_version = 0}); }), HasSubstr("outside the supported range [1, "));
+  auto special = [](const Array& x) { return erf(x); };  // erf came with opset 4
+  EXPECT_THAT(error_of([&] { export_fn(special, {.name = "erf", .max_opset_version = 3})(f32("n")); }),
+              AllOf(HasSubstr("readers of opset 3 cannot run it"), HasSubstr("erf (opset 4)")));
+  EXPECT_EQ(export_fn(special, {.name = "erf", .max_opset_version = 4})(f32("n")).artifact().opset_version, 4u);
+}
+
 // ExportOptions takes mcx::Sharding directly (its device count becomes nr_devices), and the recorded shardings
 // come back over any mesh of the recorded layout (JAX's in_shardings_jax / out_shardings_jax), axis names taken
 // positionally; a mesh of another size or layout is refused naming both.
