@@ -1,5 +1,7 @@
 #include "mcx/export/artifact.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <set>
 
@@ -78,6 +80,23 @@ bool Artifact::has_safety_check_disabled(const std::string& check) const {
          disabled_safety_checks.end();
 }
 
+std::vector<std::string> program_effects(const ir::Program& program) {
+  std::function<bool(const ir::Program&)> prints = [&](const ir::Program& p) {
+    for (const ir::Instr& ins : p.instrs) {
+      if (ins.kind == ir::OpKind::kDebugPrint) return true;
+      for (const auto& [name, value] : ins.attrs.entries()) {
+        if (const auto* regions = std::get_if<ir::Regions>(&value)) {
+          for (const auto& region : *regions) {
+            if (prints(*region)) return true;
+          }
+        }
+      }
+    }
+    return false;
+  };
+  return prints(program) ? std::vector<std::string>{"debug_print"} : std::vector<std::string>{};
+}
+
 std::string producer_string() { return "mcx 0.1.0"; }
 
 Artifact make_artifact(ir::Program program, std::string fun_name, int64_t creation_time_unix_ms) {
@@ -96,6 +115,7 @@ Artifact make_artifact(ir::Program program, std::string fun_name, int64_t creati
   a.in_shardings.resize(a.in_avals.size());
   a.out_shardings.resize(a.out_avals.size());
   a.constraints = program.scope.constraints();
+  a.ordered_effects = program_effects(program);
   a.program = std::move(program);
   return a;
 }
@@ -191,6 +211,11 @@ absl::Status validate_impl(const Artifact& a, bool verify_program) {
   for (int w : a.vjp_wrt) {
     if (w < 0 || w >= static_cast<int>(a.in_avals.size())) return fail("vjp_wrt index ", w, " out of range");
   }
+  if (a.ordered_effects != program_effects(p)) {
+    return fail("ordered effects [", join(a.ordered_effects, ", "), "] differ from the program's [",
+                join(program_effects(p), ", "), "]");
+  }
+  if (!a.unordered_effects.empty()) return fail("unknown unordered effects [", join(a.unordered_effects, ", "), "]");
   for (size_t i = 0; i < a.donated_inputs.size(); ++i) {
     const int d = a.donated_inputs[i];
     if (d < 0 || d >= static_cast<int>(a.in_avals.size())) return fail("donated input ", d, " out of range");
@@ -251,10 +276,12 @@ Offset<fb::Exported> encode(FlatBufferBuilder& fbb, const Artifact& a) {
   auto wrt = fbb.CreateVector(a.vjp_wrt);
   // Absent when empty, so artifacts without donation are byte for byte what earlier builds wrote.
   Offset<flatbuffers::Vector<int32_t>> donated = a.donated_inputs.empty() ? 0 : fbb.CreateVector(a.donated_inputs);
+  auto ordered = a.ordered_effects.empty() ? 0 : fbb.CreateVectorOfStrings(a.ordered_effects);
+  auto unordered = a.unordered_effects.empty() ? 0 : fbb.CreateVectorOfStrings(a.unordered_effects);
   return fb::CreateExported(fbb, a.format_version, a.min_reader_version, a.opset_version,
                             a.calling_convention_version, producer, a.creation_time_unix_ms, fun_name, in_tree,
                             out_tree, in_names, in_avals_off, out_avals_off, in_sh_off, out_sh_off, a.nr_devices,
-                            platforms, constraints, disabled, program, vjp, wrt, donated);
+                            platforms, constraints, disabled, program, vjp, wrt, donated, ordered, unordered);
 }
 
 absl::Status fail(const auto&... x) { return absl::InvalidArgumentError(cat("[deserialize] ", x...)); }
@@ -384,6 +411,9 @@ absl::StatusOr<Artifact> decode(const fb::Exported* e, const Limits& limits, int
   MCX_ASSIGN_OR_RETURN(a.program, codec::decode_program(e->program(), limits));
   if (e->vjp_wrt()) a.vjp_wrt.assign(e->vjp_wrt()->begin(), e->vjp_wrt()->end());
   if (e->donated_inputs()) a.donated_inputs.assign(e->donated_inputs()->begin(), e->donated_inputs()->end());
+  // Written by builds that record effects; derived from the program for artifacts of earlier ones.
+  a.ordered_effects = e->ordered_effects() ? strings(e->ordered_effects()) : program_effects(a.program);
+  a.unordered_effects = strings(e->unordered_effects());
   if (e->vjp() != nullptr) {
     MCX_ASSIGN_OR_RETURN(Artifact vjp, decode(e->vjp(), limits, depth + 1));
     a.vjp = std::make_shared<const Artifact>(std::move(vjp));
@@ -462,6 +492,7 @@ std::string describe(const Artifact& a) {
   line("program: ", a.program.instrs.size(), " instructions, fingerprint ", ir::fingerprint_hex(a.program));
   line("vjp: ", a.vjp ? cat("yes (cotangents for inputs ", join(a.vjp_wrt, ", "), ")") : std::string("no"));
   line("donated inputs: ", a.donated_inputs.empty() ? std::string("(none)") : join(a.donated_inputs, ", "));
+  line("effects: ", a.ordered_effects.empty() ? std::string("(none)") : cat("ordered ", join(a.ordered_effects, ", ")));
   return out;
 }
 

@@ -101,6 +101,10 @@ struct Artifact {
   // Flat inputs whose buffers Exported::call donates (the exported jit's donate_argnums), ascending: after
   // the call their arrays are deleted, as after the jitted function's own call. Not written when empty.
   std::vector<int> donated_inputs;
+  // The program's side effects, sorted (JAX's ordered_effects / unordered_effects): program_effects(program).
+  // "debug_print" is ordered; mcx has no unordered effect so far.
+  std::vector<std::string> ordered_effects;
+  std::vector<std::string> unordered_effects;
 
   // All dimension variables of the inputs, sorted.
   std::vector<std::string> dim_vars() const;
@@ -110,6 +114,9 @@ struct Artifact {
 // An artifact for a bare program: flat inputs named "args[i]" (input tree: a tuple of leaves), a tuple
 // of leaf outputs, unspecified shardings, one device, platform "cpu", no VJP, this build's versions.
 Artifact make_artifact(ir::Program program, std::string fun_name, int64_t creation_time_unix_ms = 0);
+
+// The ordered effects of a program (its regions included), sorted: "debug_print" when it prints.
+std::vector<std::string> program_effects(const ir::Program& program);
 
 // The producer string of this build ("mcx 0.1.0").
 std::string producer_string();

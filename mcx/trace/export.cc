@@ -195,7 +195,8 @@ std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
   ir::Program vjp = value_or_throw(std::move(vjp_or));
   // Keep only the cotangents: the primal results are the first out_avals.size() results.
   vjp.results.erase(vjp.results.begin(), vjp.results.begin() + static_cast<long>(a.out_avals.size()));
-  vjp = ir::eliminate_dead_code(vjp);
+  // The VJP replays the forward pass: it prints nothing again (debug_print's rule under vjp).
+  vjp = ir::drop_side_effects(vjp);
   vjp.name = a.program.name + "_vjp";
   Artifact v;
   v.opset_version = a.opset_version;
@@ -221,6 +222,7 @@ std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
   v.constraints = a.constraints;
   v.disabled_safety_checks = a.disabled_safety_checks;
   v.program = std::move(vjp);
+  v.ordered_effects = exporting::program_effects(v.program);  // none: its prints were dropped above
   v.vjp_wrt = {};
   throw_if_error(exporting::validate(v));
   return std::make_shared<const Artifact>(std::move(v));
@@ -259,6 +261,7 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   if (traced.mesh) record_mesh(*traced.mesh, options, a);
   a.platforms = options.platforms.empty() ? std::vector<std::string>{default_platform()} : options.platforms;
   a.constraints = a.program.scope.constraints();
+  a.ordered_effects = exporting::program_effects(a.program);
   a.disabled_safety_checks = options.disabled_safety_checks;
   for (const std::string& c : a.disabled_safety_checks) {
     if (c != "platform") {

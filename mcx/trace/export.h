@@ -109,6 +109,9 @@ class Exported {
   const std::string& fun_name() const { return artifact().fun_name; }
   const std::vector<AbstractValue>& in_avals() const { return artifact().in_avals; }
   const std::vector<AbstractValue>& out_avals() const { return artifact().out_avals; }
+  // JAX's ordered_effects / unordered_effects: "debug_print" when the function prints (in program order).
+  const std::vector<std::string>& ordered_effects() const { return artifact().ordered_effects; }
+  const std::vector<std::string>& unordered_effects() const { return artifact().unordered_effects; }
 
   // Calls with the flat inputs (one Array per input leaf); returns the flat outputs.
   std::vector<Array> call_flat(const std::vector<Array>& leaves) const;

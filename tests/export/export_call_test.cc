@@ -322,6 +322,30 @@ TEST(ExportSharded, AJittedFunctionsShardingsDonationAndNameReachTheArtifact) {
   EXPECT_TRUE(to_sharding_spec(SingleDeviceSharding(devices()[0])).unspecified);
 }
 
+// JAX's Exported.ordered_effects / unordered_effects: a function that prints records "debug_print" as an
+// ordered effect, through serialisation; one that does not records none (and its bytes do not carry the field);
+// an artifact whose recorded effects disagree with its program is refused.
+TEST(ExportEffects, DebugPrintIsAnOrderedEffect) {
+  auto printing = [](const Array& x) {
+    debug_print("x = {}", x);
+    return x * 2.0f;
+  };
+  const Exported e = Exported::deserialize(export_fn(printing, {.name = "printing"})(f32("n")).serialize());
+  EXPECT_EQ(e.ordered_effects(), std::vector<std::string>{"debug_print"});
+  EXPECT_TRUE(e.unordered_effects().empty());
+  EXPECT_THAT(exporting::describe(e.artifact()), HasSubstr("effects: ordered debug_print"));
+  ASSERT_TRUE(e.has_vjp());
+  EXPECT_TRUE(e.vjp().ordered_effects().empty()) << "the VJP does not print";
+  const Exported plain = export_mlp();
+  EXPECT_TRUE(plain.ordered_effects().empty());
+  exporting::Artifact forged = e.artifact();
+  forged.ordered_effects.clear();
+  EXPECT_THAT(exporting::validate(forged).message(), HasSubstr("ordered effects [] differ from the program's [debug_print]"));
+  forged = plain.artifact();
+  forged.unordered_effects = {"io"};
+  EXPECT_THAT(exporting::validate(forged).message(), HasSubstr("unknown unordered effects [io]"));
+}
+
 // JAX's jax_export_calling_convention_version and older readers: the calling convention written is requested
 // within the supported range, and an opset ceiling keeps the artifact readable by older readers or names the op
 // that prevents it.
