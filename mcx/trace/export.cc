@@ -228,6 +228,23 @@ std::shared_ptr<const Artifact> make_vjp(const Artifact& a) {
   return std::make_shared<const Artifact>(std::move(v));
 }
 
+// Attaches a's VJP, that VJP's own VJP, ... `order` levels deep (JAX's serialize(vjp_order=N)); a level whose
+// program reverse mode does not differentiate ends the chain there.
+void attach_vjps(Artifact& a, uint32_t order) {
+  std::shared_ptr<const Artifact> v = make_vjp(a);
+  if (!v) return;
+  a.vjp_wrt.clear();
+  for (size_t i = 0; i < a.in_avals.size(); ++i) {
+    if (is_floating(a.in_avals[i].dtype)) a.vjp_wrt.push_back(static_cast<int>(i));
+  }
+  if (order > 1) {
+    Artifact next = *v;
+    attach_vjps(next, order - 1);
+    v = std::make_shared<const Artifact>(std::move(next));
+  }
+  a.vjp = std::move(v);
+}
+
 }  // namespace
 
 Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const std::vector<bool>& is_input,
@@ -270,13 +287,13 @@ Exported make_exported(const ExportOptions& options, const FlatArgs& flat, const
   }
   a.calling_convention_version = requested_calling_convention(options);
   throw_if_error(exporting::validate(a));
-  if (options.with_vjp) {
-    a.vjp = make_vjp(a);
-    if (a.vjp) {
-      for (size_t i = 0; i < a.in_avals.size(); ++i) {
-        if (is_floating(a.in_avals[i].dtype)) a.vjp_wrt.push_back(static_cast<int>(i));
-      }
+  if (options.with_vjp && options.vjp_order > 0) {
+    const exporting::Limits limits;
+    if (options.vjp_order > static_cast<uint32_t>(limits.max_vjp_depth)) {
+      throw InvalidArgument(cat("[export] '", options.name, "': vjp_order ", options.vjp_order,
+                                " is above the ", limits.max_vjp_depth, " nested VJPs a reader accepts"));
     }
+    attach_vjps(a, options.vjp_order);
   }
   if (options.max_opset_version) check_opset_ceiling(a, *options.max_opset_version, options.name);
   return Exported(std::move(a));

@@ -73,6 +73,9 @@ struct ExportOptions {
   std::vector<ExportSharding> out_shardings = {};  // one per flat output, or empty
   uint32_t nr_devices = 1;  // at least the device count of any Sharding given above
   bool with_vjp = true;   // also export the VJP (when some input is floating)
+  // How many nested VJPs (JAX's serialize(vjp_order=N)): 1 the VJP, 2 also the VJP's VJP (second order), ...;
+  // at most exporting::Limits::max_vjp_depth (InvalidArgument above). Exported::vjp().vjp() reaches order 2.
+  uint32_t vjp_order = 1;
   bool optimize = true;   // dead-code and common-subexpression elimination before export
   int64_t creation_time_unix_ms = -1;  // -1: now (tests pin it for reproducible bytes)
   // The calling convention version written (JAX's jax_export_calling_convention_version); default
