@@ -70,6 +70,7 @@ constexpr const char* kTool = "train_fashion_mnist";
 constexpr absl::Duration kScopeTimeout = absl::Seconds(120);
 
 struct Config {
+  bool verbose = false;
   std::string data = "data/fashion-mnist";
   std::string model = "mlp";  // mlp | cnn
   int epochs = 10;
@@ -357,6 +358,15 @@ int run(const Config& cfg) {
       const double waited = seconds_since(t0);
       const auto t1 = std::chrono::steady_clock::now();
       if (!batch) throw mcx::Internal("[train_fashion_mnist] the loader ended before step " + std::to_string(state.steps + 1));
+      if (cfg.verbose && !reported_compile && mcx::process_index() == 0) {  // where the first batch lives
+        // Drawn from the sharding alone (no computation: the other processes are not taking part): the batch
+        // dimension, as the images' sharding splits it.
+        const mcx::Sharding& images = batch->fields[0].sharding();
+        const std::vector<int64_t> rows = {batch->fields[0].dims()[0]};
+        std::printf("train_fashion_mnist: batch images %s, rows:\n%s", images.to_string().c_str(),
+                    mcx::visualize_sharding(rows, mcx::NamedSharding(images.mesh(), mcx::PartitionSpec({images.spec().dims()[0]})))
+                        .c_str());
+      }
       const Array t = mcx::device_put(mcx::array(static_cast<float>(state.steps + 1)), mcx::NamedSharding(p.mesh, P()));
       auto [params, m, v, loss] = p.step(state.params, state.m, state.v, t, batch->fields[0], batch->fields[1]);
       const double l = loss.item<double>();  // waits for the step inside the scope
@@ -474,6 +484,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", cfg.threads, "CPU kernel threads (0: default)");
   app.add_option("--min-accuracy", cfg.min_accuracy, "exit 1 below this held-out accuracy");
   app.add_flag("--skip-if-missing", cfg.skip_if_missing, "exit 77 (skipped) when the data is absent");
+  app.add_flag("--verbose", cfg.verbose, "also draw where the first batch lives (visualize_array_sharding)");
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "save a checkpoint (state + loader position) at each epoch's end and on preemption");
   app.add_flag("--resume", cfg.resume, "continue from the newest checkpoint in --checkpoint-dir, when there is one");
