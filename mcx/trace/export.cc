@@ -350,17 +350,34 @@ exporting::ShardingSpec to_sharding_spec(const Sharding& sharding) {
 
 namespace {
 
+// A recorded spec over `mesh`, its axes named by position: the recorded mesh's i-th axis is mesh's i-th.
+Sharding spec_over(const exporting::ShardingSpec& s, const Mesh& mesh) {
+  std::vector<DimSpec> dims;
+  for (const auto& names : s.spec) {
+    std::vector<std::string> renamed;
+    for (const std::string& n : names) {
+      const auto it = std::find(s.mesh_axis_names.begin(), s.mesh_axis_names.end(), n);
+      if (it == s.mesh_axis_names.end() || static_cast<size_t>(it - s.mesh_axis_names.begin()) >= mesh.axis_names().size()) {
+        // validate() refuses such artifacts; never an index past the end
+        throw InvalidArgument(cat("[export] the recorded sharding ", s.to_string(), " names an axis '", n,
+                                  "' its mesh does not have"));
+      }
+      renamed.push_back(mesh.axis_names()[static_cast<size_t>(it - s.mesh_axis_names.begin())]);
+    }
+    dims.push_back(DimSpec{std::move(renamed), false});
+  }
+  return NamedSharding(mesh, PartitionSpec(std::move(dims)));
+}
+
 std::vector<std::optional<Sharding>> shardings_on(const Mesh& mesh, const std::vector<exporting::ShardingSpec>& specs) {
   std::vector<std::optional<Sharding>> out;
   out.reserve(specs.size());
   for (const exporting::ShardingSpec& s : specs) {
     if (s.unspecified) {
       out.emplace_back();
-      continue;
+    } else {
+      out.emplace_back(spec_over(s, mesh));
     }
-    std::vector<DimSpec> dims;
-    for (const auto& names : s.spec) dims.push_back(DimSpec{names, false});
-    out.emplace_back(NamedSharding(mesh, PartitionSpec(std::move(dims))));
   }
   return out;
 }
@@ -431,33 +448,13 @@ std::vector<std::optional<Sharding>> shardings_over(const Artifact& a, const Mes
     throw InvalidArgument(cat("[", api, "] '", a.fun_name, "' was exported for ", a.nr_devices, " devices; the mesh ",
                               mesh.to_string(), " has ", mesh.size()));
   }
-  std::vector<std::optional<Sharding>> out;
-  out.reserve(specs.size());
   for (const exporting::ShardingSpec& s : specs) {
-    if (s.unspecified) {
-      out.emplace_back();
-      continue;
-    }
-    if (s.mesh_axis_sizes != mesh.axis_sizes()) {
+    if (!s.unspecified && s.mesh_axis_sizes != mesh.axis_sizes()) {
       throw InvalidArgument(cat("[", api, "] '", a.fun_name, "' was exported with the mesh layout ", s.to_string(),
                                 "; the mesh ", mesh.to_string(), " has other axis sizes"));
     }
-    std::vector<DimSpec> dims;
-    for (const auto& names : s.spec) {
-      std::vector<std::string> renamed;
-      for (const std::string& n : names) {
-        const auto it = std::find(s.mesh_axis_names.begin(), s.mesh_axis_names.end(), n);
-        if (it == s.mesh_axis_names.end()) {  // validate() refuses such artifacts; never an index past the end
-          throw InvalidArgument(cat("[", api, "] the recorded sharding ", s.to_string(), " names an axis '", n,
-                                    "' its mesh does not have"));
-        }
-        renamed.push_back(mesh.axis_names()[static_cast<size_t>(it - s.mesh_axis_names.begin())]);
-      }
-      dims.push_back(DimSpec{std::move(renamed), false});
-    }
-    out.emplace_back(NamedSharding(mesh, PartitionSpec(std::move(dims))));
   }
-  return out;
+  return shardings_on(mesh, specs);
 }
 
 }  // namespace
