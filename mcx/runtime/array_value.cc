@@ -68,7 +68,7 @@ absl::StatusOr<Buffer> ArrayValue::to_buffer() const {
       if (shards[i].index.contains(box)) found = static_cast<int>(i);
     }
     if (found < 0) {
-      missing.push_back(cat(box.to_string(), " (held by ", device.to_string(), ")"));
+      missing.push_back(cat(box.to_string(), " (held by ", device.to_string(), ", process ", device.process_index, ")"));
       continue;
     }
     boxes.push_back(box);

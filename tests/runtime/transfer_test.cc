@@ -193,7 +193,7 @@ TEST(TransferTest, MissingShardIsNamedByToBufferAndFetch) {
   a.shards.erase(a.shards.begin() + 2);  // cpu:2 holds [4:8, 0:2]
   absl::StatusOr<Buffer> b = a.to_buffer();
   EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(msg(b.status()), AllOf(HasSubstr("[to_buffer]"), HasSubstr("[4:8, 0:2] (held by cpu:2)")));
+  EXPECT_THAT(msg(b.status()), AllOf(HasSubstr("[to_buffer]"), HasSubstr("[4:8, 0:2] (held by cpu:2, process 0)")));
   EXPECT_THAT(msg(b.status()), ::testing::Not(HasSubstr("[0:4, 0:2]")));
   absl::StatusOr<Buffer> f = fetch_to_host(a, true, "device_get");
   EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);

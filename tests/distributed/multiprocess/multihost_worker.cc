@@ -289,7 +289,7 @@ void subset_mesh(int pid, int n) {
     if (!member) {
       if (!y.addressable_shards().empty()) return "process 2 holds a shard of the result";
       return expect_error("device_get of a result held by processes 0 and 1", absl::StatusCode::kFailedPrecondition,
-                          {"process"}, [&] { (void)mcx::device_get(y); });
+                          {"held by cpu:0, process 0"}, [&] { (void)mcx::device_get(y); });
     }
     const mcx::Buffer got = mcx::device_get(y);
     for (int64_t c = 0; c < kCols; ++c) {

@@ -200,8 +200,9 @@ std::string expect_missing_boxes(const std::string& what, int pid, const std::fu
     for (int g = 0; g < kDevices; ++g) {
       if (g / kLocalDevices == pid) continue;
       std::string box = device_box(g).to_string();
-      p.expect(msg.find(box) != std::string::npos,
-               absl::StrCat(what, "'s message does not name the missing box ", box, " (of cpu device ", g, ")"));
+      p.expect(msg.find(absl::StrCat(box, " (held by cpu:", g, ", process ", g / kLocalDevices, ")")) != std::string::npos,
+               absl::StrCat(what, "'s message does not name the missing box ", box, " with cpu device ", g,
+                            " and its process"));
     }
     p.expect(msg.rfind("[", 0) == 0, what + "'s message does not start with \"[api] \"");
     if (!p.str().empty()) return p.str() + " -- message: " + msg;
