@@ -20,7 +20,8 @@
 //
 // Thread-safety: a DimExpr is immutable (shared normal form); copies may be used from any thread.
 //
-// Ordering: comparisons are decided from bounds (every variable >= 1, plus the constraints of a
+// Ordering: comparisons are decided from bounds (every variable >= 1, or >= 0 where a scope declares
+// "zero_sized(v)", plus the constraints of a
 // SymbolicScope such as "b >= 16" or "b == 2*c"). When the bounds cannot decide, the comparison fails with
 // an InvalidArgument "inconclusive dimension comparison" error that names both expressions.
 #pragma once
@@ -30,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +135,10 @@ class SymbolicScope {
   // Equality after applying the scope's "==" rewrites; never inconclusive for identical normal forms.
   bool known_equal(const DimExpr& a, const DimExpr& b) const;
 
+  // Variables declared "zero_sized(v)" among the constraints: they may be 0, a dimension of size 0; every other
+  // variable is at least 1 (docs/shape_polymorphism.md, "Dimensions of size 0").
+  const std::set<std::string>& zero_allowed() const;
+
   // Checks every constraint for concrete variable values; the error names the constraint and values.
   absl::Status check(const std::map<std::string, int64_t>& env) const;
 
@@ -146,6 +152,20 @@ class SymbolicScope {
   std::vector<std::string> constraints_text_;
   std::vector<Constraint> parsed_;
   std::shared_ptr<const State> state_;  // null for the empty scope
+};
+
+// While alive, expressions built on this thread treat the scope's zero_allowed() variables as >= 0 (not >= 1)
+// when they decide an order at construction (max(b, 1) stays max(b, 1) when b may be 0). The tracer holds one
+// for the scope it traces under (trace_state.h). Not copyable; nests (the innermost wins).
+class ZeroSizedVariables {
+ public:
+  explicit ZeroSizedVariables(const SymbolicScope& scope);
+  ~ZeroSizedVariables();
+  ZeroSizedVariables(const ZeroSizedVariables&) = delete;
+  ZeroSizedVariables& operator=(const ZeroSizedVariables&) = delete;
+
+ private:
+  const std::set<std::string>* previous_;
 };
 
 }  // namespace mcx

@@ -1,8 +1,10 @@
 // SymbolicScope: constraints over dimension variables, bounds by interval arithmetic, and decided
 // comparisons (the model is JAX's shape_poly `_bounds_decision`, written independently).
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -136,6 +138,8 @@ class MonomialSystem {
 }  // namespace
 
 struct SymbolicScope::State {
+  // Variables a constraint "v >= 0" lets be 0 (every other variable is at least 1).
+  std::set<std::string> zero_allowed;
   // "==" constraints used as rewrites (JAX's normalisation rules). An atom rule replaces an atom
   // everywhere (also inside products, powers and operands); a term rule replaces a term c*m with
   // (c / k) * rhs when k divides c.
@@ -425,7 +429,7 @@ struct SymbolicScope::State {
   }
 
   Interval intrinsic(const Atom& a, Cache& cache) const {
-    if (a.kind == AtomKind::kVar) return {1, kPosInf};
+    if (a.kind == AtomKind::kVar) return {zero_allowed.count(a.name) ? 0 : 1, kPosInf};
     const Interval x = refined_bounds(a.args[0], cache);
     const Interval y = refined_bounds(a.args[1], cache);
     switch (a.kind) {
@@ -489,6 +493,21 @@ absl::StatusOr<SymbolicScope::Constraint> parse_constraint(std::string_view text
   return SymbolicScope::Constraint{*std::move(lhs), op, *std::move(rhs)};
 }
 
+// The variable of a "zero_sized(v)" declaration, or nullopt for any other text.
+std::optional<std::string> zero_sized_variable(std::string_view text) {
+  std::string_view t = strip_space(text);
+  constexpr std::string_view kPrefix = "zero_sized(";
+  if (t.substr(0, kPrefix.size()) != kPrefix || t.empty() || t.back() != ')') return std::nullopt;
+  std::string_view name = strip_space(t.substr(kPrefix.size(), t.size() - kPrefix.size() - 1));
+  if (name.empty() || name == "_" || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
+    return std::nullopt;
+  }
+  for (char ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return std::nullopt;
+  }
+  return std::string(name);
+}
+
 bool contains_atom(const DimExpr& e, const Atom& a) {
   return any_atom(e, [&](const Atom& x) { return compare_atom(x, a) == 0; });
 }
@@ -538,6 +557,13 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
   scope.constraints_text_ = constraints;
   auto state = std::make_shared<State>();
   for (const std::string& text : constraints) {
+    // "zero_sized(v)": v may be 0, a dimension of size 0 (it stands as "v >= 0" among the constraints). Not a
+    // comparison, so that JAX's "v >= 0", which leaves v >= 1, keeps its meaning.
+    if (std::optional<std::string> v = zero_sized_variable(text)) {
+      state->zero_allowed.insert(*v);
+      scope.parsed_.push_back(Constraint{DimExpr::var(*v), ">=", DimExpr(0)});
+      continue;
+    }
     MCX_ASSIGN_OR_RETURN(Constraint c, parse_constraint(text));
     if (c.op == "==") MCX_RETURN_IF_ERROR(add_equality_rules(c, text, state.get()));
     scope.parsed_.push_back(std::move(c));
@@ -621,13 +647,34 @@ std::pair<int64_t, int64_t> SymbolicScope::bounds(const DimExpr& e) const {
   return {iv.lo, iv.hi};
 }
 
+namespace {
+thread_local const std::set<std::string>* t_zero_allowed = nullptr;  // ZeroSizedVariables of this thread
+}  // namespace
+
 std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e) {
   static const SymbolicScope::State* empty = new SymbolicScope::State();
   Cache cache;
   cache.depth = kMaxReasoningDepth;  // no linear reasoning, no cases
+  if (t_zero_allowed != nullptr && !t_zero_allowed->empty()) {
+    SymbolicScope::State zero;
+    zero.zero_allowed = *t_zero_allowed;
+    const Interval iv = zero.bounds(e, cache);
+    return {iv.lo, iv.hi};
+  }
   const Interval iv = empty->bounds(e, cache);
   return {iv.lo, iv.hi};
 }
+
+const std::set<std::string>& SymbolicScope::zero_allowed() const {
+  static const std::set<std::string>* none = new std::set<std::string>();
+  return state_ ? state_->zero_allowed : *none;
+}
+
+ZeroSizedVariables::ZeroSizedVariables(const SymbolicScope& scope) : previous_(t_zero_allowed) {
+  if (!scope.zero_allowed().empty()) t_zero_allowed = &scope.zero_allowed();
+}
+
+ZeroSizedVariables::~ZeroSizedVariables() { t_zero_allowed = previous_; }
 
 namespace {
 absl::Status inconclusive(const DimExpr& a, std::string_view op, const DimExpr& b, const DimExpr& diff,

@@ -117,9 +117,13 @@ absl::StatusOr<std::map<std::string, DimExpr>> solve_dim_vars(const Signature& s
                           where(e));
         }
         value = DimExpr(*n / lin->factor);
-        if (*n / lin->factor < 1) {
-          return mismatch("Expected value >= 1 for dimension variable '", lin->var, "', found ", *n / lin->factor,
-                          " from ", where(e));
+        const bool zero_ok = scope.zero_allowed().count(lin->var) > 0;  // "zero_sized(v)": a dimension of size 0
+        if (*n / lin->factor < (zero_ok ? 0 : 1)) {
+          return mismatch("Expected value >= ", zero_ok ? 0 : 1, " for dimension variable '", lin->var, "', found ",
+                          *n / lin->factor, " from ", where(e),
+                          zero_ok || *n / lin->factor != 0
+                              ? std::string()
+                              : cat(" (the constraint 'zero_sized(", lin->var, ")' at export allows size 0)"));
         }
       } else {
         value = lin->factor == 1 ? numer : floordiv(numer, DimExpr(lin->factor));

@@ -264,9 +264,11 @@ absl::StatusOr<Program> specialize_impl(const Program& p, const std::map<std::st
     if (!vars.count(name))
       return absl::InvalidArgumentError(cat("[specialize] unknown dimension variable '", name, "'; the program has ",
                                             vars.empty() ? std::string("none") : internal::join(vars, ", ")));
-    if (value < 1)
+    // "zero_sized(v)" in the scope lets v be 0; a region's values were checked with its program's.
+    const int64_t least = p.scope.zero_allowed().count(name) ? 0 : 1;
+    if (!is_region && value < least)
       return absl::InvalidArgumentError(
-          cat("[specialize] dimension variable ", name, " = ", value, ", expected >= 1"));
+          cat("[specialize] dimension variable ", name, " = ", value, ", expected >= ", least));
     env.emplace(name, DimExpr(value));
   }
   auto bound = [&](const DimExpr& e) {

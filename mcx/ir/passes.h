@@ -69,7 +69,8 @@ absl::StatusOr<Program> fold_constants(const Program& program, const ConstantEva
 // Substitutes concrete values for dimension variables and re-infers every type. Constraints whose
 // variables are all bound are checked and dropped; the others are kept with the values substituted.
 // Variables not in dim_values stay symbolic.
-// Errors (InvalidArgument, "[specialize] ..."): a value < 1 (dimension variables are >= 1), a variable
+// Errors (InvalidArgument, "[specialize] ..."): a value < 1 (dimension variables are >= 1; >= 0 for those the
+// scope declares "zero_sized(v)", SymbolicScope::zero_allowed), a variable
 // that the program does not mention, a violated constraint (naming it and the values), a parameter
 // whose dimension becomes negative, or a shape rule that fails for the concrete sizes.
 absl::StatusOr<Program> specialize(const Program& program, const std::map<std::string, int64_t>& dim_values);

@@ -28,6 +28,7 @@ TraceScope::TraceScope(std::string what, SymbolicScope scope) {
   auto& s = trace_stack();
   ctx_ = std::make_shared<TraceContext>(std::move(what), std::move(scope), static_cast<int>(s.size()) + 1);
   s.push_back(ctx_.get());
+  zero_sized_.emplace(ctx_->scope());
 }
 
 TraceScope::~TraceScope() {

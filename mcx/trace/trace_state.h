@@ -109,6 +109,8 @@ class TraceScope {
 
  private:
   std::shared_ptr<TraceContext> ctx_;
+  // Expressions built while tracing let the scope's zero-allowed variables be 0 (dim_expr.h).
+  std::optional<ZeroSizedVariables> zero_sized_;
 };
 
 // The scope of the innermost trace (empty outside traces); nested traces inherit it.

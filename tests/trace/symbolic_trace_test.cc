@@ -101,3 +101,50 @@ TEST(SymbolicArgsSpecs, UnderscoreEllipsisAndLike) {
 
 }  // namespace
 }  // namespace mcx
+
+namespace mcx {
+namespace {
+
+// Dimensions of size 0 (jax#23437's ask, which JAX refuses): declaring "zero_sized(b)" lets b be 0 (JAX's
+// "b >= 0" keeps meaning b >= 1 with a redundant constraint). The scope then
+// decides with b >= 0, expressions built while tracing keep max(b, 1) (it is not b when b is 0), and an
+// exported function is callable with an empty batch; without the constraint a 0 is refused, saying which
+// constraint allows it.
+TEST(ZeroSizedDimensions, AConstraintLetsAVariableBeZero) {
+  const SymbolicScope scope = value_or_throw(SymbolicScope::create({"zero_sized(b)"}));
+  EXPECT_TRUE(value_or_throw(SymbolicScope::create({"b >= 0"})).zero_allowed().empty());
+  EXPECT_EQ(scope.zero_allowed(), std::set<std::string>{"b"});
+  EXPECT_EQ(scope.bounds(value_or_throw(DimExpr::parse("b"))), (std::pair<int64_t, int64_t>{0, INT64_MAX}));
+  EXPECT_FALSE(scope.ge(value_or_throw(DimExpr::parse("b")), DimExpr(1)).ok()) << "b >= 1 is no longer decided";
+  EXPECT_TRUE(*SymbolicScope().ge(value_or_throw(DimExpr::parse("b")), DimExpr(1)));
+
+  auto f = [](const Array& x) {
+    const DimExpr rows = x.shape()[0];
+    return std::make_tuple(x * 2.0f + 1.0f, sum(x, 0), dimension_as_value(max(rows, DimExpr(1)), DType::kInt64));
+  };
+  const Exported e = Exported::deserialize(
+      export_fn(f, {.name = "empty_ok", .constraints = {"zero_sized(b)"}})(AbstractValue{DType::kFloat32, symbolic_shape("b, 3")})
+          .serialize());
+  const std::vector<Array> empty = e.call(zeros(concrete_shape({0, 3})));
+  ASSERT_EQ(empty.size(), 3u);
+  EXPECT_EQ(empty[0].dims(), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(empty[1].to_vector<float>(), (std::vector<float>{0, 0, 0}));  // a sum over no rows
+  EXPECT_EQ(empty[2].item<int64_t>(), 1) << "max(b, 1) at b = 0 (it was not simplified to b)";
+  const std::vector<Array> two = e.call(ones(concrete_shape({2, 3})));
+  EXPECT_EQ(two[1].to_vector<float>(), (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(two[2].item<int64_t>(), 2);
+
+  // Without the constraint, building max(b, 1) simplifies it to b, and a 0 is refused naming the constraint.
+  EXPECT_EQ(max(value_or_throw(DimExpr::parse("b")), DimExpr(1)).to_string(), "b");
+  const Exported strict = export_fn(f, {.name = "no_empty"})(AbstractValue{DType::kFloat32, symbolic_shape("b, 3")});
+  try {
+    (void)strict.call(zeros(concrete_shape({0, 3})));
+    ADD_FAILURE() << "a batch of 0 rows was accepted without 'zero_sized(b)'";
+  } catch (const Error& err) {
+    EXPECT_THAT(err.what(), HasSubstr("Expected value >= 1 for dimension variable 'b', found 0"));
+    EXPECT_THAT(err.what(), HasSubstr("the constraint 'zero_sized(b)' at export allows size 0"));
+  }
+}
+
+}  // namespace
+}  // namespace mcx
