@@ -148,6 +148,9 @@ class SymbolicScope {
  private:
   struct State;  // rewrites and derived atom bounds, computed once by create()
   friend std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e);  // dim_expr_internal.h
+  friend class ZeroSizedVariables;
+  // The state of this thread's innermost ZeroSizedVariables (its zero-sized variables only), or null.
+  static const State*& zero_sized_state();
   static absl::Status add_equality_rules(const Constraint& c, const std::string& text, State* state);
   std::vector<std::string> constraints_text_;
   std::vector<Constraint> parsed_;
@@ -165,7 +168,8 @@ class ZeroSizedVariables {
   ZeroSizedVariables& operator=(const ZeroSizedVariables&) = delete;
 
  private:
-  const std::set<std::string>* previous_;
+  const SymbolicScope::State* previous_;
+  std::shared_ptr<const SymbolicScope::State> state_;  // the scope's zero-sized variables only; null for none
 };
 
 }  // namespace mcx

@@ -1,7 +1,6 @@
 // SymbolicScope: constraints over dimension variables, bounds by interval arithmetic, and decided
 // comparisons (the model is JAX's shape_poly `_bounds_decision`, written independently).
 #include <algorithm>
-#include <cctype>
 #include <limits>
 #include <map>
 #include <set>
@@ -98,19 +97,19 @@ class MonomialSystem {
     if (inserted) vars_.push_back(m);
     return it->second;
   }
-  // Adds p >= 0; false when p has more variables than the system may take.
-  bool add(const DimExpr& p) {
+  // Adds p >= 0, unless p would bring the system past kMaxVars variables: then the row is left out (a system
+  // with fewer rows implies less, never something false).
+  void add(const DimExpr& p) {
     Pending row;
     for (const Term& t : DimExprOps::terms(p)) {
       if (t.mono.empty()) {
         row.constant = t.coeff;
         continue;
       }
-      if (static_cast<int>(vars_.size()) >= kMaxVars && !index_.count(DimExprOps::make({Term{t.mono, 1}}))) return false;
+      if (static_cast<int>(vars_.size()) >= kMaxVars && !index_.count(DimExprOps::make({Term{t.mono, 1}}))) return;
       row.coeffs.emplace_back(var(t.mono), t.coeff);
     }
     rows_.push_back(std::move(row));
-    return true;
   }
   const std::vector<Monomial>& vars() const { return vars_; }
   int size() const { return static_cast<int>(vars_.size()); }
@@ -138,7 +137,7 @@ class MonomialSystem {
 }  // namespace
 
 struct SymbolicScope::State {
-  // Variables a constraint "v >= 0" lets be 0 (every other variable is at least 1).
+  // Variables declared "zero_sized(v)": they may be 0 (every other variable is at least 1).
   std::set<std::string> zero_allowed;
   // "==" constraints used as rewrites (JAX's normalisation rules). An atom rule replaces an atom
   // everywhere (also inside products, powers and operands); a term rule replaces a term c*m with
@@ -495,17 +494,13 @@ absl::StatusOr<SymbolicScope::Constraint> parse_constraint(std::string_view text
 
 // The variable of a "zero_sized(v)" declaration, or nullopt for any other text.
 std::optional<std::string> zero_sized_variable(std::string_view text) {
-  std::string_view t = strip_space(text);
+  const std::string_view t = strip_space(text);
   constexpr std::string_view kPrefix = "zero_sized(";
-  if (t.substr(0, kPrefix.size()) != kPrefix || t.empty() || t.back() != ')') return std::nullopt;
-  std::string_view name = strip_space(t.substr(kPrefix.size(), t.size() - kPrefix.size() - 1));
-  if (name.empty() || name == "_" || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
-    return std::nullopt;
-  }
-  for (char ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') return std::nullopt;
-  }
-  return std::string(name);
+  if (!t.starts_with(kPrefix) || !t.ends_with(")")) return std::nullopt;
+  absl::StatusOr<DimExpr> e = DimExpr::parse(t.substr(kPrefix.size(), t.size() - kPrefix.size() - 1));
+  const Atom* a = e.ok() ? as_single_atom(*e) : nullptr;
+  if (a == nullptr || a->kind != AtomKind::kVar) return std::nullopt;
+  return a->name;
 }
 
 bool contains_atom(const DimExpr& e, const Atom& a) {
@@ -628,12 +623,14 @@ absl::StatusOr<SymbolicScope> SymbolicScope::create(const std::vector<std::strin
   }
   Cache cache;
   if (!state->satisfiable(cache)) {
-    for (const std::string& text : constraints) {  // name the one that cannot hold on its own, if any
-      if (constraints.size() > 1) MCX_RETURN_IF_ERROR(SymbolicScope::create({text}).status());
+    if (constraints.size() > 1) {
+      for (const std::string& text : constraints) {  // name the one that cannot hold on its own, if any
+        MCX_RETURN_IF_ERROR(SymbolicScope::create({text}).status());
+      }
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "[SymbolicScope] unsatisfiable constraints {", absl::StrJoin(constraints, ", "),
-        "}: no values of the dimension variables (each >= 1) satisfy them all"));
+        "}: no values of the dimension variables (each >= 1, or >= 0 where declared zero_sized) satisfy them all"));
   }
   scope.state_ = std::move(state);
   return scope;
@@ -647,21 +644,17 @@ std::pair<int64_t, int64_t> SymbolicScope::bounds(const DimExpr& e) const {
   return {iv.lo, iv.hi};
 }
 
-namespace {
-thread_local const std::set<std::string>* t_zero_allowed = nullptr;  // ZeroSizedVariables of this thread
-}  // namespace
+const SymbolicScope::State*& SymbolicScope::zero_sized_state() {
+  thread_local const State* state = nullptr;
+  return state;
+}
 
 std::pair<int64_t, int64_t> interval_bounds(const DimExpr& e) {
   static const SymbolicScope::State* empty = new SymbolicScope::State();
   Cache cache;
   cache.depth = kMaxReasoningDepth;  // no linear reasoning, no cases
-  if (t_zero_allowed != nullptr && !t_zero_allowed->empty()) {
-    SymbolicScope::State zero;
-    zero.zero_allowed = *t_zero_allowed;
-    const Interval iv = zero.bounds(e, cache);
-    return {iv.lo, iv.hi};
-  }
-  const Interval iv = empty->bounds(e, cache);
+  const SymbolicScope::State* zero = SymbolicScope::zero_sized_state();
+  const Interval iv = (zero != nullptr ? zero : empty)->bounds(e, cache);
   return {iv.lo, iv.hi};
 }
 
@@ -670,11 +663,15 @@ const std::set<std::string>& SymbolicScope::zero_allowed() const {
   return state_ ? state_->zero_allowed : *none;
 }
 
-ZeroSizedVariables::ZeroSizedVariables(const SymbolicScope& scope) : previous_(t_zero_allowed) {
-  if (!scope.zero_allowed().empty()) t_zero_allowed = &scope.zero_allowed();
+ZeroSizedVariables::ZeroSizedVariables(const SymbolicScope& scope) : previous_(SymbolicScope::zero_sized_state()) {
+  if (scope.zero_allowed().empty()) return;
+  auto state = std::make_shared<SymbolicScope::State>();  // made once here, not at every expression built
+  state->zero_allowed = scope.zero_allowed();
+  state_ = std::move(state);
+  SymbolicScope::zero_sized_state() = state_.get();
 }
 
-ZeroSizedVariables::~ZeroSizedVariables() { t_zero_allowed = previous_; }
+ZeroSizedVariables::~ZeroSizedVariables() { SymbolicScope::zero_sized_state() = previous_; }
 
 namespace {
 absl::Status inconclusive(const DimExpr& a, std::string_view op, const DimExpr& b, const DimExpr& diff,

@@ -1,6 +1,5 @@
 #include "mcx/export/artifact.h"
 
-#include <functional>
 
 #include <algorithm>
 #include <set>
@@ -8,6 +7,7 @@
 #include "mcx/core/error.h"
 #include "mcx/export/program_codec.h"
 #include "mcx/ir/fingerprint.h"
+#include "mcx/ir/passes.h"
 #include "mcx/ir/shape_rules.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/ir/text.h"
@@ -81,20 +81,8 @@ bool Artifact::has_safety_check_disabled(const std::string& check) const {
 }
 
 std::vector<std::string> program_effects(const ir::Program& program) {
-  std::function<bool(const ir::Program&)> prints = [&](const ir::Program& p) {
-    for (const ir::Instr& ins : p.instrs) {
-      if (ins.kind == ir::OpKind::kDebugPrint) return true;
-      for (const auto& [name, value] : ins.attrs.entries()) {
-        if (const auto* regions = std::get_if<ir::Regions>(&value)) {
-          for (const auto& region : *regions) {
-            if (prints(*region)) return true;
-          }
-        }
-      }
-    }
-    return false;
-  };
-  return prints(program) ? std::vector<std::string>{"debug_print"} : std::vector<std::string>{};
+  // debug_print is the one op with a side effect (ir/op.h has_side_effects), so any effect is a print.
+  return ir::EffectScan().has_effects(program) ? std::vector<std::string>{"debug_print"} : std::vector<std::string>{};
 }
 
 std::string producer_string() { return "mcx 0.1.0"; }

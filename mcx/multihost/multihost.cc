@@ -462,8 +462,7 @@ Array host_local_array_to_global_array(const Array& local, const Mesh& mesh, con
 namespace detail {
 
 std::vector<Array> convert_leaves(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& specs,
-                                  const char* api, Array (*convert)(const Array&, const Mesh&, const PartitionSpec&),
-                                  const Mesh& mesh) {
+                                  const char* api, LeafConversion convert, const Mesh& mesh) {
   if (specs.size() != 1 && specs.size() != leaves.size()) {
     throw InvalidArgument(absl::StrCat("[", api, "] expected one partition spec, or one per leaf (", leaves.size(),
                                        "), found ", specs.size()));

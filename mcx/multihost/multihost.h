@@ -110,18 +110,24 @@ void assert_equal(const T& tree, const std::string& message, std::optional<absl:
 }
 
 namespace detail {
+using LeafConversion = Array (*)(const Array&, const Mesh&, const PartitionSpec&);
 // Applies convert(leaf, specs[i]) to every leaf (specs of size 1: the same spec for all); `api` names the call
 // in the error when the sizes differ.
 std::vector<Array> convert_leaves(const std::vector<Array>& leaves, const std::vector<PartitionSpec>& specs,
-                                  const char* api, Array (*convert)(const Array&, const Mesh&, const PartitionSpec&),
-                                  const Mesh& mesh);
+                                  const char* api, LeafConversion convert, const Mesh& mesh);
+
+template <PyTree T>
+T convert_tree(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs, const char* api,
+               LeafConversion convert) {
+  auto [leaves, def] = tree_flatten(tree);
+  return tree_unflatten<T>(def, convert_leaves(leaves, specs, api, convert, mesh));
+}
 }  // namespace detail
 
 template <PyTree T>
 T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
-  auto [leaves, def] = tree_flatten(tree);
-  Array (*convert)(const Array&, const Mesh&, const PartitionSpec&) = &host_local_array_to_global_array;
-  return tree_unflatten<T>(def, detail::convert_leaves(leaves, specs, "host_local_array_to_global_array", convert, mesh));
+  return detail::convert_tree(tree, mesh, specs, "host_local_array_to_global_array",
+                              static_cast<detail::LeafConversion>(&host_local_array_to_global_array));
 }
 
 template <PyTree T>
@@ -131,9 +137,8 @@ T host_local_array_to_global_array(const T& tree, const Mesh& mesh, const Partit
 
 template <PyTree T>
 T global_array_to_host_local_array(const T& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
-  auto [leaves, def] = tree_flatten(tree);
-  Array (*convert)(const Array&, const Mesh&, const PartitionSpec&) = &global_array_to_host_local_array;
-  return tree_unflatten<T>(def, detail::convert_leaves(leaves, specs, "global_array_to_host_local_array", convert, mesh));
+  return detail::convert_tree(tree, mesh, specs, "global_array_to_host_local_array",
+                              static_cast<detail::LeafConversion>(&global_array_to_host_local_array));
 }
 
 template <PyTree T>

@@ -1,4 +1,6 @@
 // dimension_as_value (ops.h): a dimension expression computed with staged integer operations.
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +13,7 @@ namespace {
 
 // Floor division and the divisor-signed modulo (DimExpr's, Python's) from the truncating integer ops.
 Array floor_mod(const Array& x, const Array& y) {
-  const Array r = bind(ir::OpKind::kRem, {x, y});
+  const Array r = remainder(x, y);  // the sign of x
   const Array zero = zeros_like(r);
   const Array fix = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(y, zeros_like(y))));
   return where(fix, r + y, r);
@@ -34,8 +36,11 @@ Array dimension_as_value(const DimExpr& dim, DType dtype) {
     return static_cast<int>(values.size()) - 1;
   };
   DimExpr::Algebra algebra;
+  std::map<std::string, int> variables;  // each variable counted once, however often it occurs
   algebra.variable = [&](const std::string& name) {
-    return keep(sum(ones({DimExpr::var(name)}, dtype)));  // the variable's value, from an array of that size
+    auto [it, added] = variables.emplace(name, 0);
+    if (added) it->second = keep(sum(ones({DimExpr::var(name)}, dtype)));  // its value, from an array of that size
+    return it->second;
   };
   algebra.constant = [&](int64_t c) { return keep(astype(array(c), dtype)); };
   algebra.binary = [&](char op, int a, int b) {

@@ -181,8 +181,8 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
   absl::StatusOr<std::string> object = llvm_compile_object(src, k->symbol);
   if (shared.kind == ShareOutcome::kOwner) publish_shared(key, object.ok() ? *object : std::string());
   if (!object.ok()) return object.status();
+  const bool same = check && *object == *stored_object;  // a checked hit whose entry is already right
   if (check) {
-    const bool same = *object == *stored_object;
     count_check(same);
     if (!same) {
       MCX_RETURN_IF_ERROR(store->problem(absl::DataLossError(absl::StrCat(
@@ -191,7 +191,7 @@ absl::StatusOr<std::shared_ptr<const GeneratedKernel>> make_kernel(const KernelS
           first_difference(*object, *stored_object), "): the fresh one is used and stored in its place"))));
     }
   }
-  if (store && !(check && *object == *stored_object)) MCX_RETURN_IF_ERROR(store->save(stored, *object, ms_since(t0)));
+  if (store && !same) MCX_RETURN_IF_ERROR(store->save(stored, *object, ms_since(t0)));
   return link(k, *object, Source::kCompiled, t0);
 }
 
