@@ -55,7 +55,7 @@ TEST(SymbolicTrace, InconclusiveShapesNameBothDimensions) {
   AbstractValue x{DType::kFloat32, symbolic_shape("a")};
   AbstractValue y{DType::kFloat32, symbolic_shape("b")};
   EXPECT_THAT(testing_util::error_of([&] { (void)trace([](const Array& u, const Array& v) { return u + v; }, x, y); }),
-              AllOf(HasSubstr("a"), HasSubstr("b")));
+              AllOf(HasSubstr("dimension 0 is a vs b"), HasSubstr("a constraint 'a == b'")));
 }
 
 }  // namespace
