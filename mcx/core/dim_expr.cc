@@ -5,6 +5,8 @@
 #include <cctype>
 #include <functional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -109,33 +111,79 @@ std::pair<DimExpr, DimExpr> split_multiples(const DimExpr& a, int64_t k) {
 // ---------------------------------------------------------------------------------------------------
 // Ordering and normalisation.
 
-int compare_atom(const Atom& a, const Atom& b) {
+namespace {
+
+// Pairs of distinct representations already found equal during one comparison. Expressions share operands
+// (a DAG: max(e + v, v*e - 1) holds e twice), so two equal expressions built apart would otherwise be walked as
+// trees, once per path to each shared operand: exponential in the nesting depth. Remembering the equal pairs
+// makes a comparison linear in the number of distinct operands. Hash-distinct expressions are never equal,
+// so only pairs with equal hashes are looked up or stored.
+class EqualPairs {
+ public:
+  bool known(const void* a, const void* b) const { return pairs_.count({a, b}) > 0; }
+  void add(const void* a, const void* b) { pairs_.insert({a, b}); }
+
+ private:
+  struct PairHash {
+    size_t operator()(const std::pair<const void*, const void*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+  std::unordered_set<std::pair<const void*, const void*>, PairHash> pairs_;
+};
+
+int compare_expr_in(const DimExpr& a, const DimExpr& b, EqualPairs& equal);
+
+int compare_atom_in(const Atom& a, const Atom& b, EqualPairs& equal) {
   if (a.kind != b.kind) return cmp3(static_cast<int>(a.kind), static_cast<int>(b.kind));
   if (a.kind == AtomKind::kVar) return a.name.compare(b.name) < 0 ? -1 : (a.name == b.name ? 0 : 1);
   for (size_t i = 0; i < a.args.size() && i < b.args.size(); ++i) {
-    if (int c = compare_expr(a.args[i], b.args[i])) return c;
+    if (int c = compare_expr_in(a.args[i], b.args[i], equal)) return c;
   }
   return cmp3(a.args.size(), b.args.size());
 }
 
-int compare_monomial(const Monomial& a, const Monomial& b) {
+int compare_monomial_in(const Monomial& a, const Monomial& b, EqualPairs& equal) {
   if (int c = cmp3(degree(b), degree(a))) return c;  // higher degree first
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    if (int c = compare_atom(a[i].first, b[i].first)) return c;
+    if (int c = compare_atom_in(a[i].first, b[i].first, equal)) return c;
     if (int c = cmp3(b[i].second, a[i].second)) return c;
   }
   return cmp3(a.size(), b.size());
 }
 
-int compare_expr(const DimExpr& a, const DimExpr& b) {
+int compare_expr_in(const DimExpr& a, const DimExpr& b, EqualPairs& equal) {
+  const void* ia = DimExprOps::id(a);
+  const void* ib = DimExprOps::id(b);
+  if (ia == ib) return 0;
+  const bool same_hash = a.hash() == b.hash();
+  if (same_hash && equal.known(ia, ib)) return 0;
   const auto& ta = DimExprOps::terms(a);
   const auto& tb = DimExprOps::terms(b);
-  if (&ta == &tb) return 0;
   for (size_t i = 0; i < ta.size() && i < tb.size(); ++i) {
-    if (int c = compare_monomial(ta[i].mono, tb[i].mono)) return c;
+    if (int c = compare_monomial_in(ta[i].mono, tb[i].mono, equal)) return c;
     if (int c = cmp3(ta[i].coeff, tb[i].coeff)) return c;
   }
-  return cmp3(ta.size(), tb.size());
+  const int c = cmp3(ta.size(), tb.size());
+  if (c == 0 && same_hash) equal.add(ia, ib);
+  return c;
+}
+
+}  // namespace
+
+int compare_atom(const Atom& a, const Atom& b) {
+  EqualPairs equal;
+  return compare_atom_in(a, b, equal);
+}
+
+int compare_monomial(const Monomial& a, const Monomial& b) {
+  EqualPairs equal;
+  return compare_monomial_in(a, b, equal);
+}
+
+int compare_expr(const DimExpr& a, const DimExpr& b) {
+  EqualPairs equal;
+  return compare_expr_in(a, b, equal);
 }
 
 namespace {
@@ -302,16 +350,26 @@ absl::StatusOr<int64_t> DimExpr::to_int() const {
       absl::StrCat("[DimExpr::to_int] expected a constant dimension, found symbolic '", to_string(), "'"));
 }
 
-bool any_atom(const DimExpr& e, const std::function<bool(const Atom&)>& pred) {
+namespace {
+// Walks each distinct operand once (expressions share operands: a DAG), so pred must be pure.
+bool any_atom_in(const DimExpr& e, const std::function<bool(const Atom&)>& pred,
+                 std::unordered_set<const void*>& seen) {
+  if (!seen.insert(DimExprOps::id(e)).second) return false;
   for (const Term& t : DimExprOps::terms(e)) {
     for (const auto& f : t.mono) {
       if (pred(f.first)) return true;
       for (const DimExpr& a : f.first.args) {
-        if (any_atom(a, pred)) return true;
+        if (any_atom_in(a, pred, seen)) return true;
       }
     }
   }
   return false;
+}
+}  // namespace
+
+bool any_atom(const DimExpr& e, const std::function<bool(const Atom&)>& pred) {
+  std::unordered_set<const void*> seen;
+  return any_atom_in(e, pred, seen);
 }
 
 std::vector<std::string> DimExpr::variables() const {
@@ -323,16 +381,20 @@ std::vector<std::string> DimExpr::variables() const {
   return {s.begin(), s.end()};
 }
 
-int DimExpr::fold(const Algebra& algebra) const {
+namespace {
+// Folds each distinct operand once (a DAG walked as a tree is exponential in its depth); the algebra's handle
+// for a shared operand is used at every place it occurs.
+int fold_in(const DimExpr& e, const DimExpr::Algebra& algebra, std::unordered_map<const void*, int>& handles) {
+  if (auto known = handles.find(DimExprOps::id(e)); known != handles.end()) return known->second;
   std::optional<int> sum;
-  for (const Term& t : impl_->terms) {
+  for (const Term& t : DimExprOps::terms(e)) {
     int prod = algebra.constant(t.coeff);
     for (const auto& [atom, pow] : t.mono) {
       int v;
       if (atom.kind == AtomKind::kVar) {
         v = algebra.variable(atom.name);
       } else {
-        const int x = atom.args[0].fold(algebra), y = atom.args[1].fold(algebra);
+        const int x = fold_in(atom.args[0], algebra, handles), y = fold_in(atom.args[1], algebra, handles);
         const char op = atom.kind == AtomKind::kFloorDiv ? '/' : atom.kind == AtomKind::kMod ? '%'
                         : atom.kind == AtomKind::kMax    ? 'M' : 'm';
         v = algebra.binary(op, x, y);
@@ -341,16 +403,30 @@ int DimExpr::fold(const Algebra& algebra) const {
     }
     sum = sum ? algebra.binary('+', *sum, prod) : prod;
   }
-  return sum ? *sum : algebra.constant(0);
+  const int handle = sum ? *sum : algebra.constant(0);
+  handles.emplace(DimExprOps::id(e), handle);
+  return handle;
+}
+}  // namespace
+
+int DimExpr::fold(const Algebra& algebra) const {
+  std::unordered_map<const void*, int> handles;
+  return fold_in(*this, algebra, handles);
 }
 
-absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& env) const {
+namespace {
+
+// Evaluates e, each distinct operand once: expressions share operands (a DAG), and walking it as a tree would
+// cost one visit per path, exponential in the nesting depth.
+absl::StatusOr<int64_t> evaluate_in(const DimExpr& e, const std::map<std::string, int64_t>& env,
+                                    std::unordered_map<const void*, int64_t>& values) {
+  if (auto known = values.find(DimExprOps::id(e)); known != values.end()) return known->second;
   auto overflow = [&]() {
     return absl::InvalidArgumentError(
-        absl::StrCat("[DimExpr::evaluate] int64 overflow evaluating '", to_string(), "'"));
+        absl::StrCat("[DimExpr::evaluate] int64 overflow evaluating '", e.to_string(), "'"));
   };
   int64_t sum = 0;
-  for (const Term& t : impl_->terms) {
+  for (const Term& t : DimExprOps::terms(e)) {
     int64_t prod = t.coeff;
     for (const auto& [atom, pow] : t.mono) {
       int64_t v;
@@ -358,18 +434,18 @@ absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& 
         auto it = env.find(atom.name);
         if (it == env.end()) {
           return absl::InvalidArgumentError(absl::StrCat("[DimExpr::evaluate] dimension variable '",
-                                                         atom.name, "' of '", to_string(),
+                                                         atom.name, "' of '", e.to_string(),
                                                          "' has no value"));
         }
         v = it->second;
       } else {
-        auto x = atom.args[0].evaluate(env);
+        auto x = evaluate_in(atom.args[0], env, values);
         if (!x.ok()) return x.status();
-        auto y = atom.args[1].evaluate(env);
+        auto y = evaluate_in(atom.args[1], env, values);
         if (!y.ok()) return y.status();
         if ((atom.kind == AtomKind::kFloorDiv || atom.kind == AtomKind::kMod) && *y == 0) {
           return absl::InvalidArgumentError(absl::StrCat("[DimExpr::evaluate] division by zero in '",
-                                                         to_string(), "'"));
+                                                         e.to_string(), "'"));
         }
         switch (atom.kind) {
           case AtomKind::kFloorDiv: v = py_floordiv(*x, *y); break;
@@ -384,7 +460,15 @@ absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& 
     }
     if (__builtin_add_overflow(sum, prod, &sum)) return overflow();
   }
+  values.emplace(DimExprOps::id(e), sum);
   return sum;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> DimExpr::evaluate(const std::map<std::string, int64_t>& env) const {
+  std::unordered_map<const void*, int64_t> values;
+  return evaluate_in(*this, env, values);
 }
 
 DimExpr DimExpr::substitute(const std::map<std::string, DimExpr>& env) const {

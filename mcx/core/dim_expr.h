@@ -60,7 +60,8 @@ class DimExpr {
   absl::StatusOr<int64_t> evaluate(const std::map<std::string, int64_t>& env) const;
   // The expression computed in another arithmetic (e.g. staged array operations, to use a dimension as a
   // value): the caller keeps the values and names them by handles; fold asks for each variable, constant and
-  // operation once per occurrence and returns the handle of the result. Operations: '+', '*', '/' (floor
+  // operation once per occurrence and returns the handle of the result. An operand shared by several places
+  // (expressions share subexpressions) is folded once and its handle reused. Operations: '+', '*', '/' (floor
   // division), '%' (modulo with the divisor's sign), 'M' (max), 'm' (min).
   struct Algebra {
     std::function<int(const std::string& var)> variable;
