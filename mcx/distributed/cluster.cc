@@ -2,38 +2,25 @@
 
 #include <unistd.h>
 
+#include <fstream>
+#include <functional>
 #include <regex>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
+#include "mcx/distributed/kubernetes_cluster.h"
 
 extern char** environ;
 
 namespace mcx::distributed {
 namespace {
 
-std::optional<std::string> get(const EnvMap& env, const char* name) {
-  auto it = env.find(name);
-  if (it == env.end()) return std::nullopt;
-  return it->second;
-}
-
-absl::StatusOr<std::optional<int>> get_int(const EnvMap& env, const char* name) {
-  std::optional<std::string> v = get(env, name);
-  if (!v) return std::optional<int>();
-  int out;
-  if (!absl::SimpleAtoi(*v, &out)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("[cluster] environment variable ", name, "='", *v, "' is not an integer"));
-  }
-  return std::optional<int>(out);
-}
-
 #define MCX_GET_INT(var, env, name)                      \
   std::optional<int> var;                                \
   {                                                      \
-    auto r_ = get_int(env, name);                        \
+    auto r_ = env_int(env, name);                        \
     if (!r_.ok()) return r_.status();                    \
     var = *r_;                                           \
   }
@@ -62,15 +49,15 @@ absl::StatusOr<ClusterInfo> open_mpi_processes(const EnvMap& env, std::string me
   c.num_processes = size;
   c.process_id = rank;
   c.local_process_id = local;
-  c.coordinator_address = get(env, "MCX_COORDINATOR_ADDRESS");
+  c.coordinator_address = env_value(env, "MCX_COORDINATOR_ADDRESS");
   return c;
 }
 
 absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
-  if (!get(env, "OMPI_COMM_WORLD_SIZE")) return std::optional<ClusterInfo>();
+  if (!env_value(env, "OMPI_COMM_WORLD_SIZE")) return std::optional<ClusterInfo>();
   MCX_ASSIGN_OR_RETURN(ClusterInfo c, open_mpi_processes(env, "ompi"));
   if (c.coordinator_address) return std::optional<ClusterInfo>(c);  // MCX_COORDINATOR_ADDRESS
-  if (auto uri = get(env, "OMPI_MCA_orte_hnp_uri")) {
+  if (auto uri = env_value(env, "OMPI_MCA_orte_hnp_uri")) {
     // "<jobid>.0;tcp://10.0.0.1,192.168.1.2:40123" or "...;tcp6://[::1]:40123"
     int64_t jobid;
     std::string job = uri->substr(0, uri->find('.'));
@@ -94,14 +81,14 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
 // Open MPI 5's launcher (PRRTE, over PMIx) sets PRTE_LAUNCHED=1 and no OMPI_MCA_orte_hnp_uri: the launcher's
 // address is in its PMIx server URI, the job id in the PMIx namespace ("prterun-<host>-<jobid>@1").
 absl::StatusOr<std::optional<ClusterInfo>> detect_prrte(const EnvMap& env) {
-  if (get(env, "PRTE_LAUNCHED") != std::optional<std::string>("1")) return std::optional<ClusterInfo>();
+  if (env_value(env, "PRTE_LAUNCHED") != std::optional<std::string>("1")) return std::optional<ClusterInfo>();
   MCX_ASSIGN_OR_RETURN(ClusterInfo c, open_mpi_processes(env, "prrte"));
   if (c.coordinator_address) return std::optional<ClusterInfo>(c);
   std::optional<std::string> uri;
   std::string uri_var;
   for (const char* var : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
                           "PMIX_SERVER_URI2"}) {
-    if ((uri = get(env, var))) {
+    if ((uri = env_value(env, var))) {
       uri_var = var;
       break;
     }
@@ -117,7 +104,7 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_prrte(const EnvMap& env) {
                                                    *uri, "'; set MCX_COORDINATOR_ADDRESS"));
   }
   const std::string host = m[1].matched ? m[1].str() : absl::StrCat("[", m[2].str(), "]");
-  const std::string ns = get(env, "PMIX_NAMESPACE").value_or("");
+  const std::string ns = env_value(env, "PMIX_NAMESPACE").value_or("");
   std::smatch j;
   static const std::regex job_re(R"(-(\d+)@)");
   int64_t jobid = 0;
@@ -130,7 +117,7 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_prrte(const EnvMap& env) {
 }
 
 absl::StatusOr<std::optional<ClusterInfo>> detect_slurm(const EnvMap& env) {
-  if (!get(env, "SLURM_JOB_ID") || !get(env, "SLURM_NTASKS") || !get(env, "SLURM_PROCID")) {
+  if (!env_value(env, "SLURM_JOB_ID") || !env_value(env, "SLURM_NTASKS") || !env_value(env, "SLURM_PROCID")) {
     return std::optional<ClusterInfo>();
   }
   ClusterInfo c;
@@ -142,11 +129,11 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_slurm(const EnvMap& env) {
   c.num_processes = ntasks;
   c.process_id = procid;
   c.local_process_id = local;
-  if (auto addr = get(env, "MCX_COORDINATOR_ADDRESS")) {
+  if (auto addr = env_value(env, "MCX_COORDINATOR_ADDRESS")) {
     c.coordinator_address = *addr;
   } else {
-    std::optional<std::string> list = get(env, "SLURM_STEP_NODELIST");
-    if (!list) list = get(env, "SLURM_JOB_NODELIST");
+    std::optional<std::string> list = env_value(env, "SLURM_STEP_NODELIST");
+    if (!list) list = env_value(env, "SLURM_JOB_NODELIST");
     if (list) {
       absl::StatusOr<std::vector<std::string>> hosts = expand_slurm_nodelist(*list);
       if (!hosts.ok()) return hosts.status();
@@ -157,32 +144,8 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_slurm(const EnvMap& env) {
   return std::optional<ClusterInfo>(c);
 }
 
-absl::StatusOr<std::optional<ClusterInfo>> detect_k8s(const EnvMap& env) {
-  if (!get(env, "JOB_COMPLETION_INDEX")) return std::optional<ClusterInfo>();
-  ClusterInfo c;
-  c.method = "k8s";
-  MCX_GET_INT(index, env, "JOB_COMPLETION_INDEX");
-  MCX_GET_INT(n, env, "MCX_NUM_PROCESSES");
-  c.process_id = index;
-  c.num_processes = n;
-  if (auto addr = get(env, "MCX_COORDINATOR_ADDRESS")) {
-    c.coordinator_address = *addr;
-  } else if (auto host = get(env, "HOSTNAME"); host && get(env, "MCX_K8S_SUBDOMAIN")) {
-    // Pods of an indexed Job are named "<job>-<index>" (plus a random suffix without a subdomain).
-    std::string suffix = absl::StrCat("-", *index);
-    if (host->size() <= suffix.size() || host->compare(host->size() - suffix.size(), suffix.size(), suffix) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("[cluster] HOSTNAME='", *host, "' does not end in '", suffix,
-                                                     "' (JOB_COMPLETION_INDEX); set MCX_COORDINATOR_ADDRESS"));
-    }
-    std::string job = host->substr(0, host->size() - suffix.size());
-    c.coordinator_address =
-        absl::StrCat(job, "-0.", *get(env, "MCX_K8S_SUBDOMAIN"), ":", kDefaultCoordinatorPort);
-  }
-  return std::optional<ClusterInfo>(c);
-}
-
 absl::StatusOr<std::optional<ClusterInfo>> detect_env(const EnvMap& env) {
-  if (!get(env, "MCX_COORDINATOR_ADDRESS") && !get(env, "MCX_NUM_PROCESSES") && !get(env, "MCX_PROCESS_ID")) {
+  if (!env_value(env, "MCX_COORDINATOR_ADDRESS") && !env_value(env, "MCX_NUM_PROCESSES") && !env_value(env, "MCX_PROCESS_ID")) {
     return std::optional<ClusterInfo>();
   }
   ClusterInfo c;
@@ -191,11 +154,28 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_env(const EnvMap& env) {
   MCX_GET_INT(id, env, "MCX_PROCESS_ID");
   c.num_processes = n;
   c.process_id = id;
-  c.coordinator_address = get(env, "MCX_COORDINATOR_ADDRESS");
+  c.coordinator_address = env_value(env, "MCX_COORDINATOR_ADDRESS");
   return std::optional<ClusterInfo>(c);
 }
 
 }  // namespace
+
+std::optional<std::string> env_value(const EnvMap& env, std::string_view name) {
+  auto it = env.find(std::string(name));
+  if (it == env.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<std::optional<int>> env_int(const EnvMap& env, std::string_view name) {
+  std::optional<std::string> v = env_value(env, name);
+  if (!v) return std::optional<int>();
+  int out;
+  if (!absl::SimpleAtoi(*v, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("[cluster] environment variable ", std::string(name), "='", *v, "' is not an integer"));
+  }
+  return std::optional<int>(out);
+}
 
 EnvMap process_env() {
   EnvMap env;
@@ -208,16 +188,43 @@ EnvMap process_env() {
   return env;
 }
 
-bool launched_as_job(const EnvMap& env) {
-  absl::StatusOr<std::optional<ClusterInfo>> c = detect_cluster(env);
-  return c.ok() && c->has_value() && (*c)->num_processes.value_or(1) > 1;
+ClusterProbes process_cluster_probes(const EnvMap& env) {
+  ClusterProbes probes;
+  if (std::ifstream hosts("/etc/hosts"); hosts) {
+    std::stringstream text;
+    text << hosts.rdbuf();
+    probes.etc_hosts = text.str();
+  }
+  const std::optional<std::string> host = env_value(env, "KUBERNETES_SERVICE_HOST");
+  if (!host) return probes;
+  int port = 443;
+  if (auto p = env_value(env, "KUBERNETES_SERVICE_PORT"); p && !absl::SimpleAtoi(*p, &port)) {
+    probes.kubernetes_unavailable = absl::StrCat("KUBERNETES_SERVICE_PORT='", *p, "' is not an integer");
+    return probes;
+  }
+  absl::StatusOr<std::unique_ptr<KubernetesApi>> api =
+      in_cluster_kubernetes_api(*host, port, env_value(env, "MCX_K8S_SERVICE_ACCOUNT_DIR").value_or(kServiceAccountDir));
+  if (api.ok()) {
+    probes.kubernetes = std::move(*api);
+  } else {
+    probes.kubernetes_unavailable = std::string(api.status().message());
+  }
+  return probes;
 }
 
-absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method) {
-  using Detector = absl::StatusOr<std::optional<ClusterInfo>> (*)(const EnvMap&);
-  static const std::vector<std::pair<std::string, Detector>> detectors = {
-      {"prrte", detect_prrte}, {"ompi", detect_ompi}, {"slurm", detect_slurm}, {"k8s", detect_k8s},
-      {"env", detect_env}};
+bool launched_as_job(const EnvMap& env) {
+  absl::StatusOr<std::optional<ClusterInfo>> c = detect_cluster(env);
+  if (!c.ok() || !c->has_value()) return false;
+  const ClusterInfo& info = **c;
+  return info.num_processes ? *info.num_processes > 1 : info.method == "k8s";
+}
+
+absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method,
+                                                          const ClusterProbes& probes) {
+  using Detector = std::function<absl::StatusOr<std::optional<ClusterInfo>>(const EnvMap&)>;
+  const std::vector<std::pair<std::string, Detector>> detectors = {
+      {"prrte", detect_prrte}, {"ompi", detect_ompi}, {"slurm", detect_slurm},
+      {"k8s", [&](const EnvMap& e) { return detect_kubernetes(e, probes); }}, {"env", detect_env}};
   if (method == "none") return std::optional<ClusterInfo>();
   bool known = method == "auto";
   absl::StatusOr<std::optional<ClusterInfo>> found = std::optional<ClusterInfo>();

@@ -16,11 +16,8 @@
 //               SLURM_NTASKS, process_id = SLURM_PROCID, local_process_id = SLURM_LOCALID. Coordinator:
 //               MCX_COORDINATOR_ADDRESS, else the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST),
 //               port SLURM_JOB_ID % 4096 + 61440.
-//   3. "k8s"    a Kubernetes indexed Job: present when JOB_COMPLETION_INDEX is set. process_id =
-//               JOB_COMPLETION_INDEX; num_processes = MCX_NUM_PROCESSES (set it to the Job's parallelism).
-//               Coordinator: MCX_COORDINATOR_ADDRESS, else "<job>-0.<subdomain>:<port>" where <job> is
-//               HOSTNAME without its "-<index>" suffix, <subdomain> is MCX_K8S_SUBDOMAIN (the Job's
-//               headless Service) and port is kDefaultCoordinatorPort.
+//   3. "k8s"    a Kubernetes Indexed Job or JobSet: present when JOB_COMPLETION_INDEX is set; kubernetes_cluster.h
+//               says where each field comes from (the variables, /etc/hosts, the API server for the counts).
 //   4. "env"    mcx's own: MCX_COORDINATOR_ADDRESS, MCX_NUM_PROCESSES, MCX_PROCESS_ID (present when any
 //               is set).
 // MCX_COORDINATOR_PORT, when set, replaces the port of any detected coordinator address.
@@ -29,12 +26,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mcx/distributed/kubernetes_api.h"
 
 namespace mcx::distributed {
 
@@ -48,19 +48,39 @@ struct ClusterInfo {
   std::optional<int> num_processes;
   std::optional<int> process_id;
   std::optional<int> local_process_id;  // index among the processes on this host
+  std::string unresolved;  // why a field the detector should know is unset (the API server refused), for errors
 };
+
+// What detection may look at besides the environment. Empty (the default): the environment alone.
+struct ClusterProbes {
+  std::optional<std::string> etc_hosts;             // the text of /etc/hosts
+  std::shared_ptr<const KubernetesApi> kubernetes;  // the API server; null when there is none to ask
+  std::string kubernetes_unavailable;               // why kubernetes is null, when the environment names one
+  absl::Duration api_timeout = absl::Seconds(60);   // for all API requests of one detection together
+};
+
+// This process's: /etc/hosts, and the in-cluster API server when KUBERNETES_SERVICE_HOST is set (the service
+// account's files read from kServiceAccountDir, or MCX_K8S_SERVICE_ACCOUNT_DIR). Connects to nothing.
+ClusterProbes process_cluster_probes(const EnvMap& env);
 
 // The current process environment as a map.
 EnvMap process_env();
+
+// env[name] when set (an empty value counts as set).
+std::optional<std::string> env_value(const EnvMap& env, std::string_view name);
+// env[name] as an integer when set; InvalidArgument "[cluster] environment variable NAME='v' is not an integer".
+absl::StatusOr<std::optional<int>> env_int(const EnvMap& env, std::string_view name);
 
 // Runs detection. `method` = "auto" tries the detectors in order; a named method runs only that one;
 // "none" detects nothing. Returns nullopt when no detector's variables are present. Errors:
 // InvalidArgument naming the variable and its value when one is malformed (not an integer, a node list
 // that does not parse, an unknown method).
-absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method = "auto");
+absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method = "auto",
+                                                          const ClusterProbes& probes = {});
 
 // Whether env says this process is one of several of a job (mcx-run, mpirun, Slurm, an indexed k8s Job, MCX_*
-// variables): a cluster is detected and it has more than one process. A program that also runs alone uses it
+// variables): a cluster is detected and it has more than one process (a pod of an Indexed Job counts as one of a
+// job when its count is not in env: the API server, asked by initialize(), knows it). A program that also runs alone uses it
 // to decide whether to call initialize(). A malformed variable counts as "not a job" here; initialize()
 // reports it.
 bool launched_as_job(const EnvMap& env);

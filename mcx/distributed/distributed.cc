@@ -151,7 +151,8 @@ void teardown_locked(Runtime& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
 
 }  // namespace
 
-absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const EnvMap& env) {
+absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const EnvMap& env,
+                                              const ClusterProbes& probes) {
   ResolvedConfig c;
   std::string method = o.cluster_detection;
   if (method == "auto") {
@@ -159,10 +160,13 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   }
   std::optional<ClusterInfo> detected;
   if (!o.coordinator_address || !o.num_processes || !o.process_id) {
-    absl::StatusOr<std::optional<ClusterInfo>> d = detect_cluster(env, method);
+    absl::StatusOr<std::optional<ClusterInfo>> d = detect_cluster(env, method, probes);
     if (!d.ok()) return d.status();
     detected = *d;
   }
+  // Why the detected cluster left a field unset, appended to the error that needs it.
+  const std::string why_unknown =
+      detected && !detected->unresolved.empty() ? absl::StrCat(" (", detected->method, ": ", detected->unresolved, ")") : "";
   c.detected_by = detected ? detected->method : "options";
   std::optional<std::string> addr = o.coordinator_address;
   if (!addr && detected) addr = detected->coordinator_address;
@@ -171,11 +175,14 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   std::optional<int> id = o.process_id;
   if (!id && detected) id = detected->process_id;
   if (!addr) {
-    return absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(absl::StrCat(
         "[initialize] no coordinator address: pass coordinator_address or set MCX_COORDINATOR_ADDRESS (no cluster "
-        "environment was detected that names one)");
+        "environment was detected that names one)", why_unknown));
   }
-  if (!n) return absl::InvalidArgumentError("[initialize] number of processes unknown: pass num_processes or set MCX_NUM_PROCESSES");
+  if (!n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "[initialize] number of processes unknown: pass num_processes or set MCX_NUM_PROCESSES", why_unknown));
+  }
   if (!id) return absl::InvalidArgumentError("[initialize] process id unknown: pass process_id or set MCX_PROCESS_ID");
   if (*n < 1) return absl::InvalidArgumentError(absl::StrCat("[initialize] num_processes must be >= 1, got ", *n));
   if (*id < 0 || *id >= *n) {
@@ -302,7 +309,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
         "[initialize] devices were already used in this process; call mcx::distributed::initialize before any "
         "computation, device query or transfer");
   }
-  MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, process_env()));
+  MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, process_env(), process_cluster_probes(process_env())));
   const absl::Time deadline = absl::Now() + c.init_timeout;
   // This process's devices, described before anything starts, so that a request it cannot meet fails here.
   absl::StatusOr<std::vector<TopologyDevice>> local = describe_local_devices(c.local_device_ids, c.cpu_device_count);

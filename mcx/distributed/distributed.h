@@ -72,7 +72,8 @@ struct InitializeOptions {
   std::function<void(const JobState&)> on_job_state;
 };
 
-// The fully resolved configuration initialize() would use (tests, mcx-run diagnostics). Pure over `env`.
+// The fully resolved configuration initialize() would use (tests, mcx-run diagnostics). Pure over `env` and the
+// probes.
 struct ResolvedConfig {
   std::string coordinator_address;
   int num_processes = 1;
@@ -86,7 +87,9 @@ struct ResolvedConfig {
   MtlsOptions mtls;
   std::string detected_by;  // cluster method, or "options"
 };
-absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& options, const EnvMap& env);
+// probes: what cluster detection may look at besides env (initialize() gives process_cluster_probes()).
+absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& options, const EnvMap& env,
+                                              const ClusterProbes& probes = {});
 
 // Joins the job. Throws mcx::FailedPrecondition (called twice / devices already used),
 // mcx::InvalidArgument (missing or inconsistent settings, bad mTLS files), mcx::DeadlineExceeded
