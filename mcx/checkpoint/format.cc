@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
@@ -23,6 +24,11 @@ json tree_to_json(const TreeDef& def) {
     case TreeDef::Kind::kList: j["kind"] = "list"; break;
     case TreeDef::Kind::kTuple: j["kind"] = "tuple"; break;
     case TreeDef::Kind::kDict: j["kind"] = "dict"; j["keys"] = def.keys(); break;
+    case TreeDef::Kind::kCustom:
+      j["kind"] = "custom";
+      j["name"] = def.custom_name();
+      j["aux"] = absl::Base64Escape(def.aux());
+      break;
   }
   json children = json::array();
   for (const TreeDef& c : def.children()) children.push_back(tree_to_json(c));
@@ -58,7 +64,20 @@ absl::StatusOr<TreeDef> tree_from_json(const json& j, const std::string& where, 
     }
     return TreeDef::dict(std::move(keys), std::move(children));
   }
-  return corrupt(where, absl::StrCat("unknown tree node kind '", kind, "' (expected leaf, list, tuple or dict)"));
+  if (kind == "custom") {
+    std::string aux;
+    if (!j.contains("name") || !j["name"].is_string() || !j.contains("aux") || !j["aux"].is_string() ||
+        !absl::Base64Unescape(j["aux"].get<std::string>(), &aux)) {
+      return corrupt(where, "custom tree node needs a \"name\" and base64 \"aux\"");
+    }
+    try {
+      return TreeDef::custom(j["name"].get<std::string>(), std::move(aux), std::move(children));
+    } catch (const Error& e) {
+      return corrupt(where, e.what());
+    }
+  }
+  return corrupt(where, absl::StrCat("unknown tree node kind '", kind,
+                                     "' (expected leaf, list, tuple, dict or custom)"));
 }
 
 void collect_paths(const TreeDef& def, const std::string& prefix, std::vector<std::string>& out) {

@@ -2,7 +2,10 @@
 
 
 #include <algorithm>
+#include <cctype>
 #include <set>
+
+#include "absl/strings/escaping.h"
 
 #include "mcx/core/error.h"
 #include "mcx/export/program_codec.h"
@@ -39,12 +42,19 @@ std::string TreeSpec::to_string() const {
     case Kind::kList: return cat("list[", join(parts, ", "), "]");
     case Kind::kTuple: return cat("tuple(", join(parts, ", "), ")");
     case Kind::kDict: return cat("dict{", join(parts, ", "), "}");
+    case Kind::kCustom: return cat(custom_name, "[\"", absl::CHexEscape(aux), "\"](", join(parts, ", "), ")");
   }
   return "?";
 }
 
+bool TreeSpec::has_custom_node() const {
+  return kind == Kind::kCustom ||
+         std::any_of(children.begin(), children.end(), [](const TreeSpec& c) { return c.has_custom_node(); });
+}
+
 bool operator==(const TreeSpec& a, const TreeSpec& b) {
-  return a.kind == b.kind && a.keys == b.keys && a.children == b.children;
+  return a.kind == b.kind && a.keys == b.keys && a.custom_name == b.custom_name && a.aux == b.aux &&
+         a.children == b.children;
 }
 
 std::string ShardingSpec::to_string() const {
@@ -225,8 +235,11 @@ Offset<fb::TreeDef> encode_tree(FlatBufferBuilder& fbb, const TreeSpec& t) {
   std::vector<Offset<fb::TreeNode>> nodes;
   auto visit = [&](auto& self, const TreeSpec& n) -> void {
     auto keys = n.kind == TreeSpec::Kind::kDict ? fbb.CreateVectorOfStrings(n.keys) : 0;
+    const bool custom = n.kind == TreeSpec::Kind::kCustom;
+    auto name = custom ? fbb.CreateString(n.custom_name) : 0;
+    auto aux = custom ? fbb.CreateVector(reinterpret_cast<const uint8_t*>(n.aux.data()), n.aux.size()) : 0;
     nodes.push_back(fb::CreateTreeNode(fbb, static_cast<fb::TreeKind>(n.kind),
-                                       static_cast<uint32_t>(n.children.size()), keys));
+                                       static_cast<uint32_t>(n.children.size()), keys, name, aux));
     for (const TreeSpec& c : n.children) self(self, c);
   };
   visit(visit, t);
@@ -266,7 +279,11 @@ Offset<fb::Exported> encode(FlatBufferBuilder& fbb, const Artifact& a) {
   Offset<flatbuffers::Vector<int32_t>> donated = a.donated_inputs.empty() ? 0 : fbb.CreateVector(a.donated_inputs);
   auto ordered = a.ordered_effects.empty() ? 0 : fbb.CreateVectorOfStrings(a.ordered_effects);
   auto unordered = a.unordered_effects.empty() ? 0 : fbb.CreateVectorOfStrings(a.unordered_effects);
-  return fb::CreateExported(fbb, a.format_version, a.min_reader_version, a.opset_version,
+  // A reader that does not know custom tree nodes must refuse the artifact rather than misread its signature.
+  const uint32_t min_reader_version =
+      a.in_tree.has_custom_node() || a.out_tree.has_custom_node()
+          ? std::max(a.min_reader_version, kCustomTreeNodesVersion) : a.min_reader_version;
+  return fb::CreateExported(fbb, a.format_version, min_reader_version, a.opset_version,
                             a.calling_convention_version, producer, a.creation_time_unix_ms, fun_name, in_tree,
                             out_tree, in_names, in_avals_off, out_avals_off, in_sh_off, out_sh_off, a.nr_devices,
                             platforms, constraints, disabled, program, vjp, wrt, donated, ordered, unordered);
@@ -287,7 +304,7 @@ absl::StatusOr<TreeSpec> decode_tree(const fb::TreeDef* t, const Limits& limits,
     if (pos >= nodes.size()) return fail(what, " ends early (", nodes.size(), " nodes)");
     const fb::TreeNode* n = nodes.Get(static_cast<uint32_t>(pos++));
     auto k = static_cast<uint8_t>(n->kind());
-    if (k > 3) return fail(what, ": unknown node kind ", static_cast<int>(k));
+    if (k > 4) return fail(what, ": unknown node kind ", static_cast<int>(k));
     into.kind = static_cast<TreeSpec::Kind>(k);
     uint32_t nc = n->num_children();
     if (into.kind == TreeSpec::Kind::kLeaf && nc != 0) return fail(what, ": a leaf with children");
@@ -295,6 +312,22 @@ absl::StatusOr<TreeSpec> decode_tree(const fb::TreeDef* t, const Limits& limits,
     if (into.kind == TreeSpec::Kind::kDict) {
       if (n->keys() == nullptr || n->keys()->size() != nc) return fail(what, ": dict keys do not match its children");
       for (const auto* key : *n->keys()) into.keys.push_back(key->str());
+    }
+    if (into.kind == TreeSpec::Kind::kCustom) {
+      if (n->custom_name() == nullptr || n->custom_name()->size() == 0 ||
+          n->custom_name()->size() > limits.max_custom_node_name ||
+          !std::all_of(n->custom_name()->begin(), n->custom_name()->end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
+          })) {
+        return fail(what, ": a custom node's name must be 1 to ", limits.max_custom_node_name,
+                    " letters, digits and '._:-'");
+      }
+      if (n->aux() != nullptr && n->aux()->size() > limits.max_custom_node_aux) {
+        return fail(what, ": custom node ", n->custom_name()->str(), " has ", n->aux()->size(),
+                    " bytes of auxiliary data (limit ", limits.max_custom_node_aux, ")");
+      }
+      into.custom_name = n->custom_name()->str();
+      if (n->aux() != nullptr) into.aux.assign(reinterpret_cast<const char*>(n->aux()->data()), n->aux()->size());
     }
     into.children.resize(nc);
     if (nc > 0) stack.push_back({&into, nc});

@@ -33,8 +33,11 @@
 
 namespace mcx::exporting {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// Format 2 adds custom pytree nodes to TreeSpec; an artifact whose trees hold one is written with
+// min_reader_version 2, every other artifact with 1 (format 1 readers read it as before).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMinReaderVersionWritten = 1;  // what this build writes as min_reader_version
+inline constexpr uint32_t kCustomTreeNodesVersion = 2;   // ... and when a tree holds a custom node
 inline constexpr uint32_t kCallingConventionVersion = 1;
 inline constexpr uint32_t kMinCallingConventionVersion = 1;
 inline constexpr uint32_t kMinOpsetVersion = 1;
@@ -48,6 +51,8 @@ struct Limits {
   size_t max_dim_text = 256;                 // characters per dimension expression / constraint
   int max_exponent = 8;                      // sum of the "^n" exponents in one expression
   int64_t max_tree_nodes = 1 << 20;
+  size_t max_custom_node_name = 256;       // characters of a custom pytree node's name
+  size_t max_custom_node_aux = 1 << 20;    // bytes of its auxiliary data
   uint32_t max_devices = 1u << 20;
   int64_t max_static_elements = int64_t{1} << 40;  // per static type (keeps size arithmetic far from overflow)
   int64_t max_abs_int = int64_t{1} << 40;  // integer attributes and integer literals in dimension texts
@@ -55,12 +60,16 @@ struct Limits {
 
 // A pytree structure, independent of the trace layer's TreeDef (which converts to and from it).
 struct TreeSpec {
-  enum class Kind : uint8_t { kLeaf = 0, kList = 1, kTuple = 2, kDict = 3 };
+  enum class Kind : uint8_t { kLeaf = 0, kList = 1, kTuple = 2, kDict = 3, kCustom = 4 };
   Kind kind = Kind::kLeaf;
   std::vector<std::string> keys;  // dict keys, one per child
   std::vector<TreeSpec> children;
+  std::string custom_name;  // kCustom: the node type's registered name (letters, digits, "._:-")
+  std::string aux;          // kCustom: its auxiliary data
   size_t num_leaves() const;
-  std::string to_string() const;  // "*", "list[*, *]", "tuple(*, *)", "dict{b: *, w: *}"
+  bool has_custom_node() const;
+  // "*", "list[*, *]", "tuple(*, *)", "dict{b: *, w: *}", 'mylib.Linear["relu"](*, *)'
+  std::string to_string() const;
   friend bool operator==(const TreeSpec& a, const TreeSpec& b);
 };
 

@@ -33,6 +33,8 @@ TreeSpec to_tree_spec(const TreeDef& def) {
   TreeSpec s;
   s.kind = static_cast<TreeSpec::Kind>(static_cast<int>(def.kind()));
   s.keys = def.keys();
+  s.custom_name = def.custom_name();
+  s.aux = def.aux();
   for (const TreeDef& c : def.children()) s.children.push_back(to_tree_spec(c));
   return s;
 }
@@ -45,6 +47,7 @@ TreeDef from_tree_spec(const TreeSpec& spec) {
     case TreeSpec::Kind::kList: return TreeDef::list(std::move(children));
     case TreeSpec::Kind::kTuple: return TreeDef::tuple(std::move(children));
     case TreeSpec::Kind::kDict: return TreeDef::dict(spec.keys, std::move(children));
+    case TreeSpec::Kind::kCustom: return TreeDef::custom(spec.custom_name, spec.aux, std::move(children));
   }
   return TreeDef::leaf();
 }
@@ -486,20 +489,10 @@ void Exported::check_in_tree(const std::vector<TreeDef>& defs) const {
 }
 
 Tree Exported::unflatten_outputs(const std::vector<Array>& outs) const {
-  size_t pos = 0;
-  auto build = [&](auto& self, const TreeSpec& t) -> Tree {
-    if (t.kind == TreeSpec::Kind::kLeaf) return Tree(outs[pos++]);
-    if (t.kind == TreeSpec::Kind::kDict) {
-      Tree::Dict d;
-      for (size_t i = 0; i < t.children.size(); ++i) d.emplace(t.keys[i], self(self, t.children[i]));
-      return Tree(std::move(d));
-    }
-    Tree::List l;
-    for (const TreeSpec& c : t.children) l.push_back(self(self, c));
-    return Tree(std::move(l));
-  };
-  return build(build, artifact().out_tree);
+  return tree_unflatten<Tree>(out_def(), outs);
 }
+
+TreeDef Exported::out_def() const { return detail::from_tree_spec(artifact().out_tree); }
 
 std::shared_ptr<const ShardedLayout> Exported::sharded_layout(const std::vector<Array>& leaves) const {
   const Artifact& a = state_->artifact;

@@ -134,11 +134,18 @@ class Exported {
     check_in_tree(defs);
     return call_flat(leaves);
   }
-  // Same, with the outputs in the exported output structure (tuples become lists).
+  // Same, with the outputs in the exported output structure (tuples become lists, custom nodes Tree::Custom).
   template <typename... Args>
     requires(PyTree<Args> && ...)
   Tree call_tree(const Args&... args) const {
     return unflatten_outputs(call(args...));
+  }
+  // Same, with the outputs rebuilt as an R (JAX's exp.call returning the function's own result types, custom
+  // nodes included): InvalidArgument naming both structures when the exported output is not an R.
+  template <PyTree R, typename... Args>
+    requires(PyTree<Args> && ...)
+  R call_as(const Args&... args) const {
+    return tree_unflatten<R>(out_def(), call(args...));
   }
 
   bool has_vjp() const { return artifact().vjp != nullptr; }
@@ -164,6 +171,7 @@ class Exported {
   // nr_devices > 1: the mesh and shardings this call runs with (see the header comment).
   std::shared_ptr<const ShardedLayout> sharded_layout(const std::vector<Array>& leaves) const;
   Tree unflatten_outputs(const std::vector<Array>& outs) const;
+  TreeDef out_def() const;  // the recorded output structure
   std::shared_ptr<State> state_;
 };
 

@@ -243,6 +243,11 @@ Tree tree_of(const TreeDef& def, std::span<const Array> leaves, size_t& at) {
       for (size_t i = 0; i < def.children().size(); ++i) dict.emplace(def.keys()[i], tree_of(def.children()[i], leaves, at));
       return Tree(std::move(dict));
     }
+    case TreeDef::Kind::kCustom: {
+      Tree::Custom custom{def.custom_name(), def.aux(), {}};
+      for (const TreeDef& c : def.children()) custom.children.push_back(tree_of(c, leaves, at));
+      return Tree(std::move(custom));
+    }
     default: {
       Tree::List list;
       for (const TreeDef& c : def.children()) list.push_back(tree_of(c, leaves, at));

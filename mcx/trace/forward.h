@@ -153,6 +153,7 @@ class JacobianFn {
     std::vector<TreeDef> children;
     for (const TreeDef& c : outer.children()) children.push_back(compose(c, inner));
     if (outer.kind() == TreeDef::Kind::kDict) return TreeDef::dict(outer.keys(), std::move(children));
+    if (outer.kind() == TreeDef::Kind::kCustom) return TreeDef::custom(outer.custom_name(), outer.aux(), std::move(children));
     return TreeDef::list(std::move(children));
   }
 

@@ -1,5 +1,10 @@
 #include "mcx/trace/pytree.h"
 
+#include <cctype>
+#include <mutex>
+#include <typeindex>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace mcx {
@@ -11,6 +16,7 @@ const char* kind_name(TreeDef::Kind k) {
     case TreeDef::Kind::kList: return "list";
     case TreeDef::Kind::kTuple: return "tuple";
     case TreeDef::Kind::kDict: return "dict";
+    case TreeDef::Kind::kCustom: return "custom node";
   }
   return "?";
 }
@@ -21,7 +27,18 @@ const char* kind_name(TreeDef::Kind k) {
 
 template <typename V>
 const char* tree_kind(const V& node) {
-  return std::holds_alternative<Array>(node) ? "leaf" : std::holds_alternative<Tree::List>(node) ? "list" : "dict";
+  return std::holds_alternative<Array>(node)        ? "leaf"
+         : std::holds_alternative<Tree::List>(node) ? "list"
+         : std::holds_alternative<Tree::Dict>(node) ? "dict"
+                                                    : "custom node";
+}
+
+bool valid_custom_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' && c != '-') return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -51,6 +68,14 @@ const Tree::Dict& Tree::dict() const {
 Tree::Dict& Tree::dict() {
   if (!is_dict()) wrong_kind("dict", tree_kind(node_));
   return std::get<Dict>(node_);
+}
+const Tree::Custom& Tree::custom() const {
+  if (!is_custom()) wrong_kind("custom node", tree_kind(node_));
+  return std::get<Custom>(node_);
+}
+Tree::Custom& Tree::custom() {
+  if (!is_custom()) wrong_kind("custom node", tree_kind(node_));
+  return std::get<Custom>(node_);
 }
 Tree& Tree::operator[](const std::string& key) { return dict()[key]; }
 const Tree& Tree::at(const std::string& key) const {
@@ -93,9 +118,27 @@ TreeDef TreeDef::dict(std::vector<std::string> keys, std::vector<TreeDef> childr
   return d;
 }
 
+TreeDef TreeDef::custom(std::string name, std::string aux, std::vector<TreeDef> children) {
+  if (!valid_custom_name(name)) {
+    throw InvalidArgument(absl::StrCat("[pytree] a custom node's name must be letters, digits and '._:-', found '",
+                                       absl::CHexEscape(name), "'"));
+  }
+  TreeDef d = list(std::move(children));
+  d.kind_ = Kind::kCustom;
+  d.custom_name_ = std::move(name);
+  d.aux_ = std::move(aux);
+  return d;
+}
+
 std::string TreeDef::to_string() const {
   switch (kind_) {
     case Kind::kLeaf: return "*";
+    case Kind::kCustom: {
+      // The escaped auxiliary data keeps the text one-to-one with the structure (it is jit's cache key).
+      std::string out = absl::StrCat(custom_name_, "[\"", absl::CHexEscape(aux_), "\"](");
+      for (size_t i = 0; i < children_.size(); ++i) absl::StrAppend(&out, i ? ", " : "", children_[i].to_string());
+      return out + ")";
+    }
     case Kind::kList:
     case Kind::kTuple: {
       std::string out = kind_ == Kind::kList ? "list[" : "tuple(";
@@ -124,7 +167,8 @@ std::vector<std::string> TreeDef::leaf_paths() const {
 }
 
 bool operator==(const TreeDef& a, const TreeDef& b) {
-  return a.kind_ == b.kind_ && a.num_leaves_ == b.num_leaves_ && a.keys_ == b.keys_ && a.children_ == b.children_;
+  return a.kind_ == b.kind_ && a.num_leaves_ == b.num_leaves_ && a.keys_ == b.keys_ &&
+         a.custom_name_ == b.custom_name_ && a.aux_ == b.aux_ && a.children_ == b.children_;
 }
 
 // ---- traits and helpers -------------------------------------------------------------------------------
@@ -150,6 +194,24 @@ void check_kind(const TreeDef& def, TreeDef::Kind kind, const char* what) {
   }
 }
 
+void claim_custom_node_name(std::string_view name, const std::type_info& type) {
+  static std::mutex mu;
+  static auto* claimed = new std::map<std::string, std::type_index, std::less<>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, inserted] = claimed->emplace(std::string(name), std::type_index(type));
+  if (!inserted && it->second != std::type_index(type)) {
+    throw InvalidArgument(absl::StrCat("[pytree] two custom node types are named '", std::string(name), "': ", it->second.name(),
+                                       " and ", type.name(), "; a name identifies one type (artifacts store it)"));
+  }
+}
+
+void check_custom(const TreeDef& def, std::string_view name) {
+  if (def.kind() != TreeDef::Kind::kCustom || def.custom_name() != name) {
+    throw InvalidArgument(absl::StrCat("[tree_unflatten] expected the custom node ", std::string(name), ", found structure ",
+                                       def.to_string()));
+  }
+}
+
 }  // namespace detail
 
 TreeDef PyTreeTraits<Tree>::flatten(const Tree& t, std::vector<Array>& out) {
@@ -161,6 +223,11 @@ TreeDef PyTreeTraits<Tree>::flatten(const Tree& t, std::vector<Array>& out) {
     std::vector<TreeDef> children;
     for (const Tree& c : t.list()) children.push_back(flatten(c, out));
     return TreeDef::list(std::move(children));
+  }
+  if (t.is_custom()) {
+    std::vector<TreeDef> children;
+    for (const Tree& c : t.custom().children) children.push_back(flatten(c, out));
+    return TreeDef::custom(t.custom().name, t.custom().aux, std::move(children));
   }
   std::vector<std::string> keys;
   std::vector<TreeDef> children;
@@ -184,6 +251,11 @@ Tree PyTreeTraits<Tree>::unflatten(const TreeDef& def, detail::LeafReader& r) {
       Tree::Dict d;
       for (size_t i = 0; i < def.keys().size(); ++i) d.emplace(def.keys()[i], unflatten(def.children()[i], r));
       return Tree(std::move(d));
+    }
+    case TreeDef::Kind::kCustom: {
+      Tree::Custom c{def.custom_name(), def.aux(), {}};
+      for (const TreeDef& child : def.children()) c.children.push_back(unflatten(child, r));
+      return Tree(std::move(c));
     }
   }
   return Tree();

@@ -1,22 +1,41 @@
 // Pytrees: nested containers whose leaves are Arrays, flattened to a list of leaves plus a TreeDef.
 //
 // Supported node types: Array (a leaf), std::vector<T>, std::array<T, N>, std::map<std::string, T>,
-// std::tuple<T...>, std::pair<A, B>, and the dynamic mcx::Tree (Array | list of Tree | dict of Tree),
-// meant for model parameters whose structure is decided at run time. Leaves are visited in order: vector
-// and tuple elements in index order, map entries in key order (as JAX does for dicts).
+// std::tuple<T...>, std::pair<A, B>, the dynamic mcx::Tree (Array | list of Tree | dict of Tree | a custom
+// node), meant for model parameters whose structure is decided at run time, and the user's own types
+// registered as custom nodes (PyTreeNode below). Leaves are visited in order: vector and tuple elements in
+// index order, map entries in key order (as JAX does for dicts), a custom node's children in its order.
 //
-// A TreeDef records the structure (node kinds, sizes, keys), compares equal for equal structures and
-// prints as e.g. "dict{b: *, w: *}" or "tuple(*, list[*, *])". It is part of jit's cache key.
+// A TreeDef records the structure (node kinds, sizes, keys, a custom node's name and auxiliary data),
+// compares equal for equal structures and prints as e.g. "dict{b: *, w: *}", "tuple(*, list[*, *])" or
+// 'mylib.Linear["relu"](*, *)'. It is part of jit's cache key, of exported artifacts and of checkpoints.
+//
+// Custom nodes (JAX's register_pytree_node and register_pytree_node_serialization in one): specialise
+// mcx::PyTreeNode for the type.
+//   template <> struct mcx::PyTreeNode<Linear> {
+//     static constexpr std::string_view name = "mylib.Linear";  // unique and stable: artifacts store it
+//     static auto children(const Linear& l) { return std::tuple(l.w, l.b); }  // a std::tuple of pytrees
+//     static std::string aux(const Linear& l) { return l.activation; }        // optional: static data as bytes
+//     static Linear build(std::string_view aux, std::tuple<Array, Array> children);
+//   };
+// The auxiliary data is part of the structure (equal structures have equal bytes; jit retraces when it
+// changes), so it serialises as it is: an artifact or checkpoint records the name and the bytes, and reading
+// it back needs no registration (the type is named again where it is rebuilt: Exported::call_as<Linear>,
+// tree_unflatten<Linear>; a mcx::Tree holds it as a Tree::Custom). A name has letters, digits and "._:-"; two
+// types with one name are refused when the second is first flattened (InvalidArgument naming both).
 //
 // Thread-safety: all functions are pure; Tree values are plain values (copying shares Array handles).
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -32,16 +51,25 @@ class Tree {
  public:
   using List = std::vector<Tree>;
   using Dict = std::map<std::string, Tree>;
+  // A custom node held without its C++ type (e.g. an exported function's result): its registered name,
+  // auxiliary data and children; tree_unflatten<T> of its structure rebuilds the T.
+  struct Custom {
+    std::string name;
+    std::string aux;
+    List children;
+  };
 
   Tree() : node_(Dict{}) {}  // an empty dict
   Tree(Array leaf) : node_(std::move(leaf)) {}  // NOLINT
   Tree(List list) : node_(std::move(list)) {}   // NOLINT
   Tree(Dict dict) : node_(std::move(dict)) {}   // NOLINT
+  Tree(Custom custom) : node_(std::move(custom)) {}  // NOLINT
   Tree(std::initializer_list<std::pair<const std::string, Tree>> dict) : node_(Dict(dict)) {}
 
   bool is_leaf() const { return std::holds_alternative<Array>(node_); }
   bool is_list() const { return std::holds_alternative<List>(node_); }
   bool is_dict() const { return std::holds_alternative<Dict>(node_); }
+  bool is_custom() const { return std::holds_alternative<Custom>(node_); }
 
   // Accessors; InvalidArgument "[Tree] expected a dict, found a leaf" on the wrong kind, NotFound-like
   // InvalidArgument naming the key for a missing key in at().
@@ -51,6 +79,8 @@ class Tree {
   List& list();
   const Dict& dict() const;
   Dict& dict();
+  const Custom& custom() const;
+  Custom& custom();
   // Dict access; operator[] inserts an empty dict for a new key (like std::map).
   Tree& operator[](const std::string& key);
   const Tree& at(const std::string& key) const;
@@ -60,25 +90,29 @@ class Tree {
   operator const Array&() const { return array(); }  // NOLINT
 
  private:
-  std::variant<Array, List, Dict> node_;
+  std::variant<Array, List, Dict, Custom> node_;
 };
 
 class TreeDef {
  public:
-  enum class Kind { kLeaf, kList, kTuple, kDict };
+  enum class Kind { kLeaf, kList, kTuple, kDict, kCustom };
   TreeDef() = default;  // a leaf
   static TreeDef leaf() { return TreeDef(); }
   static TreeDef list(std::vector<TreeDef> children);
   static TreeDef tuple(std::vector<TreeDef> children);
   static TreeDef dict(std::vector<std::string> keys, std::vector<TreeDef> children);
+  // A custom node; InvalidArgument when the name is empty or has characters outside letters, digits and "._:-".
+  static TreeDef custom(std::string name, std::string aux, std::vector<TreeDef> children);
 
   Kind kind() const { return kind_; }
   const std::vector<TreeDef>& children() const { return children_; }
   const std::vector<std::string>& keys() const { return keys_; }
+  const std::string& custom_name() const { return custom_name_; }  // kCustom only
+  const std::string& aux() const { return aux_; }                  // kCustom only
   size_t num_leaves() const { return num_leaves_; }
   std::string to_string() const;
-  // The path of every leaf in flattening order: "[1]['w']" (index of a list or tuple child, key of a dict
-  // child), "" for a tree that is one leaf.
+  // The path of every leaf in flattening order: "[1]['w']" (index of a list, tuple or custom node's child, key
+  // of a dict child), "" for a tree that is one leaf.
   std::vector<std::string> leaf_paths() const;
   friend bool operator==(const TreeDef& a, const TreeDef& b);
   friend bool operator!=(const TreeDef& a, const TreeDef& b) { return !(a == b); }
@@ -87,8 +121,14 @@ class TreeDef {
   Kind kind_ = Kind::kLeaf;
   std::vector<TreeDef> children_;
   std::vector<std::string> keys_;
+  std::string custom_name_;
+  std::string aux_;
   size_t num_leaves_ = 1;
 };
+
+// Specialise for a type to make it a custom pytree node (see the header comment).
+template <typename T>
+struct PyTreeNode;
 
 // ---- traits: which C++ types are pytrees ------------------------------------------------------------
 template <typename T, typename = void>
@@ -106,6 +146,21 @@ struct LeafReader {
 };
 [[noreturn]] void throw_structure_mismatch(const std::string& expected_kind, const TreeDef& found);
 void check_kind(const TreeDef& def, TreeDef::Kind kind, const char* what);
+// Records that `type` is the custom node named `name`; InvalidArgument when another type has the name.
+void claim_custom_node_name(std::string_view name, const std::type_info& type);
+// def is a custom node named `name`, else InvalidArgument naming both structures.
+void check_custom(const TreeDef& def, std::string_view name);
+
+template <typename T>
+struct is_std_tuple : std::false_type {};
+template <typename... Ts>
+struct is_std_tuple<std::tuple<Ts...>> : std::true_type {};
+
+template <typename T>
+concept CustomNode = requires(const T& x) {
+  { PyTreeNode<T>::name } -> std::convertible_to<std::string_view>;
+  PyTreeNode<T>::children(x);
+};
 }  // namespace detail
 
 template <>
@@ -224,6 +279,28 @@ struct PyTreeTraits<std::pair<A, B>, std::enable_if_t<PyTree<A> && PyTree<B>>> {
     A a = PyTreeTraits<A>::unflatten(def.children()[0], r);
     B b = PyTreeTraits<B>::unflatten(def.children()[1], r);
     return {std::move(a), std::move(b)};
+  }
+};
+
+template <detail::CustomNode T>
+struct PyTreeTraits<T> {
+  using Node = PyTreeNode<T>;
+  using Children = std::remove_cvref_t<decltype(Node::children(std::declval<const T&>()))>;
+  static_assert(detail::is_std_tuple<Children>::value && PyTree<Children>,
+                "mcx::PyTreeNode<T>::children must return a std::tuple of pytrees");
+  static constexpr bool is_pytree = true;
+  static TreeDef flatten(const T& x, std::vector<Array>& out) {
+    static const bool claimed = (detail::claim_custom_node_name(Node::name, typeid(T)), true);
+    (void)claimed;
+    TreeDef children = PyTreeTraits<Children>::flatten(Node::children(x), out);
+    std::string aux;
+    if constexpr (requires { Node::aux(x); }) aux = Node::aux(x);
+    return TreeDef::custom(std::string(Node::name), std::move(aux), children.children());
+  }
+  static T unflatten(const TreeDef& def, detail::LeafReader& r) {
+    detail::check_custom(def, Node::name);
+    return Node::build(std::string_view(def.aux()),
+                       PyTreeTraits<Children>::unflatten(TreeDef::tuple(def.children()), r));
   }
 };
 
