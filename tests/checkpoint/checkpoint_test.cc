@@ -160,6 +160,30 @@ TEST(Checkpoint, RestoresOntoAbstractTargets) {
   }
 }
 
+// A custom pytree node (a user type, here held as a Tree::Custom) is stored with its name and auxiliary bytes
+// (binary bytes included) and comes back as the same node.
+TEST(Checkpoint, CustomNodesKeepTheirNameAndAuxiliaryData) {
+  TempRoot root;
+  const Buffer w = test::random_buffer(DType::kFloat32, {4, 3}, 5), b = test::random_buffer(DType::kFloat32, {3}, 6);
+  const std::string aux("relu\0\xff", 6);
+  const Mesh m2 = mesh_of({2}, {"x"});
+  const Tree tree = Tree{{"layer", Tree(Tree::Custom{"mylib.Linear", aux, {device_put(w, NamedSharding(m2, P("x", None))),
+                                                                         device_put(b, NamedSharding(m2, P()))}})}};
+  CheckpointManager ckpt(root.path());
+  ckpt.save(3, tree);
+  CheckpointInfo info = ckpt.info(3);
+  ASSERT_EQ(info.leaves.size(), 2u);
+  EXPECT_EQ(info.leaves[0].path, "layer/0");
+  const Tree back = ckpt.restore_tree(3, [&](const LeafInfo&) -> Sharding { return NamedSharding(m2, P()); });
+  const Tree& layer = back.at("layer");
+  ASSERT_TRUE(layer.is_custom());
+  EXPECT_EQ(layer.custom().name, "mylib.Linear");
+  EXPECT_EQ(layer.custom().aux, aux);
+  EXPECT_TRUE(device_get(layer.custom().children.at(0)).bitwise_equal(w));
+  EXPECT_TRUE(device_get(layer.custom().children.at(1)).bitwise_equal(b));
+  EXPECT_EQ(tree_structure(back), tree_structure(tree));
+}
+
 TEST(Checkpoint, KeepsTheLastNSteps) {
   TempRoot root;
   State st;

@@ -3,6 +3,7 @@
 // its artifacts while min_reader_version allows, and reject them, naming both versions, when the writer
 // declares that the new field must not be ignored.
 #include "exported_future_generated.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/export/artifact.h"
@@ -26,10 +27,10 @@ std::string as_future_writer(const std::string& bytes, uint32_t format, uint32_t
 
 TEST(ForwardCompat, IgnorableNewFieldIsReadByTodaysReader) {
   Artifact a = testutil::mlp_artifact(3);
-  std::string future = as_future_writer(value_or_throw(serialize(a)), 2, 1);
+  std::string future = as_future_writer(value_or_throw(serialize(a)), kFormatVersion + 1, 1);
   auto r = deserialize(future);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->format_version, 2u);
+  EXPECT_EQ(r->format_version, kFormatVersion + 1);
   EXPECT_TRUE(ir::structurally_equal(r->program, a.program));
   EXPECT_EQ(r->in_avals, a.in_avals);
   // The future field really is in the bytes (the future reader sees it).
@@ -38,11 +39,12 @@ TEST(ForwardCompat, IgnorableNewFieldIsReadByTodaysReader) {
 }
 
 TEST(ForwardCompat, NonIgnorableNewFieldIsRejectedNamingBothVersions) {
-  std::string future = as_future_writer(value_or_throw(serialize(testutil::mlp_artifact(3))), 2, 2);
+  std::string future =
+      as_future_writer(value_or_throw(serialize(testutil::mlp_artifact(3))), kFormatVersion + 1, kFormatVersion + 1);
   auto r = deserialize(future);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("needs a reader of format version >= 2"));
-  EXPECT_THAT(r.status().message(), HasSubstr("this reader implements format version 1"));
+  EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("needs a reader of format version >= ", kFormatVersion + 1)));
+  EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("this reader implements format version ", kFormatVersion)));
 }
 
 TEST(ForwardCompat, FutureWriterReadsTodaysArtifacts) {

@@ -19,10 +19,29 @@
 #include "tests/ir/ir_test_programs.h"
 #include "tests/trace/trace_test_util.h"
 
+namespace golden_test {
+// A layer as a custom pytree node (format version 2 records its name and auxiliary bytes).
+struct Layer {
+  mcx::Array w, b;
+  std::string activation;
+};
+}  // namespace golden_test
+
+template <>
+struct mcx::PyTreeNode<golden_test::Layer> {
+  static constexpr std::string_view name = "golden.Layer";
+  static auto children(const golden_test::Layer& l) { return std::tuple(l.w, l.b); }
+  static std::string aux(const golden_test::Layer& l) { return l.activation; }
+  static golden_test::Layer build(std::string_view aux, std::tuple<Array, Array> c) {
+    return {std::get<0>(c), std::get<1>(c), std::string(aux)};
+  }
+};
+
 namespace mcx {
 namespace {
 
 namespace fs = std::filesystem;
+using golden_test::Layer;
 using testing_util::expect_allclose;
 
 const fs::path kDir = MCX_EXPORT_GOLDEN_DIR;
@@ -56,6 +75,10 @@ Array golden_mlp(const Array& x) {
 
 bool writing() { return std::getenv("MCX_WRITE_GOLDEN") != nullptr; }
 
+// The function exported into v2_custom_node.mcx: a custom node in and out.
+Layer golden_layer(const Layer& l, const Array& x) { return {tanh(matmul(x, l.w) + l.b), softmax(l.b, -1), l.activation + "+"}; }
+Layer golden_layer_params() { return {ramp({6, 5}, 0.4, 0.3), ramp({5}, 1.1, 0.7), "tanh"}; }
+
 TEST(Golden, WriteCurrentVersion) {
   if (!writing()) GTEST_SKIP() << "set MCX_WRITE_GOLDEN=1 to write the golden files of format version "
                                << exporting::kFormatVersion;
@@ -71,6 +94,10 @@ TEST(Golden, WriteCurrentVersion) {
   ir::Program all = ir::testing_programs::all_ops_program();
   write(kDir / (v + "all_ops.mcx"), value_or_throw(exporting::serialize(exporting::make_artifact(all, "all_ops", 0))));
   write(kDir / (v + "all_ops.txt"), ir::print_program(all));
+  // Format 2: custom pytree nodes in the signature.
+  Exported layer = export_fn(golden_layer, {.name = "golden_layer", .creation_time_unix_ms = 0})(
+      golden_layer_params(), AbstractValue{DType::kFloat32, symbolic_shape("b, 6")});
+  write(kDir / (v + "custom_node.mcx"), layer.serialize());
 }
 
 // The same model exported for 4 devices, the batch split over "data" (v1_sharded_mlp.mcx, added to format
@@ -127,6 +154,27 @@ TEST(Golden, V1MlpComputesTheRecordedValues) {
   ASSERT_TRUE(e.has_vjp());
   std::vector<Array> g = e.vjp().call_flat({x7, ones({7, 3}, DType::kFloat32)});
   expect_allclose(g[0], std::vector<double>(42, 0.0), 1e-5, 1e-5);
+}
+
+TEST(Golden, V2MlpComputesTheRecordedValues) {
+  Exported e = Exported::deserialize(read(kDir / "v2_mlp.mcx"));
+  EXPECT_EQ(e.artifact().format_version, 2u);
+  EXPECT_EQ(e.artifact().min_reader_version, 1u);  // no custom nodes: format 1 readers may read it
+  Array x(value_or_throw(read_npy((kDir / "v2_mlp_x.npy").string())));
+  Buffer y = value_or_throw(read_npy((kDir / "v2_mlp_y.npy").string()));
+  expect_allclose(e.call(x)[0], y.to_doubles(), 1e-5, 1e-6);
+}
+
+TEST(Golden, V2CustomNodeRebuildsTheLayer) {
+  Exported e = Exported::deserialize(read(kDir / "v2_custom_node.mcx"));
+  EXPECT_EQ(e.artifact().min_reader_version, 2u);
+  EXPECT_EQ(e.artifact().out_tree.to_string(), "golden.Layer[\"tanh+\"](*, *)");
+  const Array x = ramp({3, 6}, 0.21, 0.9);
+  const Layer out = e.call_as<Layer>(golden_layer_params(), x);
+  const Layer expected = golden_layer(golden_layer_params(), x);
+  EXPECT_EQ(out.activation, "tanh+");
+  expect_allclose(out.w, expected.w.to_host().to_doubles(), 1e-5, 1e-6);
+  expect_allclose(out.b, expected.b.to_host().to_doubles(), 1e-5, 1e-6);
 }
 
 TEST(Golden, V1AllOpsDecodesToTheRecordedProgram) {

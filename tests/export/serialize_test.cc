@@ -227,10 +227,11 @@ TEST(Versions, NewerWriterReadableWhenMinReaderVersionAllows) {
 
 TEST(Versions, MinReaderVersionAboveOursIsRejectedNamingBoth) {
   Artifact a = testutil::mlp_artifact(2);
-  auto r = deserialize(with_versions(a, 3, 2, ir::kOpsetVersion, 1));
+  auto r = deserialize(with_versions(a, kFormatVersion + 2, kFormatVersion + 1, ir::kOpsetVersion, 1));
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("needs a reader of format version >= 2"));
-  EXPECT_THAT(r.status().message(), HasSubstr("this reader implements format version 1"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("needs a reader of format version >= " + std::to_string(kFormatVersion + 1)));
+  EXPECT_THAT(r.status().message(), HasSubstr("this reader implements format version " + std::to_string(kFormatVersion)));
   EXPECT_THAT(r.status().message(), HasSubstr("mcx 0.1.0"));
 }
 
