@@ -19,6 +19,7 @@
 #include "mcx/runtime/box_copy.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
+#include "mcx/runtime/transfer.h"
 #include "mcx/trace/ops.h"
 #include "mcx/trace/placement.h"
 
@@ -455,7 +456,32 @@ void detail::assert_equal(const std::vector<Array>& leaves, const TreeDef& def, 
   }
 }
 
+namespace {
+
+// Inside jit, vmap or grad every process traces the same program over global arrays, so a traced value is
+// already global. The conversions are then the identity with the layout pinned (a sharding constraint), which is
+// the same value exactly when no dimension is split across processes (the local and global arrays coincide).
+// When one is, this process's part and the global array differ in shape and a global-view program cannot tell
+// the processes' parts apart: refused, naming the dimension.
+Array convert_traced(const Array& x, const Mesh& mesh, const PartitionSpec& spec, const char* api) {
+  const Sharding sharding = NamedSharding(mesh, spec);
+  const std::vector<ProcessShardRange> ranges = value_or_throw(process_shard_ranges(sharding, x.ndim(), api));
+  for (int d = 0; d < x.ndim(); ++d) {
+    const ProcessShardRange& r = ranges[d];
+    if (r.lo == 0 && r.hi == r.shards) continue;
+    throw InvalidArgument(absl::StrCat(
+        "[", api, "] inside jit, vmap or grad a value is already a global array; here dimension ", d, " of ",
+        x.aval().to_string(), " is split across processes by ", sharding.to_string(),
+        ", so this process's part and the global array differ: convert outside the transformation (the "
+        "converted array is then an argument of the jitted function), as in docs/distributed.md"));
+  }
+  return with_sharding_constraint(x, sharding);
+}
+
+}  // namespace
+
 Array host_local_array_to_global_array(const Array& local, const Mesh& mesh, const PartitionSpec& spec) {
+  if (local.is_tracer()) return convert_traced(local, mesh, spec, "host_local_array_to_global_array");
   return make_array_from_process_local_data(NamedSharding(mesh, spec), device_get(local));
 }
 
@@ -476,6 +502,7 @@ std::vector<Array> convert_leaves(const std::vector<Array>& leaves, const std::v
 }  // namespace detail
 
 Array global_array_to_host_local_array(const Array& global, const Mesh& mesh, const PartitionSpec& spec) {
+  if (global.is_tracer()) return convert_traced(global, mesh, spec, "global_array_to_host_local_array");
   const Sharding sharding = NamedSharding(mesh, spec);
   if (!global.sharding().equivalent(sharding, global.dims())) {
     throw InvalidArgument(absl::StrCat("[global_array_to_host_local_array] the array is sharded as ",

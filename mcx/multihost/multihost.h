@@ -75,6 +75,9 @@ void assert_equal(const T& tree, const std::string& message = "",
 Array host_local_array_to_global_array(const Array& local, const Mesh& mesh, const PartitionSpec& spec);
 // The inverse: this process's part of `global` (sharded by spec over mesh) as an array on its default device.
 Array global_array_to_host_local_array(const Array& global, const Mesh& mesh, const PartitionSpec& spec);
+// Inside jit, vmap or grad (a tracer), both are with_sharding_constraint(x, NamedSharding(mesh, spec)): a traced
+// value is already global. InvalidArgument there when the spec splits a dimension across processes (the local
+// and global shapes differ; convert outside the transformation), naming the dimension.
 // Both over a pytree, as JAX's: one spec for every leaf, or one per leaf in tree_flatten order (JAX's pytree of
 // specs, flattened). InvalidArgument when the number of specs differs from the number of leaves.
 template <PyTree T>

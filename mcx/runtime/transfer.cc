@@ -308,6 +308,46 @@ absl::StatusOr<ArrayValue> from_single_device_arrays(const AbstractValue& aval, 
   return v;
 }
 
+absl::StatusOr<std::vector<ProcessShardRange>> process_shard_ranges(const Sharding& sharding, int rank,
+                                                                   std::string_view api) {
+  {
+    // Spec entries beyond the rank are an error whatever the sizes; check with unit-size shards first.
+    std::vector<int64_t> probe(rank);
+    for (int d = 0; d < rank; ++d) probe[d] = num_shards(sharding.spec(), sharding.mesh().axes(), d);
+    MCX_RETURN_IF_ERROR(sharding.validate(probe, api));
+  }
+  // Probing with one element per shard makes boxes shard indices.
+  const MeshAxes& axes = sharding.mesh().axes();
+  std::vector<int64_t> probe(rank);
+  std::vector<ProcessShardRange> ranges(rank);
+  for (int d = 0; d < rank; ++d) {
+    probe[d] = ranges[d].shards = num_shards(sharding.spec(), axes, d);
+    ranges[d].lo = INT64_MAX;
+    ranges[d].hi = INT64_MIN;
+  }
+  std::vector<std::set<int64_t>> held(rank);
+  const auto& devs = sharding.mesh().devices();
+  for (size_t p = 0; p < devs.size(); ++p) {
+    if (!devs[p].is_addressable()) continue;
+    IndexBox b = index_box(sharding.spec(), axes, probe, static_cast<int64_t>(p));
+    for (int d = 0; d < rank; ++d) {
+      held[d].insert(b.start[d]);
+      ranges[d].lo = std::min(ranges[d].lo, b.start[d]);
+      ranges[d].hi = std::max(ranges[d].hi, b.limit[d]);
+    }
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (ranges[d].lo > ranges[d].hi) {  // no addressable device: the whole dimension, as a process holding all
+      ranges[d].lo = 0;
+      ranges[d].hi = ranges[d].shards;
+      ranges[d].contiguous = true;
+      continue;
+    }
+    ranges[d].contiguous = static_cast<int64_t>(held[d].size()) == ranges[d].hi - ranges[d].lo;
+  }
+  return ranges;
+}
+
 absl::StatusOr<ArrayValue> from_process_local_data(const Sharding& sharding, const Buffer& local_data,
                                                    std::span<const int64_t> global_dims) {
   constexpr std::string_view api = "make_array_from_process_local_data";
@@ -318,39 +358,24 @@ absl::StatusOr<ArrayValue> from_process_local_data(const Sharding& sharding, con
                                           " has rank ", rank, " but the global shape ", dims_string(global_dims),
                                           " has rank ", global_dims.size()));
   }
-  {
-    // Spec entries beyond the rank are an error whatever the sizes; check with unit-size shards first.
-    std::vector<int64_t> probe(rank);
-    for (int d = 0; d < rank; ++d) probe[d] = num_shards(sharding.spec(), sharding.mesh().axes(), d);
-    MCX_RETURN_IF_ERROR(sharding.validate(probe, api));
-  }
-  // Per dimension: the range of shards (in shard units) this process's devices hold. A dimension whose
-  // range is every shard is not sharded across processes: the local data holds it whole. Otherwise the
-  // process holds a contiguous slice of it. Probing with one element per shard makes boxes shard indices.
-  const MeshAxes& axes = sharding.mesh().axes();
-  std::vector<int64_t> k(rank), probe(rank);
-  for (int d = 0; d < rank; ++d) probe[d] = k[d] = num_shards(sharding.spec(), axes, d);
-  std::vector<int64_t> lo(rank, INT64_MAX), hi(rank, INT64_MIN);
-  std::vector<std::set<int64_t>> held(rank);
-  const auto& devs = sharding.mesh().devices();
-  for (size_t p = 0; p < devs.size(); ++p) {
-    if (!devs[p].is_addressable()) continue;
-    IndexBox b = index_box(sharding.spec(), axes, probe, static_cast<int64_t>(p));
-    for (int d = 0; d < rank; ++d) {
-      held[d].insert(b.start[d]);
-      lo[d] = std::min(lo[d], b.start[d]);
-      hi[d] = std::max(hi[d], b.limit[d]);
-    }
+  MCX_ASSIGN_OR_RETURN(std::vector<ProcessShardRange> ranges, process_shard_ranges(sharding, rank, api));
+  std::vector<int64_t> k(rank), lo(rank), hi(rank);
+  std::vector<bool> contiguous(rank);
+  for (int d = 0; d < rank; ++d) {
+    k[d] = ranges[d].shards;
+    lo[d] = ranges[d].lo;
+    hi[d] = ranges[d].hi;
+    contiguous[d] = ranges[d].contiguous;
   }
   std::vector<int64_t> global(rank);
   const bool whole_given = !global_dims.empty() && std::equal(local.begin(), local.end(), global_dims.begin());
   for (int d = 0; d < rank; ++d) {
-    if (whole_given || lo[d] > hi[d]) {  // the local data is the whole array (or no addressable devices)
+    if (whole_given) {  // the local data is the whole array
       lo[d] = 0;
       hi[d] = k[d];
     }
     const int64_t count = hi[d] - lo[d];
-    if (static_cast<int64_t>(held[d].size()) != count && !whole_given) {
+    if (!contiguous[d] && !whole_given) {
       return absl::InvalidArgumentError(cat("[", api, "] this process's devices hold non-contiguous shards of dimension ",
                                             d, " under ", sharding.to_string(),
                                             "; expected a contiguous slice per process"));

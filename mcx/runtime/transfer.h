@@ -48,6 +48,17 @@ absl::StatusOr<ArrayValue> from_callback(const AbstractValue& aval, const Shardi
 // in the sharding's device order, each with the shard shape (errors name the offending array).
 absl::StatusOr<ArrayValue> from_single_device_arrays(const AbstractValue& aval, const Sharding& sharding,
                                                      std::span<const ArrayValue> arrays);
+// Per dimension of a rank-`rank` array laid out by `sharding`: the shards of the dimension (in shard units) this
+// process's devices hold, [lo, hi) of `shards`, and whether they are contiguous. [0, shards) means the dimension
+// is not split across processes (also for a process holding no device of the sharding). InvalidArgument "[api]
+// ..." when the spec does not fit the rank or mesh.
+struct ProcessShardRange {
+  int64_t lo = 0, hi = 0, shards = 1;
+  bool contiguous = true;
+};
+absl::StatusOr<std::vector<ProcessShardRange>> process_shard_ranges(const Sharding& sharding, int rank,
+                                                                   std::string_view api);
+
 // jax.make_array_from_process_local_data: local_data is this process's part of the global array. Per
 // dimension (JAX's rules): if the dimension is not sharded across processes the local data must be the
 // whole dimension; if it is, the local data holds this process's contiguous slice. global_dims empty:

@@ -45,7 +45,8 @@ TEST_P(Multihost, EveryUtilityWorks) {
   const std::vector<std::string> expected = {
       "sync_global_devices", "broadcast_one_to_all", "broadcast_needs_one_source",
       "process_allgather", "process_allgather_of_a_global_array", "assert_equal_passes",
-      "assert_equal_names_leaf_and_processes", "host_local_global_round_trip", "sync_global_devices_end"};
+      "assert_equal_names_leaf_and_processes", "host_local_global_round_trip", "host_local_global_inside_jit",
+      "sync_global_devices_end"};
   ASSERT_EQ(checks.size(), static_cast<size_t>(n)) << all;
   for (int p = 0; p < n; ++p) {
     for (const std::string& name : expected) EXPECT_EQ(checks[p][name], "OK") << "process " << p << " " << name << "\n" << all;

@@ -154,6 +154,28 @@ void run_all(int pid, int n) {
     return expect_error("three specs for two leaves", absl::StatusCode::kInvalidArgument, {"one per leaf (2)", "found 3"},
                         [&] { (void)mh::host_local_array_to_global_array(tree, mesh, {mcx::P("i"), mcx::P(), mcx::P()}); });
   });
+  check("host_local_global_inside_jit", [&]() -> std::string {
+    // Inside jit a value is global: a replicated spec pins the layout (the same value on every process); a spec
+    // splitting a dimension across processes is refused, naming the dimension, when there are several.
+    const mcx::Mesh mesh = mcx::make_mesh({mcx::device_count()}, {"i"});
+    auto pinned = mcx::jit([&](const mcx::Array& x) { return mh::host_local_array_to_global_array(x, mesh, mcx::P()) * 2.0f; });
+    const mcx::Array x = mcx::device_put(mcx::arange(3, mcx::DType::kFloat32), mcx::NamedSharding(mesh, mcx::P()));
+    const mcx::Array y = pinned(x);
+    if (values(y) != values(mcx::array(std::vector<float>{0, 2, 4}, {3}))) {
+      return absl::StrCat("jit of a replicated conversion gave ", values(y));
+    }
+    auto split = mcx::jit([&](const mcx::Array& v) { return mh::host_local_array_to_global_array(v, mesh, mcx::P("i")); });
+    const mcx::Array rows = mcx::device_put(mcx::arange(mcx::device_count(), mcx::DType::kFloat32),
+                                            mcx::NamedSharding(mesh, mcx::P("i")));
+    if (n == 1) {
+      if (split(rows).dims() != std::vector<int64_t>{mcx::device_count()}) return "jit of a split conversion";
+      return std::string();
+    }
+    return expect_error("a split across processes inside jit", absl::StatusCode::kInvalidArgument,
+                        {"inside jit, vmap or grad a value is already a global array", "dimension 0",
+                         "split across processes"},
+                        [&] { (void)split(rows); });
+  });
   check("sync_global_devices_end", [&]() -> std::string {
     mh::sync_global_devices("end", absl::Seconds(20));
     return std::string();
