@@ -1,6 +1,7 @@
 // Cluster auto-detection: where the coordinator is, how many processes, which one this is.
 //
-// Pure functions over an environment map, so every detector is unit-testable. Detectors run in this
+// Functions of an environment map and the probes given (/etc/hosts, a Kubernetes API server: ClusterProbes), so
+// every detector is unit-testable with maps and fakes. Detectors run in this
 // order; the first whose variables are present wins, and it fills only what it knows (initialize()
 // lets explicit options override each field):
 //   0. "prrte"  Open MPI 5 (mpirun is PRRTE over PMIx): present when PRTE_LAUNCHED=1; the counts and ids from the OMPI_COMM_WORLD_* variables, as "ompi".
@@ -72,7 +73,8 @@ std::optional<std::string> env_value(const EnvMap& env, std::string_view name);
 absl::StatusOr<std::optional<int>> env_int(const EnvMap& env, std::string_view name);
 
 // Runs detection. `method` = "auto" tries the detectors in order; a named method runs only that one;
-// "none" detects nothing. Returns nullopt when no detector's variables are present. Errors:
+// "none" detects nothing. Returns nullopt when no detector's variables are present. With probes naming a
+// Kubernetes API server, the "k8s" detector may ask it (blocking up to probes.api_timeout). Errors:
 // InvalidArgument naming the variable and its value when one is malformed (not an integer, a node list
 // that does not parse, an unknown method).
 absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std::string_view method = "auto",
@@ -80,8 +82,8 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std
 
 // Whether env says this process is one of several of a job (mcx-run, mpirun, Slurm, an indexed k8s Job, MCX_*
 // variables): a cluster is detected and it has more than one process (a pod of an Indexed Job counts as one of a
-// job when its count is not in env: the API server, asked by initialize(), knows it). A program that also runs alone uses it
-// to decide whether to call initialize(). A malformed variable counts as "not a job" here; initialize()
+// job when its count is not in env: the API server, asked by initialize(), knows it). A program that also runs
+// alone uses it to decide whether to call initialize(). A malformed variable counts as "not a job" here; initialize()
 // reports it.
 bool launched_as_job(const EnvMap& env);
 
