@@ -263,7 +263,8 @@ absl::StatusOr<HttpsResponse> https_get(const HttpsRequest& r) {
   if (!done.ok()) return done.status();
   if (*done == 0) return absl::UnavailableError(absl::StrCat(where, ": the server closed during the TLS handshake"));
 
-  std::string request = absl::StrCat("GET ", r.path, " HTTP/1.1\r\nHost: ", r.host, "\r\n");
+  const std::string host_header = r.host.find(':') != std::string::npos ? absl::StrCat("[", r.host, "]") : r.host;
+  std::string request = absl::StrCat("GET ", r.path, " HTTP/1.1\r\nHost: ", host_header, "\r\n");
   for (const auto& [name, value] : r.headers) absl::StrAppend(&request, name, ": ", value, "\r\n");
   absl::StrAppend(&request, "Connection: close\r\n\r\n");
   size_t sent = 0;
