@@ -22,6 +22,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-numpy python3-torch
+  # the Kubernetes examples' manifests read by the cluster-detection tests (YAML to JSON at build time)
+  python3-yaml
   # multi-process tests and peers
   openmpi-bin libopenmpi-dev openssl
   # data plane across processes (Gloo collectives over TCP)
