@@ -1,5 +1,6 @@
 // The coordination service state machine, driven directly and through the in-process client, with a
 // ManualClock so timeouts are exact and tests are fast.
+#include <chrono>
 #include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/callback_result.h"
 
@@ -212,6 +213,33 @@ TEST_F(ServiceTest, BarrierReuseSubsetAndSameOutcome) {
   Result<absl::Status> stale;
   s->barrier(1, 101, "b", 0, {}, absl::Seconds(5), stale.cb());
   EXPECT_EQ(stale.get().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Registration and a barrier of every task cost the service linear work in the number of tasks: 16,384 tasks
+// register and pass a barrier in well under a second (each arrival once resolved and compared the full task set,
+// N log N per arrival, and registration scanned the tasks per registration: 5.0 s here, now 0.1 s).
+TEST_F(ServiceTest, RegistrationAndBarriersOfManyTasksStayLinear) {
+  constexpr int kTasks = 16384;
+  auto s = make(kTasks);
+  const auto start = std::chrono::steady_clock::now();
+  register_all(*s, kTasks);
+  for (int64_t round = 0; round < 2; ++round) {
+    std::vector<Result<absl::Status>> r(kTasks);
+    for (int i = 0; i < kTasks; ++i) s->barrier(i, 100 + i, "all", round, {}, absl::Seconds(5), r[i].cb());
+    for (auto& x : r) ASSERT_TRUE(x.get().ok());
+  }
+  // An explicit list naming every task is the same participant set as the empty one.
+  std::vector<TaskId> everyone(kTasks);
+  for (int i = 0; i < kTasks; ++i) everyone[i] = i;
+  std::vector<Result<absl::Status>> r(kTasks);
+  for (int i = 0; i < kTasks; ++i) s->barrier(i, 100 + i, "all", 2, i == 0 ? everyone : std::vector<TaskId>{}, absl::Seconds(5), r[i].cb());
+  for (auto& x : r) ASSERT_TRUE(x.get().ok());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+#if defined(MCX_SANITIZER_BUILD)
+  EXPECT_LT(seconds, 30.0);
+#else
+  EXPECT_LT(seconds, 3.0);
+#endif
 }
 
 TEST_F(ServiceTest, BarrierTimeoutNamesMissingAndIsFixedByFirstArrival) {

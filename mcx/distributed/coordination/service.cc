@@ -43,6 +43,9 @@ absl::StatusOr<std::unique_ptr<CoordinationService>> CoordinationService::create
 CoordinationService::CoordinationService(ServiceOptions options)
     : options_(std::move(options)), service_incarnation_(random_incarnation()),
       clock_(options_.clock ? options_.clock : SystemClock::get()), tasks_(options_.num_tasks) {
+  auto all = std::make_shared<std::vector<TaskId>>(options_.num_tasks);
+  for (int i = 0; i < options_.num_tasks; ++i) (*all)[i] = i;
+  all_tasks_ = std::move(all);
   // The job's secrets (job_secret.h): new with every coordinator incarnation, written and deleted by nobody
   // else, and not counted against the job's key-value budget or in its statistics.
   MutexLock lock(&mu_);
@@ -161,14 +164,11 @@ absl::Status CoordinationService::check_participants(absl::string_view api, cons
   return absl::OkStatus();
 }
 
-std::vector<TaskId> CoordinationService::resolve_set(std::vector<TaskId> ids) const {
-  if (ids.empty()) {
-    ids.resize(options_.num_tasks);
-    for (int i = 0; i < options_.num_tasks; ++i) ids[i] = i;
-  }
+CoordinationService::TaskSet CoordinationService::resolve_set(std::vector<TaskId> ids) const {
+  if (ids.empty()) return all_tasks_;
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
+  return std::make_shared<const std::vector<TaskId>>(std::move(ids));
 }
 
 JobState CoordinationService::job_state_locked() const {
@@ -298,7 +298,7 @@ ServiceStatus CoordinationService::status() const {
     bs.name = name;
     bs.counter = b.counter;
     bs.arrived.assign(b.arrived.begin(), b.arrived.end());
-    for (TaskId p : b.participants) {
+    for (TaskId p : *b.participants) {
       if (!b.arrived.count(p)) bs.missing.push_back(p);
     }
     bs.age = now - b.start;

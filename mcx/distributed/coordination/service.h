@@ -260,10 +260,14 @@ class CoordinationService {
     absl::Duration timeout;
     Callback<absl::StatusOr<RegisterResult>> done;
   };
+  // A resolved participant set, sorted and shared: "every task" (what a request naming none means, the usual
+  // case) is one vector, so comparing two arrivals' sets is a pointer comparison, not a walk over N tasks.
+  using TaskSet = std::shared_ptr<const std::vector<TaskId>>;
+  static bool same_tasks(const TaskSet& a, const TaskSet& b) { return a == b || *a == *b; }
   struct Barrier {
     std::string name;
     int64_t counter = 0;
-    std::vector<TaskId> participants;  // sorted
+    TaskSet participants;
     absl::Time start, deadline;
     absl::Duration timeout;
     std::map<TaskId, Callback<absl::Status>> waiting;  // arrived, not yet answered
@@ -278,7 +282,13 @@ class CoordinationService {
     Callback<absl::StatusOr<LiveTasks>> done;
   };
   // A live-set agreement is identified by its name and its (sorted) task set.
-  using LiveSetKey = std::pair<std::string, std::vector<TaskId>>;
+  using LiveSetKey = std::pair<std::string, TaskSet>;
+  struct LiveSetKeyLess {
+    bool operator()(const LiveSetKey& a, const LiveSetKey& b) const {
+      if (a.first != b.first) return a.first < b.first;
+      return a.second != b.second && *a.second < *b.second;
+    }
+  };
   struct LiveSet {
     std::map<TaskId, LiveWaiter> waiting;
   };
@@ -311,8 +321,8 @@ class CoordinationService {
   absl::Status check_caller_locked(absl::string_view api, TaskId task, Incarnation inc) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status check_participants(absl::string_view api, const std::vector<TaskId>& ids) const;
-  // The sorted, deduplicated set; empty: every task.
-  std::vector<TaskId> resolve_set(std::vector<TaskId> ids) const;
+  // The sorted, deduplicated set; empty: every task (one shared vector, made once).
+  TaskSet resolve_set(std::vector<TaskId> ids) const;
   JobState job_state_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "task 1 (connected, last heartbeat 0.3s ago)"
   std::string describe_task_locked(TaskId id, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -336,7 +346,8 @@ class CoordinationService {
   // job error every watcher sees; pending barriers and registrations fail with it. The caller then re-evaluates
   // live sets and publishes the change.
   void fail_job_locked(absl::Status why, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool all_registered_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool all_registered_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // O(1): registered_tasks_ counts them
+  void mark_registered_locked(Task& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the waiting registrations once every task has registered at least once.
   void complete_registration_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<TaskId> unregistered_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -375,6 +386,8 @@ class CoordinationService {
   absl::Time timer_wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  TaskSet all_tasks_;  // 0..num_tasks-1; immutable after construction
+  int64_t registered_tasks_ ABSL_GUARDED_BY(mu_) = 0;  // tasks with ever_registered
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status job_error_ ABSL_GUARDED_BY(mu_);
   // Every task has registered at least once (here, or with the coordinator this service replaced: rebuilt).
@@ -385,8 +398,8 @@ class CoordinationService {
   absl::Time rebuilt_at_ ABSL_GUARDED_BY(mu_);
   std::vector<RegisterWaiter> register_waiters_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Barrier> barriers_ ABSL_GUARDED_BY(mu_);                // newest instance per name
-  std::map<LiveSetKey, LiveSet> live_sets_ ABSL_GUARDED_BY(mu_);                // pending agreements
-  std::map<LiveSetKey, AgreedLiveSet> agreed_live_sets_ ABSL_GUARDED_BY(mu_);  // the last one per key
+  std::map<LiveSetKey, LiveSet, LiveSetKeyLess> live_sets_ ABSL_GUARDED_BY(mu_);                // pending agreements
+  std::map<LiveSetKey, AgreedLiveSet, LiveSetKeyLess> agreed_live_sets_ ABSL_GUARDED_BY(mu_);  // the last one per key
   uint64_t live_set_generation_ ABSL_GUARDED_BY(mu_) = 0;                      // job-wide, see LiveTasks
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, TaskId> kv_owner_ ABSL_GUARDED_BY(mu_);  // keys first written by a task Principal

@@ -32,8 +32,8 @@ absl::Status CoordinationService::cancel_barrier(std::string_view name_in, int64
   if (who != nullptr && who->role != Role::kAdmin) {
     const bool in_flight_with_caller = who->role == Role::kTask && it != barriers_.end() &&
                                        it->second.counter == counter && !it->second.done &&
-                                       std::binary_search(it->second.participants.begin(),
-                                                          it->second.participants.end(), who->task);
+                                       std::binary_search(it->second.participants->begin(),
+                                                          it->second.participants->end(), who->task);
     if (!in_flight_with_caller) {
       return absl::PermissionDeniedError(absl::StrCat(
           "[authz] ", who->to_string(), " may not cancel barrier '", name, "' (instance ", counter,
@@ -79,7 +79,7 @@ void CoordinationService::barrier_arrive_locked(TaskId task, Incarnation inc, st
     return reply(absl::InvalidArgumentError(
         absl::StrCat("[barrier] barrier '", name, "': timeout must be positive, got ", fmt_duration(timeout))));
   }
-  std::vector<TaskId> set = resolve_set(std::move(req_tasks));
+  const TaskSet set = resolve_set(std::move(req_tasks));
   absl::Time now = clock_->now();
   auto it = barriers_.find(name);
   if (it != barriers_.end() && counter < it->second.counter) {
@@ -105,7 +105,7 @@ void CoordinationService::barrier_arrive_locked(TaskId task, Incarnation inc, st
     wake_timer_for_locked(now + timeout);
     // A participant the service already declared dead can never arrive (a restarted task registers as
     // CONNECTED again before it calls): fail at once instead of at the deadline, unless restarts are expected.
-    for (TaskId p : set) {
+    for (TaskId p : *set) {
       if (tasks_[p].state == TaskState::kError && !(options_.recoverable && options_.failed_tasks_restart)) {
         it->second.waiting[task] = std::move(done);
         finish_barrier_locked(it->second, participant_failed_locked(name, p), lock);
@@ -115,20 +115,20 @@ void CoordinationService::barrier_arrive_locked(TaskId task, Incarnation inc, st
   }
   Barrier& b = it->second;
   if (b.done) return reply(b.result);
-  if (set != b.participants) {
+  if (!same_tasks(set, b.participants)) {
     b.waiting[task] = std::move(done);
     finish_barrier_locked(b,
                    absl::InvalidArgumentError(absl::StrCat(
-                       "[barrier] barrier '", name, "': task ", task, " named participants {", join_ids(set),
-                       "} but the first arrival named {", join_ids(b.participants), "}")),
+                       "[barrier] barrier '", name, "': task ", task, " named participants {", join_ids(*set),
+                       "} but the first arrival named {", join_ids(*b.participants), "}")),
                    lock);
     return;
   }
-  if (!std::binary_search(set.begin(), set.end(), task)) {
+  if (!std::binary_search(set->begin(), set->end(), task)) {
     b.waiting[task] = std::move(done);
     finish_barrier_locked(b,
                    absl::InvalidArgumentError(absl::StrCat("[barrier] barrier '", name, "': task ", task,
-                                                           " is not one of its participants {", join_ids(set), "}")),
+                                                           " is not one of its participants {", join_ids(*set), "}")),
                    lock);
     return;
   }
@@ -141,7 +141,7 @@ void CoordinationService::barrier_arrive_locked(TaskId task, Incarnation inc, st
   }
   b.waiting[task] = std::move(done);
   b.arrived.insert(task);
-  if (b.arrived.size() == b.participants.size()) finish_barrier_locked(b, absl::OkStatus(), lock);
+  if (b.arrived.size() == b.participants->size()) finish_barrier_locked(b, absl::OkStatus(), lock);
 }
 
 void CoordinationService::finish_barrier_locked(Barrier& b, absl::Status result, ServiceLock& lock) {
@@ -181,13 +181,13 @@ void CoordinationService::expire_barriers_locked(absl::Time now, ServiceLock& lo
   for (auto& [name, b] : barriers_) {
     if (b.done || b.deadline > now) continue;
     std::vector<std::string> missing;
-    for (TaskId p : b.participants) {
+    for (TaskId p : *b.participants) {
       if (!b.arrived.count(p)) missing.push_back(describe_task_locked(p, now));
     }
     finish_barrier_locked(b,
                    absl::DeadlineExceededError(absl::StrCat(
                        "[barrier] barrier '", name, "' (instance ", b.counter, ") timed out after ",
-                       fmt_duration(b.timeout), ": ", b.arrived.size(), " of ", b.participants.size(),
+                       fmt_duration(b.timeout), ": ", b.arrived.size(), " of ", b.participants->size(),
                        " tasks arrived; missing: ", absl::StrJoin(missing, ", "))),
                    lock);
   }

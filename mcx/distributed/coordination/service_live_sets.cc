@@ -22,10 +22,10 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, L
                                                          request.payload.size(), " bytes; the limit is ",
                                                          options_.max_value_bytes)));
   }
-  std::vector<TaskId> set = resolve_set(std::move(request.tasks));
-  if (!std::binary_search(set.begin(), set.end(), task)) {
+  TaskSet set = resolve_set(std::move(request.tasks));
+  if (!std::binary_search(set->begin(), set->end(), task)) {
     return reply(absl::InvalidArgumentError(
-        absl::StrCat("[get_live_tasks] task ", task, " is not in the requested set {", join_ids(set), "}")));
+        absl::StrCat("[get_live_tasks] task ", task, " is not in the requested set {", join_ids(*set), "}")));
   }
   LiveSet& ls = live_sets_[LiveSetKey{std::move(request.name), std::move(set)}];
   auto old = ls.waiting.find(task);
@@ -46,7 +46,7 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock) {
   // rejoined yet is live, and its generation floor is not known yet.
   const bool membership_pending = !awaited_after_restart_locked().empty();
   for (auto it = live_sets_.begin(); it != live_sets_.end();) {
-    const std::vector<TaskId>& set = it->first.second;
+    const std::vector<TaskId>& set = *it->first.second;
     LiveSet& ls = it->second;
     // Waiters whose task is no longer live (or restarted) are answered and dropped.
     for (auto w = ls.waiting.begin(); w != ls.waiting.end();) {
@@ -101,7 +101,8 @@ void CoordinationService::expire_live_sets_locked(absl::Time now, ServiceLock& l
         continue;
       }
       std::vector<TaskId> missing;
-      const auto& [name, set] = it->first;
+      const std::string& name = it->first.first;
+      const std::vector<TaskId>& set = *it->first.second;
       for (TaskId id : set) {
         if (tasks_[id].state == TaskState::kConnected && !ls.waiting.count(id)) missing.push_back(id);
       }

@@ -69,7 +69,7 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
       t.incarnation = incarnation;
       t.error = absl::OkStatus();
       t.last_heartbeat = now;
-      t.ever_registered = true;
+      mark_registered_locked(t);
       t.rejoined = false;
       evaluate_live_sets_locked(lock);
       changed_locked(lock);
@@ -120,7 +120,7 @@ absl::StatusOr<RegisterResult> CoordinationService::rejoin_task(TaskId task, Inc
   t.incarnation = incarnation;
   t.error = absl::OkStatus();
   t.last_heartbeat = now;
-  t.ever_registered = true;
+  mark_registered_locked(t);
   t.rejoined = true;
   if (!rebuilt_) {
     rebuilt_ = true;
@@ -250,7 +250,7 @@ void CoordinationService::fail_task_locked(TaskId id, absl::Status error, Servic
     // task's calls were its old incarnation's): it fails at once for every participant, naming the task,
     // instead of waiting for it until its deadline.
     for (auto& [name, b] : barriers_) {
-      if (b.done || !std::binary_search(b.participants.begin(), b.participants.end(), id)) continue;
+      if (b.done || !std::binary_search(b.participants->begin(), b.participants->end(), id)) continue;
       finish_barrier_locked(b, participant_failed_locked(name, id), lock);
     }
   }
@@ -278,11 +278,13 @@ void CoordinationService::fail_job_locked(absl::Status why, ServiceLock& lock) {
   register_waiters_.clear();
 }
 
+void CoordinationService::mark_registered_locked(Task& t) {
+  if (!t.ever_registered) ++registered_tasks_;
+  t.ever_registered = true;
+}
+
 bool CoordinationService::all_registered_locked() const {
-  for (const Task& t : tasks_) {
-    if (!t.ever_registered) return false;
-  }
-  return true;
+  return registered_tasks_ == static_cast<int64_t>(tasks_.size());
 }
 
 void CoordinationService::complete_registration_locked(ServiceLock& lock) {

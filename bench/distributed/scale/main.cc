@@ -1,0 +1,384 @@
+// The control plane at the scale of the largest jobs: N simulated tasks against a real mcx-coordinator over
+// loopback, N up to 16,384 on one machine.
+//
+// Each simulated task is one fast-path connection speaking the real wire protocol (rpc/fast_path_wire.h,
+// coordination.proto messages): the hello, Register, Barrier and Heartbeat requests a process's agent sends.
+// The tasks are event-driven: a few client threads, each an epoll loop over its share of the connections, so
+// the coordinator, not the simulator, is what is measured. The coordinator is the real binary in its own
+// process (its CPU time and memory read from /proc), started with --rate-limit 0 (every simulated task comes
+// from 127.0.0.1, which the per-peer rate limit would otherwise count as one peer) and -q.
+//
+// Per N it prints one JSON line:
+//   register_all_ms      from the last task's Register sent to the last answer (the service answers a
+//                        registration when every task has registered)
+//   barrier_p50_ms/p99   a barrier of all N tasks: from the round's first request to its last answer, over rounds
+//   heartbeat_cpu_pct_per_1000_tasks  the coordinator's CPU (user+system, % of one core) while every task
+//                        heartbeats once a second, per 1,000 tasks
+//   coordinator_rss_mb, rss_kb_per_task  the coordinator's resident memory with every task registered
+//
+//   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 5]
+//                             [--coordinator PATH]
+// Run: bash bench/distributed/scale/run.sh
+#include <fcntl.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "mcx/distributed/rpc/coordination.pb.h"
+#include "mcx/distributed/rpc/fast_path_wire.h"
+#include "mcx/distributed/rpc/handlers.h"
+#include "nlohmann/json.hpp"
+#include "tools/common/subprocess.h"
+
+namespace {
+
+namespace md = mcx::distributed;
+namespace pb = mcx::distributed::proto;
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::cerr << "bench_control_plane_scale: " << what << std::endl;
+  std::exit(1);
+}
+
+// One simulated task: its connection, what it has sent and the bytes of the reply being read.
+struct Task {
+  int id = 0;
+  int fd = -1;
+  uint64_t incarnation = 0;
+  std::string out;   // bytes not yet written
+  std::string in;    // bytes read, not yet a whole frame
+  int answers = 0;   // replies received (hello, register, barriers, heartbeats)
+  Clock::time_point last_answer;
+};
+
+// A client thread's share of the tasks and its epoll loop.
+class Shard {
+ public:
+  explicit Shard(std::vector<Task*> tasks) : tasks_(std::move(tasks)), epoll_(epoll_create1(EPOLL_CLOEXEC)) {}
+  ~Shard() { ::close(epoll_); }
+
+  // Connects every task (at most `window` connects in flight, so the listen backlog never overflows).
+  void connect_all(int port, int window) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (size_t begin = 0; begin < tasks_.size(); begin += static_cast<size_t>(window)) {
+      const size_t end = std::min(tasks_.size(), begin + static_cast<size_t>(window));
+      for (size_t i = begin; i < end; ++i) {
+        Task& t = *tasks_[i];
+        t.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (t.fd < 0) die(absl::StrCat("socket: ", std::strerror(errno), " (raise the open-file limit)"));
+        if (::connect(t.fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+          die(absl::StrCat("connect: ", std::strerror(errno)));
+        }
+        md::set_socket_options(t.fd);
+        ::fcntl(t.fd, F_SETFL, ::fcntl(t.fd, F_GETFL) | O_NONBLOCK);
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = &t;
+        epoll_ctl(epoll_, EPOLL_CTL_ADD, t.fd, &ev);
+        send(t, md::kHelloOp, std::string());
+      }
+      wait_answers(static_cast<int>(end), 1);  // the hellos of every task connected so far
+    }
+  }
+
+  // Queues one request on every task's connection (written at once where the socket has room).
+  template <typename MakeRequest>
+  void send_all(md::Rpc rpc, const MakeRequest& make) {
+    for (Task* t : tasks_) send(*t, static_cast<uint16_t>(rpc), make(*t).SerializeAsString());
+  }
+
+  // Runs the loop until every task has `target` answers in total.
+  void wait_all(int target) { wait_answers(static_cast<int>(tasks_.size()), target); }
+
+  Clock::time_point last_answer() const {
+    Clock::time_point last{};
+    for (const Task* t : tasks_) last = std::max(last, t->last_answer);
+    return last;
+  }
+
+  void close_all() {
+    for (Task* t : tasks_) {
+      if (t->fd >= 0) ::close(t->fd);
+      t->fd = -1;
+    }
+  }
+
+ private:
+  void send(Task& t, uint16_t op, const std::string& payload) {
+    t.out += md::encode_frame(op, 0, ++next_id_, payload);
+    flush(t);
+  }
+
+  void flush(Task& t) {
+    while (!t.out.empty()) {
+      const ssize_t n = ::write(t.fd, t.out.data(), t.out.size());
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) die(absl::StrCat("write to the coordinator: ", std::strerror(errno)));
+      t.out.erase(0, static_cast<size_t>(n));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | (t.out.empty() ? 0 : EPOLLOUT);
+    ev.data.ptr = &t;
+    epoll_ctl(epoll_, EPOLL_CTL_MOD, t.fd, &ev);
+  }
+
+  // Reads answers until `count` tasks (the first ones of the window: any `count`) each reached `target`.
+  void wait_answers(int count, int target) {
+    auto done = [&] {
+      int reached = 0;
+      for (const Task* t : tasks_) reached += t->answers >= target;
+      return reached >= count;
+    };
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
+    std::vector<epoll_event> events(256);
+    while (!done()) {
+      if (Clock::now() > deadline) die(absl::StrCat("no answers to ", target, " requests within 120 s"));
+      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), 100);
+      for (int i = 0; i < n; ++i) {
+        Task& t = *static_cast<Task*>(events[i].data.ptr);
+        if (events[i].events & EPOLLOUT) flush(t);
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_frames(t);
+      }
+    }
+  }
+
+  void read_frames(Task& t) {
+    char buf[4096];
+    while (true) {
+      const ssize_t n = ::read(t.fd, buf, sizeof buf);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) die(absl::StrCat("task ", t.id, ": the coordinator closed the connection"));
+      t.in.append(buf, static_cast<size_t>(n));
+    }
+    while (t.in.size() >= md::kFastPathHeaderBytes) {
+      absl::StatusOr<md::FrameHeader> h = md::decode_frame_header(t.in.data());
+      if (!h.ok()) die(std::string(h.status().message()));
+      const size_t whole = md::kFastPathHeaderBytes + h->length;
+      if (t.in.size() < whole) break;
+      if (h->flags & md::kFlagTransportError) die(absl::StrCat("task ", t.id, ": a transport error from the coordinator"));
+      // Every answer of this simulation carries an in-band status as field 1 (Register, Barrier, Heartbeat).
+      if (h->op != md::kHelloOp) {
+        pb::StatusResponse status;
+        status.ParseFromArray(t.in.data() + md::kFastPathHeaderBytes, static_cast<int>(h->length));
+        if (status.status().code() != 0) {
+          die(absl::StrCat("task ", t.id, ": op ", h->op, " failed: ", status.status().message()));
+        }
+      }
+      t.in.erase(0, whole);
+      ++t.answers;
+      t.last_answer = Clock::now();
+    }
+  }
+
+  std::vector<Task*> tasks_;
+  int epoll_;
+  uint64_t next_id_ = 0;
+};
+
+// Runs f(shard) on every shard, each on its own thread, and waits.
+template <typename F>
+void on_each(std::vector<std::unique_ptr<Shard>>& shards, const F& f) {
+  std::vector<std::thread> threads;
+  for (auto& s : shards) threads.emplace_back([&, shard = s.get()] { f(*shard); });
+  for (auto& t : threads) t.join();
+}
+
+// utime + stime of a process, in seconds.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
+  double utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) || !absl::SimpleAtod(fields[12], &stime)) {
+    die("cannot read the coordinator's CPU time");
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double rss_mb(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      int64_t kb = 0;
+      std::istringstream(line.substr(6)) >> kb;
+      return static_cast<double>(kb) / 1024.0;
+    }
+  }
+  return 0;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, const std::string& coordinator) {
+  mcx::tools::SpawnOptions so;
+  so.argv = {coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
+             "--heartbeat-timeout", "600", "--shutdown-timeout", "0"};
+  so.pipe_stderr = false;
+  auto child = mcx::tools::Subprocess::spawn(so);
+  if (!child.ok()) die(std::string(child.status().message()));
+  std::string line;
+  for (char c; ::read((*child)->stdout_fd(), &c, 1) == 1 && c != '\n';) line += c;
+  int port = 0;
+  if (line.rfind(':') == std::string::npos || !absl::SimpleAtoi(line.substr(line.rfind(':') + 1), &port)) {
+    die(absl::StrCat("the coordinator printed '", line, "' instead of its address"));
+  }
+  const pid_t pid = (*child)->pid();
+
+  std::vector<Task> tasks(static_cast<size_t>(n));
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < n; ++i) tasks[static_cast<size_t>(i)] = Task{i, -1, rng() | 1};
+  std::vector<std::unique_ptr<Shard>> shards;
+  for (int s = 0; s < threads; ++s) {
+    std::vector<Task*> mine;
+    for (int i = s; i < n; i += threads) mine.push_back(&tasks[static_cast<size_t>(i)]);
+    shards.push_back(std::make_unique<Shard>(std::move(mine)));
+  }
+  const Clock::time_point start = Clock::now();
+  on_each(shards, [&](Shard& s) { s.connect_all(port, 256); });
+  const Clock::time_point connected = Clock::now();
+
+  // Registration: answered when all N have registered.
+  std::atomic<int64_t> last_sent_ns{0};
+  on_each(shards, [&](Shard& s) {
+    s.send_all(md::Rpc::kRegister, [&](const Task& t) {
+      pb::RegisterRequest r;
+      r.set_task(t.id);
+      r.set_incarnation(t.incarnation);
+      r.set_num_tasks(n);
+      r.set_timeout_ms(120000);
+      return r;
+    });
+    const int64_t now = Clock::now().time_since_epoch().count();
+    for (int64_t seen = last_sent_ns.load(); seen < now && !last_sent_ns.compare_exchange_weak(seen, now);) {}
+    s.wait_all(2);
+  });
+  Clock::time_point registered{};
+  for (auto& s : shards) registered = std::max(registered, s->last_answer());
+  const Clock::time_point last_register_sent{Clock::duration(last_sent_ns.load())};
+  const double rss = rss_mb(pid);
+
+  // Barriers of every task.
+  std::vector<double> rounds;
+  for (int b = 0; b < barriers; ++b) {
+    const Clock::time_point round_start = Clock::now();
+    on_each(shards, [&](Shard& s) {
+      s.send_all(md::Rpc::kBarrier, [&](const Task& t) {
+        pb::BarrierRequest r;
+        r.set_task(t.id);
+        r.set_incarnation(t.incarnation);
+        r.set_name("scale");
+        r.set_counter(b);
+        r.set_timeout_ms(120000);
+        return r;
+      });
+      s.wait_all(3 + b);
+    });
+    Clock::time_point end{};
+    for (auto& s : shards) end = std::max(end, s->last_answer());
+    rounds.push_back(ms_between(round_start, end));
+  }
+
+  // Heartbeats: every task once a second, spread over the second as agents' timers are.
+  const double cpu_before = cpu_seconds(pid);
+  const Clock::time_point hb_start = Clock::now();
+  int answers = 2 + barriers;
+  for (int sec = 0; sec < heartbeat_seconds; ++sec) {
+    const Clock::time_point second_end = hb_start + std::chrono::seconds(sec + 1);
+    ++answers;
+    on_each(shards, [&](Shard& s) {
+      s.send_all(md::Rpc::kHeartbeat, [&](const Task& t) {
+        pb::HeartbeatRequest r;
+        r.set_task(t.id);
+        r.set_incarnation(t.incarnation);
+        return r;
+      });
+      s.wait_all(answers);
+    });
+    std::this_thread::sleep_until(second_end);
+  }
+  const double hb_wall = std::chrono::duration<double>(Clock::now() - hb_start).count();
+  const double hb_cpu_pct = 100.0 * (cpu_seconds(pid) - cpu_before) / hb_wall;
+
+  for (auto& s : shards) s->close_all();
+  (*child)->signal(SIGTERM);
+  (*child)->wait_until(Clock::now() + std::chrono::seconds(10));
+
+  nlohmann::json j;
+  j["name"] = absl::StrCat("control_plane/", n);
+  j["tasks"] = n;
+  j["connect_all_ms"] = ms_between(start, connected);
+  j["register_all_ms"] = ms_between(last_register_sent, registered);
+  j["barrier_p50_ms"] = percentile(rounds, 0.5);
+  j["barrier_p99_ms"] = percentile(rounds, 0.99);
+  j["heartbeat_cpu_pct_per_1000_tasks"] = hb_cpu_pct * 1000.0 / n;
+  j["coordinator_rss_mb"] = rss;
+  j["rss_kb_per_task"] = rss * 1024.0 / n;
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"N simulated tasks against a real mcx-coordinator (the control plane at scale)"};
+  std::string tasks_text = "1024,4096,16384";
+  int threads = 2, barriers = 20, heartbeat_seconds = 5;
+  std::string coordinator = MCX_COORDINATOR_BINARY;
+  app.add_option("--tasks", tasks_text, "comma-separated task counts")->capture_default_str();
+  app.add_option("--threads", threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--barriers", barriers, "barrier rounds per count")->capture_default_str()->check(CLI::Range(1, 10000));
+  app.add_option("--heartbeat-seconds", heartbeat_seconds, "seconds of heartbeats measured")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--coordinator", coordinator, "the mcx-coordinator binary")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<int> counts;
+  for (absl::string_view t : absl::StrSplit(tasks_text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(t, &v) || v < 1) die(absl::StrCat("--tasks: expected positive integers, found '", t, "'"));
+    counts.push_back(v);
+  }
+  // Each task is a socket here and one in the coordinator (which inherits this limit).
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  files.rlim_cur = files.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &files);
+  for (int n : counts) {
+    if (static_cast<rlim_t>(n) + 64 > files.rlim_cur) {
+      die(absl::StrCat(n, " tasks need ", n + 64, " open files; the limit here is ", files.rlim_cur));
+    }
+    std::cout << run(n, threads, barriers, heartbeat_seconds, coordinator).dump() << std::endl;
+  }
+  return 0;
+}
