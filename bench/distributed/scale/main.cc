@@ -14,6 +14,10 @@
 //   barrier_p50_ms/p99   a barrier of all N tasks: from the round's first request to its last answer, over rounds
 //   heartbeat_cpu_pct_per_1000_tasks  the coordinator's CPU (user+system, % of one core) while every task
 //                        heartbeats once a second, per 1,000 tasks
+//   kill_1pct_seen_by_all_ms  every task watches the job state (as agents do); 1% of them are killed (their
+//                        connections closed; the coordinator runs --recoverable, so the job goes on): from the
+//                        kill until every survivor's newest state has every failure's version (null when not
+//                        within --kill-deadline seconds), a sample of survivors checked to name every kill
 //   coordinator_rss_mb, rss_kb_per_task  the coordinator's resident memory with every task registered
 //
 //   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 5]
@@ -65,6 +69,17 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   std::exit(1);
 }
 
+// A JobStateProto's version (field 1, a varint, serialised first) without parsing the N tasks after it.
+uint64_t state_version(const std::string& state) {
+  if (state.empty() || state[0] != 0x08) return 0;
+  uint64_t v = 0;
+  for (size_t i = 1, shift = 0; i < state.size() && shift < 64; ++i, shift += 7) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(state[i]) & 0x7f) << shift;
+    if (!(static_cast<unsigned char>(state[i]) & 0x80)) break;
+  }
+  return v;
+}
+
 // One simulated task: its connection, what it has sent and the bytes of the reply being read.
 struct Task {
   int id = 0;
@@ -74,6 +89,9 @@ struct Task {
   std::string in;    // bytes read, not yet a whole frame
   int answers = 0;   // replies received (hello, register, barriers, heartbeats)
   Clock::time_point last_answer;
+  int watch_frames = 0;      // job states received on the watch stream
+  std::string last_state;    // the newest one (a JobStateProto)
+  Clock::time_point last_state_at;
 };
 
 // A client thread's share of the tasks and its epoll loop.
@@ -118,10 +136,53 @@ class Shard {
   // Runs the loop until every task has `target` answers in total.
   void wait_all(int target) { wait_answers(static_cast<int>(tasks_.size()), target); }
 
+  // Runs the loop until every open connection has received a job state on its watch stream.
+  void wait_first_states() {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
+    while (std::any_of(tasks_.begin(), tasks_.end(), [](const Task* t) { return t->fd >= 0 && t->watch_frames == 0; })) {
+      if (Clock::now() > deadline) die("no first job state on every watch within 120 s");
+      poll_once(100);
+    }
+  }
+
+  // Runs the loop until every open connection's newest job state has at least `version`, or the deadline.
+  // Returns whether they all did.
+  bool wait_version(uint64_t version, Clock::time_point deadline) {
+    auto behind = [&] {
+      return std::any_of(tasks_.begin(), tasks_.end(),
+                         [&](const Task* t) { return t->fd >= 0 && state_version(t->last_state) < version; });
+    };
+    while (behind()) {
+      if (Clock::now() > deadline) return false;
+      poll_once(10);
+    }
+    return true;
+  }
+
+  // Closes the connections of the tasks `pick` chooses (as a killed process's sockets close).
+  template <typename Pick>
+  void kill(const Pick& pick) {
+    for (Task* t : tasks_) {
+      if (t->fd < 0 || !pick(*t)) continue;
+      ::close(t->fd);
+      t->fd = -1;
+    }
+  }
+
   Clock::time_point last_answer() const {
     Clock::time_point last{};
     for (const Task* t : tasks_) last = std::max(last, t->last_answer);
     return last;
+  }
+
+  // Every open task starts its watch stream.
+  void send_watches() {
+    for (Task* t : tasks_) {
+      pb::WatchRequest r;
+      r.set_task(t->id);
+      r.set_incarnation(t->incarnation);
+      send(*t, static_cast<uint16_t>(md::Rpc::kWatch), r.SerializeAsString());
+    }
   }
 
   void close_all() {
@@ -158,16 +219,23 @@ class Shard {
       return reached >= count;
     };
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
-    std::vector<epoll_event> events(256);
     while (!done()) {
       if (Clock::now() > deadline) die(absl::StrCat("no answers to ", target, " requests within 120 s"));
-      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), 100);
-      for (int i = 0; i < n; ++i) {
-        Task& t = *static_cast<Task*>(events[i].data.ptr);
-        if (events[i].events & EPOLLOUT) flush(t);
-        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_frames(t);
-      }
+      poll_once(100);
     }
+  }
+
+  // One epoll_wait and the work it reports; returns the number of ready connections.
+  int poll_once(int timeout_ms) {
+    epoll_event events[256];
+    const int n = epoll_wait(epoll_, events, 256, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      Task& t = *static_cast<Task*>(events[i].data.ptr);
+      if (t.fd < 0) continue;
+      if (events[i].events & EPOLLOUT) flush(t);
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_frames(t);
+    }
+    return std::max(n, 0);
   }
 
   void read_frames(Task& t) {
@@ -184,6 +252,13 @@ class Shard {
       const size_t whole = md::kFastPathHeaderBytes + h->length;
       if (t.in.size() < whole) break;
       if (h->flags & md::kFlagTransportError) die(absl::StrCat("task ", t.id, ": a transport error from the coordinator"));
+      if (h->op == static_cast<uint16_t>(md::Rpc::kWatch)) {  // a job state on the watch stream
+        t.last_state.assign(t.in.data() + md::kFastPathHeaderBytes, h->length);
+        ++t.watch_frames;
+        t.last_state_at = Clock::now();
+        t.in.erase(0, whole);
+        continue;
+      }
       // Every answer of this simulation carries an in-band status as field 1 (Register, Barrier, Heartbeat).
       if (h->op != md::kHelloOp) {
         pb::StatusResponse status;
@@ -240,10 +315,11 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, const std::string& coordinator) {
+nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int kill_deadline_s,
+                   const std::string& coordinator) {
   mcx::tools::SpawnOptions so;
   so.argv = {coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
-             "--heartbeat-timeout", "600", "--shutdown-timeout", "0"};
+             "--heartbeat-timeout", "600", "--shutdown-timeout", "0", "--recoverable"};
   so.pipe_stderr = false;
   auto child = mcx::tools::Subprocess::spawn(so);
   if (!child.ok()) die(std::string(child.status().message()));
@@ -330,6 +406,38 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, cons
   const double hb_wall = std::chrono::duration<double>(Clock::now() - hb_start).count();
   const double hb_cpu_pct = 100.0 * (cpu_seconds(pid) - cpu_before) / hb_wall;
 
+  // Every task watches the job state; then 1% of them are killed (their connections close, which the
+  // recoverable coordinator records as failures) and every survivor must see the failures on its watch.
+  on_each(shards, [&](Shard& s) {
+    s.send_watches();
+    s.wait_first_states();
+  });
+  const int killed = std::max(1, n / 100);
+  const int stride = n / killed;
+  const uint64_t before_kills = state_version(tasks[0].last_state);
+  const Clock::time_point kill_at = Clock::now();
+  for (auto& s : shards) s->kill([&](const Task& t) { return t.id % stride == stride - 1 && t.id / stride < killed; });
+  // Each failure is one new job-state version.
+  std::atomic<bool> all_saw{true};
+  const Clock::time_point watch_deadline = kill_at + std::chrono::seconds(kill_deadline_s);
+  on_each(shards, [&](Shard& s) {
+    if (!s.wait_version(before_kills + killed, watch_deadline)) all_saw = false;
+  });
+  Clock::time_point seen{};
+  int checked = 0;
+  for (const Task& t : tasks) {
+    if (t.fd < 0) continue;
+    seen = std::max(seen, t.last_state_at);
+    if (all_saw && checked < 16 && t.id % 997 == 0) {  // a sample of survivors: their newest state names every kill
+      pb::JobStateProto state;
+      state.ParseFromString(t.last_state);
+      int failed = 0;
+      for (const pb::TaskInfoProto& info : state.tasks()) failed += info.state() == 2;  // TaskState::kError
+      if (failed != killed) die(absl::StrCat("task ", t.id, "'s newest job state shows ", failed, " of ", killed, " kills"));
+      ++checked;
+    }
+  }
+
   for (auto& s : shards) s->close_all();
   (*child)->signal(SIGTERM);
   (*child)->wait_until(Clock::now() + std::chrono::seconds(10));
@@ -342,6 +450,13 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, cons
   j["barrier_p50_ms"] = percentile(rounds, 0.5);
   j["barrier_p99_ms"] = percentile(rounds, 0.99);
   j["heartbeat_cpu_pct_per_1000_tasks"] = hb_cpu_pct * 1000.0 / n;
+  if (all_saw) {
+    j["kill_1pct_seen_by_all_ms"] = ms_between(kill_at, seen);
+  } else {
+    j["kill_1pct_seen_by_all_ms"] = nullptr;  // not within the deadline
+    j["kill_1pct_deadline_s"] = kill_deadline_s;
+  }
+  j["killed"] = killed;
   j["coordinator_rss_mb"] = rss;
   j["rss_kb_per_task"] = rss * 1024.0 / n;
   return j;
@@ -352,7 +467,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, cons
 int main(int argc, char** argv) {
   CLI::App app{"N simulated tasks against a real mcx-coordinator (the control plane at scale)"};
   std::string tasks_text = "1024,4096,16384";
-  int threads = 2, barriers = 20, heartbeat_seconds = 5;
+  int threads = 2, barriers = 20, heartbeat_seconds = 5, kill_deadline_s = 30;
   std::string coordinator = MCX_COORDINATOR_BINARY;
   app.add_option("--tasks", tasks_text, "comma-separated task counts")->capture_default_str();
   app.add_option("--threads", threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
@@ -361,6 +476,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   app.add_option("--coordinator", coordinator, "the mcx-coordinator binary")->capture_default_str();
+  app.add_option("--kill-deadline", kill_deadline_s, "seconds the survivors have to see the 1% kills")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   CLI11_PARSE(app, argc, argv);
 
   std::vector<int> counts;
@@ -378,7 +496,7 @@ int main(int argc, char** argv) {
     if (static_cast<rlim_t>(n) + 64 > files.rlim_cur) {
       die(absl::StrCat(n, " tasks need ", n + 64, " open files; the limit here is ", files.rlim_cur));
     }
-    std::cout << run(n, threads, barriers, heartbeat_seconds, coordinator).dump() << std::endl;
+    std::cout << run(n, threads, barriers, heartbeat_seconds, kill_deadline_s, coordinator).dump() << std::endl;
   }
   return 0;
 }

@@ -207,15 +207,20 @@ void CoordinationService::changed_locked(ServiceLock& lock) {
 void CoordinationService::deliver(const std::shared_ptr<Watcher>& w) {
   MutexLock wl(&w->mu);
   if (w->ended) return;
-  JobState s;
+  std::shared_ptr<const JobState> s;
   {
     MutexLock lock(&mu_);
-    s = job_state_locked();
+    if (!w->first && version_ <= w->delivered) return;  // already has the newest: no state built
+    s = job_state_snapshot_locked();
   }
-  if (!w->first && s.version <= w->delivered) return;
   w->first = false;
-  w->delivered = s.version;
-  w->on_state(s);
+  w->delivered = s->version;
+  w->on_state(*s);
+}
+
+std::shared_ptr<const JobState> CoordinationService::job_state_snapshot_locked() {
+  if (!snapshot_ || snapshot_->version != version_) snapshot_ = std::make_shared<const JobState>(job_state_locked());
+  return snapshot_;
 }
 
 absl::StatusOr<uint64_t> CoordinationService::watch(TaskId task, Incarnation incarnation,

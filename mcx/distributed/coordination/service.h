@@ -324,6 +324,9 @@ class CoordinationService {
   // The sorted, deduplicated set; empty: every task (one shared vector, made once).
   TaskSet resolve_set(std::vector<TaskId> ids) const;
   JobState job_state_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current job state, built once per version and shared by every watcher's delivery (N watchers of an
+  // N-task job would otherwise build N states of N tasks per change).
+  std::shared_ptr<const JobState> job_state_snapshot_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "task 1 (connected, last heartbeat 0.3s ago)"
   std::string describe_task_locked(TaskId id, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job state changed: a new version, delivered to every watcher after the lock is released.
@@ -388,6 +391,7 @@ class CoordinationService {
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   TaskSet all_tasks_;  // 0..num_tasks-1; immutable after construction
   int64_t registered_tasks_ ABSL_GUARDED_BY(mu_) = 0;  // tasks with ever_registered
+  std::shared_ptr<const JobState> snapshot_ ABSL_GUARDED_BY(mu_);  // job_state_snapshot_locked's, for version_
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status job_error_ ABSL_GUARDED_BY(mu_);
   // Every task has registered at least once (here, or with the coordinator this service replaced: rebuilt).

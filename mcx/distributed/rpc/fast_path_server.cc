@@ -172,8 +172,33 @@ void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
 
 }  // namespace
 
+// The newest job state as a serialized JobStateProto, encoded once and shared by every watch stream: an N-task
+// job has N watchers, and encoding the state of N tasks once per watcher made each change cost O(N^2) protobuf
+// work in the coordinator (docs/distributed.md, "Scale").
+class EncodedJobState {
+ public:
+  std::shared_ptr<const std::string> get(const JobState& s) {
+    MutexLock lock(&mu_);
+    if (!bytes_ || version_ != s.version || incarnation_ != s.service_incarnation) {
+      proto::JobStateProto p;
+      to_proto(s, &p);
+      bytes_ = std::make_shared<const std::string>(p.SerializeAsString());
+      version_ = s.version;
+      incarnation_ = s.service_incarnation;
+    }
+    return bytes_;
+  }
+
+ private:
+  Mutex mu_;
+  std::shared_ptr<const std::string> bytes_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 struct FastPathServer::Impl {
   CoordinationService* service = nullptr;
+  std::shared_ptr<EncodedJobState> encoded_state = std::make_shared<EncodedJobState>();
   std::function<void(int)> hand_off;
   std::shared_ptr<PeerRateLimiter> limiter;  // null: no limit
   std::shared_ptr<Poller> poller = std::make_shared<Poller>();
@@ -363,12 +388,11 @@ struct FastPathServer::Impl {
   void serve_watch(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
     proto::WatchRequest req;
     if (!parse(req, c, h, payload)) return;
-    absl::StatusOr<uint64_t> id = service->watch(req.task(), req.incarnation(),
-                                                 [reply = reply_to<proto::JobStateProto>(c, h)](const JobState& s) {
-                                                   proto::JobStateProto p;
-                                                   to_proto(s, &p);
-                                                   reply(std::move(p));
-                                                 });
+    absl::StatusOr<uint64_t> id =
+        service->watch(req.task(), req.incarnation(),
+                       [c, op = h.op, frame_id = h.id, encoded = encoded_state](const JobState& s) {
+                         c->send(encode_frame(op, 0, frame_id, *encoded->get(s)));
+                       });
     if (!id.ok()) return send_error(*c, h, id.status());
     c->on_close([s = service, id = *id](bool server_stopping) { s->end_watch(id, /*connection_lost=*/!server_stopping); });
   }
