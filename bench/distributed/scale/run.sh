@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Builds bench_control_plane_scale and the coordinator, then runs the sweep (JSON lines on stdout; docs/distributed.md,
-# "Scale"). Extra arguments go to the benchmark, e.g. --tasks 1024,16384 --threads 2.
-set -euo pipefail
-cd "$(dirname "$0")/../../.."
-build_dir=${MCX_BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -G Ninja > /dev/null
-cmake --build "$build_dir" -j "${MCX_JOBS:-2}" --target bench_control_plane_scale mcx-coordinator
-"$build_dir/bench/distributed/bench_control_plane_scale" "$@"
+# The control plane at scale: N simulated tasks against a real mcx-coordinator (docs/distributed.md, "Scale").
+# Builds bench_control_plane_scale and the coordinator (Release) in ${MCX_BENCH_BUILD_DIR:-build-bench} and prints
+# one JSON line per task count. Extra arguments go to the benchmark, e.g.
+# `bash bench/distributed/scale/run.sh --tasks 1024,16384 --kill-deadline 60`.
+exec bash "$(dirname "$0")/../../build-and-run.sh" bench_control_plane_scale \
+  bench/distributed/bench_control_plane_scale "$@"
