@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/export/artifact.h"
 #include "nlohmann/json.hpp"
 
 namespace mcx::checkpoint {
@@ -66,15 +67,11 @@ absl::StatusOr<TreeDef> tree_from_json(const json& j, const std::string& where, 
   }
   if (kind == "custom") {
     std::string aux;
-    if (!j.contains("name") || !j["name"].is_string() || !j.contains("aux") || !j["aux"].is_string() ||
-        !absl::Base64Unescape(j["aux"].get<std::string>(), &aux)) {
-      return corrupt(where, "custom tree node needs a \"name\" and base64 \"aux\"");
+    if (!j.contains("name") || !j["name"].is_string() || !exporting::is_custom_node_name(j["name"].get<std::string>()) ||
+        !j.contains("aux") || !j["aux"].is_string() || !absl::Base64Unescape(j["aux"].get<std::string>(), &aux)) {
+      return corrupt(where, "custom tree node needs a \"name\" (letters, digits and '._:-') and base64 \"aux\"");
     }
-    try {
-      return TreeDef::custom(j["name"].get<std::string>(), std::move(aux), std::move(children));
-    } catch (const Error& e) {
-      return corrupt(where, e.what());
-    }
+    return TreeDef::custom(j["name"].get<std::string>(), std::move(aux), std::move(children));
   }
   return corrupt(where, absl::StrCat("unknown tree node kind '", kind,
                                      "' (expected leaf, list, tuple, dict or custom)"));

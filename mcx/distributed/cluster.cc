@@ -190,6 +190,7 @@ EnvMap process_env() {
 
 ClusterProbes process_cluster_probes(const EnvMap& env) {
   ClusterProbes probes;
+  if (!env_value(env, "JOB_COMPLETION_INDEX")) return probes;  // only the Kubernetes detector looks further
   if (std::ifstream hosts("/etc/hosts"); hosts) {
     std::stringstream text;
     text << hosts.rdbuf();

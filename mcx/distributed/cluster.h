@@ -60,8 +60,9 @@ struct ClusterProbes {
   absl::Duration api_timeout = absl::Seconds(60);   // for all API requests of one detection together
 };
 
-// This process's: /etc/hosts, and the in-cluster API server when KUBERNETES_SERVICE_HOST is set (the service
-// account's files read from kServiceAccountDir, or MCX_K8S_SERVICE_ACCOUNT_DIR). Connects to nothing.
+// This process's, for a pod of an Indexed Job (JOB_COMPLETION_INDEX set; empty otherwise): /etc/hosts, and the
+// in-cluster API server when KUBERNETES_SERVICE_HOST is set (the service account's files read from
+// kServiceAccountDir, or MCX_K8S_SERVICE_ACCOUNT_DIR). Connects to nothing.
 ClusterProbes process_cluster_probes(const EnvMap& env);
 
 // The current process environment as a map.

@@ -309,7 +309,8 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
         "[initialize] devices were already used in this process; call mcx::distributed::initialize before any "
         "computation, device query or transfer");
   }
-  MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, process_env(), process_cluster_probes(process_env())));
+  const EnvMap env = process_env();
+  MCX_ASSIGN_OR_RETURN(ResolvedConfig c, resolve_config(options, env, process_cluster_probes(env)));
   const absl::Time deadline = absl::Now() + c.init_timeout;
   // This process's devices, described before anything starts, so that a request it cannot meet fails here.
   absl::StatusOr<std::vector<TopologyDevice>> local = describe_local_devices(c.local_device_ids, c.cpu_device_count);

@@ -21,13 +21,28 @@ absl::Status not_expected(std::string_view kind, std::string_view field, std::st
                                           std::string(expected), " at ", std::string(field)));
 }
 
-absl::StatusOr<Json> parse_object(std::string_view text, std::string_view kind) {
+// An API object: its metadata (with a string name) and its spec (an empty object when absent).
+struct ApiObject {
+  Json metadata;
+  std::string name;
+  Json spec;
+};
+
+absl::StatusOr<ApiObject> parse_object(std::string_view text, std::string_view kind) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::DataLossError(absl::StrCat("[kubernetes] expected a ", std::string(kind), " object as JSON, found '",
                                             std::string(text.substr(0, 120)), "'"));
   }
-  return j;
+  if (!j.contains("metadata") || !j["metadata"].is_object() || !j["metadata"].contains("name") ||
+      !j["metadata"]["name"].is_string()) {
+    return not_expected(kind, "metadata.name", "string");
+  }
+  ApiObject o;
+  o.name = j["metadata"]["name"].get<std::string>();
+  o.metadata = std::move(j["metadata"]);
+  o.spec = j.contains("spec") ? std::move(j["spec"]) : Json::object();
+  return o;
 }
 
 // The integer at j[key] when present; fallback when absent; an error when present and not a positive integer.
@@ -39,14 +54,6 @@ absl::StatusOr<int> positive_int(const Json& j, const char* key, int fallback, s
     return not_expected(kind, absl::StrCat(std::string(where), ".", key), "positive integer");
   }
   return static_cast<int>(v.get<int64_t>());
-}
-
-absl::StatusOr<std::string> name_of(const Json& j, std::string_view kind) {
-  if (!j.contains("metadata") || !j["metadata"].is_object() || !j["metadata"].contains("name") ||
-      !j["metadata"]["name"].is_string()) {
-    return not_expected(kind, "metadata.name", "string");
-  }
-  return j["metadata"]["name"].get<std::string>();
 }
 
 // completions and parallelism of a Job spec: completions defaults to parallelism (a Job without completions
@@ -150,15 +157,12 @@ class InClusterApi : public KubernetesApi {
 }  // namespace
 
 absl::StatusOr<KubernetesJob> parse_kubernetes_job(std::string_view text) {
-  absl::StatusOr<Json> j = parse_object(text, "Job");
-  if (!j.ok()) return j.status();
+  absl::StatusOr<ApiObject> o = parse_object(text, "Job");
+  if (!o.ok()) return o.status();
   KubernetesJob job;
-  absl::StatusOr<std::string> name = name_of(*j, "Job");
-  if (!name.ok()) return name.status();
-  job.name = *name;
-  const Json spec = j->contains("spec") ? (*j)["spec"] : Json::object();
-  if (absl::Status s = read_counts(spec, "Job", "spec", &job.completions, &job.parallelism); !s.ok()) return s;
-  const Json& metadata = (*j)["metadata"];
+  job.name = o->name;
+  if (absl::Status s = read_counts(o->spec, "Job", "spec", &job.completions, &job.parallelism); !s.ok()) return s;
+  const Json& metadata = o->metadata;
   if (metadata.contains("labels") && metadata["labels"].is_object()) {
     for (const auto& [key, value] : metadata["labels"].items()) {
       if (value.is_string()) job.labels[key] = value.get<std::string>();
@@ -168,13 +172,11 @@ absl::StatusOr<KubernetesJob> parse_kubernetes_job(std::string_view text) {
 }
 
 absl::StatusOr<KubernetesJobSet> parse_kubernetes_jobset(std::string_view text) {
-  absl::StatusOr<Json> j = parse_object(text, "JobSet");
-  if (!j.ok()) return j.status();
+  absl::StatusOr<ApiObject> o = parse_object(text, "JobSet");
+  if (!o.ok()) return o.status();
   KubernetesJobSet set;
-  absl::StatusOr<std::string> name = name_of(*j, "JobSet");
-  if (!name.ok()) return name.status();
-  set.name = *name;
-  const Json spec = j->contains("spec") ? (*j)["spec"] : Json::object();
+  set.name = o->name;
+  const Json& spec = o->spec;
   if (!spec.is_object() || !spec.contains("replicatedJobs") || !spec["replicatedJobs"].is_array() ||
       spec["replicatedJobs"].empty()) {
     return not_expected("JobSet", "spec.replicatedJobs", "non-empty list");

@@ -137,26 +137,25 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_kubernetes(const EnvMap& env, 
     absl::StatusOr<std::string> job = job_name_from_hostname(host, **index);
     if (!job.ok()) return job.status();
     first_pod = absl::StrCat(*job, "-0");
-    if (!c.num_processes) {
-      if (probes.kubernetes) {
-        absl::StatusOr<ApiFacts> facts = ask_api(*probes.kubernetes, *job, **index, absl::Now() + probes.api_timeout);
-        if (facts.ok()) {
-          c.num_processes = facts->num_processes;
-          if (!*id) c.process_id = facts->process_id;
-          first_pod = facts->first_pod;
-          if (!subdomain) subdomain = facts->subdomain;
-        } else if (facts.status().code() == absl::StatusCode::kInvalidArgument) {
-          return facts.status();  // the Job itself cannot run as one job of processes
-        } else {
-          c.unresolved = absl::StrCat("the Kubernetes API server could not tell the Job's size: ",
-                                      facts.status().message());
-        }
+    if (!c.num_processes && !probes.kubernetes) {
+      c.unresolved = probes.kubernetes_unavailable.empty()
+                         ? std::string("no Kubernetes API server to ask for the Job's size (KUBERNETES_SERVICE_HOST "
+                                       "is not set)")
+                         : absl::StrCat("no Kubernetes API server to ask for the Job's size: ",
+                                        probes.kubernetes_unavailable);
+    } else if (!c.num_processes) {
+      absl::StatusOr<ApiFacts> facts = ask_api(*probes.kubernetes, *job, **index, absl::Now() + probes.api_timeout);
+      if (facts.status().code() == absl::StatusCode::kInvalidArgument) {
+        return facts.status();  // the Job itself cannot run as one job of processes
+      }
+      if (!facts.ok()) {
+        c.unresolved = absl::StrCat("the Kubernetes API server could not tell the Job's size: ",
+                                    facts.status().message());
       } else {
-        c.unresolved = probes.kubernetes_unavailable.empty()
-                           ? std::string("no Kubernetes API server to ask for the Job's size (KUBERNETES_SERVICE_HOST "
-                                         "is not set)")
-                           : absl::StrCat("no Kubernetes API server to ask for the Job's size: ",
-                                          probes.kubernetes_unavailable);
+        c.num_processes = facts->num_processes;
+        if (!*id) c.process_id = facts->process_id;
+        first_pod = facts->first_pod;
+        if (!subdomain) subdomain = facts->subdomain;
       }
     }
   }

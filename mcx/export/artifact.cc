@@ -47,6 +47,12 @@ std::string TreeSpec::to_string() const {
   return "?";
 }
 
+bool is_custom_node_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
+  });
+}
+
 bool TreeSpec::has_custom_node() const {
   return kind == Kind::kCustom ||
          std::any_of(children.begin(), children.end(), [](const TreeSpec& c) { return c.has_custom_node(); });
@@ -314,11 +320,8 @@ absl::StatusOr<TreeSpec> decode_tree(const fb::TreeDef* t, const Limits& limits,
       for (const auto* key : *n->keys()) into.keys.push_back(key->str());
     }
     if (into.kind == TreeSpec::Kind::kCustom) {
-      if (n->custom_name() == nullptr || n->custom_name()->size() == 0 ||
-          n->custom_name()->size() > limits.max_custom_node_name ||
-          !std::all_of(n->custom_name()->begin(), n->custom_name()->end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '-';
-          })) {
+      if (n->custom_name() == nullptr || n->custom_name()->size() > limits.max_custom_node_name ||
+          !is_custom_node_name(std::string_view(n->custom_name()->c_str(), n->custom_name()->size()))) {
         return fail(what, ": a custom node's name must be 1 to ", limits.max_custom_node_name,
                     " letters, digits and '._:-'");
       }

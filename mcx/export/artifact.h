@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -57,6 +58,10 @@ struct Limits {
   int64_t max_static_elements = int64_t{1} << 40;  // per static type (keeps size arithmetic far from overflow)
   int64_t max_abs_int = int64_t{1} << 40;  // integer attributes and integer literals in dimension texts
 };
+
+// Whether `name` may name a custom pytree node (TreeSpec::kCustom, the trace layer's TreeDef::custom,
+// checkpoints): one or more letters, digits and "._:-".
+bool is_custom_node_name(std::string_view name);
 
 // A pytree structure, independent of the trace layer's TreeDef (which converts to and from it).
 struct TreeSpec {

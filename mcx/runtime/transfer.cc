@@ -359,35 +359,27 @@ absl::StatusOr<ArrayValue> from_process_local_data(const Sharding& sharding, con
                                           " has rank ", global_dims.size()));
   }
   MCX_ASSIGN_OR_RETURN(std::vector<ProcessShardRange> ranges, process_shard_ranges(sharding, rank, api));
-  std::vector<int64_t> k(rank), lo(rank), hi(rank);
-  std::vector<bool> contiguous(rank);
-  for (int d = 0; d < rank; ++d) {
-    k[d] = ranges[d].shards;
-    lo[d] = ranges[d].lo;
-    hi[d] = ranges[d].hi;
-    contiguous[d] = ranges[d].contiguous;
-  }
   std::vector<int64_t> global(rank);
   const bool whole_given = !global_dims.empty() && std::equal(local.begin(), local.end(), global_dims.begin());
   for (int d = 0; d < rank; ++d) {
+    ProcessShardRange& r = ranges[d];
     if (whole_given) {  // the local data is the whole array
-      lo[d] = 0;
-      hi[d] = k[d];
-    }
-    const int64_t count = hi[d] - lo[d];
-    if (!contiguous[d] && !whole_given) {
+      r.lo = 0;
+      r.hi = r.shards;
+    } else if (!r.contiguous) {
       return absl::InvalidArgumentError(cat("[", api, "] this process's devices hold non-contiguous shards of dimension ",
                                             d, " under ", sharding.to_string(),
                                             "; expected a contiguous slice per process"));
     }
+    const int64_t k = r.shards, count = r.hi - r.lo;
     if (!global_dims.empty()) {
       global[d] = global_dims[d];
-      if (global[d] % k[d] != 0 || local[d] != global[d] / k[d] * count) {
+      if (global[d] % k != 0 || local[d] != global[d] / k * count) {
         return absl::InvalidArgumentError(cat(
             "[", api, "] dimension ", d, " of the local data ", local_data.abstract_value().to_string(), " has size ",
-            local[d], "; expected ", global[d] % k[d] == 0 ? cat(global[d] / k[d] * count) : std::string("a whole shard"),
-            count == k[d] ? " (the dimension is not sharded across processes, so each process holds it whole)"
-                          : " (this process's slice of the dimension)",
+            local[d], "; expected ", global[d] % k == 0 ? cat(global[d] / k * count) : std::string("a whole shard"),
+            count == k ? " (the dimension is not sharded across processes, so each process holds it whole)"
+                       : " (this process's slice of the dimension)",
             " for the global shape ", dims_string(global_dims), " with ", sharding.to_string()));
       }
     } else {
@@ -395,7 +387,7 @@ absl::StatusOr<ArrayValue> from_process_local_data(const Sharding& sharding, con
         return absl::InvalidArgumentError(cat("[", api, "] dimension ", d, " of the local data has size ", local[d],
                                               ", which does not divide into the ", count, " shards this process holds"));
       }
-      global[d] = local[d] / count * k[d];
+      global[d] = local[d] / count * k;
     }
   }
   MCX_RETURN_IF_ERROR(sharding.validate(global, api));
@@ -405,8 +397,8 @@ absl::StatusOr<ArrayValue> from_process_local_data(const Sharding& sharding, con
   local_box.start.resize(rank);
   local_box.limit.resize(rank);
   for (int d = 0; d < rank; ++d) {
-    local_box.start[d] = lo[d] * (global[d] / k[d]);
-    local_box.limit[d] = hi[d] * (global[d] / k[d]);
+    local_box.start[d] = ranges[d].lo * (global[d] / ranges[d].shards);
+    local_box.limit[d] = ranges[d].hi * (global[d] / ranges[d].shards);
   }
   ArrayValue v;
   v.aval = aval;

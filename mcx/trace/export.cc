@@ -397,6 +397,7 @@ std::shared_ptr<const ShardedLayout> layout_on(const Artifact& a, Mesh mesh) {
 struct Exported::State {
   Artifact artifact;
   std::vector<TreeDef> in_arg_defs;  // the input tree's children, for the per-call structure check
+  TreeDef out_def;                   // the output tree, for rebuilding each call's results
   exporting::Signature sig;
   struct Entry {
     ir::Program program;  // specialised to one concrete signature
@@ -422,6 +423,7 @@ Exported::Exported(Artifact artifact, bool validated) : state_(std::make_shared<
   state_->sig.in_avals = state_->artifact.in_avals;
   state_->sig.scope = &state_->artifact.program.scope;
   for (const TreeSpec& c : state_->artifact.in_tree.children) state_->in_arg_defs.push_back(detail::from_tree_spec(c));
+  state_->out_def = detail::from_tree_spec(state_->artifact.out_tree);
 }
 
 const Artifact& Exported::artifact() const { return state_->artifact; }
@@ -492,7 +494,7 @@ Tree Exported::unflatten_outputs(const std::vector<Array>& outs) const {
   return tree_unflatten<Tree>(out_def(), outs);
 }
 
-TreeDef Exported::out_def() const { return detail::from_tree_spec(artifact().out_tree); }
+const TreeDef& Exported::out_def() const { return state_->out_def; }
 
 std::shared_ptr<const ShardedLayout> Exported::sharded_layout(const std::vector<Array>& leaves) const {
   const Artifact& a = state_->artifact;

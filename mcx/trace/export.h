@@ -171,7 +171,7 @@ class Exported {
   // nr_devices > 1: the mesh and shardings this call runs with (see the header comment).
   std::shared_ptr<const ShardedLayout> sharded_layout(const std::vector<Array>& leaves) const;
   Tree unflatten_outputs(const std::vector<Array>& outs) const;
-  TreeDef out_def() const;  // the recorded output structure
+  const TreeDef& out_def() const;  // the recorded output structure (converted once, at construction)
   std::shared_ptr<State> state_;
 };
 

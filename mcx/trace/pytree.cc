@@ -1,11 +1,11 @@
 #include "mcx/trace/pytree.h"
 
-#include <cctype>
 #include <mutex>
 #include <typeindex>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/export/artifact.h"
 
 namespace mcx {
 namespace {
@@ -31,14 +31,6 @@ const char* tree_kind(const V& node) {
          : std::holds_alternative<Tree::List>(node) ? "list"
          : std::holds_alternative<Tree::Dict>(node) ? "dict"
                                                     : "custom node";
-}
-
-bool valid_custom_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != ':' && c != '-') return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -119,7 +111,7 @@ TreeDef TreeDef::dict(std::vector<std::string> keys, std::vector<TreeDef> childr
 }
 
 TreeDef TreeDef::custom(std::string name, std::string aux, std::vector<TreeDef> children) {
-  if (!valid_custom_name(name)) {
+  if (!exporting::is_custom_node_name(name)) {
     throw InvalidArgument(absl::StrCat("[pytree] a custom node's name must be letters, digits and '._:-', found '",
                                        absl::CHexEscape(name), "'"));
   }
