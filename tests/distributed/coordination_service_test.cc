@@ -328,18 +328,55 @@ TEST_F(ServiceTest, HeartbeatTimeoutFailsTaskAndPropagates) {
   EXPECT_EQ(s->heartbeat(0, 100).code(), absl::StatusCode::kAborted);
 }
 
+TEST_F(ServiceTest, ChangesInADeliveryBatchReachEachWatcherOnce) {
+  auto s = make(6, /*recoverable=*/true);
+  register_all(*s, 6);
+  std::vector<std::shared_ptr<const JobStateSnapshot>> seen;
+  Mutex mu;
+  auto obs = s->watch(-1, 0, [&](const std::shared_ptr<const JobStateSnapshot>& js) {
+    MutexLock l(&mu);
+    seen.push_back(js);
+  });
+  ASSERT_TRUE(obs.ok());
+  auto count = [&] {
+    MutexLock l(&mu);
+    return seen.size();
+  };
+  ASSERT_EQ(count(), 1u);  // the state at subscription
+  // Outside a batch each change is delivered before the call returns.
+  s->fail_task(1, absl::UnavailableError("killed"));
+  EXPECT_EQ(count(), 2u);
+  {
+    CoordinationService::DeliveryBatch batch(s.get());
+    s->fail_task(2, absl::UnavailableError("killed"));
+    {
+      CoordinationService::DeliveryBatch inner(s.get());  // nested: the outer batch delivers
+      s->fail_task(4, absl::UnavailableError("killed"));
+    }
+    s->fail_task(5, absl::UnavailableError("killed"));
+    EXPECT_EQ(count(), 2u);
+  }
+  ASSERT_EQ(count(), 3u);
+  MutexLock l(&mu);
+  const JobState& last = seen.back()->state();
+  EXPECT_EQ(last.version, s->job_state().version);
+  for (TaskId id : {1, 2, 4, 5}) EXPECT_EQ(last.tasks[id].state, TaskState::kError) << id;
+  // The delivered snapshot tells what changed since the one before: the three tasks of the batch.
+  EXPECT_THAT(seen.back()->changed_since(seen[1]->version()), ::testing::Optional(::testing::ElementsAre(2, 4, 5)));
+}
+
 TEST_F(ServiceTest, ConnectionLossFailsTaskAtOnceButShutdownDoesNot) {
   auto s = make(2, /*recoverable=*/false, /*shutdown_timeout=*/absl::ZeroDuration());
   register_all(*s, 2);
   std::vector<JobState> seen;
   Mutex mu;
-  auto obs = s->watch(-1, 0, [&](const JobState& js) {
+  auto obs = s->watch(-1, 0, [&](const std::shared_ptr<const JobStateSnapshot>& js) {
     MutexLock l(&mu);
-    seen.push_back(js);
+    seen.push_back(js->state());
   });
   ASSERT_TRUE(obs.ok());
-  auto w0 = s->watch(0, 100, [](const JobState&) {});
-  auto w1 = s->watch(1, 101, [](const JobState&) {});
+  auto w0 = s->watch(0, 100, [](const std::shared_ptr<const JobStateSnapshot>&) {});
+  auto w1 = s->watch(1, 101, [](const std::shared_ptr<const JobStateSnapshot>&) {});
   ASSERT_TRUE(w0.ok() && w1.ok());
   EXPECT_TRUE(s->status().tasks[1].watching);
   // Task 0 shuts down cleanly: its stream ending is not a failure.

@@ -18,6 +18,7 @@
 #include "mcx/distributed/rpc/fast_path_client.h"
 #include "mcx/distributed/rpc/grpc_client.h"
 #include "mcx/distributed/rpc/grpc_server.h"
+#include "tests/distributed/callback_result.h"
 
 extern char** environ;
 
@@ -136,6 +137,49 @@ TEST_P(Grpc, AgentsKvBarrierLiveTasksStatusShutdown) {
   for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->shutdown().ok()); });
   for (auto& t : ts) t.join();
   for (auto& l : logs) EXPECT_TRUE(l.seen.empty());
+}
+
+TEST_P(Grpc, AWatchStreamFollowsEveryChangeThroughDeltas) {
+  // An observer's stream (the whole state first, then the tasks changed since each message) must hold the
+  // service's state after every kind of change: failures, restarts with new incarnations, many changes at once.
+  const int n = 12;
+  Cluster c(n, /*recoverable=*/true);
+  std::vector<Result<absl::StatusOr<RegisterResult>>> registered(n);
+  for (int i = 0; i < n; ++i) c.service->register_task(i, 100 + i, n, absl::Seconds(5), registered[i].cb());
+  for (auto& r : registered) ASSERT_TRUE(r.get().ok());
+  auto observer = make_client(GetParam(), c.addr);
+  auto stream = observer->watch(-1, 0, absl::Seconds(2));
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto caught_up = [&]() -> JobState {
+    const JobState want = c.service->job_state();
+    JobState held;
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (held.version < want.version && absl::Now() < until) {
+      absl::StatusOr<JobState> s = (*stream)->next(absl::Seconds(1));
+      if (s.ok()) held = *s;
+    }
+    EXPECT_EQ(held.version, want.version);
+    EXPECT_EQ(held.tasks, want.tasks);
+    return held;
+  };
+  caught_up();
+  for (int round = 0; round < 4; ++round) {
+    const TaskId id = 1 + round * 3;
+    c.service->fail_task(id, absl::UnavailableError(absl::StrCat("killed in round ", round)));
+    if (round % 2 == 1) caught_up();  // sometimes the stream lags two changes behind
+    Result<absl::StatusOr<RegisterResult>> again;  // the task restarts with a new incarnation
+    c.service->register_task(id, 1000 + round, n, absl::Seconds(5), again.cb());
+    ASSERT_TRUE(again.get().ok());
+    const JobState held = caught_up();
+    EXPECT_EQ(held.tasks[id].incarnation, 1000u + round);
+    EXPECT_EQ(held.tasks[id].state, TaskState::kConnected);
+  }
+  {
+    CoordinationService::DeliveryBatch batch(c.service.get());
+    for (TaskId id : {0, 5, 11}) c.service->fail_task(id, absl::UnavailableError("killed together"));
+  }
+  const JobState held = caught_up();
+  for (TaskId id : {0, 5, 11}) EXPECT_EQ(held.tasks[id].state, TaskState::kError);
 }
 
 TEST_P(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {

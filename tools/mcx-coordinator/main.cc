@@ -187,7 +187,9 @@ int main(int argc, char** argv) {
       !quiet, gso.audit_log);
   std::optional<uint64_t> watch_id;
   if (!quiet || gso.audit_log) {
-    auto w = (*service)->watch(-1, 0, [&logger](const JobState& s) { logger.on_state(s); });
+    auto w = (*service)->watch(-1, 0, [&logger](const std::shared_ptr<const mcx::distributed::JobStateSnapshot>& s) {
+      logger.on_state(s->state());
+    });
     if (w.ok()) watch_id = *w;
   }
 

@@ -39,6 +39,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -92,9 +93,31 @@ struct Task {
   int answers = 0;   // replies received (hello, register, barriers, heartbeats)
   Clock::time_point last_answer;
   int watch_frames = 0;      // job states received on the watch stream
-  std::string last_state;    // the newest one (a JobStateProto)
+  uint64_t version = 0;      // of the newest one
   Clock::time_point last_state_at;
+  // Sampled tasks (checked after the kills) apply every frame, whole or delta, as an agent does: the ids of the
+  // tasks their state shows failed.
+  bool sampled = false;
+  std::set<int> failed;
 };
+
+// Applies one watch frame (a JobStateProto: the whole state, or the tasks changed since the one before) to a
+// sampled task's view.
+void apply_state(Task& t, const std::string& bytes) {
+  pb::JobStateProto state;
+  if (!state.ParseFromString(bytes)) die(absl::StrCat("task ", t.id, ": a malformed job state"));
+  if (state.base_version() != 0 && state.base_version() != t.version) {
+    die(absl::StrCat("task ", t.id, ": a change from version ", state.base_version(), " while it holds ", t.version));
+  }
+  if (state.base_version() == 0) t.failed.clear();
+  for (const pb::TaskInfoProto& info : state.tasks()) {
+    if (info.state() == 2) {  // TaskState::kError
+      t.failed.insert(info.id());
+    } else {
+      t.failed.erase(info.id());
+    }
+  }
+}
 
 // A client thread's share of the tasks and its epoll loop.
 class Shard {
@@ -152,7 +175,7 @@ class Shard {
   bool wait_version(uint64_t version, Clock::time_point deadline) {
     auto behind = [&] {
       return std::any_of(tasks_.begin(), tasks_.end(),
-                         [&](const Task* t) { return t->fd >= 0 && state_version(t->last_state) < version; });
+                         [&](const Task* t) { return t->fd >= 0 && t->version < version; });
     };
     while (behind()) {
       if (Clock::now() > deadline) return false;
@@ -208,7 +231,7 @@ class Shard {
       t.out.erase(0, static_cast<size_t>(n));
     }
     epoll_event ev{};
-    ev.events = EPOLLIN | (t.out.empty() ? 0 : EPOLLOUT);
+    ev.events = EPOLLIN | (t.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
     ev.data.ptr = &t;
     epoll_ctl(epoll_, EPOLL_CTL_MOD, t.fd, &ev);
   }
@@ -263,7 +286,9 @@ class Shard {
       if (t.in.size() < whole) break;
       if (h->flags & md::kFlagTransportError) die(absl::StrCat("task ", t.id, ": a transport error from the coordinator"));
       if (h->op == static_cast<uint16_t>(md::Rpc::kWatch)) {  // a job state on the watch stream
-        t.last_state.assign(t.in.data() + md::kFastPathHeaderBytes, h->length);
+        const std::string frame(t.in.data() + md::kFastPathHeaderBytes, h->length);
+        if (t.sampled) apply_state(t, frame);
+        t.version = state_version(frame);
         ++t.watch_frames;
         t.last_state_at = Clock::now();
         t.in.erase(0, whole);
@@ -349,7 +374,12 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
 
   std::vector<Task> tasks(static_cast<size_t>(n));
   std::mt19937_64 rng(42);
-  for (int i = 0; i < n; ++i) tasks[static_cast<size_t>(i)] = Task{i, -1, rng() | 1};
+  for (int i = 0; i < n; ++i) {
+    Task& t = tasks[static_cast<size_t>(i)];
+    t.id = i;
+    t.incarnation = rng() | 1;
+    t.sampled = i % 997 == 1;  // a sampled task that is killed is not checked
+  }
   std::vector<std::unique_ptr<Shard>> shards;
   for (int s = 0; s < threads; ++s) {
     std::vector<Task*> mine;
@@ -437,7 +467,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   g_phase = "watching the kills";
   const int killed = std::max(1, n / 100);
   const int stride = n / killed;
-  const uint64_t before_kills = state_version(tasks[0].last_state);
+  const uint64_t before_kills = tasks[0].version;
   const Clock::time_point kill_at = Clock::now();
   for (auto& s : shards) s->kill([&](const Task& t) { return t.id % stride == stride - 1 && t.id / stride < killed; });
   // Each failure is one new job-state version.
@@ -451,12 +481,10 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   for (const Task& t : tasks) {
     if (t.fd < 0) continue;
     seen = std::max(seen, t.last_state_at);
-    if (all_saw && checked < 16 && t.id % 997 == 0) {  // a sample of survivors: their newest state names every kill
-      pb::JobStateProto state;
-      state.ParseFromString(t.last_state);
-      int failed = 0;
-      for (const pb::TaskInfoProto& info : state.tasks()) failed += info.state() == 2;  // TaskState::kError
-      if (failed != killed) die(absl::StrCat("task ", t.id, "'s newest job state shows ", failed, " of ", killed, " kills"));
+    if (all_saw && t.sampled) {  // a sample of survivors: their newest state names every kill
+      if (static_cast<int>(t.failed.size()) != killed) {
+        die(absl::StrCat("task ", t.id, "'s newest job state shows ", t.failed.size(), " of ", killed, " kills"));
+      }
       ++checked;
     }
   }
@@ -483,6 +511,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   int dropped = 0;
   for (auto& s : shards) dropped += s->dropped();
   j["watchers_dropped"] = dropped;
+  j["survivors_checked"] = checked;
   if (dropped > 0) j["kill_1pct_seen_by_all_ms"] = nullptr;  // not every survivor could see them
   j["coordinator_rss_mb"] = rss;
   j["rss_kb_per_task"] = rss * 1024.0 / n;

@@ -293,9 +293,9 @@ absl::StatusOr<std::unique_ptr<WatchStream>> InProcessClient::watch(TaskId task,
   st->owner = this;
   return endpoint_->with_service(
       "watch", [&](CoordinationService* s, uint64_t epoch) -> absl::StatusOr<std::unique_ptr<WatchStream>> {
-        absl::StatusOr<uint64_t> id = s->watch(task, incarnation, [st](const JobState& js) {
+        absl::StatusOr<uint64_t> id = s->watch(task, incarnation, [st](const std::shared_ptr<const JobStateSnapshot>& js) {
           MutexLock lock(&st->mu);
-          st->latest = js;
+          st->latest = js->state();
         });
         if (!id.ok()) return id.status();
         st->watch_id = *id;

@@ -196,35 +196,75 @@ std::string CoordinationService::describe_task_locked(TaskId id, absl::Time now)
   return "";
 }
 
+namespace {
+// The delivery batches this thread has open, innermost first (DeliveryBatch::outer_ links them).
+thread_local CoordinationService::DeliveryBatch* open_batches = nullptr;
+}  // namespace
+
+CoordinationService::DeliveryBatch::DeliveryBatch(CoordinationService* service)
+    : service_(service), outer_(open_batches) {
+  open_batches = this;
+}
+
+CoordinationService::DeliveryBatch::~DeliveryBatch() {
+  open_batches = outer_;
+  if (!changed_) return;
+  // An outer batch on the same service takes the change over.
+  for (DeliveryBatch* b = outer_; b != nullptr; b = b->outer_) {
+    if (b->service_ == service_) {
+      b->changed_ = true;
+      return;
+    }
+  }
+  ServiceLock lock(&service_->mu_);
+  service_->schedule_deliveries_locked(lock);
+}
+
 void CoordinationService::changed_locked(ServiceLock& lock) {
   ++version_;
+  for (DeliveryBatch* b = open_batches; b != nullptr; b = b->outer_) {
+    if (b->service_ == this) {
+      b->changed_ = true;
+      return;
+    }
+  }
+  schedule_deliveries_locked(lock);
+}
+
+void CoordinationService::schedule_deliveries_locked(ServiceLock& lock) {
   for (auto& [id, w] : watchers_) {
-    std::shared_ptr<Watcher> wp = w;
-    lock.defer([this, wp] { deliver(wp); });
+    if (w->scheduled) continue;  // its queued delivery will read the newest version
+    w->scheduled = true;
+    lock.defer([this, wp = w] { deliver(wp); });
   }
 }
 
 void CoordinationService::deliver(const std::shared_ptr<Watcher>& w) {
   MutexLock wl(&w->mu);
-  if (w->ended) return;
-  std::shared_ptr<const JobState> s;
+  std::shared_ptr<const JobStateSnapshot> s;
   {
     MutexLock lock(&mu_);
+    w->scheduled = false;
+    if (w->ended) return;
     if (!w->first && version_ <= w->delivered) return;  // already has the newest: no state built
     s = job_state_snapshot_locked();
   }
   w->first = false;
-  w->delivered = s->version;
-  w->on_state(*s);
+  w->delivered = s->version();
+  w->on_state(s);
 }
 
-std::shared_ptr<const JobState> CoordinationService::job_state_snapshot_locked() {
-  if (!snapshot_ || snapshot_->version != version_) snapshot_ = std::make_shared<const JobState>(job_state_locked());
+std::shared_ptr<const JobStateSnapshot> CoordinationService::job_state_snapshot_locked() {
+  if (!snapshot_) {
+    snapshot_ = std::make_shared<const JobStateSnapshot>(job_state_locked());
+  } else if (snapshot_->version() != version_) {
+    snapshot_ = std::make_shared<const JobStateSnapshot>(*snapshot_, job_state_locked());
+  }
   return snapshot_;
 }
 
 absl::StatusOr<uint64_t> CoordinationService::watch(TaskId task, Incarnation incarnation,
-                                                    Callback<const JobState&> on_state) {
+                                                    Callback<const std::shared_ptr<const JobStateSnapshot>&> on_state) {
   auto w = std::make_shared<Watcher>();
   w->task = task;
   w->incarnation = incarnation;

@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "mcx/core/mutex.h"
+#include "mcx/distributed/coordination/job_state_snapshot.h"
 #include "mcx/distributed/coordination/service_lock.h"
 #include "mcx/distributed/coordination/types.h"
 #include "mcx/distributed/security/caller.h"
@@ -158,14 +159,37 @@ class CoordinationService {
   // --- Watching (failure notification and connection monitoring) ----------------------------------
 
   // Subscribes to the job state. `on_state` runs at once with the current state and then after every
-  // change (never concurrently for one subscription; the newest state only). With task >= 0 the
+  // change (never concurrently for one subscription; the newest state only: changes made while a delivery to
+  // this watcher is pending, or inside a DeliveryBatch, reach it as one). The snapshot is shared by every
+  // watcher; its changed_since() tells a transport which tasks to send a watcher that has an older version
+  // (job_state_snapshot.h). With task >= 0 the
   // subscription monitors that task's connection: when the transport reports the watch ended
   // (end_watch(id, connection_lost = true)) while the task is CONNECTED, the task fails with UNAVAILABLE
   // "connection to task N lost (process died or network failed)". task = -1 is an observer (mcx-ctl).
   // Errors: InvalidArgument (unknown task), FailedPrecondition (stale incarnation).
-  absl::StatusOr<uint64_t> watch(TaskId task, Incarnation incarnation, Callback<const JobState&> on_state);
+  absl::StatusOr<uint64_t> watch(TaskId task, Incarnation incarnation,
+                                 Callback<const std::shared_ptr<const JobStateSnapshot>&> on_state);
   // Ends a subscription; after it returns, its on_state is not running and will not run again.
   void end_watch(uint64_t watch_id, bool connection_lost);
+
+  // While an object of this class lives, the job-state changes this thread makes on `service` are not delivered
+  // to the watchers one by one: its destructor delivers the newest state once. A transport that handles many
+  // events in one go (the fast path's reactor: the connections of 164 killed tasks closing at once) wraps them
+  // in one, so each watcher gets one update instead of one per event. Nests; changes of other threads are
+  // delivered as usual. Thread-safety: used by the thread that made it.
+  class DeliveryBatch {
+   public:
+    explicit DeliveryBatch(CoordinationService* service);
+    ~DeliveryBatch();
+    DeliveryBatch(const DeliveryBatch&) = delete;
+    DeliveryBatch& operator=(const DeliveryBatch&) = delete;
+
+   private:
+    friend class CoordinationService;
+    CoordinationService* service_;
+    DeliveryBatch* outer_;  // the batch this thread had open before (nesting)
+    bool changed_ = false;  // a change waits for the destructor
+  };
 
   // The current job state (non-blocking).
   JobState job_state() const;
@@ -306,7 +330,10 @@ class CoordinationService {
   struct Watcher {
     TaskId task;
     Incarnation incarnation;
-    Callback<const JobState&> on_state;
+    Callback<const std::shared_ptr<const JobStateSnapshot>&> on_state;
+    // A delivery is queued (on some ServiceLock) and has not read the version yet: a change meanwhile needs
+    // no delivery of its own.
+    bool scheduled = false;  // guarded by the service's mu_
     Mutex mu;  // serialises deliveries
     uint64_t delivered ABSL_GUARDED_BY(mu) = 0;
     bool ended ABSL_GUARDED_BY(mu) = false;
@@ -325,12 +352,15 @@ class CoordinationService {
   TaskSet resolve_set(std::vector<TaskId> ids) const;
   JobState job_state_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current job state, built once per version and shared by every watcher's delivery (N watchers of an
-  // N-task job would otherwise build N states of N tasks per change).
-  std::shared_ptr<const JobState> job_state_snapshot_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // N-task job would otherwise build N states of N tasks per change), with the history of changes before it.
+  std::shared_ptr<const JobStateSnapshot> job_state_snapshot_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "task 1 (connected, last heartbeat 0.3s ago)"
   std::string describe_task_locked(TaskId id, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The job state changed: a new version, delivered to every watcher after the lock is released.
+  // The job state changed: a new version, delivered to every watcher after the lock is released (or when this
+  // thread's DeliveryBatch ends).
   void changed_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a delivery of the newest state to every watcher that has none queued.
+  void schedule_deliveries_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Delivers the newest job state to one watcher (takes the lock itself).
   void deliver(const std::shared_ptr<Watcher>& w) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -391,7 +421,7 @@ class CoordinationService {
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   TaskSet all_tasks_;  // 0..num_tasks-1; immutable after construction
   int64_t registered_tasks_ ABSL_GUARDED_BY(mu_) = 0;  // tasks with ever_registered
-  std::shared_ptr<const JobState> snapshot_ ABSL_GUARDED_BY(mu_);  // job_state_snapshot_locked's, for version_
+  std::shared_ptr<const JobStateSnapshot> snapshot_ ABSL_GUARDED_BY(mu_);  // job_state_snapshot_locked's, newest
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status job_error_ ABSL_GUARDED_BY(mu_);
   // Every task has registered at least once (here, or with the coordinator this service replaced: rebuilt).

@@ -22,7 +22,8 @@ absl::Status as_call(std::string_view api, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("[", absl::string_view(api.data(), api.size()), "] ", m));
 }
 
-// The watch stream on a connection of its own: next() reads the frames itself, keeping the newest state.
+// The watch stream on a connection of its own: next() reads the frames itself and applies each (a whole state or
+// the tasks changed since the one before) to the state it holds.
 class FastPathWatchStream final : public WatchStream {
  public:
   FastPathWatchStream(std::unique_ptr<FastPathConnection> c, uint64_t id, std::string target)
@@ -33,10 +34,10 @@ class FastPathWatchStream final : public WatchStream {
     MutexLock lock(&read_mu_);
     if (!end_.ok()) return end_;
     const absl::Time deadline = absl::Now() + timeout;
-    std::optional<JobState> newest;
-    // Blocks for the first frame only; then takes whatever else has arrived (newest wins).
+    bool newest = false;  // a frame was applied in this call
+    // Blocks for the first frame only; then applies whatever else has arrived.
     while (true) {
-      absl::StatusOr<std::optional<Frame>> f = c_->read_frame(deadline, /*block=*/!newest.has_value());
+      absl::StatusOr<std::optional<Frame>> f = c_->read_frame(deadline, /*block=*/!newest);
       if (!f.ok()) {
         if (f.status().code() == absl::StatusCode::kDeadlineExceeded && !newest) {
           return absl::DeadlineExceededError("[watch] no job state change within the timeout");
@@ -44,10 +45,10 @@ class FastPathWatchStream final : public WatchStream {
         end_ = cancelled_.load() ? absl::CancelledError("[watch] the stream was cancelled")
                                  : absl::UnavailableError(absl::StrCat("[watch] lost the coordination service at ",
                                                                        target_, " (", f.status().message(), ")"));
-        if (newest) return *newest;
+        if (newest) return state_;
         return end_;
       }
-      if (!f->has_value()) return *newest;
+      if (!f->has_value()) return state_;
       Frame& frame = **f;
       if (frame.header.id != id_ || (frame.header.flags & kFlagTransportError)) {
         proto::StatusProto p;
@@ -60,12 +61,15 @@ class FastPathWatchStream final : public WatchStream {
         return end_;
       }
       proto::JobStateProto msg;
-      if (!msg.ParseFromString(frame.payload)) {
-        end_ = absl::UnavailableError("[watch] a malformed job state from the coordination service");
+      absl::Status applied = msg.ParseFromString(frame.payload)
+                                 ? apply_proto(msg, &state_)
+                                 : absl::DataLossError("[watch] a malformed job state from the coordination service");
+      if (!applied.ok()) {
+        end_ = absl::UnavailableError(applied.message());
         c_->shutdown();
         return end_;
       }
-      newest = from_proto(msg);
+      newest = true;
     }
   }
 
@@ -81,6 +85,7 @@ class FastPathWatchStream final : public WatchStream {
   std::atomic<bool> cancelled_{false};
   Mutex read_mu_;
   absl::Status end_ ABSL_GUARDED_BY(read_mu_);
+  JobState state_ ABSL_GUARDED_BY(read_mu_);  // the frames applied so far
 };
 
 class FastPathCoordinationClient final : public ProtoCoordinationClient {

@@ -172,26 +172,31 @@ void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
 
 }  // namespace
 
-// The newest job state as a serialized JobStateProto, encoded once and shared by every watch stream: an N-task
-// job has N watchers, and encoding the state of N tasks once per watcher made each change cost O(N^2) protobuf
-// work in the coordinator (docs/distributed.md, "Scale").
+// The newest job state as serialized JobStateProto messages, one per version a watch stream sent last (the
+// delta from it; 0: the whole state), each encoded once and shared by every watch stream that had that version:
+// an N-task job has N watchers, mostly at the same version, and encoding per watcher made each change cost
+// O(N^2) protobuf work in the coordinator (docs/distributed.md, "Scale").
 class EncodedJobState {
  public:
-  std::shared_ptr<const std::string> get(const JobState& s) {
+  std::shared_ptr<const std::string> get(const JobStateSnapshot& s, uint64_t since) {
     MutexLock lock(&mu_);
-    if (!bytes_ || version_ != s.version || incarnation_ != s.service_incarnation) {
-      proto::JobStateProto p;
-      to_proto(s, &p);
-      bytes_ = std::make_shared<const std::string>(p.SerializeAsString());
-      version_ = s.version;
-      incarnation_ = s.service_incarnation;
+    if (version_ != s.version() || incarnation_ != s.state().service_incarnation) {
+      by_since_.clear();
+      version_ = s.version();
+      incarnation_ = s.state().service_incarnation;
     }
-    return bytes_;
+    std::shared_ptr<const std::string>& bytes = by_since_[since];
+    if (!bytes) {
+      proto::JobStateProto p;
+      to_proto(s, since, &p);
+      bytes = std::make_shared<const std::string>(p.SerializeAsString());
+    }
+    return bytes;
   }
 
  private:
   Mutex mu_;
-  std::shared_ptr<const std::string> bytes_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<const std::string>> by_since_ ABSL_GUARDED_BY(mu_);
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -219,14 +224,17 @@ struct FastPathServer::Impl {
   }
 
   void run() {
-    epoll_event events[64];
+    epoll_event events[256];
     while (!stopping.load()) {
-      int n = epoll_wait(poller->fd, events, 64, -1);
+      int n = epoll_wait(poller->fd, events, 256, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         log_error("[coordination] fast path: epoll_wait failed: {}; the fast path stops", std::strerror(errno));
         break;
       }
+      // The job-state changes of one batch of events (say, many connections of killed tasks closing) reach each
+      // watcher as one update.
+      CoordinationService::DeliveryBatch deliveries(service);
       for (int i = 0; i < n; ++i) {
         uint64_t id = events[i].data.u64;
         if (id == kWakeId) continue;  // shutdown(): the loop condition sees it
@@ -384,15 +392,19 @@ struct FastPathServer::Impl {
   }
 
   // The watch stream: one frame per job state, on this connection until it closes; its closing (other than
-  // by a server shutdown) is a lost connection for the service, as the gRPC stream's end.
+  // by a server shutdown) is a lost connection for the service, as the gRPC stream's end. The first frame is the
+  // whole state, each later one the tasks changed since the frame before (the service never runs one watcher's
+  // deliveries concurrently, so `sent` needs no lock of its own).
   void serve_watch(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
     proto::WatchRequest req;
     if (!parse(req, c, h, payload)) return;
-    absl::StatusOr<uint64_t> id =
-        service->watch(req.task(), req.incarnation(),
-                       [c, op = h.op, frame_id = h.id, encoded = encoded_state](const JobState& s) {
-                         c->send(encode_frame(op, 0, frame_id, *encoded->get(s)));
-                       });
+    auto sent = std::make_shared<uint64_t>(0);
+    absl::StatusOr<uint64_t> id = service->watch(
+        req.task(), req.incarnation(),
+        [c, op = h.op, frame_id = h.id, encoded = encoded_state, sent](const std::shared_ptr<const JobStateSnapshot>& s) {
+          c->send(encode_frame(op, 0, frame_id, *encoded->get(*s, *sent)));
+          *sent = s->version();
+        });
     if (!id.ok()) return send_error(*c, h, id.status());
     c->on_close([s = service, id = *id](bool server_stopping) { s->end_watch(id, /*connection_lost=*/!server_stopping); });
   }

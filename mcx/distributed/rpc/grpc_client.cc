@@ -78,14 +78,22 @@ class GrpcWatchStream final : public WatchStream {
  private:
   void read_loop() {
     proto::JobStateProto msg;
+    JobState state;  // the messages applied so far (each a whole state or the tasks changed since the one before)
+    absl::Status broken;
     while (reader_->Read(&msg)) {
-      JobState s = from_proto(msg);
+      broken = apply_proto(msg, &state);
+      if (!broken.ok()) {
+        ctx_.TryCancel();  // Finish() below then returns at once
+        break;
+      }
       MutexLock lock(&mu_);
-      latest_ = std::move(s);  // newest wins
+      latest_ = state;  // newest wins
     }
     grpc::Status st = reader_->Finish();
     MutexLock lock(&mu_);
-    if (cancelled_) {
+    if (!broken.ok()) {
+      end_ = absl::UnavailableError(broken.message());
+    } else if (cancelled_) {
       end_ = absl::CancelledError("[watch] the stream was cancelled");
     } else if (st.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
                st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {

@@ -303,7 +303,8 @@ class Handler final : public proto::Coordination::CallbackService {
   std::shared_ptr<PeerRateLimiter> limiter_;  // null: no limit
 };
 
-// The long-lived stream of one task (or observer). Writes the newest job state, one write at a time.
+// The long-lived stream of one task (or observer). Writes the newest job state, one write at a time: the whole
+// state first, then the tasks changed since the last write.
 // When the call ends for any reason other than our own Finish (client died, connection broke, client
 // cancelled), the service is told the connection was lost.
 class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobStateProto> {
@@ -319,7 +320,8 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
       }
       h_->watches_.insert(this);
     }
-    absl::StatusOr<uint64_t> id = h_->service()->watch(task_, inc_, [this](const JobState& s) { on_state(s); });
+    absl::StatusOr<uint64_t> id = h_->service()->watch(
+        task_, inc_, [this](const std::shared_ptr<const JobStateSnapshot>& s) { on_state(s); });
     MutexLock lock(&mu_);
     if (!id.ok()) {
       finish_locked(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, std::string(id.status().message())));
@@ -328,11 +330,10 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
     watch_id_ = *id;
   }
 
-  void on_state(const JobState& s) {
+  void on_state(const std::shared_ptr<const JobStateSnapshot>& s) {
     MutexLock lock(&mu_);
     if (finished_) return;
-    pending_.emplace();
-    to_proto(s, &*pending_);
+    newest_ = s;
     write_next_locked();
   }
 
@@ -378,9 +379,10 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
 
  private:
   void write_next_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_ || !pending_) return;
-    current_ = std::move(*pending_);
-    pending_.reset();
+    if (writing_ || finished_ || !newest_ || (sent_version_ != 0 && newest_->version() <= sent_version_)) return;
+    current_.Clear();
+    to_proto(*newest_, sent_version_, &current_);
+    sent_version_ = newest_->version();
     writing_ = true;
     StartWrite(&current_);
   }
@@ -398,8 +400,9 @@ class Handler::WatchReactor final : public grpc::ServerWriteReactor<proto::JobSt
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool server_closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<proto::JobStateProto> pending_ ABSL_GUARDED_BY(mu_);
-  proto::JobStateProto current_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const JobStateSnapshot> newest_ ABSL_GUARDED_BY(mu_);
+  uint64_t sent_version_ ABSL_GUARDED_BY(mu_) = 0;  // of the last state written (0: none yet)
+  proto::JobStateProto current_ ABSL_GUARDED_BY(mu_);  // being written
 };
 
 grpc::ServerWriteReactor<proto::JobStateProto>* Handler::Watch(CallbackServerContext* ctx,

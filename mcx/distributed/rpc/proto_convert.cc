@@ -1,10 +1,12 @@
 #include "mcx/distributed/rpc/proto_convert.h"
 
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
 namespace mcx::distributed {
-
-void to_proto(const absl::Status& s, proto::StatusProto* p);
-absl::Status from_proto(const proto::StatusProto& p);
-
 namespace {
 
 void task_to_proto(const TaskInfo& t, proto::TaskInfoProto* p) {
@@ -36,20 +38,51 @@ absl::Status from_proto(const proto::StatusProto& p) {
   return absl::Status(static_cast<absl::StatusCode>(p.code()), p.message());
 }
 
-void to_proto(const JobState& s, proto::JobStateProto* p) {
+void to_proto(const JobStateSnapshot& snapshot, uint64_t since, proto::JobStateProto* p) {
+  const JobState& s = snapshot.state();
   p->set_version(s.version);
   p->set_service_incarnation(s.service_incarnation);
-  for (const TaskInfo& t : s.tasks) task_to_proto(t, p->add_tasks());
   to_proto(s.job_error, p->mutable_job_error());
+  if (std::optional<std::vector<TaskId>> changed = snapshot.changed_since(since)) {
+    p->set_base_version(since);
+    for (TaskId id : *changed) task_to_proto(s.tasks[static_cast<size_t>(id)], p->add_tasks());
+    return;
+  }
+  for (const TaskInfo& t : s.tasks) task_to_proto(t, p->add_tasks());
 }
 
-JobState from_proto(const proto::JobStateProto& p) {
-  JobState s;
-  s.version = p.version();
-  s.service_incarnation = p.service_incarnation();
-  for (const auto& t : p.tasks()) s.tasks.push_back(task_from_proto(t));
-  s.job_error = from_proto(p.job_error());
-  return s;
+absl::Status apply_proto(const proto::JobStateProto& p, JobState* state) {
+  if (p.base_version() == 0) {
+    JobState whole;
+    for (const auto& t : p.tasks()) {
+      if (t.id() != static_cast<TaskId>(whole.tasks.size())) {
+        return absl::DataLossError(absl::StrCat("[watch] a whole job state lists task ", t.id(), " at position ",
+                                                whole.tasks.size()));
+      }
+      whole.tasks.push_back(task_from_proto(t));
+    }
+    whole.version = p.version();
+    whole.service_incarnation = p.service_incarnation();
+    whole.job_error = from_proto(p.job_error());
+    *state = std::move(whole);
+    return absl::OkStatus();
+  }
+  if (p.base_version() != state->version || p.service_incarnation() != state->service_incarnation) {
+    return absl::DataLossError(absl::StrCat("[watch] a job state change from version ", p.base_version(),
+                                            " of coordinator incarnation ", p.service_incarnation(),
+                                            ", but this stream holds version ", state->version, " of incarnation ",
+                                            state->service_incarnation));
+  }
+  for (const auto& t : p.tasks()) {
+    if (t.id() < 0 || static_cast<size_t>(t.id()) >= state->tasks.size()) {
+      return absl::DataLossError(absl::StrCat("[watch] a job state change names task ", t.id(), " of a job of ",
+                                              state->tasks.size()));
+    }
+  }
+  for (const auto& t : p.tasks()) state->tasks[static_cast<size_t>(t.id())] = task_from_proto(t);
+  state->version = p.version();
+  state->job_error = from_proto(p.job_error());
+  return absl::OkStatus();
 }
 
 void to_proto(const ServiceStatus& s, proto::ServiceStatusResponse* p) {
