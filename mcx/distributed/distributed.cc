@@ -16,6 +16,7 @@
 #include "mcx/core/topology.h"
 #include "mcx/runtime/device.h"
 #include "mcx/distributed/coordination/agent_key_value.h"
+#include "mcx/distributed/coordination/heartbeat_defaults.h"
 #include "mcx/distributed/data_plane/data_plane.h"
 #include "mcx/distributed/rpc/fast_path_client.h"
 #include "mcx/distributed/rpc/grpc_client.h"
@@ -277,10 +278,12 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
     c.recoverable = v->value_or(false);
   }
   MCX_ASSIGN_OR_RETURN(c.init_timeout, duration_setting(o.init_timeout, env, "MCX_INIT_TIMEOUT", absl::Seconds(300)));
+  // Defaults by the job's size (heartbeat_defaults.h): the timeout first, so that an interval left unset fits it.
+  MCX_ASSIGN_OR_RETURN(c.heartbeat_timeout, duration_setting(o.heartbeat_timeout, env, "MCX_HEARTBEAT_TIMEOUT",
+                                                             default_heartbeat_timeout(c.num_processes)));
   MCX_ASSIGN_OR_RETURN(c.heartbeat_interval,
-                       duration_setting(o.heartbeat_interval, env, "MCX_HEARTBEAT_INTERVAL", absl::Seconds(1)));
-  MCX_ASSIGN_OR_RETURN(c.heartbeat_timeout,
-                       duration_setting(o.heartbeat_timeout, env, "MCX_HEARTBEAT_TIMEOUT", absl::Seconds(10)));
+                       duration_setting(o.heartbeat_interval, env, "MCX_HEARTBEAT_INTERVAL",
+                                        default_heartbeat_interval(c.num_processes, c.heartbeat_timeout)));
   MCX_ASSIGN_OR_RETURN(c.shutdown_timeout,
                        duration_setting(o.shutdown_timeout, env, "MCX_SHUTDOWN_TIMEOUT", absl::Seconds(300)));
   MCX_ASSIGN_OR_RETURN(c.reconnect_timeout, duration_setting(o.reconnect_timeout, env,

@@ -61,8 +61,10 @@ struct InitializeOptions {
   std::optional<bool> recoverable;              // service mode when process 0 hosts it (default false)
   std::string cluster_detection = "auto";       // see cluster.h; MCX_CLUSTER_DETECTION overrides "auto"
   std::optional<absl::Duration> init_timeout;        // default 300 s, as JAX's initialization_timeout
-  std::optional<absl::Duration> heartbeat_interval;  // default 1 s
-  std::optional<absl::Duration> heartbeat_timeout;   // default 10 s
+  // Defaults by the job's size (coordination/heartbeat_defaults.h): 1 s and 10 s up to 4,096 processes, then
+  // N/4096 s and 10 intervals; an unset interval is at most a third of the timeout.
+  std::optional<absl::Duration> heartbeat_interval;
+  std::optional<absl::Duration> heartbeat_timeout;
   std::optional<absl::Duration> shutdown_timeout;    // default 300 s, as JAX's
   // Recoverable jobs: how long to try rejoining a lost coordinator before the loss is fatal (default 60 s).
   std::optional<absl::Duration> reconnect_timeout;

@@ -155,6 +155,28 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EXPECT_THAT(resolve_config(InitializeOptions{}, bad).status().message(), HasSubstr("MCX_INIT_TIMEOUT='-3'"));
 }
 
+TEST(ResolveConfig, HeartbeatDefaultsGrowWithTheJobPast4096Processes) {
+  auto config = [](int n, EnvMap extra = {}) {
+    EnvMap env = {{"MCX_COORDINATOR_ADDRESS", "h:1"}, {"MCX_NUM_PROCESSES", std::to_string(n)}, {"MCX_PROCESS_ID", "0"}};
+    env.insert(extra.begin(), extra.end());
+    return *resolve_config(InitializeOptions{}, env);
+  };
+  for (int n : {1, 64, 4096}) {
+    EXPECT_EQ(config(n).heartbeat_interval, absl::Seconds(1)) << n;
+    EXPECT_EQ(config(n).heartbeat_timeout, absl::Seconds(10)) << n;
+  }
+  // The coordinator then receives about 4,096 heartbeats a second: 16,384 processes every 4 s.
+  EXPECT_EQ(config(16384).heartbeat_interval, absl::Seconds(4));
+  EXPECT_EQ(config(16384).heartbeat_timeout, absl::Seconds(40));
+  EXPECT_EQ(config(6144).heartbeat_interval, absl::Milliseconds(1500));
+  // A timeout that is set bounds the interval left unset (three heartbeats per timeout), and both set win.
+  EXPECT_EQ(config(16384, {{"MCX_HEARTBEAT_TIMEOUT", "6"}}).heartbeat_interval, absl::Seconds(2));
+  EXPECT_EQ(config(2, {{"MCX_HEARTBEAT_TIMEOUT", "1.5"}}).heartbeat_interval, absl::Milliseconds(500));
+  const auto both = config(16384, {{"MCX_HEARTBEAT_TIMEOUT", "20"}, {"MCX_HEARTBEAT_INTERVAL", "1"}});
+  EXPECT_EQ(both.heartbeat_interval, absl::Seconds(1));
+  EXPECT_EQ(both.heartbeat_timeout, absl::Seconds(20));
+}
+
 TEST(ResolveConfig, LocalDeviceIdsFromOptionsOrTheEnvironment) {
   EnvMap env = {{"MCX_COORDINATOR_ADDRESS", "h:1"}, {"MCX_NUM_PROCESSES", "2"}, {"MCX_PROCESS_ID", "1"},
                 {"MCX_LOCAL_DEVICE_IDS", "2,3"}};

@@ -12,15 +12,18 @@
 //   register_all_ms      from the last task's Register sent to the last answer (the service answers a
 //                        registration when every task has registered)
 //   barrier_p50_ms/p99   a barrier of all N tasks: from the round's first request to its last answer, over rounds
-//   heartbeat_cpu_pct_per_1000_tasks  the coordinator's CPU (user+system, % of one core) while every task
-//                        heartbeats once a second, per 1,000 tasks
+//   barrier_coordinator_cpu_us_per_task  the coordinator's CPU per arrival (request in, reply out)
+//   heartbeat_cpu_pct    the coordinator's CPU (user+system, % of one core) while every task heartbeats at the
+//                        interval agents use for a job of N (heartbeat_interval_s: 1 s up to 4,096 tasks, then
+//                        N/4096 s; --heartbeat-interval sets another), with heartbeats_per_s and the CPU per heartbeat
 //   kill_1pct_seen_by_all_ms  every task watches the job state (as agents do); 1% of them are killed (their
 //                        connections closed; the coordinator runs --recoverable, so the job goes on): from the
 //                        kill until every survivor's newest state has every failure's version (null when not
 //                        within --kill-deadline seconds), a sample of survivors checked to name every kill
 //   coordinator_rss_mb, rss_kb_per_task  the coordinator's resident memory with every task registered
 //
-//   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 5]
+//   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 8]
+//                             [--heartbeat-interval S]
 //                             [--coordinator PATH]
 // Run: bash bench/distributed/scale/run.sh
 #include <fcntl.h>
@@ -49,6 +52,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "mcx/distributed/coordination/heartbeat_defaults.h"
 #include "mcx/distributed/rpc/coordination.pb.h"
 #include "mcx/distributed/rpc/fast_path_wire.h"
 #include "mcx/distributed/rpc/handlers.h"
@@ -90,7 +94,8 @@ struct Task {
   uint64_t incarnation = 0;
   std::string out;   // bytes not yet written
   std::string in;    // bytes read, not yet a whole frame
-  int answers = 0;   // replies received (hello, register, barriers, heartbeats)
+  int requests = 0;  // requests sent that get a reply (hello, register, barriers, heartbeats)
+  int answers = 0;   // replies received
   Clock::time_point last_answer;
   int watch_frames = 0;      // job states received on the watch stream
   uint64_t version = 0;      // of the newest one
@@ -155,11 +160,28 @@ class Shard {
   // Queues one request on every task's connection (written at once where the socket has room).
   template <typename MakeRequest>
   void send_all(md::Rpc rpc, const MakeRequest& make) {
-    for (Task* t : tasks_) send(*t, static_cast<uint16_t>(rpc), make(*t).SerializeAsString());
+    send_some([](const Task&) { return true; }, rpc, make);
+  }
+  // The same for the tasks `pick` chooses; returns how many.
+  template <typename Pick, typename MakeRequest>
+  int send_some(const Pick& pick, md::Rpc rpc, const MakeRequest& make) {
+    int sent = 0;
+    for (Task* t : tasks_) {
+      if (!pick(*t)) continue;
+      send(*t, static_cast<uint16_t>(rpc), make(*t).SerializeAsString());
+      ++sent;
+    }
+    return sent;
+  }
+  // Runs the loop until every request sent has its answer.
+  void wait_answered() {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
+    while (std::any_of(tasks_.begin(), tasks_.end(), [](const Task* t) { return t->answers < t->requests; })) {
+      if (Clock::now() > deadline) die("requests without answers after 120 s");
+      poll_once(100);
+    }
   }
 
-  // Runs the loop until every task has `target` answers in total.
-  void wait_all(int target) { wait_answers(static_cast<int>(tasks_.size()), target); }
 
   // Runs the loop until every open connection has received a job state on its watch stream.
   void wait_first_states() {
@@ -206,7 +228,7 @@ class Shard {
       pb::WatchRequest r;
       r.set_task(t->id);
       r.set_incarnation(t->incarnation);
-      send(*t, static_cast<uint16_t>(md::Rpc::kWatch), r.SerializeAsString());
+      send(*t, static_cast<uint16_t>(md::Rpc::kWatch), r.SerializeAsString(), /*answered=*/false);
     }
   }
 
@@ -218,7 +240,9 @@ class Shard {
   }
 
  private:
-  void send(Task& t, uint16_t op, const std::string& payload) {
+  // `answered`: the request gets one reply (every request but the watch, whose frames are states).
+  void send(Task& t, uint16_t op, const std::string& payload, bool answered = true) {
+    t.requests += answered;
     t.out += md::encode_frame(op, 0, ++next_id_, payload);
     flush(t);
   }
@@ -356,7 +380,7 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int kill_deadline_s,
+nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int heartbeat_interval_s, int kill_deadline_s,
                    const std::string& coordinator) {
   mcx::tools::SpawnOptions so;
   so.argv = {coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
@@ -405,7 +429,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
     });
     const int64_t now = Clock::now().time_since_epoch().count();
     for (int64_t seen = last_sent_ns.load(); seen < now && !last_sent_ns.compare_exchange_weak(seen, now);) {}
-    s.wait_all(2);
+    s.wait_answered();
   });
   Clock::time_point registered{};
   for (auto& s : shards) registered = std::max(registered, s->last_answer());
@@ -415,6 +439,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   // Barriers of every task.
   g_phase = "in barriers";
   std::vector<double> rounds;
+  const double barrier_cpu_before = cpu_seconds(pid);
   for (int b = 0; b < barriers; ++b) {
     const Clock::time_point round_start = Clock::now();
     on_each(shards, [&](Shard& s) {
@@ -427,29 +452,36 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
         r.set_timeout_ms(120000);
         return r;
       });
-      s.wait_all(3 + b);
+      s.wait_answered();
     });
     Clock::time_point end{};
     for (auto& s : shards) end = std::max(end, s->last_answer());
     rounds.push_back(ms_between(round_start, end));
   }
+  // The coordinator's own CPU per arrival (its request in, its reply out): what bounds a barrier's time on one
+  // reactor thread, whatever the clients do.
+  const double barrier_cpu_us_per_task = (cpu_seconds(pid) - barrier_cpu_before) * 1e6 / (static_cast<double>(barriers) * n);
 
   g_phase = "heartbeating";
-  // Heartbeats: every task once a second, spread over the second as agents' timers are.
+  // Heartbeats at the interval agents use for a job of n tasks (heartbeat_defaults.h, or --heartbeat-interval):
+  // every second, the tasks whose turn it is (with a 4 s interval, a quarter of them).
+  const int interval_s = heartbeat_interval_s > 0
+                             ? heartbeat_interval_s
+                             : static_cast<int>(absl::ToInt64Seconds(md::default_heartbeat_interval(n)));
   const double cpu_before = cpu_seconds(pid);
   const Clock::time_point hb_start = Clock::now();
-  int answers = 2 + barriers;
+  std::atomic<int64_t> heartbeats{0};
   for (int sec = 0; sec < heartbeat_seconds; ++sec) {
     const Clock::time_point second_end = hb_start + std::chrono::seconds(sec + 1);
-    ++answers;
     on_each(shards, [&](Shard& s) {
-      s.send_all(md::Rpc::kHeartbeat, [&](const Task& t) {
-        pb::HeartbeatRequest r;
-        r.set_task(t.id);
-        r.set_incarnation(t.incarnation);
-        return r;
-      });
-      s.wait_all(answers);
+      heartbeats += s.send_some([&](const Task& t) { return t.id % interval_s == sec % interval_s; },
+                                md::Rpc::kHeartbeat, [&](const Task& t) {
+                                  pb::HeartbeatRequest r;
+                                  r.set_task(t.id);
+                                  r.set_incarnation(t.incarnation);
+                                  return r;
+                                });
+      s.wait_answered();
     });
     std::this_thread::sleep_until(second_end);
   }
@@ -500,7 +532,11 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   j["register_all_ms"] = ms_between(last_register_sent, registered);
   j["barrier_p50_ms"] = percentile(rounds, 0.5);
   j["barrier_p99_ms"] = percentile(rounds, 0.99);
-  j["heartbeat_cpu_pct_per_1000_tasks"] = hb_cpu_pct * 1000.0 / n;
+  j["barrier_coordinator_cpu_us_per_task"] = barrier_cpu_us_per_task;
+  j["heartbeat_interval_s"] = interval_s;
+  j["heartbeats_per_s"] = static_cast<double>(heartbeats.load()) / hb_wall;
+  j["heartbeat_cpu_pct"] = hb_cpu_pct;  // of one core
+  j["heartbeat_cpu_us_each"] = hb_cpu_pct * 1e4 / (static_cast<double>(heartbeats.load()) / hb_wall);
   if (all_saw) {
     j["kill_1pct_seen_by_all_ms"] = ms_between(kill_at, seen);
   } else {
@@ -523,7 +559,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
 int main(int argc, char** argv) {
   CLI::App app{"N simulated tasks against a real mcx-coordinator (the control plane at scale)"};
   std::string tasks_text = "1024,4096,16384";
-  int threads = 2, barriers = 20, heartbeat_seconds = 5, kill_deadline_s = 30;
+  int threads = 2, barriers = 20, heartbeat_seconds = 8, heartbeat_interval_s = 0, kill_deadline_s = 30;
   std::string coordinator = MCX_COORDINATOR_BINARY;
   app.add_option("--tasks", tasks_text, "comma-separated task counts")->capture_default_str();
   app.add_option("--threads", threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
@@ -531,6 +567,10 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-seconds", heartbeat_seconds, "seconds of heartbeats measured")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
+  app.add_option("--heartbeat-interval", heartbeat_interval_s,
+                 "seconds between one task's heartbeats (0: the default for the job's size)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
   app.add_option("--coordinator", coordinator, "the mcx-coordinator binary")->capture_default_str();
   app.add_option("--kill-deadline", kill_deadline_s, "seconds the survivors have to see the 1% kills")
       ->capture_default_str()
@@ -552,7 +592,7 @@ int main(int argc, char** argv) {
     if (static_cast<rlim_t>(n) + 64 > files.rlim_cur) {
       die(absl::StrCat(n, " tasks need ", n + 64, " open files; the limit here is ", files.rlim_cur));
     }
-    std::cout << run(n, threads, barriers, heartbeat_seconds, kill_deadline_s, coordinator).dump() << std::endl;
+    std::cout << run(n, threads, barriers, heartbeat_seconds, heartbeat_interval_s, kill_deadline_s, coordinator).dump() << std::endl;
   }
   return 0;
 }
