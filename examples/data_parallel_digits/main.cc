@@ -107,6 +107,19 @@ double max_replica_difference(const Tree& tree) {
   return worst;
 }
 
+// FNV-1a over the bytes of the trained parameters (the first replica of each leaf): equal fingerprints mean
+// bitwise-equal parameters, so runs with different layouts can be compared (with MCX_DETERMINISTIC_REDUCTIONS=1,
+// 2 processes x 2 devices end bitwise equal to 1 process x 4 devices).
+uint64_t parameters_fingerprint(const Tree& tree) {
+  uint64_t h = 1469598103934665603ull;
+  for (const Array& leaf : mcx::tree_leaves(tree)) {
+    const std::vector<float> values = leaf.addressable_shards().front().data.to_vector<float>();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+    for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 struct Config : digits::TrainFlags {
   int devices = 4;  // per process
   std::string mode = "jit";
@@ -206,6 +219,8 @@ int run(const Config& cfg) {
                 replicated.to_string().c_str());
     ok = false;
   }
+  std::printf("%s: parameters fingerprint %016llx\n", kTool,
+              static_cast<unsigned long long>(parameters_fingerprint(state.params)));
   const double spread = max_replica_difference(state.params);
   std::printf("%s: parameter replicas on %zu devices differ by at most %.3g\n", kTool,
               mcx::tree_leaves(state.params).front().addressable_shards().size(), spread);

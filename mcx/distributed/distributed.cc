@@ -1,5 +1,7 @@
 #include "mcx/distributed/distributed.h"
 
+#include <unistd.h>
+
 #include <mutex>
 #include <set>
 #include <utility>
@@ -193,6 +195,7 @@ absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& o, const 
   c.coordinator_address = *addr;
   c.num_processes = *n;
   c.process_id = *id;
+  if (detected) c.local_process_id = detected->local_process_id;
 
   if (o.local_device_ids) {
     c.local_device_ids = *o.local_device_ids;
@@ -412,8 +415,12 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   if (kEnablePreemptionServiceFlag.value()) attach_process_preemption_sync(r.agent.get());
   set_job_key_value(r.job_kv);
-  log_debug("[mcx.distributed] process {} of {} initialized (coordinator {}, detected by {})", c.process_id,
-                c.num_processes, c.coordinator_address, c.detected_by);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  log_info("[mcx.distributed] process {} of {} joined the job on host {}{} (coordinator {}, detected by {})",
+           c.process_id, c.num_processes, host,
+           c.local_process_id ? absl::StrCat(", local process ", *c.local_process_id) : std::string(),
+           c.coordinator_address, c.detected_by);
   return absl::OkStatus();
 }
 

@@ -88,6 +88,7 @@ struct ResolvedConfig {
   absl::Duration init_timeout, heartbeat_interval, heartbeat_timeout, shutdown_timeout, reconnect_timeout;
   MtlsOptions mtls;
   std::string detected_by;  // cluster method, or "options"
+  std::optional<int> local_process_id;  // this process's index on its host, when the cluster says (SLURM_LOCALID, ...)
 };
 // probes: what cluster detection may look at besides env (initialize() gives process_cluster_probes()).
 absl::StatusOr<ResolvedConfig> resolve_config(const InitializeOptions& options, const EnvMap& env,

@@ -129,6 +129,7 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   o.process_id = 2;
   auto c = *resolve_config(o, env);
   EXPECT_EQ(c.detected_by, "slurm");
+  EXPECT_FALSE(c.local_process_id.has_value());  // no SLURM_LOCALID
   EXPECT_EQ(c.process_id, 2);  // explicit wins
   EXPECT_EQ(c.num_processes, 4);
   EXPECT_EQ(c.coordinator_address, absl::StrCat("n1:", 7 + 61440));
@@ -140,6 +141,8 @@ TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {
   EXPECT_EQ(c.heartbeat_interval, absl::Seconds(1));
   EXPECT_EQ(c.init_timeout, absl::Seconds(300));      // JAX's initialization_timeout
   EXPECT_EQ(c.shutdown_timeout, absl::Seconds(300));  // and its shutdown timeout
+  env["SLURM_LOCALID"] = "1";
+  EXPECT_EQ(resolve_config(o, env)->local_process_id, 1);
   o.process_id = 0;
   EXPECT_TRUE(resolve_config(o, env)->host_service);
   env["MCX_STANDALONE_COORDINATOR"] = "1";
