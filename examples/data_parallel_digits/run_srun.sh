@@ -12,8 +12,10 @@
 #
 # Exits 77 (CTest "skipped"), saying why, when the packages are missing or the daemons cannot run here
 # (not root, no Slurm, no namespaces, the controller or a node does not come up).
+# With MCX_SRUN_LAUNCHER=mpirun the job is `salloc -N N mpirun ...` instead: OpenMPI's launcher starts the
+# processes through Slurm, and they carry OpenMPI's variables.
 #   run_srun.sh PROGRAM [ARGS...]     (env: MCX_SRUN_TASKS, default 2; MCX_SRUN_NODES, default 1;
-#                                      MCX_SRUN_TASKS_PER_NODE, default 2)
+#                                      MCX_SRUN_TASKS_PER_NODE, default 2; MCX_SRUN_LAUNCHER, srun or mpirun)
 set -uo pipefail
 tasks=${MCX_SRUN_TASKS:-2}
 nodes=${MCX_SRUN_NODES:-1}
@@ -76,7 +78,11 @@ if [ "$nodes" -gt 1 ]; then
   node_lines=""
   for i in $(seq "$nodes"); do
     name=mcxnode$i addr=10.78.0.$((10 + i))
-    ip netns add "$name" && ip link add "vh$i" type veth peer name "vn$i" && ip link set "vn$i" netns "$name" &&
+    # IPv4 only: a fresh link's IPv6 address stays "tentative" for a moment, and OpenMPI (built with IPv6) may pick
+    # it and wait on a connection that never completes.
+    ip netns add "$name" && nsenter --net="/run/netns/$name" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+      net.ipv6.conf.default.disable_ipv6=1 &&
+      ip link add "vh$i" type veth peer name "vn$i" && ip link set "vn$i" netns "$name" &&
       ip link set "vh$i" master mcxbr up && ip -n "$name" addr add "$addr/24" dev "vn$i" &&
       ip -n "$name" link set "vn$i" up && ip -n "$name" link set lo up || skip "cannot set up node $name's network"
     echo "$addr $name" >> "$dir/hosts"
@@ -147,9 +153,20 @@ done
 [ "$idle" -ge "$nodes" ] ||
   { show_logs; sinfo -N -p mcx >&2; skip "$idle of the $nodes Slurm nodes became idle within 30 s"; }
 
-echo "run_srun.sh: private Slurm cluster up ($nodes node(s), $cpus CPUs each); srun ${layout[*]} $*" >&2
-# --overcommit: the tasks share the machine's cores; the deadline bounds the whole step.
-timeout 200 srun "${layout[@]}" --overcommit --kill-on-bad-exit=1 --time=4 "$@"
+if [ "${MCX_SRUN_LAUNCHER:-srun}" = mpirun ]; then
+  # OpenMPI's own launcher inside an allocation: mpirun starts its daemons on the nodes through Slurm (no ssh)
+  # and gives every process OpenMPI's variables (OMPI_COMM_WORLD_RANK, ...).
+  mpi_layout=(-n "$tasks")
+  [ "$nodes" -eq 1 ] || mpi_layout=(-n $((nodes * per_node)) --map-by "ppr:$per_node:node")
+  echo "run_srun.sh: private Slurm cluster up ($nodes node(s), $cpus CPUs each); salloc -N $nodes mpirun" \
+    "${mpi_layout[*]} $*" >&2
+  timeout 200 salloc -N "$nodes" --overcommit --time=4 mpirun --allow-run-as-root --oversubscribe \
+    "${mpi_layout[@]}" "$@"
+else
+  echo "run_srun.sh: private Slurm cluster up ($nodes node(s), $cpus CPUs each); srun ${layout[*]} $*" >&2
+  # --overcommit: the tasks share the machine's cores; the deadline bounds the whole step.
+  timeout 200 srun "${layout[@]}" --overcommit --kill-on-bad-exit=1 --time=4 "$@"
+fi
 rc=$?
 [ $rc -eq 0 ] || { echo "run_srun.sh: srun exited $rc" >&2; show_logs; }
 exit $rc

@@ -74,6 +74,13 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_ompi(const EnvMap& env) {
     }
     int port = static_cast<int>((jobid / 4096) % 4096 + 61440);
     c.coordinator_address = m[1].matched ? absl::StrCat(m[1].str(), ":", port) : absl::StrCat("[", m[2].str(), "]:", port);
+    // Inside a Slurm allocation rank 0 runs on its first node, wherever mpirun itself runs.
+    std::optional<std::string> nodes = env_value(env, "SLURM_JOB_NODELIST");
+    if (!nodes) nodes = env_value(env, "SLURM_NODELIST");
+    if (nodes) {
+      MCX_ASSIGN_OR_RETURN(std::vector<std::string> hosts, expand_slurm_nodelist(*nodes));
+      if (!hosts.empty()) c.coordinator_address = absl::StrCat(hosts.front(), ":", port);
+    }
   }
   return std::optional<ClusterInfo>(c);
 }

@@ -12,7 +12,10 @@
 //               OMPI_COMM_WORLD_SIZE, process_id = OMPI_COMM_WORLD_RANK, local_process_id =
 //               OMPI_COMM_WORLD_LOCAL_RANK. Coordinator: MCX_COORDINATOR_ADDRESS if set, else the launcher's
 //               IP parsed from OMPI_MCA_orte_hnp_uri ("<jobid>.0;tcp://10.0.0.1,...:port") with port
-//               (jobid / 4096) % 4096 + 61440, as JAX does.
+//               (jobid / 4096) % 4096 + 61440, as JAX does; except inside a Slurm allocation (SLURM_JOB_NODELIST
+//               set), where the host is the allocation's first node, on which OpenMPI's mappings place rank 0:
+//               `salloc -N 2 mpirun ...` runs mpirun on the submitting host, outside the allocation, where no
+//               process of the job is (JAX's rule points every process there).
 //   2. "slurm"  present when SLURM_JOB_ID, SLURM_NTASKS and SLURM_PROCID are set. num_processes =
 //               SLURM_NTASKS, process_id = SLURM_PROCID, local_process_id = SLURM_LOCALID. Coordinator:
 //               MCX_COORDINATOR_ADDRESS, else the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST),

@@ -49,6 +49,20 @@ TEST(DetectCluster, OpenMpiFromHnpUri) {
   EXPECT_THAT(detect_cluster(env).status().message(), HasSubstr("OMPI_COMM_WORLD_RANK='two' is not an integer"));
 }
 
+TEST(DetectCluster, OpenMpiInsideASlurmAllocationPointsAtItsFirstNode) {
+  // `salloc -N 2 mpirun ...`: mpirun runs on the submitting host (10.78.0.1), rank 0 on the allocation's first
+  // node, which is where the coordinator is; the port still comes from mpirun's job id.
+  EnvMap env = {{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                {"OMPI_MCA_orte_hnp_uri", "1823539200.0;tcp://10.78.0.1:54241"}, {"SLURM_JOB_ID", "1"},
+                {"SLURM_JOB_NODELIST", "mcxnode[1-2]"}};
+  auto c = *detect_cluster(env);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->method, "ompi");  // OpenMPI's variables win over Slurm's (those describe mpirun's daemons)
+  EXPECT_EQ(*c->coordinator_address, absl::StrCat("mcxnode1:", (1823539200LL / 4096) % 4096 + 61440));
+  env["SLURM_JOB_NODELIST"] = "rack[";
+  EXPECT_THAT(detect_cluster(env).status().message(), HasSubstr("cannot parse the Slurm node list"));
+}
+
 // Open MPI 5 (PRRTE over PMIx), as JAX's PrrteCluster reads it: the launcher from the PMIx server URI, the port
 // from the job id in the PMIx namespace; without PRTE_LAUNCHED the same variables are plain Open MPI's.
 TEST(DetectCluster, OpenMpi5FromThePmixServerUri) {

@@ -6,7 +6,10 @@
 #      parameters are bitwise equal to one process with 4 devices (its fingerprint, computed here first);
 #      each process says cluster detection took everything from Slurm (process id, its node's hostname, its local
 #      process id on the node, the coordinator on the first node);
-#   2. every collective across the 4 processes (collectives_worker, each checked against its reference).
+#   2. every collective across the 4 processes (collectives_worker, each checked against its reference);
+#   3. the same under OpenMPI's launcher in the same kind of cluster (`salloc -N 2 mpirun`, its daemons started
+#      through Slurm, no ssh): detected as OpenMPI, with the coordinator on the allocation's first node although
+#      mpirun itself runs on the submitting host.
 # Exits 77 (CTest "skipped") saying why where the cluster cannot be made (run_srun.sh's reasons).
 #   slurm_nodes_test.sh RUN_SRUN DATA_PARALLEL_DIGITS DIGITS_DATA COLLECTIVES_WORKER
 set -uo pipefail
@@ -48,4 +51,17 @@ if [ $rc -ne 0 ] || [ "$done_lines" -ne 4 ] || grep -q "FAIL" "$tmp/collectives.
   fail "collectives across 2 nodes: srun exited $rc, $done_lines of 4 processes finished without failures"
 fi
 echo "slurm_nodes_test: every collective across 2 nodes x 2 processes x 2 devices matches its reference"
+MCX_SRUN_NODES=2 MCX_SRUN_TASKS_PER_NODE=2 MCX_SRUN_LAUNCHER=mpirun MCX_CPU_DEVICE_COUNT=2 MCX_DEVICE_TIMEOUT_S=60 \
+  MCX_LOG_LEVEL=info bash "$run_srun" "$worker" all > "$tmp/mpirun.log" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then cat "$tmp/mpirun.log"; exit 77; fi
+done_lines=$(grep -c "DONE 0 failed" "$tmp/mpirun.log")
+detected=$(grep -c "joined the job on host mcxnode[12], local process [01] (coordinator mcxnode1:[0-9]*, detected by ompi)" \
+  "$tmp/mpirun.log")
+if [ $rc -ne 0 ] || [ "$done_lines" -ne 4 ] || [ "$detected" -ne 4 ] || grep -q "FAIL" "$tmp/mpirun.log"; then
+  cat "$tmp/mpirun.log"
+  fail "salloc mpirun across 2 nodes: exited $rc, $done_lines of 4 processes finished without failures, $detected of 4 \
+detected as OpenMPI with the coordinator on mcxnode1"
+fi
+echo "slurm_nodes_test: salloc -N 2 mpirun: detected as OpenMPI, coordinator on mcxnode1, every collective matches"
 echo "slurm_nodes_test: OK"
