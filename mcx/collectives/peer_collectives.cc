@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
 #include <set>
 #include <vector>
 
@@ -24,6 +27,90 @@ absl::Status ring_step(PeerGroup& g, uint64_t tag, const void* send, int64_t sen
   sends.push_back({successor(g), tag, send, send_bytes});
   recvs.push_back({predecessor(g), tag, recv, recv_bytes});
   return peer_exchange(g, std::move(sends), std::move(recvs), tag, deadline, piggyback);
+}
+
+// Some ranks of a group as a group of their own: rank i here is ranks[i] there (the host leaders' ring).
+class PeerSubgroup final : public PeerGroup {
+ public:
+  PeerSubgroup(PeerGroup& parent, std::vector<int> ranks) : parent_(parent), ranks_(std::move(ranks)) {
+    rank_ = static_cast<int>(std::find(ranks_.begin(), ranks_.end(), parent.rank()) - ranks_.begin());
+  }
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  int rank() const override { return rank_; }
+  std::string description() const override { return parent_.description(); }
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    std::vector<Send> s(sends.begin(), sends.end());
+    std::vector<Recv> r(recvs.begin(), recvs.end());
+    for (Send& x : s) x.peer = ranks_[static_cast<size_t>(x.peer)];
+    for (Recv& x : r) x.peer = ranks_[static_cast<size_t>(x.peer)];
+    return parent_.exchange(s, r, deadline, on_recv);
+  }
+  void abort(const absl::Status& why) override { parent_.abort(why); }
+
+ private:
+  PeerGroup& parent_;
+  const std::vector<int> ranks_;
+  int rank_ = 0;
+};
+
+// Ring reduce-scatter then ring all-gather over the whole group (peer_collectives.h).
+absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
+                             absl::Time deadline, const Piggyback* piggyback);
+
+// The ranks of each host, hosts in order of their lowest rank (the host's leader): set when the group knows its
+// hosts and they are neither one nor one per rank, and the tags of the hierarchy fit the collective's span.
+std::optional<std::vector<std::vector<int>>> host_members(const PeerGroup& g) {
+  const std::vector<int> hosts = g.hosts();
+  if (static_cast<int>(hosts.size()) != g.size()) return std::nullopt;
+  std::vector<std::vector<int>> members;
+  for (int r = 0; r < g.size(); ++r) {
+    const size_t h = static_cast<size_t>(hosts[static_cast<size_t>(r)]);
+    if (h >= members.size()) members.resize(h + 1);
+    members[h].push_back(r);
+  }
+  const int count = static_cast<int>(members.size());
+  if (count <= 1 || count >= g.size() || 2 * count + 2 >= static_cast<int>(kPeerTagSpan)) return std::nullopt;
+  std::sort(members.begin(), members.end());  // by leader (each list is sorted, so its first rank is its lowest)
+  return members;
+}
+
+// Reduce within each host along a chain to its leader (the last member sends to the one before it, which adds its
+// own and passes on), a ring all-reduce among the leaders (the only traffic between hosts: each host sends and
+// receives 2 (H - 1) / H of the data, however many processes it has), then every leader sends the result to its
+// host's other members. Tags: tag (the piggyback's header exchange, first, with the whole group's ring), tag + 1
+// (the chain), tag + 2 .. tag + 2H - 1 (the leaders' ring), tag + 2H (the broadcast).
+absl::Status hierarchical_all_reduce(PeerGroup& g, const std::vector<std::vector<int>>& members, void* data,
+                                     int64_t count, DType dtype, ReduceOp op, uint64_t tag, absl::Time deadline,
+                                     const Piggyback* piggyback) {
+  if (piggyback != nullptr) MCX_RETURN_IF_ERROR(peer_exchange(g, {}, {}, tag, deadline, piggyback));
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
+  const std::vector<int>* mine = nullptr;
+  std::vector<int> leaders;
+  for (const std::vector<int>& host : members) {
+    leaders.push_back(host.front());
+    if (std::find(host.begin(), host.end(), g.rank()) != host.end()) mine = &host;
+  }
+  const size_t at = static_cast<size_t>(std::find(mine->begin(), mine->end(), g.rank()) - mine->begin());
+  thread_local std::vector<char> incoming;
+  if (at + 1 < mine->size()) {  // the member after this one passes its partial sum on
+    incoming.resize(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    const PeerGroup::Recv recv{(*mine)[at + 1], tag + 1, incoming.data(), bytes};
+    MCX_RETURN_IF_ERROR(g.exchange({}, std::span<const PeerGroup::Recv>(&recv, 1), deadline));
+    accumulate(dtype, op, static_cast<char*>(data), incoming.data(), count);
+  }
+  const uint64_t broadcast_tag = tag + 2 * static_cast<uint64_t>(leaders.size());
+  if (at > 0) {
+    const PeerGroup::Send send{(*mine)[at - 1], tag + 1, data, bytes};
+    MCX_RETURN_IF_ERROR(g.exchange(std::span<const PeerGroup::Send>(&send, 1), {}, deadline));
+    const PeerGroup::Recv result{mine->front(), broadcast_tag, data, bytes};
+    return g.exchange({}, std::span<const PeerGroup::Recv>(&result, 1), deadline);
+  }
+  PeerSubgroup hosts(g, leaders);
+  MCX_RETURN_IF_ERROR(ring_all_reduce(hosts, data, count, dtype, op, tag + 2, deadline, nullptr));
+  std::vector<PeerGroup::Send> results;
+  for (size_t k = 1; k < mine->size(); ++k) results.push_back({(*mine)[k], broadcast_tag, data, bytes});
+  return g.exchange(results, {}, deadline);
 }
 
 }  // namespace
@@ -89,6 +176,16 @@ absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std
 
 absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
                              absl::Time deadline, const Piggyback* piggyback) {
+  if (std::optional<std::vector<std::vector<int>>> members = host_members(g)) {
+    return hierarchical_all_reduce(g, *members, data, count, dtype, op, tag, deadline, piggyback);
+  }
+  return ring_all_reduce(g, data, count, dtype, op, tag, deadline, piggyback);
+}
+
+namespace {
+
+absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
+                             absl::Time deadline, const Piggyback* piggyback) {
   const int p = g.size();
   if (p == 1) return absl::OkStatus();
   const int r = g.rank();
@@ -129,6 +226,8 @@ absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::Status peer_all_gatherv(PeerGroup& g, const void* in, std::span<const int64_t> sizes, void* out, uint64_t tag,
                               absl::Time deadline, const Piggyback* piggyback) {

@@ -9,6 +9,12 @@
 //    acc = acc op incoming, and is then copied unchanged to every process: all members hold bitwise identical
 //    results. The order differs from rank order; the deterministic mode of the spanning group reduces in
 //    rank order instead (reduce_kernels.h).
+//    When the group knows its members' hosts (PeerGroup::hosts()) and some host has several of them, it is
+//    hierarchical instead: a chain within each host reduces to the host's leader (its lowest rank), the
+//    leaders run the ring above among themselves, and each leader sends the result to its host's members. Only
+//    the leaders' ring crosses hosts: each host sends (and receives) 2 (H - 1) / H of the data once, where the
+//    flat ring sends 2 (P - 1) / P of it over every edge between hosts (and with the ranks of a host spread
+//    around the ring, over every edge). Still bitwise identical on every member.
 //  - peer_all_gatherv: ring, P - 1 steps; block p (sizes[p] bytes) lands at the sum of the sizes before it.
 //  - peer_barrier: a one-byte all-gather (after it, every process has heard from every other).
 // Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.

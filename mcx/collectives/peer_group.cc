@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/collectives/collective_group.h"
 #include "mcx/core/error.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/topology.h"
 #include "mcx/collectives/live_set.h"
 
 namespace mcx {
@@ -40,7 +43,8 @@ LiveGroups& live_groups() {
 // What make_peer_group returns: the factory's group, registered in live_groups() while it lives.
 class TrackedPeerGroup final : public PeerGroup {
  public:
-  TrackedPeerGroup(std::unique_ptr<PeerGroup> inner, std::vector<int> processes) : inner_(std::move(inner)) {
+  TrackedPeerGroup(std::unique_ptr<PeerGroup> inner, std::vector<int> processes)
+      : inner_(std::move(inner)), hosts_(hosts_of(processes)) {
     LiveGroups& l = live_groups();
     MutexLock lock(&l.mu);
     l.groups[this] = std::move(processes);
@@ -69,8 +73,25 @@ class TrackedPeerGroup final : public PeerGroup {
     MutexLock lock(&mu_);
     return failure_;
   }
+  std::vector<int> hosts() const override { return hosts_; }
 
  private:
+  // Dense host indices of the group's processes from the topology's process_hosts; empty when it has none.
+  static std::vector<int> hosts_of(const std::vector<int>& processes) {
+    const std::optional<Topology> topology = distributed_topology();
+    if (!topology || topology->process_hosts.empty()) return {};
+    std::vector<int> hosts;
+    std::vector<std::string> seen;
+    for (int p : processes) {
+      if (p < 0 || p >= static_cast<int>(topology->process_hosts.size())) return {};
+      const std::string& key = topology->process_hosts[static_cast<size_t>(p)];
+      auto it = std::find(seen.begin(), seen.end(), key);
+      hosts.push_back(static_cast<int>(it - seen.begin()));
+      if (it == seen.end()) seen.push_back(key);
+    }
+    return hosts;
+  }
+
   void record(const absl::Status& s) {
     {
       MutexLock lock(&mu_);
@@ -79,6 +100,7 @@ class TrackedPeerGroup final : public PeerGroup {
     failed_.store(true, std::memory_order_release);
   }
   std::unique_ptr<PeerGroup> inner_;
+  const std::vector<int> hosts_;
   std::atomic<bool> failed_{false};
   mutable Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

@@ -76,6 +76,10 @@ class PeerGroup {
   // The first error of a failed group (the abort reason or the failed exchange's error); OK while healthy, and
   // for bare implementations that do not track it.
   virtual absl::Status failure() const { return absl::OkStatus(); }
+  // The host of each rank as a dense index (rank 0's host is 0, the others numbered in order of first
+  // appearance), from the job's topology (core/topology.h); empty when unknown (a bare implementation, no
+  // topology). Collectives use it to keep traffic within a host before it crosses hosts (peer_collectives.h).
+  virtual std::vector<int> hosts() const { return {}; }
 };
 
 // What a factory is asked to build. Every member process makes the same request (same processes, key,

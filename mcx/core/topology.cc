@@ -29,6 +29,10 @@ absl::Status check_topology(const Topology& t) {
     return absl::InvalidArgumentError(absl::StrCat("[set_distributed_topology] process_index ", t.process_index,
                                                    " is outside [0, ", t.process_count, ")"));
   }
+  if (!t.process_hosts.empty() && static_cast<int>(t.process_hosts.size()) != t.process_count) {
+    return absl::InvalidArgumentError(absl::StrCat("[set_distributed_topology] ", t.process_hosts.size(),
+                                                   " process hosts for ", t.process_count, " processes"));
+  }
   for (size_t i = 0; i < t.devices.size(); ++i) {
     const TopologyDevice& d = t.devices[i];
     if (d.global_id != static_cast<int>(i)) {

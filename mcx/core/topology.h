@@ -30,6 +30,10 @@ struct Topology {
   int process_index = 0;
   int process_count = 1;
   std::vector<TopologyDevice> devices;  // every process's devices, sorted by global_id
+  // The host each process runs on, one opaque key per process (equal keys: the same host), or empty when
+  // unknown. Collectives across processes use it to keep traffic within a host before it crosses hosts
+  // (peer_collectives.h). distributed::initialize() fills it from each process's host_identity() (cluster.h).
+  std::vector<std::string> process_hosts;
   bool operator==(const Topology&) const = default;
 };
 

@@ -91,6 +91,13 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std
 // reports it.
 bool launched_as_job(const EnvMap& env);
 
+// The host this process runs on, as the data plane groups processes (Topology::process_hosts): MCX_HOST_ID when
+// set (to group processes by hand, or to simulate hosts on one machine), else "<hostname> boot <boot id> net
+// <network namespace>", so that machines with the same name (containers) differ by their boot id, and processes
+// of one machine in different network namespaces (pods, the tests' namespace hosts), which talk through a
+// network, are different hosts.
+std::string host_identity(const EnvMap& env);
+
 // Expands a Slurm node list: "node[001-003,007],gpu7" -> {node001, node002, node003, node007, gpu7}.
 // Zero padding is kept; nested brackets are not Slurm syntax and are refused. InvalidArgument on a
 // malformed list (unbalanced brackets, a range whose end is below its start, an empty element).

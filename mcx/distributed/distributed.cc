@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "mcx/collectives/live_set.h"
 #include "mcx/collectives/peer_group.h"
 #include "mcx/core/config.h"
@@ -81,15 +82,20 @@ Runtime& runtime() {
   return *r;
 }
 
-// "local_id platform kind" per line.
-std::string encode_devices(const std::vector<TopologyDevice>& devices) {
-  std::string out;
+// What each process publishes about itself: "host <host identity>", then "local_id platform kind" per device.
+std::string encode_process(const std::string& host, const std::vector<TopologyDevice>& devices) {
+  std::string out = absl::StrCat("host ", host, "\n");
   for (const TopologyDevice& d : devices) absl::StrAppend(&out, d.local_id, " ", d.platform, " ", d.kind, "\n");
   return out;
 }
 
-absl::Status decode_devices(int process, const std::string& text, Topology& topo) {
+// Adds what `process` published (encode_process) to topo (its process_hosts sized to the process count).
+absl::Status decode_process(int process, const std::string& text, Topology& topo) {
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "host ")) {
+      topo.process_hosts[static_cast<size_t>(process)] = std::string(line);
+      continue;
+    }
     // "<local id> <platform> <kind>", the kind to the end of the line (it may hold spaces: "NVIDIA H200").
     std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(' ', 2));
     int local;
@@ -370,7 +376,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
     abort_groups_of_failed_tasks(s);
     if (user) user(s);
   };
-  ao.publish_on_connect = {{topology_key(c.process_id), encode_devices(*local)}};
+  ao.publish_on_connect = {{topology_key(c.process_id), encode_process(host_identity(env), *local)}};
   r.agent = std::make_unique<CoordinationAgent>(std::move(client), ao);
   if (absl::Status s = r.agent->connect(); !s.ok()) {
     teardown_locked(r);
@@ -383,6 +389,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   Topology topo;
   topo.process_index = c.process_id;
   topo.process_count = c.num_processes;
+  topo.process_hosts.resize(static_cast<size_t>(c.num_processes));
   for (int p = 0; s.ok() && p < c.num_processes; ++p) {
     absl::StatusOr<std::string> v = r.agent->kv_get(topology_key(p),
                                                     std::max(absl::Milliseconds(1), deadline - absl::Now()));
@@ -390,7 +397,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
       s = absl::Status(v.status().code(), absl::StrCat("[initialize] process ", p, " did not publish its devices: ",
                                                        v.status().message()));
     } else {
-      s = decode_devices(p, *v, topo);
+      s = decode_process(p, *v, topo);
     }
   }
   if (s.ok()) s = set_distributed_topology(std::move(topo));

@@ -117,6 +117,23 @@ TEST(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReferenceOverGloo) {
   }
 }
 
+// Processes grouped on (simulated) hosts, 2 per host: the all-reduces go hierarchical (within each host to its
+// leader, a ring of the leaders, back to the members; peer_collectives.h). Every check still matches, the replicas
+// are still bitwise identical, and the float psum's bits differ from the flat ring's (its order changed: the
+// hierarchical path really ran).
+TEST(CollectivesAcrossProcesses, EveryCollectiveMatchesTheReferenceOnHostsOfTwoProcesses) {
+  const std::string flat = run_job(4, 2, "all").hashes[0]["psum_float"];
+  for (int n : {4, 6}) {
+    JobOutput out = run_job(n, 2, "all", {{"COLLECTIVES_WORKER_PROCESSES_PER_HOST", "2"}});
+    ASSERT_EQ(out.checks.size(), static_cast<size_t>(n)) << out.all;
+    for (int p = 0; p < n; ++p) {
+      for (const std::string& name : kChecks) EXPECT_EQ(out.checks[p][name], "OK") << "process " << p << " " << name;
+      EXPECT_EQ(out.hashes[p]["psum_float"], out.hashes[0]["psum_float"]) << "process " << p << "\n" << out.all;
+    }
+    if (n == 4) EXPECT_NE(out.hashes[0]["psum_float"], flat) << "the 4-process psum did not take the hierarchical path";
+  }
+}
+
 TEST(CollectivesAcrossProcesses, DeterministicModeIsBitwiseIdenticalToOneProcess) {
   const Env det = {{"MCX_DETERMINISTIC_REDUCTIONS", "1"}};
   std::set<std::string> seen;

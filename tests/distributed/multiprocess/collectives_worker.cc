@@ -15,6 +15,8 @@
 //                must fail within a second with an error naming a process ("SURVIVOR_ERROR <ms> <message>")
 //   selfkill     as kill, but the last process kills itself (SIGKILL) after 50 all-reduces, so no harness needs
 //                its pid (scripts/device-check.sh runs it on the GPU)
+// With COLLECTIVES_WORKER_PROCESSES_PER_HOST=k the processes are grouped k per simulated host (MCX_HOST_ID), so
+// collectives across processes take their hierarchical path (peer_collectives.h).
 //   bandwidth    a 64 MiB float32 psum over one device per process, timed, against copying the same 64 MiB to the
 //                host and back on the device ("BANDWIDTH allreduce_ms <ms> roundtrip_ms <ms> ratio <roundtrip /
 //                allreduce>"): what a collective through host staging costs next to the copies it is made of
@@ -406,6 +408,13 @@ int main(int argc, char** argv) {
       options.on_failure = [](const mcx::distributed::TaskFailure& f) {
         print_line(absl::StrCat("NOTE control plane: task ", f.task, " failed"));
       };
+    }
+    // Simulated hosts on one machine: COLLECTIVES_WORKER_PROCESSES_PER_HOST=k puts processes 0..k-1 on one "host",
+    // k..2k-1 on the next, ... (MCX_HOST_ID), so the collectives across processes run hierarchically.
+    if (const char* per_host = std::getenv("COLLECTIVES_WORKER_PROCESSES_PER_HOST")) {
+      const char* id = std::getenv("MCX_PROCESS_ID");
+      const int host = (id ? std::atoi(id) : 0) / std::max(1, std::atoi(per_host));
+      setenv("MCX_HOST_ID", absl::StrCat("simulated host ", host).c_str(), 1);
     }
     if (in_job) mcx::distributed::initialize(options);
   } catch (const std::exception& e) {
