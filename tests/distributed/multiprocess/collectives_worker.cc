@@ -17,6 +17,7 @@
 //                its pid (scripts/device-check.sh runs it on the GPU)
 // With COLLECTIVES_WORKER_PROCESSES_PER_HOST=k the processes are grouped k per simulated host (MCX_HOST_ID), so
 // collectives across processes take their hierarchical path (peer_collectives.h).
+//   psum_mib M   one psum of M MiB of float32 per device, checked (M = 0: a tiny one, the baseline of a byte count)
 //   bandwidth    a 64 MiB float32 psum over one device per process, timed, against copying the same 64 MiB to the
 //                host and back on the device ("BANDWIDTH allreduce_ms <ms> roundtrip_ms <ms> ratio <roundtrip /
 //                allreduce>"): what a collective through host staging costs next to the copies it is made of
@@ -393,6 +394,25 @@ void run_bandwidth(int g) {
                           roundtrip / allreduce));
 }
 
+// One psum of `mib` MiB of float32 per device (0: a 4-element one, the baseline for counting bytes on the wire),
+// checked against its exact sum: what three_hosts_test.sh counts on the links between hosts.
+void run_psum_mib(int g, int64_t mib) {
+  const int64_t cols = std::max<int64_t>(4, mib * (int64_t{1} << 20) / 4);
+  const mcx::Mesh mesh = mcx::make_mesh({g}, {"i"});
+  const mcx::Array x = make_input({g, cols}, mcx::NamedSharding(mesh, mcx::P("i")),
+                                  [](int64_t r, int64_t c) { return static_cast<double>((r + c) % 7); });
+  auto f = mcx::shard_map([](const mcx::Array& v) { return mcx::psum(v, "i"); }, mesh, {mcx::P("i")}, {mcx::P("i")},
+                          "psum_mib");
+  const mcx::Array y = f(x);
+  check(absl::StrCat("psum_", mib, "_mib"), [&] {
+    return compare(y, {g, cols}, [g](int64_t, int64_t c) {
+      double sum = 0;
+      for (int64_t r = 0; r < g; ++r) sum += static_cast<double>((r + c) % 7);
+      return sum;
+    });
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -432,6 +452,8 @@ int main(int argc, char** argv) {
     run_kill(g, mode == "selfkill");
   } else if (mode == "bandwidth") {
     run_bandwidth(g);
+  } else if (mode == "psum_mib") {
+    run_psum_mib(g, argc > 2 ? std::atoll(argv[2]) : 16);
   } else {
     print_line("CHECK mode FAIL unknown mode " + mode);
     return 2;
