@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "mcx/distributed/distributed.h"
 
@@ -134,6 +135,17 @@ TEST(DetectCluster, LaunchedAsJobNeedsMoreThanOneProcess) {
   EXPECT_FALSE(launched_as_job({{"SLURM_JOB_ID", "9"}, {"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}}));
   EXPECT_FALSE(launched_as_job(EnvMap{}));
   EXPECT_FALSE(launched_as_job({{"SLURM_JOB_ID", "9"}, {"SLURM_NTASKS", "two"}, {"SLURM_PROCID", "0"}}));
+}
+
+TEST(HostIdentity, NamesTheMachineAndItsNetworkNamespaceUnlessSetByHand) {
+  const std::string mine = host_identity(EnvMap{});
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  EXPECT_THAT(mine, ::testing::StartsWith(absl::StrCat(name, " boot ")));
+  EXPECT_THAT(mine, HasSubstr(" net net:["));  // processes in other network namespaces are other hosts
+  EXPECT_EQ(host_identity(EnvMap{}), mine);     // stable
+  EXPECT_EQ(host_identity({{"MCX_HOST_ID", "rack 3 node 7"}}), "rack 3 node 7");
+  EXPECT_EQ(host_identity({{"MCX_HOST_ID", ""}}), mine);  // empty: not set
 }
 
 TEST(ResolveConfig, OptionsOverrideDetectionAndDefaults) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/topology.h"
+#include "mcx/distributed/cluster.h"
 #include "mcx/distributed/rpc/grpc_client.h"
 #include "mcx/distributed/rpc/grpc_server.h"
 
@@ -92,7 +93,7 @@ TEST_F(DistributedTest, TwoProcessesExchangeDevices) {
   ao.on_failure = [](const TaskFailure& f) { ADD_FAILURE() << f.message; };
   CoordinationAgent p1(*make_grpc_client({absl::StrCat("127.0.0.1:", port), {}}), ao);
   ASSERT_TRUE(p1.connect().ok());
-  ASSERT_TRUE(p1.kv_insert(topology_key(1), "0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
+  ASSERT_TRUE(p1.kv_insert(topology_key(1), "host the other host\n0 cpu cpu\n1 cpu cpu\n2 cpu cpu\n").ok());
   p0.join();
   ASSERT_TRUE(init.ok()) << init;
   auto topo = *distributed_topology();
@@ -103,8 +104,11 @@ TEST_F(DistributedTest, TwoProcessesExchangeDevices) {
   EXPECT_EQ(topo.devices[2].local_id, 0);
   EXPECT_EQ(topo.devices[4].global_id, 4);
   EXPECT_EQ(topology_process_count(), 2);
-  // Process 0's published list is visible to process 1.
-  EXPECT_EQ(*p1.kv_get(topology_key(0), absl::Seconds(1)), "0 cpu cpu\n1 cpu cpu\n");
+  // Each process's host, for the collectives across hosts: its own identity and what the other published.
+  EXPECT_EQ(topo.process_hosts, (std::vector<std::string>{host_identity(process_env()), "the other host"}));
+  // Process 0's published host and device list are visible to process 1.
+  EXPECT_EQ(*p1.kv_get(topology_key(0), absl::Seconds(1)),
+            absl::StrCat("host ", host_identity(process_env()), "\n0 cpu cpu\n1 cpu cpu\n"));
   std::thread p1_leave([&] { EXPECT_TRUE(p1.shutdown().ok()); });
   EXPECT_TRUE(shutdown_or_status().ok());
   p1_leave.join();

@@ -159,6 +159,74 @@ TEST_P(TcpPeerGroupTest, AllReduceAndAllGatherForEveryGroupSize) {
   }
 }
 
+// A group that reports the hosts of its ranks (as make_peer_group's groups do from the topology).
+class GroupOnHosts final : public PeerGroup {
+ public:
+  GroupOnHosts(PeerGroup& inner, std::vector<int> hosts) : inner_(inner), hosts_(std::move(hosts)) {}
+  int size() const override { return inner_.size(); }
+  int rank() const override { return inner_.rank(); }
+  std::string description() const override { return inner_.description(); }
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    return inner_.exchange(sends, recvs, deadline, on_recv);
+  }
+  void abort(const absl::Status& why) override { inner_.abort(why); }
+  std::vector<int> hosts() const override { return hosts_; }
+
+ private:
+  PeerGroup& inner_;
+  const std::vector<int> hosts_;
+};
+
+TEST_P(TcpPeerGroupTest, HierarchicalAllReduceOverHostsOfSeveralRanks) {
+  // 7 ranks on 3 hosts, unevenly and not contiguously: {0, 1, 6} on host 0, {2, 3, 4} on host 1, {5} on host 2.
+  const std::vector<int> hosts = {0, 0, 1, 1, 1, 2, 0};
+  const int n = static_cast<int>(hosts.size());
+  // The algorithm is above the transport (TLS is covered by the tests above); the test certificates cover 4 tasks.
+  if (tls()) GTEST_SKIP() << "7 ranks; the TLS test certificates cover 4 tasks";
+  start(n);
+  const int64_t count = 100003;
+  std::vector<std::vector<float>> results(n);
+  std::vector<std::string> heard(n);
+  on_each(n, [&](int i) {
+    GroupOnHosts g(*groups_[i], hosts);
+    std::vector<float> x(count);
+    for (int64_t k = 0; k < count; ++k) x[k] = static_cast<float>(i + 1) * 0.1f + static_cast<float>(k % 5);
+    // The launch check's piggyback still travels the whole group's ring and is checked before any data is used.
+    char out = static_cast<char>('a' + i), in = '?';
+    Piggyback pb{&out, &in, 1, [&] {
+                   heard[i] = std::string(1, in);
+                   return in == static_cast<char>('a' + (i + n - 1) % n) ? absl::OkStatus()
+                                                                         : absl::InternalError("wrong predecessor");
+                 }};
+    ASSERT_TRUE(peer_all_reduce(g, x.data(), count, DType::kFloat32, ReduceOp::kSum, 0,
+                                absl::Now() + absl::Seconds(20), &pb)
+                    .ok());
+    results[i] = std::move(x);
+    // An exact one (integers) against its closed form, with max.
+    std::vector<int32_t> y(1001);
+    for (size_t k = 0; k < y.size(); ++k) y[k] = static_cast<int32_t>((i * 31 + static_cast<int>(k)) % 97);
+    ASSERT_TRUE(peer_all_reduce(g, y.data(), 1001, DType::kInt32, ReduceOp::kMax, kPeerTagSpan,
+                                absl::Now() + absl::Seconds(20))
+                    .ok());
+    for (size_t k = 0; k < y.size(); ++k) {
+      int32_t want = 0;
+      for (int p = 0; p < n; ++p) want = std::max(want, static_cast<int32_t>((p * 31 + static_cast<int>(k)) % 97));
+      ASSERT_EQ(y[k], want) << k;
+    }
+  });
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(heard[i], std::string(1, static_cast<char>('a' + (i + n - 1) % n)));
+    // Bitwise identical on every member, and within rounding of the double-precision sum.
+    ASSERT_EQ(std::memcmp(results[i].data(), results[0].data(), count * sizeof(float)), 0) << "rank " << i;
+  }
+  for (int64_t k = 0; k < count; k += 991) {
+    double want = 0;
+    for (int p = 0; p < n; ++p) want += (p + 1) * 0.1 + static_cast<double>(k % 5);
+    EXPECT_NEAR(results[0][k], want, 1e-4) << k;
+  }
+}
+
 TEST_P(TcpPeerGroupTest, ShorterMessageCompletesTheReceiveAndLongerIsAnError) {
   start(2);
   on_each(2, [&](int i) {
