@@ -20,6 +20,10 @@
 //                        connections closed; the coordinator runs --recoverable, so the job goes on): from the
 //                        kill until every survivor's newest state has every failure's version (null when not
 //                        within --kill-deadline seconds), a sample of survivors checked to name every kill
+//   kv_ops_per_s, kv_round_p50_ms/p99  1,000 clients (or N, when fewer) each writing its key (64 bytes) and
+//                        reading its neighbour's, over --kv-rounds rounds
+//   live_set_after_kill_ms  after the kills, every survivor asks for the live set (GetLiveTasks): from the first
+//                        request to the last answer, a sample of answers checked to list exactly the survivors
 //   coordinator_rss_mb, rss_kb_per_task  the coordinator's resident memory with every task registered
 //
 //   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 8]
@@ -41,6 +45,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -104,6 +109,8 @@ struct Task {
   // tasks their state shows failed.
   bool sampled = false;
   std::set<int> failed;
+  std::map<int, std::string> failed_why;  // the error of each failed task (for the report of a wrong view)
+  int live_tasks = -1;  // members of the last live-set agreement it was answered (sampled tasks)
 };
 
 // Applies one watch frame (a JobStateProto: the whole state, or the tasks changed since the one before) to a
@@ -118,8 +125,10 @@ void apply_state(Task& t, const std::string& bytes) {
   for (const pb::TaskInfoProto& info : state.tasks()) {
     if (info.state() == 2) {  // TaskState::kError
       t.failed.insert(info.id());
+      t.failed_why[info.id()] = info.error().message();
     } else {
       t.failed.erase(info.id());
+      t.failed_why.erase(info.id());
     }
   }
 }
@@ -176,7 +185,8 @@ class Shard {
   // Runs the loop until every request sent has its answer.
   void wait_answered() {
     const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
-    while (std::any_of(tasks_.begin(), tasks_.end(), [](const Task* t) { return t->answers < t->requests; })) {
+    while (std::any_of(tasks_.begin(), tasks_.end(),
+                       [](const Task* t) { return t->fd >= 0 && t->answers < t->requests; })) {
       if (Clock::now() > deadline) die("requests without answers after 120 s");
       poll_once(100);
     }
@@ -292,7 +302,9 @@ class Shard {
     while (true) {
       const ssize_t n = ::read(t.fd, buf, sizeof buf);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) die(absl::StrCat("task ", t.id, ": reading from the coordinator: ", std::strerror(errno)));
+      if (n == 0) {
         // Once the watches start, a watcher the coordinator drops (more job states queued for it than the
         // coordinator keeps for a slow reader) is a result, counted; before, it is an error.
         if (!tolerate_close_) die(absl::StrCat("task ", t.id, ": the coordinator closed the connection"));
@@ -318,7 +330,13 @@ class Shard {
         t.in.erase(0, whole);
         continue;
       }
-      // Every answer of this simulation carries an in-band status as field 1 (Register, Barrier, Heartbeat).
+      if (h->op == static_cast<uint16_t>(md::Rpc::kLiveTasks) && t.sampled) {
+        pb::LiveTasksResponse live;
+        live.ParseFromArray(t.in.data() + md::kFastPathHeaderBytes, static_cast<int>(h->length));
+        t.live_tasks = live.tasks_size();
+      }
+      // Every answer of this simulation carries an in-band status as field 1 (Register, Barrier, Heartbeat, key-value
+      // and live-set calls).
       if (h->op != md::kHelloOp) {
         pb::StatusResponse status;
         status.ParseFromArray(t.in.data() + md::kFastPathHeaderBytes, static_cast<int>(h->length));
@@ -380,7 +398,7 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int heartbeat_interval_s, int kill_deadline_s,
+nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int heartbeat_interval_s, int kv_rounds_count, int kill_deadline_s,
                    const std::string& coordinator) {
   mcx::tools::SpawnOptions so;
   so.argv = {coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
@@ -488,6 +506,40 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   const double hb_wall = std::chrono::duration<double>(Clock::now() - hb_start).count();
   const double hb_cpu_pct = 100.0 * (cpu_seconds(pid) - cpu_before) / hb_wall;
 
+  g_phase = "using the key-value store";
+  // Key-value traffic of 1,000 clients (or all tasks when fewer): each round every client writes its key (64 bytes)
+  // and reads its neighbour's, as a job's processes exchange addresses and small state.
+  const int kv_clients = std::min(n, 1000);
+  std::vector<double> kv_rounds;
+  for (int round = 0; round < kv_rounds_count; ++round) {
+    const Clock::time_point round_start = Clock::now();
+    on_each(shards, [&](Shard& s) {
+      auto client = [&](const Task& t) { return t.id < kv_clients; };
+      s.send_some(client, md::Rpc::kKvInsert, [&](const Task& t) {
+        pb::KvInsertRequest r;
+        r.set_key(absl::StrCat("scale/", t.id));
+        r.set_value(std::string(64, static_cast<char>('a' + round % 26)));
+        r.set_allow_overwrite(true);
+        return r;
+      });
+      s.wait_answered();
+    });
+    on_each(shards, [&](Shard& s) {
+      s.send_some([&](const Task& t) { return t.id < kv_clients; }, md::Rpc::kKvGet, [&](const Task& t) {
+        pb::KvGetRequest r;
+        r.set_key(absl::StrCat("scale/", (t.id + 1) % kv_clients));
+        r.set_timeout_ms(120000);
+        return r;
+      });
+      s.wait_answered();
+    });
+    Clock::time_point end{};
+    for (auto& s : shards) end = std::max(end, s->last_answer());
+    kv_rounds.push_back(ms_between(round_start, end));
+  }
+  double kv_total_ms = 0;
+  for (double ms : kv_rounds) kv_total_ms += ms;
+
   g_phase = "starting the watches";
   for (auto& s : shards) s->tolerate_close();
   // Every task watches the job state; then 1% of them are killed (their connections close, which the
@@ -515,9 +567,37 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
     seen = std::max(seen, t.last_state_at);
     if (all_saw && t.sampled) {  // a sample of survivors: their newest state names every kill
       if (static_cast<int>(t.failed.size()) != killed) {
-        die(absl::StrCat("task ", t.id, "'s newest job state shows ", t.failed.size(), " of ", killed, " kills"));
+        std::string unexpected;
+        for (const auto& [id, why] : t.failed_why) {
+          if (id % stride != stride - 1 && unexpected.size() < 400) absl::StrAppend(&unexpected, " task ", id, ": ", why, ";");
+        }
+        die(absl::StrCat("task ", t.id, "'s newest job state shows ", t.failed.size(), " failed tasks, ", killed,
+                         " killed; others:", unexpected));
       }
       ++checked;
+    }
+  }
+
+  // Live-set agreement after the kills: every survivor asks for the live set (GetLiveTasks, as live_devices does
+  // after a failure); it completes once every live task has asked, and each answer lists the survivors.
+  g_phase = "agreeing on the live set";
+  const Clock::time_point agree_start = Clock::now();
+  on_each(shards, [&](Shard& s) {
+    s.send_some([](const Task& t) { return t.fd >= 0; }, md::Rpc::kLiveTasks, [&](const Task& t) {
+      pb::LiveTasksRequest r;
+      r.set_task(t.id);
+      r.set_incarnation(t.incarnation);
+      r.set_name("scale");
+      r.set_timeout_ms(120000);
+      return r;
+    });
+    s.wait_answered();
+  });
+  Clock::time_point agreed{};
+  for (auto& s : shards) agreed = std::max(agreed, s->last_answer());
+  for (const Task& t : tasks) {
+    if (t.fd >= 0 && t.sampled && t.live_tasks != n - killed) {
+      die(absl::StrCat("task ", t.id, "'s live set has ", t.live_tasks, " tasks, expected ", n - killed));
     }
   }
 
@@ -549,6 +629,11 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   j["watchers_dropped"] = dropped;
   j["survivors_checked"] = checked;
   if (dropped > 0) j["kill_1pct_seen_by_all_ms"] = nullptr;  // not every survivor could see them
+  j["live_set_after_kill_ms"] = ms_between(agree_start, agreed);
+  j["kv_clients"] = kv_clients;
+  j["kv_ops_per_s"] = 2.0 * kv_clients * static_cast<double>(kv_rounds.size()) / (kv_total_ms / 1000.0);
+  j["kv_round_p50_ms"] = percentile(kv_rounds, 0.5);
+  j["kv_round_p99_ms"] = percentile(kv_rounds, 0.99);
   j["coordinator_rss_mb"] = rss;
   j["rss_kb_per_task"] = rss * 1024.0 / n;
   return j;
@@ -559,7 +644,7 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
 int main(int argc, char** argv) {
   CLI::App app{"N simulated tasks against a real mcx-coordinator (the control plane at scale)"};
   std::string tasks_text = "1024,4096,16384";
-  int threads = 2, barriers = 20, heartbeat_seconds = 8, heartbeat_interval_s = 0, kill_deadline_s = 30;
+  int threads = 2, barriers = 20, heartbeat_seconds = 8, heartbeat_interval_s = 0, kv_rounds_count = 20, kill_deadline_s = 30;
   std::string coordinator = MCX_COORDINATOR_BINARY;
   app.add_option("--tasks", tasks_text, "comma-separated task counts")->capture_default_str();
   app.add_option("--threads", threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
@@ -571,6 +656,9 @@ int main(int argc, char** argv) {
                  "seconds between one task's heartbeats (0: the default for the job's size)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600));
+  app.add_option("--kv-rounds", kv_rounds_count, "key-value rounds (each client writes once and reads once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app.add_option("--coordinator", coordinator, "the mcx-coordinator binary")->capture_default_str();
   app.add_option("--kill-deadline", kill_deadline_s, "seconds the survivors have to see the 1% kills")
       ->capture_default_str()
@@ -592,7 +680,7 @@ int main(int argc, char** argv) {
     if (static_cast<rlim_t>(n) + 64 > files.rlim_cur) {
       die(absl::StrCat(n, " tasks need ", n + 64, " open files; the limit here is ", files.rlim_cur));
     }
-    std::cout << run(n, threads, barriers, heartbeat_seconds, heartbeat_interval_s, kill_deadline_s, coordinator).dump() << std::endl;
+    std::cout << run(n, threads, barriers, heartbeat_seconds, heartbeat_interval_s, kv_rounds_count, kill_deadline_s, coordinator).dump() << std::endl;
   }
   return 0;
 }

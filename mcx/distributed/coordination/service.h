@@ -255,7 +255,7 @@ class CoordinationService {
   // live tasks that did not call. The caller must be live and in the set (FailedPrecondition /
   // InvalidArgument otherwise); InvalidArgument for a payload over max_value_bytes.
   void get_live_tasks(TaskId task, Incarnation incarnation, LiveSetRequest request, absl::Duration timeout,
-                      Callback<absl::StatusOr<LiveTasks>> done);
+                      Callback<const absl::StatusOr<LiveTasks>&> done);
 
   // --- Operators / tests ----------------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ class CoordinationService {
     Incarnation incarnation;
     absl::Time deadline;
     std::string payload;
-    Callback<absl::StatusOr<LiveTasks>> done;
+    Callback<const absl::StatusOr<LiveTasks>&> done;  // by reference: N callers share one answer of N tasks
   };
   // A live-set agreement is identified by its name and its (sorted) task set.
   using LiveSetKey = std::pair<std::string, TaskSet>;
@@ -315,6 +315,12 @@ class CoordinationService {
   };
   struct LiveSet {
     std::map<TaskId, LiveWaiter> waiting;
+    // The live (CONNECTED) members of the set when it was last scanned; valid until a task's state changes
+    // (evaluate_live_sets_locked with membership_changed). While valid, every waiter is one of them, so a new
+    // caller completes the agreement exactly when the waiters number live_members: an arrival costs O(log N),
+    // not a scan of the set (16,384 callers: 13 s of scans, docs/distributed.md "Scale").
+    size_t live_members = 0;
+    bool live_members_valid = false;
   };
   // The members of the last agreement over a key, and its generation.
   struct AgreedLiveSet {
@@ -401,8 +407,9 @@ class CoordinationService {
   void expire_barriers_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- live sets (service_live_sets.cc) ---
-  // Answers the agreements that can complete (and the callers that are no longer live).
-  void evaluate_live_sets_locked(ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the agreements that can complete (and the callers that are no longer live). membership_changed: a
+  // task's state or incarnation may have changed since the last call (false only for a new caller).
+  void evaluate_live_sets_locked(ServiceLock& lock, bool membership_changed = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void expire_live_sets_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- key-value store (service_kv.cc) ---

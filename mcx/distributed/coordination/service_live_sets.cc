@@ -2,6 +2,7 @@
 #include "mcx/distributed/coordination/service.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,7 +13,7 @@
 namespace mcx::distributed {
 
 void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, LiveSetRequest request,
-                                         absl::Duration timeout, Callback<absl::StatusOr<LiveTasks>> done) {
+                                         absl::Duration timeout, Callback<const absl::StatusOr<LiveTasks>&> done) {
   ServiceLock lock(&mu_);
   auto reply = [&](absl::Status s) { lock.defer([f = std::move(done), s] { f(s); }); };
   if (absl::Status s = check_caller_locked("get_live_tasks", task, incarnation); !s.ok()) return reply(s);
@@ -38,16 +39,29 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, L
   const absl::Time deadline = clock_->now() + timeout;
   ls.waiting[task] = LiveWaiter{incarnation, deadline, std::move(request.payload), std::move(done)};
   wake_timer_for_locked(deadline);
-  evaluate_live_sets_locked(lock);
+  evaluate_live_sets_locked(lock, /*membership_changed=*/false);
 }
 
-void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock) {
+void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock, bool membership_changed) {
   // After a coordinator restart no agreement completes until the membership is rebuilt: a task that has not
-  // rejoined yet is live, and its generation floor is not known yet.
-  const bool membership_pending = !awaited_after_restart_locked().empty();
+  // rejoined yet is live, and its generation floor is not known yet. (An O(N) walk after a restart: asked only
+  // when an agreement could complete.)
+  std::optional<bool> pending;
+  auto membership_pending = [&] {
+    if (!pending) pending = !awaited_after_restart_locked().empty();
+    return *pending;
+  };
   for (auto it = live_sets_.begin(); it != live_sets_.end();) {
     const std::vector<TaskId>& set = *it->first.second;
     LiveSet& ls = it->second;
+    if (membership_changed) ls.live_members_valid = false;
+    if (ls.live_members_valid) {
+      // No task changed since the last scan: the waiters are live members, and the new one completes it or not.
+      if (ls.waiting.empty() || ls.waiting.size() < ls.live_members || membership_pending()) {
+        ++it;
+        continue;
+      }
+    }
     // Waiters whose task is no longer live (or restarted) are answered and dropped.
     for (auto w = ls.waiting.begin(); w != ls.waiting.end();) {
       const Task& t = tasks_[w->first];
@@ -61,10 +75,16 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock) {
         ++w;
       }
     }
-    bool complete = !ls.waiting.empty() && !membership_pending;
+    size_t live = 0;
+    bool all_called = true;
     for (TaskId id : set) {
-      if (tasks_[id].state == TaskState::kConnected && !ls.waiting.count(id)) complete = false;
+      if (tasks_[id].state != TaskState::kConnected) continue;
+      ++live;
+      if (all_called && !ls.waiting.count(id)) all_called = false;
     }
+    ls.live_members = live;
+    ls.live_members_valid = true;
+    const bool complete = !ls.waiting.empty() && all_called && !membership_pending();
     if (complete) {
       LiveTasks result;
       for (auto& [id, w] : ls.waiting) {
@@ -77,7 +97,8 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock) {
         last = AgreedLiveSet{result.tasks, result.incarnations, ++live_set_generation_};
       }
       result.generation = last.generation;
-      auto shared = std::make_shared<const LiveTasks>(std::move(result));  // one copy per waiter, at its call
+      // One answer, shared by reference: N copies of N tasks made a 16,384-task agreement cost seconds.
+      auto shared = std::make_shared<const absl::StatusOr<LiveTasks>>(std::move(result));
       for (auto& [id, w] : ls.waiting) {
         auto f = std::move(w.done);
         lock.defer([f = std::move(f), shared] { f(*shared); });

@@ -155,7 +155,7 @@ void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Repl
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
                       Reply<proto::LiveTasksResponse> reply) {
   s.get_live_tasks(req.task(), req.incarnation(), LiveSetRequest{ids(req.tasks()), req.name(), req.payload()},
-                   absl::Milliseconds(req.timeout_ms()), [reply = std::move(reply)](absl::StatusOr<LiveTasks> v) {
+                   absl::Milliseconds(req.timeout_ms()), [reply = std::move(reply)](const absl::StatusOr<LiveTasks>& v) {
                      proto::LiveTasksResponse r;
                      to_proto(v.status(), r.mutable_status());
                      if (v.ok()) {
