@@ -242,6 +242,39 @@ TEST_F(ServiceTest, RegistrationAndBarriersOfManyTasksStayLinear) {
 #endif
 }
 
+TEST_F(ServiceTest, LiveSetAgreementOfManyTasksStaysLinear) {
+  // 16,384 tasks, 1% of them failed, every survivor asks for the live set: an arrival must not scan the set
+  // (a scan per arrival took 13 s here), and the survivors share one answer.
+  constexpr int kTasks = 16384;
+  auto s = make(kTasks, /*recoverable=*/true);
+  register_all(*s, kTasks);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 99; i < kTasks; i += 100) s->fail_task(i, absl::UnavailableError("killed"));
+  const int failed = kTasks / 100;
+  // Each answer is checked where it arrives (keeping 16,000 copies of 16,000 tasks would take 12 GB).
+  std::atomic<int> answered{0}, wrong{0};
+  std::atomic<uint64_t> generation{0};
+  for (int i = 0; i < kTasks; ++i) {
+    if (i % 100 == 99) continue;
+    s->get_live_tasks(i, 100 + i, LiveSetRequest{}, absl::Seconds(5), [&](const absl::StatusOr<LiveTasks>& live) {
+      uint64_t none = 0;
+      if (live.ok()) generation.compare_exchange_strong(none, live->generation);
+      if (!live.ok() || live->tasks.size() != static_cast<size_t>(kTasks - failed) || live->generation != generation) {
+        ++wrong;
+      }
+      ++answered;
+    });
+  }
+  EXPECT_EQ(answered.load(), kTasks - failed);  // all answered when the last survivor called
+  EXPECT_EQ(wrong.load(), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+#if defined(MCX_SANITIZER_BUILD)
+  EXPECT_LT(seconds, 30.0);
+#else
+  EXPECT_LT(seconds, 3.0);
+#endif
+}
+
 TEST_F(ServiceTest, BarrierTimeoutNamesMissingAndIsFixedByFirstArrival) {
   auto s = make(4);
   register_all(*s, 4);
