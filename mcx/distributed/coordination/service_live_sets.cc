@@ -47,7 +47,7 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock, bool memb
   // rejoined yet is live, and its generation floor is not known yet. (An O(N) walk after a restart: asked only
   // when an agreement could complete.)
   std::optional<bool> pending;
-  auto membership_pending = [&] {
+  auto membership_pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!pending) pending = !awaited_after_restart_locked().empty();
     return *pending;
   };
