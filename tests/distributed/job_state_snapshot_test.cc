@@ -123,7 +123,7 @@ TEST(JobStateSnapshot, AReceiverThatMissedAMessageIsToldAndKeepsItsState) {
   EXPECT_THAT(s.message(), ::testing::HasSubstr("from version 2"));
   EXPECT_EQ(held.version, 1u);
   EXPECT_EQ(held.tasks, v1->state().tasks);
-  // A delta naming a task outside the job, and a whole state out of order, are refused too.
+  // A delta naming a task outside the job, and whole states that do not add up, are refused too.
   proto::JobStateProto bad = delta;
   bad.mutable_tasks(0)->set_id(9);
   held = v2->state();
@@ -131,9 +131,17 @@ TEST(JobStateSnapshot, AReceiverThatMissedAMessageIsToldAndKeepsItsState) {
   proto::JobStateProto whole;
   to_proto(*v3, 0, &whole);
   EXPECT_EQ(whole.base_version(), 0u);
-  whole.mutable_tasks()->SwapElements(0, 1);
-  EXPECT_EQ(apply_proto(whole, &held).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(whole.states().size(), 4u);  // compact: a byte and an incarnation per task,
+  EXPECT_EQ(whole.tasks_size(), 2);      // and the tasks with an error in full
+  proto::JobStateProto short_whole = whole;
+  short_whole.mutable_incarnations()->RemoveLast();
+  EXPECT_EQ(apply_proto(short_whole, &held).code(), absl::StatusCode::kDataLoss);
+  proto::JobStateProto outside = whole;
+  outside.mutable_tasks(1)->set_id(4);
+  EXPECT_EQ(apply_proto(outside, &held).code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(held.version, 2u);
+  ASSERT_TRUE(apply_proto(whole, &held).ok());
+  EXPECT_EQ(held.tasks, v3->state().tasks);
 }
 
 }  // namespace

@@ -121,7 +121,13 @@ void apply_state(Task& t, const std::string& bytes) {
   if (state.base_version() != 0 && state.base_version() != t.version) {
     die(absl::StrCat("task ", t.id, ": a change from version ", state.base_version(), " while it holds ", t.version));
   }
-  if (state.base_version() == 0) t.failed.clear();
+  if (state.base_version() == 0) {  // a whole state: a state byte per task (the failed ones also in `tasks`)
+    t.failed.clear();
+    t.failed_why.clear();
+    for (size_t i = 0; i < state.states().size(); ++i) {
+      if (state.states()[i] == 2) t.failed.insert(static_cast<int>(i));  // TaskState::kError
+    }
+  }
   for (const pb::TaskInfoProto& info : state.tasks()) {
     if (info.state() == 2) {  // TaskState::kError
       t.failed.insert(info.id());

@@ -48,18 +48,37 @@ void to_proto(const JobStateSnapshot& snapshot, uint64_t since, proto::JobStateP
     for (TaskId id : *changed) task_to_proto(s.tasks[static_cast<size_t>(id)], p->add_tasks());
     return;
   }
-  for (const TaskInfo& t : s.tasks) task_to_proto(t, p->add_tasks());
+  std::string* states = p->mutable_states();
+  states->reserve(s.tasks.size());
+  p->mutable_incarnations()->Reserve(static_cast<int>(s.tasks.size()));
+  for (const TaskInfo& t : s.tasks) {
+    states->push_back(static_cast<char>(t.state));
+    p->add_incarnations(t.incarnation);
+    if (!t.error.ok()) task_to_proto(t, p->add_tasks());
+  }
 }
 
 absl::Status apply_proto(const proto::JobStateProto& p, JobState* state) {
   if (p.base_version() == 0) {
+    const size_t n = p.states().size();
+    if (static_cast<size_t>(p.incarnations_size()) != n) {
+      return absl::DataLossError(absl::StrCat("[watch] a whole job state of ", n, " task states and ",
+                                              p.incarnations_size(), " incarnations"));
+    }
     JobState whole;
-    for (const auto& t : p.tasks()) {
-      if (t.id() != static_cast<TaskId>(whole.tasks.size())) {
-        return absl::DataLossError(absl::StrCat("[watch] a whole job state lists task ", t.id(), " at position ",
-                                                whole.tasks.size()));
+    whole.tasks.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int state = static_cast<unsigned char>(p.states()[i]);
+      TaskInfo& t = whole.tasks[i];
+      t.id = static_cast<TaskId>(i);
+      t.incarnation = p.incarnations(static_cast<int>(i));
+      t.state = state <= static_cast<int>(TaskState::kShutdown) ? static_cast<TaskState>(state) : TaskState::kError;
+    }
+    for (const auto& t : p.tasks()) {  // the tasks with an error
+      if (t.id() < 0 || static_cast<size_t>(t.id()) >= n) {
+        return absl::DataLossError(absl::StrCat("[watch] a whole job state of ", n, " tasks names task ", t.id()));
       }
-      whole.tasks.push_back(task_from_proto(t));
+      whole.tasks[static_cast<size_t>(t.id())] = task_from_proto(t);
     }
     whole.version = p.version();
     whole.service_incarnation = p.service_incarnation();
