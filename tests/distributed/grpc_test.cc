@@ -182,6 +182,45 @@ TEST_P(Grpc, AWatchStreamFollowsEveryChangeThroughDeltas) {
   for (TaskId id : {0, 5, 11}) EXPECT_EQ(held.tasks[id].state, TaskState::kError);
 }
 
+TEST_P(Grpc, LiveSetAgreementsAfterTheFirstTravelAsDifferences) {
+  // Each client remembers the last agreement it got and the service answers it with what changed: the members
+  // must still be exactly right after a failure, a restart (same id, new incarnation) and an unchanged round.
+  const int n = 4;
+  Cluster c(n, /*recoverable=*/true);
+  std::vector<Result<absl::StatusOr<RegisterResult>>> registered(n);
+  for (int i = 0; i < n; ++i) c.service->register_task(i, 100 + i, n, absl::Seconds(5), registered[i].cb());
+  for (auto& r : registered) ASSERT_TRUE(r.get().ok());
+  std::vector<std::unique_ptr<CoordinationClient>> clients;
+  for (int i = 0; i < n; ++i) clients.push_back(make_client(GetParam(), c.addr));
+  std::vector<Incarnation> incarnation = {100, 101, 102, 103};
+  auto agree = [&](const std::vector<TaskId>& live) {
+    std::vector<absl::StatusOr<LiveTasks>> got(n, absl::UnknownError("not called"));
+    std::vector<std::thread> ts;
+    for (TaskId t : live) {
+      ts.emplace_back([&, t] { got[t] = clients[t]->get_live_tasks(t, incarnation[t], LiveSetRequest{}, absl::Seconds(5)); });
+    }
+    for (auto& t : ts) t.join();
+    for (TaskId t : live) {
+      ASSERT_TRUE(got[t].ok()) << got[t].status();
+      EXPECT_EQ(got[t]->tasks, live);
+      std::vector<Incarnation> want;
+      for (TaskId m : live) want.push_back(incarnation[m]);
+      EXPECT_EQ(got[t]->incarnations, want);
+      EXPECT_EQ(got[t]->payloads, std::vector<std::string>(live.size()));
+      EXPECT_EQ(got[t]->generation, got[live[0]]->generation);
+    }
+  };
+  agree({0, 1, 2, 3});  // whole answers
+  c.service->fail_task(3, absl::UnavailableError("killed"));
+  agree({0, 1, 2});     // 3 removed
+  agree({0, 1, 2});     // unchanged
+  Result<absl::StatusOr<RegisterResult>> again;
+  c.service->register_task(3, 900, n, absl::Seconds(5), again.cb());
+  ASSERT_TRUE(again.get().ok());
+  incarnation[3] = 900;
+  agree({0, 1, 2, 3});  // 3 added back with its new incarnation (client 3 held the agreement with 103)
+}
+
 TEST_P(Grpc, UnreachableCoordinatorFailsWithinInitTimeout) {
   // A port with nothing listening: bind a server, note its port, stop it.
   int port;

@@ -411,6 +411,8 @@ class CoordinationService {
   // task's state or incarnation may have changed since the last call (false only for a new caller).
   void evaluate_live_sets_locked(ServiceLock& lock, bool membership_changed = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void expire_live_sets_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LiveTasks::change of agreement `now` over the key whose previous agreement was `before`.
+  static std::shared_ptr<const LiveTasks::Change> live_set_change(const AgreedLiveSet& before, const LiveTasks& now);
 
   // --- key-value store (service_kv.cc) ---
   void expire_kv_gets_locked(absl::Time now, ServiceLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -12,6 +12,30 @@
 
 namespace mcx::distributed {
 
+// How `now` differs from the agreement before it over the same (name, set): one merge of the two sorted lists.
+std::shared_ptr<const LiveTasks::Change> CoordinationService::live_set_change(const AgreedLiveSet& before,
+                                                                             const LiveTasks& now) {
+  auto c = std::make_shared<LiveTasks::Change>();
+  c->from_generation = before.generation;
+  size_t i = 0, j = 0;
+  while (i < before.tasks.size() || j < now.tasks.size()) {
+    if (j == now.tasks.size() || (i < before.tasks.size() && before.tasks[i] < now.tasks[j])) {
+      c->removed.push_back(before.tasks[i++]);
+    } else if (i == before.tasks.size() || now.tasks[j] < before.tasks[i]) {
+      c->added.push_back(now.tasks[j++]);
+    } else {
+      if (before.incarnations[i] != now.incarnations[j]) {  // restarted: another process under the same id
+        c->removed.push_back(before.tasks[i]);
+        c->added.push_back(now.tasks[j]);
+      }
+      ++i;
+      ++j;
+    }
+  }
+  c->payloads_empty = std::all_of(now.payloads.begin(), now.payloads.end(), [](const std::string& p) { return p.empty(); });
+  return c;
+}
+
 void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, LiveSetRequest request,
                                          absl::Duration timeout, Callback<const absl::StatusOr<LiveTasks>&> done) {
   ServiceLock lock(&mu_);
@@ -93,6 +117,7 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock, bool memb
         result.payloads.push_back(std::move(w.payload));
       }
       AgreedLiveSet& last = agreed_live_sets_[it->first];
+      if (last.generation != 0) result.change = live_set_change(last, result);
       if (last.generation == 0 || last.tasks != result.tasks || last.incarnations != result.incarnations) {
         last = AgreedLiveSet{result.tasks, result.incarnations, ++live_set_generation_};
       }

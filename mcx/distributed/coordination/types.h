@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -139,7 +140,19 @@ struct LiveTasks {
   // different set always has a larger number. A coordinator restart forgets the previous agreements: the first
   // one after it gets a new, larger number even over the same members (rejoin_task).
   uint64_t generation = 0;
-  bool operator==(const LiveTasks&) const = default;
+  // How it differs from the previous agreement over the same (name, set), computed once by the service so that a
+  // transport can send a caller that holds that one only the difference (N callers would otherwise get N lists of N
+  // tasks). Null when there was none. Not part of the value: operator== ignores it.
+  struct Change {
+    uint64_t from_generation = 0;
+    std::vector<TaskId> removed;  // members of the previous one that are not members (with that incarnation) now
+    std::vector<TaskId> added;    // members now that were not (with this incarnation) before
+    bool payloads_empty = false;  // every payload is empty (a difference carries none)
+  };
+  std::shared_ptr<const Change> change;
+  bool operator==(const LiveTasks& o) const {
+    return tasks == o.tasks && incarnations == o.incarnations && payloads == o.payloads && generation == o.generation;
+  }
 };
 
 struct KeyValue {

@@ -1,5 +1,6 @@
 #include "mcx/distributed/rpc/handlers.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -155,10 +156,22 @@ void serve_end_job(CoordinationService& s, const proto::EndJobRequest& req, Repl
 void serve_live_tasks(CoordinationService& s, const proto::LiveTasksRequest& req,
                       Reply<proto::LiveTasksResponse> reply) {
   s.get_live_tasks(req.task(), req.incarnation(), LiveSetRequest{ids(req.tasks()), req.name(), req.payload()},
-                   absl::Milliseconds(req.timeout_ms()), [reply = std::move(reply)](const absl::StatusOr<LiveTasks>& v) {
+                   absl::Milliseconds(req.timeout_ms()),
+                   [reply = std::move(reply), known = req.known_generation()](const absl::StatusOr<LiveTasks>& v) {
                      proto::LiveTasksResponse r;
                      to_proto(v.status(), r.mutable_status());
-                     if (v.ok()) {
+                     if (v.ok() && known != 0 && v->change && v->change->from_generation == known &&
+                         v->change->payloads_empty) {
+                       // The caller holds the previous agreement: only what changed since.
+                       r.set_base_generation(known);
+                       for (TaskId t : v->change->removed) r.add_removed(t);
+                       for (TaskId t : v->change->added) {
+                         r.add_added(t);
+                         const auto at = std::lower_bound(v->tasks.begin(), v->tasks.end(), t);
+                         r.add_added_incarnations(v->incarnations[static_cast<size_t>(at - v->tasks.begin())]);
+                       }
+                       r.set_generation(v->generation);
+                     } else if (v.ok()) {
                        for (TaskId t : v->tasks) r.add_tasks(t);
                        for (Incarnation i : v->incarnations) r.add_incarnations(i);
                        std::string* blob = r.mutable_payload_blob();

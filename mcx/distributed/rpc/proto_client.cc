@@ -1,8 +1,10 @@
 #include "mcx/distributed/rpc/proto_client.h"
 
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mcx/distributed/rpc/proto_convert.h"
 
 namespace mcx::distributed {
@@ -181,13 +183,42 @@ absl::StatusOr<LiveTasks> ProtoCoordinationClient::get_live_tasks(TaskId task, I
   req.set_name(request.name);
   req.set_payload(request.payload);
   req.set_timeout_ms(to_ms(timeout));
+  const std::string key = absl::StrCat(request.name, "/", absl::StrJoin(request.tasks, ","));
+  {
+    MutexLock lock(&live_sets_mu_);
+    auto held = held_live_sets_.find(key);
+    if (held != held_live_sets_.end()) req.set_known_generation(held->second.generation);
+  }
   proto::LiveTasksResponse resp;
   absl::Status s = call("get_live_tasks", Rpc::kLiveTasks, req, &resp, timeout + kRpcGrace);
   if (!s.ok()) return s;
   LiveTasks out;
+  out.generation = resp.generation();
+  if (resp.base_generation() != 0) {
+    // A difference from the agreement this client holds for the key.
+    MutexLock lock(&live_sets_mu_);
+    auto held = held_live_sets_.find(key);
+    if (held == held_live_sets_.end() || held->second.generation != resp.base_generation() ||
+        resp.added_size() != resp.added_incarnations_size()) {
+      held_live_sets_.erase(key);  // the next call asks for the whole answer
+      return absl::UnavailableError(absl::StrCat(
+          "[get_live_tasks] the coordination service answered with a difference from live set generation ",
+          resp.base_generation(), ", which this process does not hold; call again"));
+    }
+    std::map<TaskId, Incarnation> members;
+    for (size_t i = 0; i < held->second.tasks.size(); ++i) members[held->second.tasks[i]] = held->second.incarnations[i];
+    for (TaskId t : resp.removed()) members.erase(t);
+    for (int i = 0; i < resp.added_size(); ++i) members[resp.added(i)] = resp.added_incarnations(i);
+    for (const auto& [t, inc] : members) {
+      out.tasks.push_back(t);
+      out.incarnations.push_back(inc);
+    }
+    out.payloads.assign(out.tasks.size(), std::string());
+    held->second = HeldLiveSet{out.generation, out.tasks, out.incarnations};
+    return out;
+  }
   out.tasks.assign(resp.tasks().begin(), resp.tasks().end());
   out.incarnations.assign(resp.incarnations().begin(), resp.incarnations().end());
-  out.generation = resp.generation();
   if (resp.payload_sizes_size() != resp.tasks_size()) {
     return absl::InternalError(absl::StrCat("[get_live_tasks] the coordination service answered with ",
                                             resp.tasks_size(), " tasks but ", resp.payload_sizes_size(),
@@ -204,6 +235,8 @@ absl::StatusOr<LiveTasks> ProtoCoordinationClient::get_live_tasks(TaskId task, I
     out.payloads.emplace_back(blob.substr(0, size));
     blob.remove_prefix(size);
   }
+  MutexLock lock(&live_sets_mu_);
+  held_live_sets_[key] = HeldLiveSet{out.generation, out.tasks, out.incarnations};
   return out;
 }
 

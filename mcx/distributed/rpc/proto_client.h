@@ -12,6 +12,7 @@
 #include <google/protobuf/message_lite.h>
 
 #include "mcx/distributed/rpc/coordination.pb.h"
+#include "mcx/core/mutex.h"
 #include "mcx/distributed/coordination/client.h"
 #include "mcx/distributed/rpc/handlers.h"
 
@@ -57,6 +58,16 @@ class ProtoCoordinationClient : public CoordinationClient {
   absl::Status call(std::string_view api, Rpc rpc, const google::protobuf::MessageLite& request, Response* response,
                     absl::Duration rpc_timeout, bool wait_for_ready = false);
   absl::StatusOr<std::string> get(std::string_view key, absl::Duration timeout, bool try_only);
+
+  // The last live-set agreement answered per (name, requested set), without payloads: the generation sent as
+  // LiveTasksRequest.known_generation, and what a difference (LiveTasksResponse.base_generation) applies to.
+  struct HeldLiveSet {
+    uint64_t generation = 0;
+    std::vector<TaskId> tasks;
+    std::vector<Incarnation> incarnations;
+  };
+  Mutex live_sets_mu_;
+  std::map<std::string, HeldLiveSet> held_live_sets_ ABSL_GUARDED_BY(live_sets_mu_);
 };
 
 }  // namespace mcx::distributed
