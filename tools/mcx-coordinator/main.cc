@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mcx-coordinator: standalone coordination service for an mcx job"};
   std::string bind = absl::StrCat("[::]:", mcx::distributed::kDefaultCoordinatorPort);
   int num_processes = 0;
-  double heartbeat_timeout = 0, shutdown_timeout = 300;  // heartbeat_timeout 0: the default for the job's size
+  std::optional<double> heartbeat_timeout;  // unset: the default for the job's size (heartbeat_defaults.h)
+  double shutdown_timeout = 300;
   bool recoverable = false, expect_restarts = false, exit_when_done = false, quiet = false;
   size_t max_key_bytes = 1024, max_value_bytes = 4 << 20;
   app.add_option("--bind", bind, "HOST:PORT to serve on; port 0 picks a free one")->capture_default_str();
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--heartbeat-timeout", heartbeat_timeout,
                  "seconds without a heartbeat before a task fails (default 10, or 10 heartbeat intervals of a job "
-                 "over 4,096 processes: N/409.6)");
+                 "over 4,096 processes: N/409.6)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds of the shutdown barrier (0 = none)")
       ->capture_default_str();
   app.add_flag("--recoverable", recoverable, "keep the job running after a task fails; restarted tasks rejoin");
@@ -142,14 +144,8 @@ int main(int argc, char** argv) {
 
   mcx::distributed::ServiceOptions so;
   so.num_tasks = num_processes;
-  if (heartbeat_timeout < 0) {
-    std::cerr << "mcx-coordinator: --heartbeat-timeout must not be negative, got " << heartbeat_timeout << std::endl;
-    return 2;
-  }
-  if (heartbeat_timeout == 0) {
-    heartbeat_timeout = absl::ToDoubleSeconds(mcx::distributed::default_heartbeat_timeout(num_processes));
-  }
-  so.heartbeat_timeout = absl::Seconds(heartbeat_timeout);
+  so.heartbeat_timeout = heartbeat_timeout ? absl::Seconds(*heartbeat_timeout)
+                                           : mcx::distributed::default_heartbeat_timeout(num_processes);
   so.shutdown_timeout = absl::Seconds(shutdown_timeout);
   so.recoverable = recoverable;
   so.failed_tasks_restart = expect_restarts;
@@ -185,7 +181,7 @@ int main(int argc, char** argv) {
             << (recoverable ? " (recoverable: the tasks of a job whose coordinator restarted may rejoin)"
                             : " (fate-sharing)")
             << ", heartbeat timeout "
-            << heartbeat_timeout << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
+            << absl::ToDoubleSeconds(so.heartbeat_timeout) << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
             << std::endl;
 
   ChangeLogger logger(
