@@ -254,15 +254,19 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std
   return found;
 }
 
-std::string host_identity(const EnvMap& env) {
-  if (std::optional<std::string> id = env_value(env, "MCX_HOST_ID"); id && !id->empty()) return *id;
+std::string host_name() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string host_identity(const EnvMap& env) {
+  if (std::optional<std::string> id = env_value(env, "MCX_HOST_ID"); id && !id->empty()) return *id;
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   char net[64] = {};
   const ssize_t n = readlink("/proc/self/ns/net", net, sizeof net - 1);
-  return absl::StrCat(name, " boot ", boot.empty() ? "?" : boot, " net ", n > 0 ? std::string(net, n) : "?");
+  return absl::StrCat(host_name(), " boot ", boot.empty() ? "?" : boot, " net ", n > 0 ? std::string(net, n) : "?");
 }
 
 absl::StatusOr<std::vector<std::string>> expand_slurm_nodelist(std::string_view list) {

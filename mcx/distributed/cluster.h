@@ -91,6 +91,9 @@ absl::StatusOr<std::optional<ClusterInfo>> detect_cluster(const EnvMap& env, std
 // reports it.
 bool launched_as_job(const EnvMap& env);
 
+// This machine's name (as its UTS namespace has it), for messages.
+std::string host_name();
+
 // The host this process runs on, as the data plane groups processes (Topology::process_hosts): MCX_HOST_ID when
 // set (to group processes by hand, or to simulate hosts on one machine), else "<hostname> boot <boot id> net
 // <network namespace>", so that machines with the same name (containers) differ by their boot id, and processes

@@ -1,7 +1,5 @@
 #include "mcx/distributed/distributed.h"
 
-#include <unistd.h>
-
 #include <mutex>
 #include <set>
 #include <utility>
@@ -422,10 +420,8 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   if (kEnablePreemptionServiceFlag.value()) attach_process_preemption_sync(r.agent.get());
   set_job_key_value(r.job_kv);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   log_info("[mcx.distributed] process {} of {} joined the job on host {}{} (coordinator {}, detected by {})",
-           c.process_id, c.num_processes, host,
+           c.process_id, c.num_processes, host_name(),
            c.local_process_id ? absl::StrCat(", local process ", *c.local_process_id) : std::string(),
            c.coordinator_address, c.detected_by);
   return absl::OkStatus();

@@ -83,6 +83,12 @@ struct Cluster {
     server = std::move(*s);
     addr = absl::StrCat("127.0.0.1:", server->port());
   }
+  // Registers tasks 0..n-1 with incarnations 100 + i directly with the service (tests of what the clients see).
+  void register_all(int n) {
+    std::vector<Result<absl::StatusOr<RegisterResult>>> registered(n);
+    for (int i = 0; i < n; ++i) service->register_task(i, 100 + i, n, absl::Seconds(5), registered[i].cb());
+    for (auto& r : registered) ASSERT_TRUE(r.get().ok());
+  }
 };
 
 class Grpc : public ::testing::TestWithParam<bool> {};
@@ -144,9 +150,7 @@ TEST_P(Grpc, AWatchStreamFollowsEveryChangeThroughDeltas) {
   // service's state after every kind of change: failures, restarts with new incarnations, many changes at once.
   const int n = 12;
   Cluster c(n, /*recoverable=*/true);
-  std::vector<Result<absl::StatusOr<RegisterResult>>> registered(n);
-  for (int i = 0; i < n; ++i) c.service->register_task(i, 100 + i, n, absl::Seconds(5), registered[i].cb());
-  for (auto& r : registered) ASSERT_TRUE(r.get().ok());
+  c.register_all(n);
   auto observer = make_client(GetParam(), c.addr);
   auto stream = observer->watch(-1, 0, absl::Seconds(2));
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -187,9 +191,7 @@ TEST_P(Grpc, LiveSetAgreementsAfterTheFirstTravelAsDifferences) {
   // must still be exactly right after a failure, a restart (same id, new incarnation) and an unchanged round.
   const int n = 4;
   Cluster c(n, /*recoverable=*/true);
-  std::vector<Result<absl::StatusOr<RegisterResult>>> registered(n);
-  for (int i = 0; i < n; ++i) c.service->register_task(i, 100 + i, n, absl::Seconds(5), registered[i].cb());
-  for (auto& r : registered) ASSERT_TRUE(r.get().ok());
+  c.register_all(n);
   std::vector<std::unique_ptr<CoordinationClient>> clients;
   for (int i = 0; i < n; ++i) clients.push_back(make_client(GetParam(), c.addr));
   std::vector<Incarnation> incarnation = {100, 101, 102, 103};
