@@ -32,7 +32,7 @@ struct FastCluster {
   std::string addr;
   std::atomic<int> handed_off{0};
 
-  explicit FastCluster(int n) {
+  explicit FastCluster(int n, int reactor_threads = 1) {
     ServiceOptions o;
     o.num_tasks = n;
     o.heartbeat_timeout = absl::Seconds(3);
@@ -44,7 +44,7 @@ struct FastCluster {
       ssize_t w = ::send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL);
       (void)w;
       ::close(fd);
-    });
+    }, /*limiter=*/nullptr, reactor_threads);
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
     addr = absl::StrCat("127.0.0.1:", server->port());
@@ -247,13 +247,20 @@ TEST(FastPath, AReplyToAConnectionThatGaveUpIsDropped) {
   EXPECT_EQ(*client->kv_get("later", absl::Seconds(1)), "v");
 }
 
-TEST(FastPath, AgentsOverTheFastPathPassBarriersAndAgree) {
-  FastCluster c(3);
+// With one reactor thread and with several (the connections spread over them: each barrier's release, each
+// agreement and each job-state change is written by the reactor of each connection).
+class FastPathReactors : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Threads, FastPathReactors, ::testing::Values(1, 3),
+                         [](const auto& info) { return absl::StrCat(info.param, "_reactors"); });
+
+TEST_P(FastPathReactors, AgentsOverTheFastPathPassBarriersAndAgree) {
+  constexpr int kTasks = 7;
+  FastCluster c(kTasks, GetParam());
   std::vector<std::unique_ptr<CoordinationAgent>> agents;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kTasks; ++i) {
     AgentOptions ao;
     ao.task_id = i;
-    ao.num_tasks = 3;
+    ao.num_tasks = kTasks;
     ao.init_timeout = absl::Seconds(5);
     ao.heartbeat_interval = absl::Milliseconds(200);
     ao.heartbeat_timeout = absl::Seconds(3);
@@ -261,26 +268,82 @@ TEST(FastPath, AgentsOverTheFastPathPassBarriersAndAgree) {
     agents.push_back(std::make_unique<CoordinationAgent>(c.client(), ao));
   }
   std::vector<std::thread> ts;
-  for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->connect().ok()); });
+  for (int i = 0; i < kTasks; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->connect().ok()); });
   for (auto& t : ts) t.join();
   // What each published before registering is there once everyone registered.
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(*agents[0]->kv_try_get(absl::StrCat("topo/", i)), absl::StrCat("devices of ", i));
-  for (int round = 0; round < 3; ++round) {
+  for (int i = 0; i < kTasks; ++i) {
+    EXPECT_EQ(*agents[0]->kv_try_get(absl::StrCat("topo/", i)), absl::StrCat("devices of ", i));
+  }
+  std::vector<TaskId> all;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kTasks; ++i) {
+    all.push_back(i);
+    payloads.push_back(absl::StrCat(i));
+  }
+  for (int round = 0; round < 5; ++round) {
     ts.clear();
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kTasks; ++i) {
       ts.emplace_back([&, i] {
         EXPECT_TRUE(agents[i]->barrier("b", absl::Seconds(5)).ok());
         auto live = agents[i]->get_live_tasks(LiveSetRequest{{}, "ls", absl::StrCat(i)}, absl::Seconds(5));
         ASSERT_TRUE(live.ok()) << live.status();
-        EXPECT_EQ(live->tasks, std::vector<TaskId>({0, 1, 2}));
-        EXPECT_EQ(live->payloads, std::vector<std::string>({"0", "1", "2"}));
+        EXPECT_EQ(live->tasks, all);
+        EXPECT_EQ(live->payloads, payloads);
       });
     }
     for (auto& t : ts) t.join();
   }
   ts.clear();
-  for (int i = 0; i < 3; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->shutdown().ok()); });
+  for (int i = 0; i < kTasks; ++i) ts.emplace_back([&, i] { EXPECT_TRUE(agents[i]->shutdown().ok()); });
   for (auto& t : ts) t.join();
+}
+
+// Replies completed off every reactor (a barrier's timeout, on the service's timer thread) and pipelined replies
+// on many connections at once still arrive, each on its own connection and in order.
+TEST_P(FastPathReactors, RepliesFromOtherThreadsReachTheirConnections) {
+  constexpr int kTasks = 5;
+  FastCluster c(kTasks, GetParam());
+  std::vector<std::unique_ptr<CoordinationClient>> clients;
+  for (int i = 0; i < kTasks; ++i) clients.push_back(c.client());
+  std::vector<std::thread> ts;
+  for (int i = 0; i < kTasks; ++i) {
+    ts.emplace_back([&, i] { EXPECT_TRUE(clients[i]->register_task(i, 100 + i, kTasks, absl::Seconds(5)).ok()); });
+  }
+  for (auto& t : ts) t.join();
+  // Only task 0 arrives: the timer thread fails the barrier, and its reply goes through task 0's reactor.
+  absl::Status alone = clients[0]->barrier(0, 100, "alone", 0, {}, absl::Milliseconds(200));
+  EXPECT_EQ(alone.code(), absl::StatusCode::kDeadlineExceeded) << alone;
+  // Every task writes and reads its own keys while the others do.
+  ts.clear();
+  for (int i = 0; i < kTasks; ++i) {
+    ts.emplace_back([&, i] {
+      for (int k = 0; k < 50; ++k) {
+        const std::string key = absl::StrCat("t", i, "/", k);
+        ASSERT_TRUE(clients[i]->kv_insert(key, absl::StrCat(i * 1000 + k), false, absl::Seconds(5)).ok());
+        EXPECT_EQ(*clients[i]->kv_get(key, absl::Seconds(5)), absl::StrCat(i * 1000 + k));
+      }
+      EXPECT_TRUE(clients[i]->barrier(i, 100 + i, "all", 0, {}, absl::Seconds(5)).ok());
+    });
+  }
+  for (auto& t : ts) t.join();
+}
+
+TEST(FastPath, ReactorThreadsAreCheckedAndGrowWithTheJob) {
+  ServiceOptions o;
+  o.num_tasks = 2;
+  auto service = *CoordinationService::create(o);
+  for (int bad : {0, FastPathServer::kMaxReactorThreads + 1}) {
+    auto s = FastPathServer::start(service.get(), "127.0.0.1:0", [](int fd) { ::close(fd); }, nullptr, bad);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr(absl::StrCat("found ", bad)));
+  }
+  EXPECT_EQ(FastPathServer::default_reactor_threads(1), 1);
+  EXPECT_EQ(FastPathServer::default_reactor_threads(FastPathServer::kTasksPerReactor), 1);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(FastPathServer::default_reactor_threads(FastPathServer::kTasksPerReactor + 1), std::min(cores, 2));
+  EXPECT_EQ(FastPathServer::default_reactor_threads(1 << 20),
+            std::min(cores, FastPathServer::kMaxDefaultReactorThreads));
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/coordination/heartbeat_defaults.h"
 #include "mcx/distributed/coordination/service.h"
+#include "mcx/distributed/rpc/fast_path_server.h"
 #include "mcx/distributed/rpc/grpc_server.h"
 #include "tools/common/mtls_flags.h"
 
@@ -117,6 +118,11 @@ int main(int argc, char** argv) {
   app.add_option("--kv-max-bytes-per-task", max_bytes_per_task,
                  "bytes one task may own under identity binding (default: MCX_KV_MAX_BYTES_PER_TASK, 256 MiB)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 50));
+  int fast_path_threads = 0;
+  app.add_option("--fast-path-threads", fast_path_threads,
+                 "threads serving the fast path's connections (default: one per 2,048 processes, at most one per core "
+                 "and 8)")
+      ->check(CLI::Range(1, mcx::distributed::FastPathServer::kMaxReactorThreads));
   app.add_flag("--exit-when-done", exit_when_done,
                "exit once every task has shut down (0), or the job failed and no task is left (1)");
   app.add_flag("-q,--quiet", quiet, "do not log task state changes");
@@ -168,6 +174,7 @@ int main(int argc, char** argv) {
     gso.audit_log = *log;
   }
   gso.bind_address = bind;
+  gso.fast_path_threads = fast_path_threads;
   if (rate_limit >= 0) gso.rate_limit = rate_limit;
   gso.mtls = mcx::tools::to_mtls_options(mtls);
   gso.mtls.refresh_interval = absl::Seconds(mtls_refresh);

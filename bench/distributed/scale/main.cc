@@ -13,6 +13,8 @@
 //                        registration when every task has registered)
 //   barrier_p50_ms/p99   a barrier of all N tasks: from the round's first request to its last answer, over rounds
 //   barrier_coordinator_cpu_us_per_task  the coordinator's CPU per arrival (request in, reply out)
+//   barrier_coordinator_busiest_thread_cpu_ms_per_round, barrier_simulator_cpu_ms_per_round  where a round's time
+//                        goes: the CPU of the coordinator's busiest thread, and of the simulator itself
 //   heartbeat_cpu_pct    the coordinator's CPU (user+system, % of one core) while every task heartbeats at the
 //                        interval agents use for a job of N (heartbeat_interval_s: 1 s up to 4,096 tasks, then
 //                        N/4096 s; --heartbeat-interval sets another), with heartbeats_per_s and the CPU per heartbeat
@@ -29,7 +31,7 @@
 //   coordinator_rss_mb, rss_kb_per_task  the coordinator's resident memory with every task registered
 //
 //   bench_control_plane_scale --tasks 1024,4096,16384 [--threads 2] [--barriers 20] [--heartbeat-seconds 8]
-//                             [--heartbeat-interval S]
+//                             [--heartbeat-interval S] [--fast-path-threads T]
 //                             [--coordinator PATH]
 // Run: bash bench/distributed/scale/run.sh
 #include <fcntl.h>
@@ -45,6 +47,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -61,6 +64,7 @@
 #include "absl/strings/str_split.h"
 #include "mcx/distributed/coordination/heartbeat_defaults.h"
 #include "mcx/distributed/rpc/coordination.pb.h"
+#include "mcx/distributed/rpc/fast_path_server.h"
 #include "mcx/distributed/rpc/fast_path_wire.h"
 #include "mcx/distributed/rpc/handlers.h"
 #include "nlohmann/json.hpp"
@@ -382,15 +386,39 @@ void on_each(std::vector<std::unique_ptr<Shard>>& shards, const F& f) {
 }
 
 // utime + stime of a process, in seconds.
-double cpu_seconds(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+// User + system CPU seconds from a /proc stat file (of a process or of one of its threads).
+double cpu_seconds_in(const std::string& stat_path) {
+  std::ifstream in(stat_path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::vector<std::string> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
+  const size_t paren = text.rfind(')');
+  const std::vector<std::string> fields =
+      absl::StrSplit(paren == std::string::npos ? std::string() : text.substr(paren + 2), ' ');
   double utime = 0, stime = 0;
   if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) || !absl::SimpleAtod(fields[12], &stime)) {
-    die("cannot read the coordinator's CPU time");
+    die(absl::StrCat("cannot read the CPU time in ", stat_path));
   }
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double cpu_seconds(pid_t pid) { return cpu_seconds_in(absl::StrCat("/proc/", pid, "/stat")); }
+
+// The CPU seconds of each thread of `pid`, by thread id.
+std::map<std::string, double> thread_cpu_seconds(pid_t pid) {
+  std::map<std::string, double> out;
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string tid = entry.path().filename().string();
+    out[tid] = cpu_seconds_in(absl::StrCat(dir, "/", tid, "/stat"));
+  }
+  return out;
+}
+
+// This process's CPU seconds (every simulator thread).
+double own_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
 }
 
 double rss_mb(pid_t pid) {
@@ -410,11 +438,29 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int heartbeat_interval_s, int kv_rounds_count, int kill_deadline_s,
-                   const std::string& coordinator) {
+// What the command line sets.
+struct Settings {
+  int threads = 2;
+  int barriers = 20;
+  int heartbeat_seconds = 8;
+  int heartbeat_interval_s = 0;  // 0: the default for the job's size
+  int kv_rounds = 20;
+  int kill_deadline_s = 30;
+  int fast_path_threads = 0;  // 0: the coordinator's default for the job's size
+  std::string coordinator = MCX_COORDINATOR_BINARY;
+};
+
+nlohmann::json run(int n, const Settings& settings) {
+  const int threads = settings.threads, barriers = settings.barriers, heartbeat_seconds = settings.heartbeat_seconds;
+  const int heartbeat_interval_s = settings.heartbeat_interval_s, kv_rounds_count = settings.kv_rounds;
+  const int kill_deadline_s = settings.kill_deadline_s;
   mcx::tools::SpawnOptions so;
-  so.argv = {coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
+  so.argv = {settings.coordinator, "--bind", "127.0.0.1:0", "-n", std::to_string(n), "--rate-limit", "0", "-q",
              "--heartbeat-timeout", "600", "--shutdown-timeout", "0", "--recoverable"};
+  if (settings.fast_path_threads > 0) {
+    so.argv.push_back("--fast-path-threads");
+    so.argv.push_back(std::to_string(settings.fast_path_threads));
+  }
   so.pipe_stderr = false;
   auto child = mcx::tools::Subprocess::spawn(so);
   if (!child.ok()) die(std::string(child.status().message()));
@@ -470,6 +516,8 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   g_phase = "in barriers";
   std::vector<double> rounds;
   const double barrier_cpu_before = cpu_seconds(pid);
+  const double simulator_cpu_before = own_cpu_seconds();
+  const std::map<std::string, double> threads_before = thread_cpu_seconds(pid);
   for (int b = 0; b < barriers; ++b) {
     const Clock::time_point round_start = Clock::now();
     on_each(shards, [&](Shard& s) {
@@ -491,6 +539,17 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   // The coordinator's own CPU per arrival (its request in, its reply out): what bounds a barrier's time on one
   // reactor thread, whatever the clients do.
   const double barrier_cpu_us_per_task = (cpu_seconds(pid) - barrier_cpu_before) * 1e6 / (static_cast<double>(barriers) * n);
+  // Where a round's time goes: the coordinator's CPU, its busiest thread's (the fast path's reactors share the
+  // arrivals and the release), and the simulator's own (its sends, and on loopback the kernel's receive work for
+  // the coordinator's sockets). On a machine whose cores both sides share, a round cannot be shorter than their
+  // sum divided by the cores.
+  const double barrier_simulator_cpu_ms = (own_cpu_seconds() - simulator_cpu_before) * 1e3 / barriers;
+  double busiest_thread_s = 0;
+  for (const auto& [tid, seconds] : thread_cpu_seconds(pid)) {
+    auto before = threads_before.find(tid);
+    busiest_thread_s = std::max(busiest_thread_s, seconds - (before == threads_before.end() ? 0.0 : before->second));
+  }
+  const double barrier_busiest_thread_cpu_ms = busiest_thread_s * 1e3 / barriers;
 
   g_phase = "heartbeating";
   // Heartbeats at the interval agents use for a job of n tasks (heartbeat_defaults.h, or --heartbeat-interval):
@@ -637,11 +696,15 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
   nlohmann::json j;
   j["name"] = absl::StrCat("control_plane/", n);
   j["tasks"] = n;
+  j["fast_path_threads"] = settings.fast_path_threads > 0 ? settings.fast_path_threads
+                                                         : md::FastPathServer::default_reactor_threads(n);
   j["connect_all_ms"] = ms_between(start, connected);
   j["register_all_ms"] = ms_between(last_register_sent, registered);
   j["barrier_p50_ms"] = percentile(rounds, 0.5);
   j["barrier_p99_ms"] = percentile(rounds, 0.99);
   j["barrier_coordinator_cpu_us_per_task"] = barrier_cpu_us_per_task;
+  j["barrier_coordinator_busiest_thread_cpu_ms_per_round"] = barrier_busiest_thread_cpu_ms;
+  j["barrier_simulator_cpu_ms_per_round"] = barrier_simulator_cpu_ms;
   j["heartbeat_interval_s"] = interval_s;
   j["heartbeats_per_s"] = static_cast<double>(heartbeats.load()) / hb_wall;
   j["heartbeat_cpu_pct"] = hb_cpu_pct;  // of one core
@@ -674,23 +737,26 @@ nlohmann::json run(int n, int threads, int barriers, int heartbeat_seconds, int 
 int main(int argc, char** argv) {
   CLI::App app{"N simulated tasks against a real mcx-coordinator (the control plane at scale)"};
   std::string tasks_text = "1024,4096,16384";
-  int threads = 2, barriers = 20, heartbeat_seconds = 8, heartbeat_interval_s = 0, kv_rounds_count = 20, kill_deadline_s = 30;
-  std::string coordinator = MCX_COORDINATOR_BINARY;
+  Settings st;
   app.add_option("--tasks", tasks_text, "comma-separated task counts")->capture_default_str();
-  app.add_option("--threads", threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("--barriers", barriers, "barrier rounds per count")->capture_default_str()->check(CLI::Range(1, 10000));
-  app.add_option("--heartbeat-seconds", heartbeat_seconds, "seconds of heartbeats measured")
+  app.add_option("--threads", st.threads, "client threads (epoll loops)")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--barriers", st.barriers, "barrier rounds per count")->capture_default_str()->check(CLI::Range(1, 10000));
+  app.add_option("--heartbeat-seconds", st.heartbeat_seconds, "seconds of heartbeats measured")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
-  app.add_option("--heartbeat-interval", heartbeat_interval_s,
+  app.add_option("--heartbeat-interval", st.heartbeat_interval_s,
                  "seconds between one task's heartbeats (0: the default for the job's size)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600));
-  app.add_option("--kv-rounds", kv_rounds_count, "key-value rounds (each client writes once and reads once)")
+  app.add_option("--kv-rounds", st.kv_rounds, "key-value rounds (each client writes once and reads once)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app.add_option("--coordinator", coordinator, "the mcx-coordinator binary")->capture_default_str();
-  app.add_option("--kill-deadline", kill_deadline_s, "seconds the survivors have to see the 1% kills")
+  app.add_option("--coordinator", st.coordinator, "the mcx-coordinator binary")->capture_default_str();
+  app.add_option("--fast-path-threads", st.fast_path_threads,
+                 "the coordinator's --fast-path-threads (0: its default for the job's size)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
+  app.add_option("--kill-deadline", st.kill_deadline_s, "seconds the survivors have to see the 1% kills")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
   CLI11_PARSE(app, argc, argv);
@@ -710,7 +776,7 @@ int main(int argc, char** argv) {
     if (static_cast<rlim_t>(n) + 64 > files.rlim_cur) {
       die(absl::StrCat(n, " tasks need ", n + 64, " open files; the limit here is ", files.rlim_cur));
     }
-    std::cout << run(n, threads, barriers, heartbeat_seconds, heartbeat_interval_s, kv_rounds_count, kill_deadline_s, coordinator).dump() << std::endl;
+    std::cout << run(n, st).dump() << std::endl;
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -19,8 +20,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
+#include "mcx/distributed/rpc/fast_path_connection.h"
 #include "mcx/distributed/rpc/handlers.h"
 #include "mcx/distributed/rpc/fast_path_wire.h"
 #include "mcx/distributed/rpc/proto_convert.h"
@@ -31,140 +34,8 @@ namespace {
 
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
-constexpr size_t kMaxQueuedReplyBytes = size_t{256} << 20;  // a client that stops reading is dropped past this
 
-// The epoll instance, shared by the reactor and every connection (a reply written from another thread may
-// ask for EPOLLOUT); closed when the last owner goes.
-struct Poller {
-  int fd = -1;
-  ~Poller() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-// One accepted connection. The reactor thread reads and closes it; any thread may send().
-class Connection {
- public:
-  Connection(int fd, uint64_t id, std::shared_ptr<Poller> poller)
-      : fd_(fd), id_(id), peer_(absl::StrCat("fast-path connection ", id)), poller_(std::move(poller)) {}
-
-  uint64_t id() const { return id_; }
-  const std::string& peer() const { return peer_; }  // its name for the rate limit
-  // Reactor thread only: it is the only writer of fd_ (it closes), so its own reads need no lock, which the
-  // analysis cannot express.
-  int fd() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return fd_; }
-
-  // Writes what the socket takes now and queues the rest for the reactor. Dropped once the connection closed.
-  void send(std::string frame) {
-    MutexLock lock(&mu_);
-    if (fd_ < 0) return;
-    size_t off = 0;
-    if (out_.empty() && !corked_) {
-      ssize_t n = write_some(frame.data(), frame.size());
-      if (n < 0) return;  // broken: the reactor sees the error and closes
-      off = static_cast<size_t>(n);
-      if (off == frame.size()) return;
-    }
-    if (out_.size() + frame.size() - off > kMaxQueuedReplyBytes) {
-      ::shutdown(fd_, SHUT_RDWR);  // the reactor sees the hang-up and closes
-      return;
-    }
-    out_.append(frame, off, std::string::npos);
-    if (!corked_) watch_writable(true);
-  }
-
-  // Reactor, around serving the frames of one read: replies are queued while corked and written together by
-  // uncork() (thousands of pipelined inserts get their acknowledgements in a few writes, not one each).
-  void cork() {
-    MutexLock lock(&mu_);
-    corked_ = true;
-  }
-  // False when the connection broke.
-  bool uncork() {
-    MutexLock lock(&mu_);
-    corked_ = false;
-    return write_queued();
-  }
-
-  // Reactor: writes queued bytes. False when the connection broke.
-  bool flush() {
-    MutexLock lock(&mu_);
-    return write_queued();
-  }
-
-  // Reactor: runs `f` when the connection closes (true: because the server shuts down). Thread: reactor only
-  // (it is the one that closes, so the connection is still open).
-  void on_close(std::function<void(bool server_stopping)> f) {
-    MutexLock lock(&mu_);
-    on_close_.push_back(std::move(f));
-  }
-
-  // Reactor: stops watching, closes the socket (unless `release`: its owner is now someone else), drops queued
-  // replies, then runs the on_close functions (not when released).
-  void close(bool server_stopping, bool release = false) {
-    std::vector<std::function<void(bool)>> hooks;
-    {
-      MutexLock lock(&mu_);
-      if (fd_ < 0) return;
-      epoll_ctl(poller_->fd, EPOLL_CTL_DEL, fd_, nullptr);
-      if (!release) ::close(fd_);
-      fd_ = -1;
-      out_.clear();
-      if (!release) hooks.swap(on_close_);
-    }
-    for (auto& f : hooks) f(server_stopping);  // outside the lock: they call into the service
-  }
-
-  std::string in;                // reactor only: bytes read and not yet parsed
-  bool sniffed = false;          // reactor only: the first bytes said this is a fast-path connection
-
- private:
-  // Bytes written (0 when the socket is full), or -1 when it broke.
-  ssize_t write_some(const char* p, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    while (true) {
-      ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (w >= 0) return w;
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      return -1;
-    }
-  }
-  // Writes what the socket takes of out_; watches for room while some is left. False when it broke.
-  bool write_queued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (fd_ < 0) return false;
-    while (!out_.empty()) {
-      ssize_t n = write_some(out_.data(), out_.size());
-      if (n < 0) return false;
-      if (n == 0) {  // full: the reactor writes the rest when there is room
-        watch_writable(true);
-        return true;
-      }
-      out_.erase(0, static_cast<size_t>(n));
-    }
-    watch_writable(false);
-    return true;
-  }
-  void watch_writable(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writable_watched_ == on) return;
-    writable_watched_ = on;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
-    ev.data.u64 = id_;
-    epoll_ctl(poller_->fd, EPOLL_CTL_MOD, fd_, &ev);
-  }
-
-  Mutex mu_;
-  int fd_ ABSL_GUARDED_BY(mu_);
-  const uint64_t id_;
-  const std::string peer_;
-  std::shared_ptr<Poller> poller_;
-  std::string out_ ABSL_GUARDED_BY(mu_);
-  bool writable_watched_ ABSL_GUARDED_BY(mu_) = false;
-  bool corked_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::function<void(bool)>> on_close_ ABSL_GUARDED_BY(mu_);
-};
-
-void send_error(Connection& c, const FrameHeader& h, const absl::Status& s) {
+void send_error(FastPathConnection& c, const FrameHeader& h, const absl::Status& s) {
   proto::StatusProto p;
   to_proto(s, &p);
   c.send(encode_frame(h.op, kFlagTransportError, h.id, p.SerializeAsString()));
@@ -201,96 +72,35 @@ class EncodedJobState {
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+namespace {
+class Reactor;
+}  // namespace
+
 struct FastPathServer::Impl {
   CoordinationService* service = nullptr;
   std::shared_ptr<EncodedJobState> encoded_state = std::make_shared<EncodedJobState>();
   std::function<void(int)> hand_off;
   std::shared_ptr<PeerRateLimiter> limiter;  // null: no limit
-  std::shared_ptr<Poller> poller = std::make_shared<Poller>();
   int listener = -1;
-  int wake = -1;
   int port = 0;
-  std::thread thread;
-  std::atomic<bool> stopping{false};
+  std::vector<std::unique_ptr<Reactor>> reactors;  // [0] also accepts
+  std::atomic<uint64_t> next_connection_id{2};     // unique across reactors (the rate limit names peers by it)
+  std::atomic<size_t> next_reactor{0};
   Mutex mu;
   bool shut ABSL_GUARDED_BY(mu) = false;
-  // Reactor thread only.
-  std::map<uint64_t, std::shared_ptr<Connection>> connections;
-  uint64_t next_id = 2;
 
   ~Impl() {
     if (listener >= 0) ::close(listener);
-    if (wake >= 0) ::close(wake);
   }
 
-  void run() {
-    epoll_event events[256];
-    while (!stopping.load()) {
-      int n = epoll_wait(poller->fd, events, 256, -1);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        log_error("[coordination] fast path: epoll_wait failed: {}; the fast path stops", std::strerror(errno));
-        break;
-      }
-      // The job-state changes of one batch of events (say, many connections of killed tasks closing) reach each
-      // watcher as one update.
-      CoordinationService::DeliveryBatch deliveries(service);
-      for (int i = 0; i < n; ++i) {
-        uint64_t id = events[i].data.u64;
-        if (id == kWakeId) continue;  // shutdown(): the loop condition sees it
-        if (id == kListenerId) {
-          accept_all();
-          continue;
-        }
-        auto it = connections.find(id);
-        if (it == connections.end()) continue;  // closed earlier in this batch
-        std::shared_ptr<Connection> c = it->second;
-        uint32_t ev = events[i].events;
-        bool ok = true;
-        if (ev & EPOLLOUT) ok = c->flush();
-        if (ok && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-          ok = read_and_serve(c, /*hung_up=*/(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
-        }
-        if (!ok) close(c);
-      }
-    }
-    for (auto& [id, c] : connections) c->close(/*server_stopping=*/true);
-    connections.clear();
-  }
-
-  void accept_all() {
-    while (true) {
-      int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          log_warn("[coordination] fast path: accept failed: {}", std::strerror(errno));
-        }
-        return;
-      }
-      set_socket_options(fd);
-      uint64_t id = next_id++;
-      auto c = std::make_shared<Connection>(fd, id, poller);
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.u64 = id;
-      if (epoll_ctl(poller->fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        c->close(/*server_stopping=*/false);
-        continue;
-      }
-      connections.emplace(id, std::move(c));
-    }
-  }
-
-  void close(const std::shared_ptr<Connection>& c) {
-    c->close(/*server_stopping=*/false);
-    connections.erase(c->id());
-  }
+  // Reactor 0: accepts every pending connection, handing them to the reactors in turn.
+  void accept_all();
+  void stop();
 
   // A new connection's first bytes decide: the fast path's magic keeps it here; anything else (gRPC's HTTP/2
   // preface) goes to hand_off with the bytes unread. kWait while fewer than 4 bytes have arrived.
   enum class Sniff { kWait, kFastPath, kHandedOff, kBroken };
-  Sniff sniff(const std::shared_ptr<Connection>& c) {
+  Sniff sniff(const std::shared_ptr<FastPathConnection>& c) {
     unsigned char magic[4];
     ssize_t r = ::recv(c->fd(), magic, sizeof magic, MSG_PEEK | MSG_DONTWAIT);
     if (r == 0) return Sniff::kBroken;
@@ -300,18 +110,17 @@ struct FastPathServer::Impl {
     if (v == kFastPathMagic) return Sniff::kFastPath;
     const int fd = c->fd();
     c->close(/*server_stopping=*/false, /*release=*/true);
-    connections.erase(c->id());
     hand_off(fd);
     return Sniff::kHandedOff;
   }
 
   // Reads what is there and serves every complete frame. False when the connection ended or broke.
-  bool read_and_serve(const std::shared_ptr<Connection>& c, bool hung_up) {
+  bool read_and_serve(const std::shared_ptr<FastPathConnection>& c, bool hung_up) {
     if (!c->sniffed) {
       switch (sniff(c)) {
         case Sniff::kWait: return !hung_up;  // fewer than 4 bytes from a peer that hung up: never more
         case Sniff::kBroken: return false;
-        case Sniff::kHandedOff: return true;  // (no longer ours; the caller's close() finds it closed)
+        case Sniff::kHandedOff: return false;  // no longer ours: the reactor forgets it (already released)
         case Sniff::kFastPath: c->sniffed = true;
       }
     }
@@ -346,7 +155,7 @@ struct FastPathServer::Impl {
   }
 
   template <typename Request>
-  bool parse(Request& req, const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+  bool parse(Request& req, const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     if (req.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return true;
     send_error(*c, h, absl::InvalidArgumentError(absl::StrCat("[coordination] fast path: the payload of op ", h.op,
                                                               " (", payload.size(), " bytes) is not a valid request")));
@@ -354,13 +163,13 @@ struct FastPathServer::Impl {
   }
 
   template <typename Response>
-  static Reply<Response> reply_to(const std::shared_ptr<Connection>& c, const FrameHeader& h) {
+  static Reply<Response> reply_to(const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h) {
     return [c, op = h.op, id = h.id](Response r) { c->send(encode_frame(op, 0, id, r)); };
   }
 
   template <typename Request, typename Response>
   void run_request(void (*handler)(CoordinationService&, const Request&, Reply<Response>),
-                   const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+                   const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     Request req;
     if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h));
   }
@@ -369,14 +178,14 @@ struct FastPathServer::Impl {
   // caller is trusted: docs/security.md), so it says so.
   template <typename Request, typename Response>
   void run_as_trusted(void (*handler)(CoordinationService&, const Request&, Reply<Response>, const Caller&),
-                      const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+                      const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     Request req;
     if (parse(req, c, h, payload)) handler(*service, req, reply_to<Response>(c, h), Caller::trusted());
   }
 
   // A registration waits for the other tasks; its connection closing meanwhile (the process died) tells the
   // service at once, as a cancelled gRPC call does.
-  void serve_registration(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+  void serve_registration(const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     proto::RegisterRequest req;
     if (!parse(req, c, h, payload)) return;
     auto answered = std::make_shared<std::atomic<bool>>(false);
@@ -395,7 +204,7 @@ struct FastPathServer::Impl {
   // by a server shutdown) is a lost connection for the service, as the gRPC stream's end. The first frame is the
   // whole state, each later one the tasks changed since the frame before (the service never runs one watcher's
   // deliveries concurrently, so `sent` needs no lock of its own).
-  void serve_watch(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+  void serve_watch(const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     proto::WatchRequest req;
     if (!parse(req, c, h, payload)) return;
     auto sent = std::make_shared<uint64_t>(0);
@@ -409,7 +218,7 @@ struct FastPathServer::Impl {
     c->on_close([s = service, id = *id](bool server_stopping) { s->end_watch(id, /*connection_lost=*/!server_stopping); });
   }
 
-  void serve(const std::shared_ptr<Connection>& c, const FrameHeader& h, std::string_view payload) {
+  void serve(const std::shared_ptr<FastPathConnection>& c, const FrameHeader& h, std::string_view payload) {
     if (h.op == kHelloOp) {
       c->send(encode_frame(h.op, 0, h.id, std::string_view()));
       return;
@@ -441,10 +250,214 @@ struct FastPathServer::Impl {
   }
 };
 
+namespace {
+
+thread_local const Reactor* current_reactor = nullptr;  // the reactor whose thread this is, if any
+
+// One epoll loop over its share of the connections. The accepting reactor hands each new connection to one
+// reactor in turn (adopt); a reactor's thread alone reads, flushes and closes the connections it owns, and
+// writes the replies other threads queue for them (flush_later). Replies that a request completes for many
+// connections at once (a barrier's release) are therefore written by every reactor at the same time.
+class Reactor final : public FastPathConnectionOwner {
+ public:
+  explicit Reactor(FastPathServer::Impl* server) : server_(server) {}
+  ~Reactor() override {
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  absl::Status open() {
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) {
+      return absl::InternalError(absl::StrCat("[coordination] fast path: cannot create epoll/eventfd: ", std::strerror(errno)));
+    }
+    return watch(wake_fd_, kWakeId);
+  }
+  // Before start(): this reactor also accepts.
+  absl::Status accept_from(int listener) { return watch(listener, kListenerId); }
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
+  // Any thread. Asks the loop to end; join() waits for it.
+  void stop() {
+    stopping_.store(true);
+    wake();
+  }
+  // After every reactor's stop(): waits for the loop (which closed every connection it owned), then closes what
+  // was handed over and never adopted.
+  void join() {
+    if (thread_.joinable()) thread_.join();
+    MutexLock lock(&mu_);
+    for (int fd : to_adopt_) ::close(fd);
+    to_adopt_.clear();
+    to_flush_.clear();
+  }
+
+  // Any thread: `fd`, a connection just accepted, becomes this reactor's.
+  void adopt(int fd) {
+    if (is_current_thread()) return add(fd);
+    bool first;
+    {
+      MutexLock lock(&mu_);
+      first = to_adopt_.empty() && to_flush_.empty();
+      to_adopt_.push_back(fd);
+    }
+    if (first) wake();
+  }
+
+  bool is_current_thread() const override { return current_reactor == this; }
+  void flush_later(std::shared_ptr<FastPathConnection> c) override {
+    bool first;
+    {
+      MutexLock lock(&mu_);
+      first = to_adopt_.empty() && to_flush_.empty();
+      to_flush_.push_back(std::move(c));
+    }
+    if (first) wake();
+  }
+
+ private:
+  absl::Status watch(int fd, uint64_t id) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return absl::InternalError(absl::StrCat("[coordination] fast path: epoll_ctl failed: ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  void wake() {
+    uint64_t one = 1;
+    ssize_t w = ::write(wake_fd_, &one, sizeof one);
+    (void)w;  // the counter only saturates after 2^64 - 2 wake-ups, each of which the loop reads
+  }
+
+  void run() {
+    current_reactor = this;
+    epoll_event events[256];
+    while (!stopping_.load()) {
+      int n = epoll_wait(epoll_fd_, events, 256, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        log_error("[coordination] fast path: epoll_wait failed: {}; the fast path stops", std::strerror(errno));
+        break;
+      }
+      // The job-state changes of one batch of events (say, many connections of killed tasks closing) reach each
+      // watcher as one update.
+      CoordinationService::DeliveryBatch deliveries(server_->service);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t id = events[i].data.u64;
+        if (id == kWakeId) {
+          take_handed_over();
+          continue;
+        }
+        if (id == kListenerId) {
+          server_->accept_all();
+          continue;
+        }
+        auto it = connections_.find(id);
+        if (it == connections_.end()) continue;  // closed earlier in this batch
+        std::shared_ptr<FastPathConnection> c = it->second;
+        const uint32_t ev = events[i].events;
+        bool ok = true;
+        if (ev & EPOLLOUT) ok = c->flush();
+        if (ok && (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+          ok = server_->read_and_serve(c, /*hung_up=*/(ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+        }
+        if (!ok) close(c);
+      }
+    }
+    for (auto& [id, c] : connections_) c->close(/*server_stopping=*/true);
+    connections_.clear();
+  }
+
+  // The connections other threads handed over, and those with replies queued by other threads.
+  void take_handed_over() {
+    uint64_t count;
+    ssize_t r = ::read(wake_fd_, &count, sizeof count);
+    (void)r;  // EAGAIN: another wake-up's read took it
+    std::vector<int> adopt;
+    std::vector<std::shared_ptr<FastPathConnection>> flush;
+    {
+      MutexLock lock(&mu_);
+      adopt.swap(to_adopt_);
+      flush.swap(to_flush_);
+    }
+    for (int fd : adopt) add(fd);
+    for (const auto& c : flush) {
+      if (!c->flush()) close(c);
+    }
+  }
+
+  void add(int fd) {
+    const uint64_t id = server_->next_connection_id.fetch_add(1);
+    auto c = std::make_shared<FastPathConnection>(fd, id, epoll_fd_, this);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = id;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      log_warn("[coordination] fast path: cannot watch a new connection: {}", std::strerror(errno));
+      c->close(/*server_stopping=*/false);
+      return;
+    }
+    connections_.emplace(id, std::move(c));
+  }
+
+  void close(const std::shared_ptr<FastPathConnection>& c) {
+    c->close(/*server_stopping=*/false);
+    connections_.erase(c->id());
+  }
+
+  FastPathServer::Impl* const server_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  Mutex mu_;  // never held while a connection's lock is taken
+  std::vector<int> to_adopt_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<FastPathConnection>> to_flush_ ABSL_GUARDED_BY(mu_);
+  // This reactor's thread only.
+  std::map<uint64_t, std::shared_ptr<FastPathConnection>> connections_;
+};
+
+}  // namespace
+
+void FastPathServer::Impl::accept_all() {
+  while (true) {
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log_warn("[coordination] fast path: accept failed: {}", std::strerror(errno));
+      }
+      return;
+    }
+    set_socket_options(fd);
+    reactors[next_reactor.fetch_add(1) % reactors.size()]->adopt(fd);
+  }
+}
+
+void FastPathServer::Impl::stop() {
+  for (auto& r : reactors) r->stop();
+  for (auto& r : reactors) r->join();
+}
+
+int FastPathServer::default_reactor_threads(int num_tasks) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int wanted = (std::max(num_tasks, 1) + kTasksPerReactor - 1) / kTasksPerReactor;
+  return std::clamp(wanted, 1, std::min(cores, kMaxDefaultReactorThreads));
+}
+
 absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(CoordinationService* service,
                                                                       const std::string& bind_address,
                                                                       std::function<void(int fd)> hand_off,
-                                                                      std::shared_ptr<PeerRateLimiter> limiter) {
+                                                                      std::shared_ptr<PeerRateLimiter> limiter,
+                                                                      int reactor_threads) {
+  if (reactor_threads < 1 || reactor_threads > kMaxReactorThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("[coordination] fast path: expected 1 to ", kMaxReactorThreads,
+                                                   " reactor threads, found ", reactor_threads));
+  }
   auto impl = std::make_unique<Impl>();
   impl->service = service;
   impl->hand_off = std::move(hand_off);
@@ -500,19 +513,13 @@ absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(Coordinati
   getsockname(impl->listener, reinterpret_cast<sockaddr*>(&addr), &len);
   impl->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                                 : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  impl->poller->fd = epoll_create1(EPOLL_CLOEXEC);
-  impl->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl->poller->fd < 0 || impl->wake < 0) {
-    return absl::InternalError(absl::StrCat("[coordination] fast path: cannot create epoll/eventfd: ", std::strerror(errno)));
+  for (int i = 0; i < reactor_threads; ++i) {
+    auto r = std::make_unique<Reactor>(impl.get());
+    MCX_RETURN_IF_ERROR(r->open());
+    if (i == 0) MCX_RETURN_IF_ERROR(r->accept_from(impl->listener));
+    impl->reactors.push_back(std::move(r));
   }
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = kListenerId;
-  epoll_ctl(impl->poller->fd, EPOLL_CTL_ADD, impl->listener, &ev);
-  ev.data.u64 = kWakeId;
-  epoll_ctl(impl->poller->fd, EPOLL_CTL_ADD, impl->wake, &ev);
-  Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->run(); });
+  for (auto& r : impl->reactors) r->start();
   return std::unique_ptr<FastPathServer>(new FastPathServer(std::move(impl)));
 }
 
@@ -528,11 +535,7 @@ void FastPathServer::shutdown() {
     if (impl_->shut) return;
     impl_->shut = true;
   }
-  impl_->stopping.store(true);
-  uint64_t one = 1;
-  ssize_t w = ::write(impl_->wake, &one, sizeof one);
-  (void)w;
-  impl_->thread.join();
+  impl_->stop();
 }
 
 }  // namespace mcx::distributed

@@ -475,7 +475,9 @@ absl::StatusOr<std::unique_ptr<GrpcCoordinationServer>> GrpcCoordinationServer::
   if (shared_port) {
     grpc::Server* server = impl->server.get();
     absl::StatusOr<std::unique_ptr<FastPathServer>> fp = FastPathServer::start(
-        service, options.bind_address, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); }, limiter);
+        service, options.bind_address, [server](int fd) { grpc::AddInsecureChannelFromFd(server, fd); }, limiter,
+        options.fast_path_threads > 0 ? options.fast_path_threads
+                                      : FastPathServer::default_reactor_threads(service->options().num_tasks));
     if (!fp.ok()) {
       impl->server->Shutdown();
       return absl::UnavailableError(absl::StrCat(cannot_bind, ": ", fp.status().message()));

@@ -33,6 +33,9 @@ struct GrpcServerOptions {
   // Whether to serve the fast path (fast_path_server.h) on the same port (unset: MCX_COORDINATION_FAST_PATH).
   // Never with mTLS.
   std::optional<bool> fast_path = std::nullopt;
+  // The fast path's reactor threads (fast_path_server.h); 0: the default for the service's number of tasks (one
+  // per 2,048 tasks, at most one per core).
+  int fast_path_threads = 0;
   std::shared_ptr<AuditLog> audit_log;  // optional (mcx-coordinator --audit-log)
   // Requests per second each peer may make, on gRPC and the fast path (rate_limiter.h); 0: no limit. Unset:
   // MCX_COORDINATOR_RATE_LIMIT.
