@@ -58,6 +58,11 @@ class PeerSubgroup final : public PeerGroup {
 absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
                              absl::Time deadline, const Piggyback* piggyback);
 
+// Recursive doubling (peer_collectives.h): for small messages, where the ring's 2 (P - 1) steps cost more than
+// sending the whole buffer log2 P times.
+absl::Status doubling_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
+                                 absl::Time deadline, const Piggyback* piggyback);
+
 // The ranks of each host, hosts in order of their lowest rank (the host's leader): set when the group knows its
 // hosts and they are neither one nor one per rank, and the tags of the hierarchy fit the collective's span.
 std::optional<std::vector<std::vector<int>>> host_members(const PeerGroup& g) {
@@ -79,7 +84,8 @@ std::optional<std::vector<std::vector<int>>> host_members(const PeerGroup& g) {
 // own and passes on), a ring all-reduce among the leaders (the only traffic between hosts: each host sends and
 // receives 2 (H - 1) / H of the data, however many processes it has), then every leader sends the result to its
 // host's other members. Tags: tag (the piggyback's header exchange, first, with the whole group's ring), tag + 1
-// (the chain), tag + 2 .. tag + 2H - 1 (the leaders' ring), tag + 2H (the broadcast).
+// (the chain), tag + 2 .. tag + 2H - 1 (the leaders' ring; their recursive doubling, for small messages, needs
+// fewer: tag + 2 .. tag + 3 + log2 H), tag + 2H (the broadcast).
 absl::Status hierarchical_all_reduce(PeerGroup& g, const std::vector<std::vector<int>>& members, void* data,
                                      int64_t count, DType dtype, ReduceOp op, uint64_t tag, absl::Time deadline,
                                      const Piggyback* piggyback) {
@@ -107,7 +113,9 @@ absl::Status hierarchical_all_reduce(PeerGroup& g, const std::vector<std::vector
     return g.exchange({}, std::span<const PeerGroup::Recv>(&result, 1), deadline);
   }
   PeerSubgroup hosts(g, leaders);
-  MCX_RETURN_IF_ERROR(ring_all_reduce(hosts, data, count, dtype, op, tag + 2, deadline, nullptr));
+  MCX_RETURN_IF_ERROR(bytes <= kDoublingAllReduceMaxBytes
+                          ? doubling_all_reduce(hosts, data, count, dtype, op, tag + 2, deadline, nullptr)
+                          : ring_all_reduce(hosts, data, count, dtype, op, tag + 2, deadline, nullptr));
   std::vector<PeerGroup::Send> results;
   for (size_t k = 1; k < mine->size(); ++k) results.push_back({(*mine)[k], broadcast_tag, data, bytes});
   return g.exchange(results, {}, deadline);
@@ -179,10 +187,71 @@ absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
   if (std::optional<std::vector<std::vector<int>>> members = host_members(g)) {
     return hierarchical_all_reduce(g, *members, data, count, dtype, op, tag, deadline, piggyback);
   }
+  if (count * static_cast<int64_t>(dtype_size(dtype)) <= kDoublingAllReduceMaxBytes) {
+    return doubling_all_reduce(g, data, count, dtype, op, tag, deadline, piggyback);
+  }
   return ring_all_reduce(g, data, count, dtype, op, tag, deadline, piggyback);
 }
 
 namespace {
+
+absl::Status doubling_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
+                                 absl::Time deadline, const Piggyback* piggyback) {
+  const int p = g.size();
+  if (p == 1) return absl::OkStatus();
+  const int r = g.rank();
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
+  int core = 1, steps = 0;  // the largest power of two <= p: ranks [core, p) fold into ranks [0, p - core) first
+  while (core * 2 <= p) {
+    core *= 2;
+    ++steps;
+  }
+  const int extra = p - core;
+  thread_local std::vector<char> incoming;
+  incoming.resize(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+  char* const mine = static_cast<char*>(data);
+  // Fold-in (tag): rank core + i sends its data to rank i, which adds it. Every rank takes part in this first
+  // exchange, even with nothing to move, when it carries the piggyback (its headers go around the whole ring).
+  {
+    std::vector<PeerGroup::Send> sends;
+    std::vector<PeerGroup::Recv> recvs;
+    if (r >= core) sends.push_back({r - core, tag, mine, bytes});
+    if (r < extra) recvs.push_back({r + core, tag, incoming.data(), bytes});
+    if (piggyback != nullptr || !sends.empty() || !recvs.empty()) {
+      MCX_RETURN_IF_ERROR(peer_exchange(g, std::move(sends), std::move(recvs), tag, deadline, piggyback));
+    }
+    if (r < extra) accumulate(dtype, op, mine, incoming.data(), count);
+  }
+  // Step k (tag + 1 + k): exchange everything with rank r ^ 2^k and combine, the lower rank's partial result
+  // first: both partners compute the same operation on the same operands (the same bits, even where an op is not
+  // bitwise commutative: the max of +0 and -0, NaN payloads), so after the last step every rank of the core holds
+  // the same bits.
+  for (int k = 0; r < core && k < steps; ++k) {
+    const int partner = r ^ (1 << k);
+    const uint64_t step_tag = tag + 1 + static_cast<uint64_t>(k);
+    const PeerGroup::Send send{partner, step_tag, mine, bytes};
+    const PeerGroup::Recv recv{partner, step_tag, incoming.data(), bytes};
+    MCX_RETURN_IF_ERROR(g.exchange(std::span<const PeerGroup::Send>(&send, 1),
+                                   std::span<const PeerGroup::Recv>(&recv, 1), deadline));
+    if (partner > r) {
+      accumulate(dtype, op, mine, incoming.data(), count);
+    } else {
+      accumulate(dtype, op, incoming.data(), mine, count);
+      std::memcpy(mine, incoming.data(), static_cast<size_t>(bytes));
+    }
+  }
+  // Fold-out (tag + 1 + steps): rank i sends the result back to rank core + i.
+  const uint64_t out_tag = tag + 1 + static_cast<uint64_t>(steps);
+  if (r < extra) {
+    const PeerGroup::Send send{r + core, out_tag, mine, bytes};
+    return g.exchange(std::span<const PeerGroup::Send>(&send, 1), {}, deadline);
+  }
+  if (r >= core) {
+    const PeerGroup::Recv recv{r - core, out_tag, mine, bytes};
+    return g.exchange({}, std::span<const PeerGroup::Recv>(&recv, 1), deadline);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
                              absl::Time deadline, const Piggyback* piggyback) {

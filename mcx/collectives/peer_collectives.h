@@ -9,9 +9,15 @@
 //    acc = acc op incoming, and is then copied unchanged to every process: all members hold bitwise identical
 //    results. The order differs from rank order; the deterministic mode of the spanning group reduces in
 //    rank order instead (reduce_kernels.h).
+//    Up to kDoublingAllReduceMaxBytes it is recursive doubling instead (latency-bound sizes: log2 P steps
+//    instead of 2 (P - 1)): with C the largest power of two <= P, rank C + i first sends its data to rank i;
+//    at step k every rank r < C exchanges its whole partial result with rank r ^ 2^k and combines the two, the
+//    lower rank's first (both partners compute the same bits); rank i then sends the result to rank C + i.
+//    Bitwise identical on every member too.
 //    When the group knows its members' hosts (PeerGroup::hosts()) and some host has several of them, it is
 //    hierarchical instead: a chain within each host reduces to the host's leader (its lowest rank), the
-//    leaders run the ring above among themselves, and each leader sends the result to its host's members. Only
+//    leaders run the ring above among themselves (recursive doubling for small messages), and each leader
+//    sends the result to its host's members. Only
 //    the leaders' ring crosses hosts: each host sends (and receives) 2 (H - 1) / H of the data once, where the
 //    flat ring sends 2 (P - 1) / P of it over every edge between hosts (and with the ranks of a host spread
 //    around the ring, over every edge). Still bitwise identical on every member.
@@ -42,6 +48,9 @@ namespace mcx {
 
 inline constexpr uint64_t kPeerTagSpan = 4096;
 inline constexpr int64_t kPiggybackFoldBytes = 32 << 10;
+// All-reduces of at most this many bytes use recursive doubling: on 2 and 4 processes of one host it was faster
+// than the ring up to 256 KiB and slower from 512 KiB (docs/benchmarks.md).
+inline constexpr int64_t kDoublingAllReduceMaxBytes = 256 << 10;
 
 struct Piggyback {
   const void* out = nullptr;  // sent to the ring successor

@@ -36,13 +36,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+constexpr int kMaxTasks = 8;  // the largest group a test starts
+
 // Made once per process and removed when it exits (each ctest entry is a process of its own).
 Certs* certs() {
   static const std::unique_ptr<Certs> c = [] {
     auto made = std::make_unique<Certs>();
     made->make_ca("ca");
     made->make_ca("other_ca");
-    for (int i = 0; i < 7; ++i) made->make_leaf(absl::StrCat("task", i), "ca", absl::StrCat("spiffe://mcx.test/job/task/", i));
+    for (int i = 0; i < kMaxTasks; ++i) made->make_leaf(absl::StrCat("task", i), "ca", absl::StrCat("spiffe://mcx.test/job/task/", i));
     made->make_leaf("stranger", "other_ca", "spiffe://mcx.test/job/task/1");
     return made;
   }();
@@ -177,6 +179,79 @@ class GroupOnHosts final : public PeerGroup {
   PeerGroup& inner_;
   const std::vector<int> hosts_;
 };
+
+// A group that counts the exchanges this rank makes (which algorithm ran).
+class CountingGroup final : public PeerGroup {
+ public:
+  explicit CountingGroup(PeerGroup& inner) : inner_(inner) {}
+  int size() const override { return inner_.size(); }
+  int rank() const override { return inner_.rank(); }
+  std::string description() const override { return inner_.description(); }
+  absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
+                        const OnRecv& on_recv) override {
+    ++exchanges;
+    return inner_.exchange(sends, recvs, deadline, on_recv);
+  }
+  void abort(const absl::Status& why) override { inner_.abort(why); }
+  int exchanges = 0;
+
+ private:
+  PeerGroup& inner_;
+};
+
+TEST_P(TcpPeerGroupTest, SmallAllReducesTakeLog2PStepsAndAgreeBitwise) {
+  for (int n : {2, 3, 5, 8}) {
+    SCOPED_TRACE(n);
+    TearDown();
+    start(n);
+    int log2_core = 0;
+    while ((2 << log2_core) <= n) ++log2_core;
+    const int extra = n - (1 << log2_core);
+    const int64_t largest = kDoublingAllReduceMaxBytes / 4;
+    std::vector<std::vector<float>> sums(n);
+    std::vector<std::vector<float>> maxes(n);
+    std::vector<std::string> heard(n);
+    on_each(n, [&](int i) {
+      uint64_t tag = 0;
+      for (int64_t count : {int64_t{1}, int64_t{1000}, largest}) {
+        CountingGroup g(*groups_[i]);
+        std::vector<float> x(static_cast<size_t>(count));
+        for (int64_t k = 0; k < count; ++k) x[k] = 1.0f / static_cast<float>(3 + i + k % 11) + static_cast<float>(i);
+        ASSERT_TRUE(peer_all_reduce(g, x.data(), count, DType::kFloat32, ReduceOp::kSum, tag,
+                                    absl::Now() + absl::Seconds(20))
+                        .ok());
+        tag += kPeerTagSpan;
+        // log2 of the core's size, plus one fold-in or fold-out for the ranks outside it or paired with one.
+        const bool folds = i < extra || i >= (1 << log2_core);
+        EXPECT_EQ(g.exchanges, i >= (1 << log2_core) ? 2 : log2_core + (folds ? 2 : 0)) << "count " << count;
+        for (int64_t k = 0; k < count; k += 97) {
+          double want = 0;
+          for (int p = 0; p < n; ++p) want += 1.0 / (3 + p + k % 11) + p;
+          ASSERT_NEAR(x[k], want, 1e-5 * n * n) << k;
+        }
+        if (count == largest) sums[i] = std::move(x);
+      }
+      // The max of +0 and -0 (and of equal values) comes out with the same bits everywhere; the launch check's
+      // piggyback still goes around the whole ring first.
+      std::vector<float> y(64);
+      for (size_t k = 0; k < y.size(); ++k) y[k] = ((i + static_cast<int>(k)) % 2 == 0) ? 0.0f : -0.0f;
+      char out = static_cast<char>('a' + i), in = '?';
+      Piggyback pb{&out, &in, 1, [&] {
+                     heard[i] = std::string(1, in);
+                     return absl::OkStatus();
+                   }};
+      ASSERT_TRUE(peer_all_reduce(*groups_[i], y.data(), 64, DType::kFloat32, ReduceOp::kMax, tag,
+                                  absl::Now() + absl::Seconds(20), &pb)
+                      .ok());
+      maxes[i] = std::move(y);
+    });
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(heard[i], std::string(1, static_cast<char>('a' + (i + n - 1) % n)));
+      ASSERT_EQ(std::memcmp(sums[i].data(), sums[0].data(), sums[0].size() * sizeof(float)), 0) << "rank " << i;
+      ASSERT_EQ(std::memcmp(maxes[i].data(), maxes[0].data(), maxes[0].size() * sizeof(float)), 0) << "rank " << i;
+    }
+  }
+}
 
 TEST_P(TcpPeerGroupTest, HierarchicalAllReduceOverHostsOfSeveralRanks) {
   // 7 ranks on 3 hosts, unevenly and not contiguously: {0, 1, 6} on host 0, {2, 3, 4} on host 1, {5} on host 2.
