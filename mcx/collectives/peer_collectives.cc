@@ -320,10 +320,18 @@ absl::Status peer_all_gatherv(PeerGroup& g, const void* in, std::span<const int6
 absl::Status peer_barrier(PeerGroup& g, uint64_t tag, absl::Time deadline, const Piggyback* piggyback) {
   const int p = g.size();
   if (p == 1) return absl::OkStatus();
-  std::vector<int64_t> sizes(p, 1);
-  std::vector<char> all(p, 0);
-  const char mine = 1;
-  return peer_all_gatherv(g, &mine, sizes, all.data(), tag, deadline, piggyback);
+  const int r = g.rank();
+  // Dissemination: at round k, a byte to rank r + 2^k and one from rank r - 2^k. After round k each rank has
+  // heard, directly or through others, from the 2^(k+1) - 1 ranks before it; after ceil(log2 P) rounds from all.
+  char out = 1, in = 0;
+  uint64_t round_tag = tag;
+  for (int distance = 1; distance < p; distance *= 2, ++round_tag) {
+    std::vector<PeerGroup::Send> sends{{(r + distance) % p, round_tag, &out, 1}};
+    std::vector<PeerGroup::Recv> recvs{{(r - distance + p) % p, round_tag, &in, 1}};
+    MCX_RETURN_IF_ERROR(peer_exchange(g, std::move(sends), std::move(recvs), round_tag, deadline,
+                                      distance == 1 ? piggyback : nullptr));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mcx

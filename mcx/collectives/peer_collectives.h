@@ -22,7 +22,8 @@
 //    flat ring sends 2 (P - 1) / P of it over every edge between hosts (and with the ranks of a host spread
 //    around the ring, over every edge). Still bitwise identical on every member.
 //  - peer_all_gatherv: ring, P - 1 steps; block p (sizes[p] bytes) lands at the sum of the sizes before it.
-//  - peer_barrier: a one-byte all-gather (after it, every process has heard from every other).
+//  - peer_barrier: dissemination, ceil(log2 P) rounds of one byte to rank r + 2^k and from rank r - 2^k (after
+//    it, every process has heard, directly or through others, from every other).
 // Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.
 // Piggyback: a few bytes (a LaunchCheck tag) carried by the collective's first exchange and checked before
 // any data behind it is used or even received. The first exchange runs in two phases: (1) the headers, a

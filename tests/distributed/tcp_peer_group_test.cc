@@ -253,6 +253,30 @@ TEST_P(TcpPeerGroupTest, SmallAllReducesTakeLog2PStepsAndAgreeBitwise) {
   }
 }
 
+TEST_P(TcpPeerGroupTest, ABarrierTakesCeilLog2PRoundsAndWaitsForTheLastRank) {
+  for (int n : {2, 3, 5, 8}) {
+    SCOPED_TRACE(n);
+    TearDown();
+    start(n);
+    int rounds = 0;
+    while ((1 << rounds) < n) ++rounds;
+    const int late = n / 2;  // arrives 100 ms after the others
+    std::vector<absl::Time> left(n);
+    absl::Time late_arrival;
+    on_each(n, [&](int i) {
+      CountingGroup g(*groups_[i]);
+      if (i == late) {
+        absl::SleepFor(absl::Milliseconds(100));
+        late_arrival = absl::Now();
+      }
+      ASSERT_TRUE(peer_barrier(g, 0, absl::Now() + absl::Seconds(20)).ok());
+      left[i] = absl::Now();
+      EXPECT_EQ(g.exchanges, rounds);
+    });
+    for (int i = 0; i < n; ++i) EXPECT_GE(left[i], late_arrival) << "rank " << i << " left before rank " << late << " came";
+  }
+}
+
 TEST_P(TcpPeerGroupTest, HierarchicalAllReduceOverHostsOfSeveralRanks) {
   // 7 ranks on 3 hosts, unevenly and not contiguously: {0, 1, 6} on host 0, {2, 3, 4} on host 1, {5} on host 2.
   const std::vector<int> hosts = {0, 0, 1, 1, 1, 2, 0};
