@@ -283,6 +283,10 @@ const Flag<bool> kDataPlaneTlsFlag(
     "MCX_DATA_PLANE_TLS", false,
     "1: the data plane (MCX_COLLECTIVES=tcp) runs over TLS 1.3 with the mTLS certificates (MCX_MTLS_*_FILE); on by "
     "default between hosts when MCX_REQUIRE_MTLS=1");
+const Flag<bool> kDataPlaneSharedMemoryFlag(
+    "MCX_DATA_PLANE_SHARED_MEMORY", true,
+    "1: the data plane (MCX_COLLECTIVES=tcp) carries the bytes between processes of one host through shared memory "
+    "(/dev/shm), their TCP connection only waking the other side; 0: TCP between all processes");
 const Flag<std::string> kDataPlaneAddressFlag(
     "MCX_DATA_PLANE_ADDRESS", "",
     "IP address the data plane binds to; empty: the local address that reaches the coordinator (never all "

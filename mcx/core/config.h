@@ -121,6 +121,7 @@ extern const Flag<bool> kEnablePreemptionServiceFlag;
 extern const Flag<bool> kDeterministicReductionsFlag;   // MCX_DETERMINISTIC_REDUCTIONS
 extern const Flag<std::string> kCollectivesFlag;         // MCX_COLLECTIVES: auto | tcp | gloo | mpi
 extern const Flag<bool> kDataPlaneTlsFlag;               // MCX_DATA_PLANE_TLS
+extern const Flag<bool> kDataPlaneSharedMemoryFlag;      // MCX_DATA_PLANE_SHARED_MEMORY
 extern const Flag<int64_t> kCoordinatorRateLimitFlag;    // MCX_COORDINATOR_RATE_LIMIT: requests/s per peer
 extern const Flag<int64_t> kKvMaxKeysPerTaskFlag;        // MCX_KV_MAX_KEYS_PER_TASK
 extern const Flag<int64_t> kKvMaxBytesPerTaskFlag;       // MCX_KV_MAX_BYTES_PER_TASK

@@ -400,8 +400,8 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   if (s.ok()) s = set_distributed_topology(std::move(topo));
   if (s.ok()) {
-    s = start_data_plane(r.job_kv,
-                         DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls});
+    s = start_data_plane(r.job_kv, DataPlaneConfig{c.coordinator_address, c.process_id, c.num_processes, c.mtls,
+                                                   host_identity(env)});
   }
   if (!s.ok()) {
     clear_distributed_topology();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -70,9 +71,13 @@ std::vector<std::unique_ptr<CoordinationAgent>> connected_agents(CoordinationSer
   return agents;
 }
 
-class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
+// The transports a group's connections can take: TCP, TLS, and shared memory (the processes on one host).
+enum class Link { kPlain, kTls, kSharedMemory };
+
+class TcpPeerGroupTest : public ::testing::TestWithParam<Link> {
  protected:
-  bool tls() const { return GetParam(); }
+  bool tls() const { return GetParam() == Link::kTls; }
+  bool shared_memory() const { return GetParam() == Link::kSharedMemory; }
 
   // Starts n agents and their data planes (process i with leaf `leaf_of(i)`).
   void start_planes(int n, const std::function<std::string(int)>& leaf_of = nullptr) {
@@ -87,6 +92,7 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
       po.process = i;
       po.address = "127.0.0.1";
       po.kv = std::make_shared<AgentKeyValue>(agents_[i].get(), i, n);
+      if (shared_memory()) po.host = "the test's host";
       if (tls()) {
         auto t = DataPlaneTls::create(task_mtls(leaf_of ? leaf_of(i) : absl::StrCat("task", i)));
         ASSERT_TRUE(t.ok()) << t.status();
@@ -128,8 +134,10 @@ class TcpPeerGroupTest : public ::testing::TestWithParam<bool> {
   std::vector<std::unique_ptr<PeerGroup>> groups_;
 };
 
-INSTANTIATE_TEST_SUITE_P(PlainAndTls, TcpPeerGroupTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Tls" : "Plain"; });
+INSTANTIATE_TEST_SUITE_P(Links, TcpPeerGroupTest, ::testing::Values(Link::kPlain, Link::kTls, Link::kSharedMemory),
+                         [](const ::testing::TestParamInfo<Link>& i) {
+                           return i.param == Link::kPlain ? "Plain" : i.param == Link::kTls ? "Tls" : "SharedMemory";
+                         });
 
 TEST_P(TcpPeerGroupTest, AllReduceAndAllGatherForEveryGroupSize) {
   for (int n : {1, 2, 3, 4}) {
@@ -159,6 +167,44 @@ TEST_P(TcpPeerGroupTest, AllReduceAndAllGatherForEveryGroupSize) {
       EXPECT_EQ(std::string(all.begin(), all.end()), expected);
     });
   }
+}
+
+// The data plane's shared-memory segments this process maps (their names are unlinked: "(deleted)").
+int mapped_segments() {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) count += line.find("/mcx-data-plane-") != std::string::npos;
+  return count;
+}
+
+// Names of data-plane segments in /dev/shm (none should outlive the setup of a group).
+int named_segments() {
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    count += e.path().filename().string().rfind("mcx-data-plane-", 0) == 0;
+  }
+  return count;
+}
+
+TEST_P(TcpPeerGroupTest, ProcessesOfOneHostShareMemoryAndLeaveNoNameBehind) {
+  const int before = mapped_segments();
+  const int n = 4;
+  start(n);
+  // Every connection is mapped at both of its ends (here, one process plays all four).
+  EXPECT_EQ(mapped_segments() - before, shared_memory() ? n * (n - 1) : 0);
+  EXPECT_EQ(named_segments(), 0);
+  // Larger than a ring (1 MiB), so the rings wrap and the writers wait for room.
+  const int64_t count = (int64_t{3} << 20) / 4 + 5;
+  on_each(n, [&](int i) {
+    std::vector<float> x(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k) x[k] = static_cast<float>(i + 1) + static_cast<float>(k % 13);
+    ASSERT_TRUE(peer_all_reduce(*groups_[i], x.data(), count, DType::kFloat32, ReduceOp::kSum, 0,
+                                absl::Now() + absl::Seconds(20))
+                    .ok());
+    for (int64_t k = 0; k < count; k += 1009) ASSERT_EQ(x[k], 10.0f + 4.0f * static_cast<float>(k % 13)) << k;
+  });
+  TearDown();
+  EXPECT_EQ(mapped_segments(), before);
 }
 
 // A group that reports the hosts of its ranks (as make_peer_group's groups do from the topology).

@@ -125,6 +125,8 @@ absl::Status start_data_plane(std::shared_ptr<JobKeyValue> kv, const DataPlaneCo
   TcpDataPlane::Options o;
   o.process = config.process_id;
   o.address = address;
+  MCX_ASSIGN_OR_RETURN(const bool shared_memory, kDataPlaneSharedMemoryFlag.get());
+  if (shared_memory) o.host = config.host;
   o.kv = std::move(kv);
   if (tls) {
     MCX_ASSIGN_OR_RETURN(o.tls, DataPlaneTls::create(config.mtls));

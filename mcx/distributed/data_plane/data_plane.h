@@ -3,7 +3,8 @@
 // process-spanning communicators. See docs/distributed.md and docs/security.md.
 //
 // Transports: tcp (the default, tcp_data_plane.h: every connection proves it belongs to the job; over TLS 1.3 when
-// MCX_DATA_PLANE_TLS=1), gloo (Gloo's TCP: plaintext and unauthenticated), mpi (under mpirun).
+// MCX_DATA_PLANE_TLS=1; between processes of one host through shared memory unless
+// MCX_DATA_PLANE_SHARED_MEMORY=0), gloo (Gloo's TCP: plaintext and unauthenticated), mpi (under mpirun).
 // Binding: MCX_DATA_PLANE_ADDRESS, else the local address this host uses to reach the coordinator (127.0.0.1
 // when the coordinator is on loopback). Never all interfaces.
 // With mTLS required (MCX_REQUIRE_MTLS=1) a data plane on a non-loopback address runs over TLS unless
@@ -25,6 +26,7 @@ struct DataPlaneConfig {
   int process_id = 0;
   int num_processes = 1;
   MtlsOptions mtls;  // the control plane's: its files serve the data plane's TLS, `require` turns TLS on between hosts
+  std::string host;  // this process's host identity (cluster.h): peers with the same one talk through shared memory
 };
 
 // The address the data plane binds (see above). Pure apart from the UDP probe that reads the local address of

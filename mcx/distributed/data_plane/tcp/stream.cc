@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
+#include "mcx/distributed/data_plane/tcp/shared_memory_link.h"
 #include "mcx/distributed/data_plane/tcp/tls.h"
 
 namespace mcx::distributed {
@@ -85,11 +86,80 @@ DataPlaneStream::Result DataPlaneStream::move_some(bool write, char* p, size_t l
 }
 
 DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
+  if (segment_) return shared_read(static_cast<char*>(data), len);
   return move_some(/*write=*/false, static_cast<char*>(data), len);
 }
 
 DataPlaneStream::Result DataPlaneStream::write_some(const void* data, size_t len) {
+  if (segment_) return shared_write(static_cast<const char*>(data), len);
   return move_some(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
+}
+
+short DataPlaneStream::prepare_poll(bool want_in, bool want_out, bool* ready) {
+  *ready = false;
+  if (!segment_) return static_cast<short>((want_in ? POLLIN : 0) | (want_out || want_write_ ? POLLOUT : 0));
+  // With shared memory both wake-ups (bytes to read, room to write) come as doorbell bytes. Read the ones here
+  // first, then raise the flags and look again: a doorbell rung for a flag raised earlier (and read now) may
+  // be the only one that condition gets, so the condition is checked after the read, never before.
+  drain_doorbells();
+  const bool closed = !peer_closed_.empty();
+  if (want_in && (!in_->consumer_may_sleep() || closed)) *ready = true;
+  if (want_out && (!out_->producer_may_sleep() || closed)) *ready = true;
+  return (want_in || want_out) ? POLLIN : 0;
+}
+
+void DataPlaneStream::use_shared_memory(std::unique_ptr<SharedMemorySegment> segment, bool connector) {
+  segment_ = std::move(segment);
+  out_ = &segment_->ring(/*from_connector=*/connector);
+  in_ = &segment_->ring(/*from_connector=*/!connector);
+}
+
+void DataPlaneStream::drain_doorbells() {
+  char bytes[64];
+  while (peer_closed_.empty()) {
+    const ssize_t rc = recv(fd_, bytes, sizeof bytes, MSG_DONTWAIT);
+    if (rc > 0) continue;
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    peer_closed_ = rc == 0 ? std::string("the connection closed") : std::string(strerror(errno));
+  }
+}
+
+void DataPlaneStream::ring_doorbell() {
+  const char one = 1;
+  while (peer_closed_.empty()) {
+    const ssize_t rc = send(fd_, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (rc >= 0 || errno == EAGAIN || errno == EWOULDBLOCK) return;  // a full socket holds doorbells already
+    if (errno != EINTR) peer_closed_ = strerror(errno);
+  }
+}
+
+DataPlaneStream::Result DataPlaneStream::shared_read(char* p, size_t len) {
+  size_t moved = 0;
+  while (moved < len) {
+    bool wake = false;
+    const size_t n = in_->read(p + moved, len - moved, &wake);
+    if (wake) ring_doorbell();
+    moved += n;
+    if (n > 0) continue;
+    if (!peer_closed_.empty() && in_->empty()) return {Io::kClosed, moved, peer_closed_};
+    return {Io::kWouldBlock, moved, {}};
+  }
+  return {Io::kDone, moved, {}};
+}
+
+DataPlaneStream::Result DataPlaneStream::shared_write(const char* p, size_t len) {
+  if (!peer_closed_.empty()) return {Io::kClosed, 0, peer_closed_};
+  size_t moved = 0;
+  while (moved < len) {
+    bool wake = false;
+    const size_t n = out_->write(p + moved, len - moved, &wake);
+    if (wake) ring_doorbell();
+    moved += n;
+    if (n > 0) continue;
+    return {Io::kWouldBlock, moved, {}};
+  }
+  return {Io::kDone, moved, {}};
 }
 
 absl::Status DataPlaneStream::wait_ready(bool for_write, absl::Time deadline, const std::string& what) {

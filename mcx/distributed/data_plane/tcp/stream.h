@@ -8,12 +8,19 @@
 // Writes use MSG_NOSIGNAL (plaintext); TLS writes go through write(2), so the data plane ignores SIGPIPE
 // (ignore_sigpipe_unless_handled) and a dead peer is an error, not a signal.
 //
+// Shared memory: a connection between two processes of one host may switch its bytes to a shared-memory segment
+// (use_shared_memory, after the negotiation of shared_memory_link.h). read_some / write_some then move bytes
+// through the segment's rings, and the socket only carries one-byte doorbells (sent when the other side said it
+// sleeps) and the end of the connection (the peer exited or was killed: read_some reports kClosed once the ring
+// is empty). prepare_poll says what an event loop should poll the socket for in either mode.
+//
 // Errors: DeadlineExceeded "[data plane] ... timed out", Unavailable for a closed or reset connection, naming
 // `what` (the step) given by the caller.
 // Thread-safety: one thread at a time; shutdown() from any thread (it wakes a blocked poll with an error).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include <openssl/ssl.h>
@@ -22,6 +29,9 @@
 #include "absl/time/time.h"
 
 namespace mcx::distributed {
+
+class SharedMemoryRing;
+class SharedMemorySegment;
 
 class DataPlaneStream {
  public:
@@ -42,7 +52,15 @@ class DataPlaneStream {
   };
   Result read_some(void* data, size_t len);
   Result write_some(const void* data, size_t len);
-  bool wants_write() const { return want_write_; }
+  // Before an event loop sleeps on the socket: the events to poll it for while the caller waits to read
+  // (want_in) or to write (want_out); the end of the connection (POLLHUP) is reported whatever is asked. With
+  // shared memory, `*ready` says not to sleep but to read or write again at once: what the caller waits for
+  // came meanwhile (this reads the doorbells that arrived, so they cannot wake a later poll).
+  short prepare_poll(bool want_in, bool want_out, bool* ready);
+
+  // From now on the bytes go through `segment` (shared_memory_link.h); `connector`: this end connected.
+  void use_shared_memory(std::unique_ptr<SharedMemorySegment> segment, bool connector);
+  bool uses_shared_memory() const { return segment_ != nullptr; }
 
   absl::Status tls_handshake(absl::Time deadline);  // no-op when plaintext
   absl::Status read_exact(void* data, size_t len, absl::Time deadline, const std::string& what);
@@ -57,9 +75,18 @@ class DataPlaneStream {
   absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
   // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
   absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);
+  // The shared-memory path of read_some / write_some.
+  Result shared_read(char* p, size_t len);
+  Result shared_write(const char* p, size_t len);
+  void drain_doorbells();  // reads the doorbell bytes that arrived; notes the end of the connection (prepare_poll)
+  void ring_doorbell();
   int fd_;
   SSL* ssl_;
   bool want_write_ = false;
+  std::unique_ptr<SharedMemorySegment> segment_;
+  SharedMemoryRing* out_ = nullptr;
+  SharedMemoryRing* in_ = nullptr;
+  std::string peer_closed_;  // why the socket ended (shared memory: the peer is gone once its ring is empty)
 };
 
 // Ignores SIGPIPE unless the program installed its own handler (a peer that died must fail a write with

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
 #include "mcx/collectives/live_set.h"
+#include "mcx/distributed/data_plane/tcp/shared_memory_link.h"
 #include "mcx/distributed/data_plane/tcp/tcp_peer_group.h"
 
 namespace mcx::distributed {
@@ -189,11 +190,19 @@ absl::StatusOr<std::unique_ptr<PeerGroup>> TcpDataPlane::connect(const PeerGroup
     for (int q = 0; q < rank; ++q) {
       auto s = connect_to(group, rank, q, request.processes[q], *secret, request.deadline);
       if (!s.ok()) return context(s.status());
+      if (absl::Status shm = offer_shared_memory(**s, options_.host, request.deadline); !shm.ok()) {
+        return context(with_message(shm, absl::StrCat("[data plane] with process ", request.processes[q], ": ",
+                                                      shm.message())));
+      }
       streams[q] = std::move(*s);
     }
     for (int q = rank + 1; q < size; ++q) {
       auto s = listener_->take(group, q, request.processes[q], request.deadline);
       if (!s.ok()) return context(s.status());
+      if (absl::Status shm = answer_shared_memory(**s, options_.host, request.deadline); !shm.ok()) {
+        return context(with_message(shm, absl::StrCat("[data plane] with process ", request.processes[q], ": ",
+                                                      shm.message())));
+      }
       streams[q] = std::move(*s);
     }
   }

@@ -11,6 +11,9 @@
 // deadline with the address fetched afresh (a restarted process publishes a new one), except a listener that
 // failed its proof or certificate check at the address still published: that refusal is final.
 //
+// Each connection then negotiates shared memory (shared_memory_link.h): between processes of the same host its
+// bytes go through a shared-memory segment, the socket only waking the other side and reporting its end.
+//
 // The groups themselves are TcpPeerGroups (tcp_peer_group.h).
 //
 // Errors: connect() PermissionDenied when a peer's listener fails its proof or certificate check (names it);
@@ -40,6 +43,9 @@ class TcpDataPlane {
     std::string address;                // the IP the listener binds
     std::shared_ptr<DataPlaneTls> tls;  // null: plaintext (still authenticated)
     std::shared_ptr<JobKeyValue> kv;    // the job's key-value store (addresses, the secret)
+    // This process's host identity: a connection to a process with the same one carries its bytes through shared
+    // memory (shared_memory_link.h). Empty: TCP only.
+    std::string host;
   };
   // Starts the listener and publishes its address.
   static absl::StatusOr<std::shared_ptr<TcpDataPlane>> start(Options options);

@@ -194,6 +194,7 @@ class TcpPeerGroup final : public PeerGroup {
       if (absl::Now() >= deadline) return deadline_error(recvs, done);
       fds.clear();
       fd_peer.clear();
+      bool progressed = false;  // a shared-memory link had what it waits for: go round again without sleeping
       for (int r = 0; r < n; ++r) {
         Peer& p = peers_[r];
         if (!p.stream || !p.closed.ok()) continue;
@@ -201,12 +202,16 @@ class TcpPeerGroup final : public PeerGroup {
           MCX_RETURN_IF_ERROR(pump(r, recvs, done));
           if (!p.closed.ok()) continue;
         }
-        const bool want_out = !p.out.empty() || p.stream->wants_write();
         const bool want_in = !parked(p);  // a parked peer still reports a hang-up (POLLHUP)
-        fds.push_back({p.stream->fd(), static_cast<short>((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0)), 0});
+        bool ready = false;
+        fds.push_back({p.stream->fd(), p.stream->prepare_poll(want_in, /*want_out=*/!p.out.empty(), &ready), 0});
         fd_peer.push_back(r);
+        if (ready && !first) {
+          MCX_RETURN_IF_ERROR(pump(r, recvs, done));
+          progressed = true;
+        }
       }
-      if (first) {
+      if (first || progressed) {
         first = false;
         continue;  // the pumps may have finished everything
       }
@@ -229,8 +234,8 @@ class TcpPeerGroup final : public PeerGroup {
     }
   }
 
-  // A large message whose header came before any receive was posted for it waits in the socket ("parked": TCP
-  // holds it back) until an exchange posts its receive, which then gets it read straight into its buffer; read
+  // A large message whose header came before any receive was posted for it waits in the socket ("parked": TCP,
+  // or the shared-memory ring, holds it back) until an exchange posts its receive, which then gets it read straight into its buffer; read
   // into a temporary buffer instead, it would cost an allocation, page faults and a second copy (a ring's next
   // step routinely arrives early). It is read aside only when the exchange needs what follows it on the
   // connection (a receive from that peer is pending), or the peer hung up.

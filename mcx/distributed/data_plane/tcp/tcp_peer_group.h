@@ -1,7 +1,8 @@
 // TcpPeerGroup: the PeerGroup (collectives/peer_group.h) of the data plane's own transport, over connections that
 // TcpDataPlane (tcp_data_plane.h) set up and authenticated.
 //
-// exchange(): every connection is non-blocking; one poll loop moves all posted sends (a 16-byte header {tag,
+// exchange(): every connection is non-blocking (a connection to a process of the same host carries its bytes
+// through shared memory, its socket waking the other side: stream.h); one poll loop moves all posted sends (a 16-byte header {tag,
 // bytes} then the payload, written straight from the caller's buffer; small messages in one write) and receives
 // (read straight into the posted buffer). A message that arrives before its receive is posted is kept until the
 // exchange that posts it, in arrival order per (peer, tag). Contract as PeerGroup's, with two differences from
