@@ -71,6 +71,10 @@ bool SharedMemoryRing::producer_may_sleep() {
   return false;
 }
 
+bool SharedMemoryRing::full() const {
+  return header_->written.load(std::memory_order_relaxed) - header_->read.load(std::memory_order_acquire) == capacity_;
+}
+
 bool SharedMemoryRing::empty() const {
   return header_->written.load(std::memory_order_acquire) == header_->read.load(std::memory_order_acquire);
 }

@@ -46,6 +46,7 @@ class SharedMemoryRing {
   bool producer_may_sleep();
 
   bool empty() const;
+  bool full() const;
 
   struct Header;  // (shared_memory_ring.cc)
 

@@ -108,6 +108,10 @@ short DataPlaneStream::prepare_poll(bool want_in, bool want_out, bool* ready) {
   return (want_in || want_out) ? POLLIN : 0;
 }
 
+bool DataPlaneStream::shared_memory_ready(bool want_in, bool want_out) const {
+  return segment_ != nullptr && ((want_in && !in_->empty()) || (want_out && !out_->full()));
+}
+
 void DataPlaneStream::use_shared_memory(std::unique_ptr<SharedMemorySegment> segment, bool connector) {
   segment_ = std::move(segment);
   out_ = &segment_->ring(/*from_connector=*/connector);

@@ -61,6 +61,9 @@ class DataPlaneStream {
   // From now on the bytes go through `segment` (shared_memory_link.h); `connector`: this end connected.
   void use_shared_memory(std::unique_ptr<SharedMemorySegment> segment, bool connector);
   bool uses_shared_memory() const { return segment_ != nullptr; }
+  // Shared memory: whether bytes wait to be read (want_in) or the ring has room (want_out), looked at without
+  // any system call (an event loop spins on it briefly before it sleeps). False without shared memory.
+  bool shared_memory_ready(bool want_in, bool want_out) const;
 
   absl::Status tls_handshake(absl::Time deadline);  // no-op when plaintext
   absl::Status read_exact(void* data, size_t len, absl::Time deadline, const std::string& what);
