@@ -15,6 +15,8 @@ packages=(
   # core libraries
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libzstd-dev libssl-dev
   libopenblas-dev libopenblas0
+  # checkpoints' default checksum (XXH3-128; SHA-256 on request comes from libssl)
+  libxxhash-dev
   # export artifacts (FlatBuffers schema compiler + header-only runtime)
   flatbuffers-compiler libflatbuffers-dev
   # control plane (gRPC + protobuf)
@@ -22,6 +24,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-numpy python3-torch
+  # the checkpoint tests' independent reader checks XXH3-128 digests
+  python3-xxhash
   # the Kubernetes examples' manifests read by the cluster-detection tests (YAML to JSON at build time)
   python3-yaml
   # multi-process tests and peers

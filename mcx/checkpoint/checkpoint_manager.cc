@@ -158,6 +158,7 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
   job.timeout = options_.timeout ? *options_.timeout : default_device_deadline() - absl::Now();
   job.threads = async ? 1 : io_threads(options_.io_threads);  // the background write: one thread (header)
   job.durable = options_.durable;
+  job.checksum = options_.checksum;
   const bool idle = options_.background_idle;
   // A failed preparation still runs the protocol (on this thread), so the other processes fail at once.
   if (!async || !ready.ok()) {

@@ -131,6 +131,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["step"] = m.step;
   j["process_count"] = m.process_count;
   j["chunk_bytes"] = kChunkBytes;
+  j["checksum"] = std::string(checksum_name(m.checksum));
   j["metadata"] = json::parse(m.metadata_json);
   j["tree"] = tree_to_json(m.tree);
   json leaves = json::array();
@@ -146,8 +147,8 @@ std::string manifest_to_json(const Manifest& m) {
       sj["stop"] = s.box.limit;
       sj["file"] = s.file;
       sj["bytes"] = s.bytes;
-      sj["chunk_list_sha256"] = s.chunk_list_sha256;
-      sj["chunk_sha256"] = hashes_to_json(s.chunk_sha256);
+      sj["digest"] = s.digest;
+      sj["chunk_digests"] = hashes_to_json(s.chunk_digests);
       sj["process"] = s.process;
       sj["device"] = s.device;
       shards.push_back(std::move(sj));
@@ -168,9 +169,21 @@ absl::StatusOr<Manifest> manifest_from_json(std::string_view text, const std::st
     return corrupt(where, absl::StrCat("expected format '", kFormatName, "', found '", format, "'"));
   }
   MCX_ASSIGN_OR_RETURN(m.version, field<int>(j, "version", where, ""));
-  if (m.version != kFormatVersion) {
+  if (m.version < kOldestReadableVersion || m.version > kFormatVersion) {
     return absl::UnimplementedError(absl::StrCat("[checkpoint] ", where, ": expected format version ",
-                                                 kFormatVersion, ", found ", m.version));
+                                                 kOldestReadableVersion, " to ", kFormatVersion, ", found ",
+                                                 m.version));
+  }
+  // Version 2 had SHA-256 only, under other names.
+  const bool v2 = m.version == 2;
+  const char* const digest_key = v2 ? "chunk_list_sha256" : "digest";
+  const char* const chunks_key = v2 ? "chunk_sha256" : "chunk_digests";
+  m.checksum = Checksum::kSha256;
+  if (!v2) {
+    MCX_ASSIGN_OR_RETURN(std::string checksum, field<std::string>(j, "checksum", where, ""));
+    absl::StatusOr<Checksum> c = parse_checksum(checksum);
+    if (!c.ok()) return corrupt(where, std::string(c.status().message()));
+    m.checksum = *c;
   }
   MCX_ASSIGN_OR_RETURN(int64_t chunk, field<int64_t>(j, "chunk_bytes", where, ""));
   if (chunk != kChunkBytes) {
@@ -211,8 +224,8 @@ absl::StatusOr<Manifest> manifest_from_json(std::string_view text, const std::st
       MCX_ASSIGN_OR_RETURN(s.box.limit, field<std::vector<int64_t>>(sj, "stop", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.file, field<std::string>(sj, "file", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.bytes, field<int64_t>(sj, "bytes", where, ctx));
-      MCX_ASSIGN_OR_RETURN(s.chunk_list_sha256, field<std::string>(sj, "chunk_list_sha256", where, ctx));
-      MCX_ASSIGN_OR_RETURN(s.chunk_sha256, field<std::vector<std::string>>(sj, "chunk_sha256", where, ctx));
+      MCX_ASSIGN_OR_RETURN(s.digest, field<std::string>(sj, digest_key, where, ctx));
+      MCX_ASSIGN_OR_RETURN(s.chunk_digests, field<std::vector<std::string>>(sj, chunks_key, where, ctx));
       MCX_ASSIGN_OR_RETURN(s.process, field<int>(sj, "process", where, ctx));
       MCX_ASSIGN_OR_RETURN(s.device, field<int>(sj, "device", where, ctx));
       if (s.box.start.size() != l.dims.size() || s.box.limit.size() != l.dims.size()) {
@@ -229,9 +242,9 @@ absl::StatusOr<Manifest> manifest_from_json(std::string_view text, const std::st
         return corrupt(where, absl::StrCat(ctx, "has a shard file name '", s.file, "' that is not a plain name"));
       }
       const int64_t expected_chunks = (s.bytes + kChunkBytes - 1) / kChunkBytes;
-      if (static_cast<int64_t>(s.chunk_sha256.size()) != expected_chunks) {
+      if (static_cast<int64_t>(s.chunk_digests.size()) != expected_chunks) {
         return corrupt(where, absl::StrCat(ctx, "shard '", s.file, "' of ", s.bytes, " bytes expects ",
-                                           expected_chunks, " chunk hashes, found ", s.chunk_sha256.size()));
+                                           expected_chunks, " chunk hashes, found ", s.chunk_digests.size()));
       }
       l.shards.push_back(std::move(s));
     }
@@ -261,8 +274,8 @@ std::string fragment_to_json(int process, const std::vector<FragmentEntry>& entr
   j["process"] = process;
   json files = json::array();
   for (const FragmentEntry& e : entries) {
-    files.push_back({{"leaf", e.leaf}, {"shard", e.shard}, {"bytes", e.bytes}, {"chunk_list_sha256", e.chunk_list_sha256},
-                     {"chunk_sha256", e.chunk_sha256}});
+    files.push_back({{"leaf", e.leaf}, {"shard", e.shard}, {"bytes", e.bytes}, {"digest", e.digest},
+                     {"chunk_digests", e.chunk_digests}});
   }
   j["files"] = std::move(files);
   return j.dump() + "\n";
@@ -279,17 +292,11 @@ absl::StatusOr<std::vector<FragmentEntry>> fragment_from_json(std::string_view t
     MCX_ASSIGN_OR_RETURN(e.leaf, field<int>(f, "leaf", where, ""));
     MCX_ASSIGN_OR_RETURN(e.shard, field<int>(f, "shard", where, ""));
     MCX_ASSIGN_OR_RETURN(e.bytes, field<int64_t>(f, "bytes", where, ""));
-    MCX_ASSIGN_OR_RETURN(e.chunk_list_sha256, field<std::string>(f, "chunk_list_sha256", where, ""));
-    MCX_ASSIGN_OR_RETURN(e.chunk_sha256, field<std::vector<std::string>>(f, "chunk_sha256", where, ""));
+    MCX_ASSIGN_OR_RETURN(e.digest, field<std::string>(f, "digest", where, ""));
+    MCX_ASSIGN_OR_RETURN(e.chunk_digests, field<std::vector<std::string>>(f, "chunk_digests", where, ""));
     out.push_back(std::move(e));
   }
   return out;
-}
-
-std::string chunk_list_sha256(std::span<const Sha256Digest> chunks) {
-  Sha256 h;
-  for (const Sha256Digest& d : chunks) h.update(std::span<const uint8_t>(d));
-  return to_hex(h.digest());
 }
 
 std::string commit_to_json(int64_t step, const std::string& manifest_sha256) {

@@ -2,8 +2,8 @@
 // the per-process fragments, as C++ values with their JSON encoding.
 //
 //   <root>/<step>/manifest.json   tree structure, per leaf: path, dtype, global shape, shards (index box,
-//                                 file, byte size, SHA-256 of each kChunkBytes chunk and of that list), user
-//                                 metadata, format version
+//                                 file, byte size, the digest of each kChunkBytes chunk and of that list), the
+//                                 checksum function (checksum.h), user metadata, format version
 //   <root>/<step>/COMMIT          written last: the SHA-256 of manifest.json; a step without it is partial
 //   <root>/<step>/leaf<i>.shard<j>.npy   one .npy per distinct index box of leaf i
 //
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "mcx/checkpoint/checksum.h"
 #include "mcx/core/dtype.h"
 #include "mcx/core/hash.h"
 #include "mcx/spmd/partition_spec.h"
@@ -26,9 +27,11 @@
 
 namespace mcx::checkpoint {
 
-// Version 2: a file's digest is chunk_list_sha256 (version 1 stored the SHA-256 of the whole file, a second
-// hash pass over every byte; readers of this version refuse version 1).
-inline constexpr int kFormatVersion = 2;
+// Version 3: the manifest names its checksum ("checksum": "xxh3-128" or "sha256"; checksum.h) and each shard
+// lists "digest" and "chunk_digests" in it. Version 2 (read, never written) was SHA-256 only, the same digests
+// under "chunk_list_sha256" and "chunk_sha256". Version 1 (refused) stored the SHA-256 of the whole file.
+inline constexpr int kFormatVersion = 3;
+inline constexpr int kOldestReadableVersion = 2;
 inline constexpr char kFormatName[] = "mcx.checkpoint";
 inline constexpr char kManifestFile[] = "manifest.json";
 inline constexpr char kCommitFile[] = "COMMIT";
@@ -41,8 +44,8 @@ struct ShardRecord {
   IndexBox box;             // global indices [start, stop) per dimension
   std::string file;         // relative to the step directory
   int64_t bytes = 0;        // file size
-  std::string chunk_list_sha256;          // chunk_list_sha256(chunk digests): the file's digest, lower-case hex
-  std::vector<std::string> chunk_sha256;  // of bytes [k*kChunkBytes, (k+1)*kChunkBytes), lower-case hex
+  std::string digest;                      // file_digest(chunk digests) (checksum.h), lower-case hex
+  std::vector<std::string> chunk_digests;  // of bytes [k*kChunkBytes, (k+1)*kChunkBytes), lower-case hex
   int process = 0;          // the process that wrote it
   int device = 0;           // the global id of the device it was copied from
 };
@@ -58,6 +61,7 @@ struct Manifest {
   int version = kFormatVersion;
   int64_t step = 0;
   int process_count = 1;
+  Checksum checksum = Checksum::kXxh3_128;  // of every shard's digests
   std::string metadata_json = "{}";  // a JSON object
   TreeDef tree;
   std::vector<LeafRecord> leaves;   // in tree_flatten order
@@ -68,14 +72,9 @@ struct FragmentEntry {
   int leaf = 0;
   int shard = 0;
   int64_t bytes = 0;
-  std::string chunk_list_sha256;
-  std::vector<std::string> chunk_sha256;
+  std::string digest;
+  std::vector<std::string> chunk_digests;
 };
-
-// A file's digest: the SHA-256 of the concatenation of its chunks' 32-byte SHA-256 digests, in order, as
-// lower-case hex (in Python: sha256(b"".join(sha256(chunk).digest() for chunk in chunks)).hexdigest()). Any
-// change to the file's bytes changes it as a whole-file SHA-256 would, but it costs no second pass.
-std::string chunk_list_sha256(std::span<const Sha256Digest> chunks);
 
 std::string manifest_to_json(const Manifest& m);
 // `where` names the file in errors.

@@ -115,7 +115,7 @@ absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64
   MCX_RETURN_IF_ERROR(parallel_for_status(static_cast<int64_t>(reads.size()), threads, [&](int64_t r) {
     const Read& rd = reads[static_cast<size_t>(r)];
     auto& [box, buf] = boxes[rd.leaf][rd.box];
-    return read_region(dir, m.leaves[rd.leaf], m.leaves[rd.leaf].shards[rd.shard], rd.region, buf, box);
+    return read_region(dir, m.checksum, m.leaves[rd.leaf], m.leaves[rd.leaf].shards[rd.shard], rd.region, buf, box);
   }));
   std::vector<Array> out;
   out.reserve(targets.size());

@@ -78,7 +78,8 @@ absl::Status write_owned(const SaveJob& job, const std::string& dir, int process
   for (size_t k = 0; k < job.owned.size(); ++k) {
     files.push_back({dir + "/" + shard_file_name(job.owned[k].leaf, job.owned[k].shard), &host[k]});
   }
-  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(files, job.threads, job.durable));
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries,
+                       write_shards(files, job.threads, job.durable, job.checksum));
   for (size_t k = 0; k < entries.size(); ++k) {
     entries[k].leaf = job.owned[k].leaf;
     entries[k].shard = job.owned[k].shard;
@@ -94,6 +95,7 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, const std::
   Manifest m;
   m.step = job.step;
   m.process_count = process_count();
+  m.checksum = job.checksum;
   m.metadata_json = job.metadata_json;
   m.tree = job.tree;
   for (size_t i = 0; i < job.plan.size(); ++i) {
@@ -124,8 +126,8 @@ absl::Status commit(const SaveJob& job, const std::string& tmp_name, const std::
       }
       ShardRecord& r = m.leaves[e.leaf].shards[e.shard];
       r.bytes = e.bytes;
-      r.chunk_list_sha256 = std::move(e.chunk_list_sha256);
-      r.chunk_sha256 = std::move(e.chunk_sha256);
+      r.digest = std::move(e.digest);
+      r.chunk_digests = std::move(e.chunk_digests);
     }
   }
   for (const LeafRecord& l : m.leaves) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "mcx/checkpoint/checksum.h"
 #include "mcx/checkpoint/save_plan.h"
 
 namespace mcx::checkpoint {
@@ -22,6 +23,7 @@ struct SaveJob {
   absl::Duration timeout;
   int threads = 1;  // for writing and hashing the owned shards (parallel.h)
   bool durable = true;  // fsync files and directories (CheckpointOptions::durable)
+  Checksum checksum = Checksum::kXxh3_128;  // of the shard files (CheckpointOptions::checksum)
   TreeDef tree;
   std::string metadata_json;
   std::vector<PlannedLeaf> plan;

@@ -43,9 +43,9 @@ struct Piece {
   int64_t size = 0;
 };
 
-// SHA-256 of bytes [a, b) of a file, from pieces that together cover that range.
-Sha256Digest hash_range(std::span<const Piece> pieces, int64_t a, int64_t b) {
-  Sha256 h;
+// The digest of bytes [a, b) of a file, from pieces that together cover that range.
+Digest hash_range(Checksum checksum, std::span<const Piece> pieces, int64_t a, int64_t b) {
+  ChunkHasher h(checksum);
   for (const Piece& p : pieces) {
     const int64_t lo = std::max(a, p.offset), hi = std::min(b, p.offset + p.size);
     if (lo < hi) h.update(std::span<const uint8_t>(p.ptr + (lo - p.offset), static_cast<size_t>(hi - lo)));
@@ -146,7 +146,7 @@ std::string dims_string(const std::vector<int64_t>& dims) {
 }  // namespace
 
 absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFile> files, int threads,
-                                                        bool durable) {
+                                                        bool durable, Checksum checksum) {
   // Each file is cut into slabs of kSlabChunks chunks; one task hashes a slab's chunks from the source buffer
   // and then writes the slab with one pwritev, while its bytes are still in cache (one pass from memory).
   constexpr int64_t kSlabChunks = 4;
@@ -162,7 +162,7 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
     first_chunk[i + 1] = first_chunk[i] + chunks;
     first_slab[i + 1] = first_slab[i] + (chunks + kSlabChunks - 1) / kSlabChunks;
   }
-  std::vector<Sha256Digest> digests(static_cast<size_t>(first_chunk[n]));
+  std::vector<Digest> digests(static_cast<size_t>(first_chunk[n]));
   std::vector<Fd> fds(n);
   auto pieces_of = [&](size_t i) {
     const std::string& h = headers[i];
@@ -199,7 +199,8 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
       const Piece slab{a, buf, b - a};
       for (int64_t c = c0; c < c1; ++c) {
         digests[static_cast<size_t>(first_chunk[i] + c)] =
-            hash_range(std::span<const Piece>(&slab, 1), c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
+            hash_range(checksum, std::span<const Piece>(&slab, 1), c * kChunkBytes,
+                       std::min((c + 1) * kChunkBytes, bytes[i]));
       }
       absl::Status s = write_direct(fds[i].fd, files[i].path, buf, b - a, a);
       bounce.give(buf);
@@ -207,7 +208,7 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
     }
     for (int64_t c = c0; c < c1; ++c) {
       digests[static_cast<size_t>(first_chunk[i] + c)] =
-          hash_range(pieces, c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
+          hash_range(checksum, pieces, c * kChunkBytes, std::min((c + 1) * kChunkBytes, bytes[i]));
     }
     MCX_RETURN_IF_ERROR(pwrite_range(fds[i].fd, files[i].path, pieces, a, b));
 #ifdef SYNC_FILE_RANGE_WRITE
@@ -231,23 +232,24 @@ absl::StatusOr<std::vector<FragmentEntry>> write_shards(std::span<const ShardFil
   }));
   std::vector<FragmentEntry> out(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::span<const Sha256Digest> mine(digests.data() + first_chunk[i],
-                                              static_cast<size_t>(first_chunk[i + 1] - first_chunk[i]));
+    const std::span<const Digest> mine(digests.data() + first_chunk[i],
+                                        static_cast<size_t>(first_chunk[i + 1] - first_chunk[i]));
     out[i].bytes = bytes[i];
-    out[i].chunk_list_sha256 = chunk_list_sha256(mine);
-    for (const Sha256Digest& d : mine) out[i].chunk_sha256.push_back(to_hex(d));
+    out[i].digest = file_digest(checksum, mine);
+    for (const Digest& d : mine) out[i].chunk_digests.push_back(d.hex());
   }
   return out;
 }
 
-absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer) {
+absl::StatusOr<FragmentEntry> write_shard(const std::string& path, const Buffer& buffer, Checksum checksum) {
   const ShardFile file{path, &buffer};
-  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries, write_shards(std::span<const ShardFile>(&file, 1), 1));
+  MCX_ASSIGN_OR_RETURN(std::vector<FragmentEntry> entries,
+                       write_shards(std::span<const ShardFile>(&file, 1), 1, /*durable=*/true, checksum));
   return std::move(entries[0]);
 }
 
-absl::Status read_region(const std::string& dir, const LeafRecord& leaf, const ShardRecord& stored,
-                         const IndexBox& region, Buffer& dst, const IndexBox& dst_box) {
+absl::Status read_region(const std::string& dir, Checksum checksum, const LeafRecord& leaf,
+                         const ShardRecord& stored, const IndexBox& region, Buffer& dst, const IndexBox& dst_box) {
   if (region.num_elements() == 0) return absl::OkStatus();
   const std::string path = dir + "/" + stored.file;
   const std::string who = absl::StrCat("[checkpoint] leaf '", leaf.path, "': file '", path, "'");
@@ -310,10 +312,10 @@ absl::Status read_region(const std::string& dir, const LeafRecord& leaf, const S
   // Verifies chunk c against the manifest from pieces covering it.
   auto verify = [&](int64_t c, std::span<const Piece> from) -> absl::Status {
     const int64_t a = c * kChunkBytes, b = std::min(a + kChunkBytes, stored.bytes);
-    const std::string found = to_hex(hash_range(from, a, b));
-    if (found != stored.chunk_sha256[static_cast<size_t>(c)]) {
-      return fail(absl::StrCat("is corrupted: SHA-256 of bytes [", a, ", ", b, ") expected ",
-                               stored.chunk_sha256[static_cast<size_t>(c)], " (manifest), found ", found));
+    const std::string found = hash_range(checksum, from, a, b).hex();
+    if (found != stored.chunk_digests[static_cast<size_t>(c)]) {
+      return fail(absl::StrCat("is corrupted: ", std::string(checksum_name(checksum)), " of bytes [", a, ", ", b, ") expected ",
+                               stored.chunk_digests[static_cast<size_t>(c)], " (manifest), found ", found));
     }
     return absl::OkStatus();
   };

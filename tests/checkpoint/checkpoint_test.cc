@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/hash.h"
 #include "mcx/mcx.h"
 #include "tests/support/test_util.h"
 
@@ -337,7 +338,8 @@ TEST(Checkpoint, AsyncSaveOwnsItsCopyOfTheData) {
 
 // ---- corruption: every error names the file and the leaf ----------------------------------------------------
 
-class Corruption : public ::testing::Test {
+// Every corruption test with each checksum (checksum.h): the default XXH3-128 and SHA-256 on request.
+class Corruption : public ::testing::TestWithParam<Checksum> {
  protected:
   void SetUp() override {
     ckpt_.save(1, tree_);
@@ -360,11 +362,13 @@ class Corruption : public ::testing::Test {
   TempRoot root_;
   State st_;
   Tree tree_ = st_.on(mesh_of({4}, {"x"}), mesh_of({2, 2}, {"x", "y"}));
-  CheckpointManager ckpt_{root_.path()};
+  CheckpointManager ckpt_{root_.path(), {.checksum = GetParam()}};
   std::string dir_;
 };
+INSTANTIATE_TEST_SUITE_P(Checksums, Corruption, ::testing::Values(Checksum::kXxh3_128, Checksum::kSha256),
+                         [](const auto& info) { return info.param == Checksum::kSha256 ? "sha256" : "xxh3"; });
 
-TEST_F(Corruption, TruncatedShard) {
+TEST_P(Corruption, TruncatedShard) {
   fs::resize_file(w_file(), fs::file_size(w_file()) - 5);
   const std::string msg = restore_error<DataLoss>();
   EXPECT_THAT(msg, HasSubstr("[checkpoint] leaf 'params/w'"));
@@ -372,7 +376,7 @@ TEST_F(Corruption, TruncatedShard) {
   EXPECT_THAT(msg, HasSubstr("is truncated: expected"));
 }
 
-TEST_F(Corruption, FlippedByte) {
+TEST_P(Corruption, FlippedByte) {
   {
     std::fstream f(w_file(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(140);
@@ -385,17 +389,17 @@ TEST_F(Corruption, FlippedByte) {
   const std::string msg = restore_error<DataLoss>();
   EXPECT_THAT(msg, HasSubstr("leaf 'params/w'"));
   EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy"));
-  EXPECT_THAT(msg, HasSubstr("is corrupted: SHA-256 of bytes [0, "));
+  EXPECT_THAT(msg, HasSubstr(std::string("is corrupted: ") + std::string(checksum_name(GetParam())) + " of bytes [0, "));
 }
 
-TEST_F(Corruption, MissingFile) {
+TEST_P(Corruption, MissingFile) {
   fs::remove(w_file());
   const std::string msg = restore_error<NotFound>();
   EXPECT_THAT(msg, HasSubstr("leaf 'params/w'"));
   EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy' is missing"));
 }
 
-TEST_F(Corruption, EditedManifest) {
+TEST_P(Corruption, EditedManifest) {
   const std::string path = dir_ + "/manifest.json";
   std::string text;
   {
@@ -410,7 +414,7 @@ TEST_F(Corruption, EditedManifest) {
   EXPECT_THAT(msg, HasSubstr("manifest.json' was modified after the commit: SHA-256 expected"));
 }
 
-TEST_F(Corruption, MismatchedTreeDtypeAndShape) {
+TEST_P(Corruption, MismatchedTreeDtypeAndShape) {
   auto expect_invalid = [&](const Tree& like, const std::vector<std::string>& needles) {
     try {
       ckpt_.restore(1, like);
@@ -431,7 +435,47 @@ TEST_F(Corruption, MismatchedTreeDtypeAndShape) {
   expect_invalid(wrong_shape, {"leaf 'params/w'", "global shape expected [16,8] (target), found [16,12] (checkpoint)"});
 }
 
-TEST_F(Corruption, MissingCommitMarkerHidesTheStep) {
+// The manifest names its checksum; a manifest of format version 2 (SHA-256 under the old field names, no
+// "checksum") still restores, and its digests are still checked.
+TEST_P(Corruption, ManifestsNameTheirChecksumAndVersion2StillRestores) {
+  const std::string path = dir_ + "/manifest.json";
+  std::string text;
+  {
+    std::ifstream in(path);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string named = std::string("\"checksum\": \"") + std::string(checksum_name(GetParam())) + "\"";
+  ASSERT_THAT(text, HasSubstr(named));
+  ASSERT_THAT(text, HasSubstr("\"version\": 3"));
+  if (GetParam() != Checksum::kSha256) return;  // version 2 was SHA-256 only
+  // Rewrite it as version 2 wrote it, and the commit marker to match.
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  };
+  replace_all("\"version\": 3", "\"version\": 2");
+  replace_all(" " + named + ",\n", "");
+  replace_all("\"digest\":", "\"chunk_list_sha256\":");
+  replace_all("\"chunk_digests\":", "\"chunk_sha256\":");
+  ASSERT_THAT(text, ::testing::Not(HasSubstr("checksum")));
+  std::ofstream(path, std::ios::trunc) << text;
+  std::ofstream(dir_ + "/COMMIT", std::ios::trunc)
+      << "{\"format\":\"mcx.checkpoint\",\"manifest_sha256\":\"" << to_hex(sha256(text)) << "\",\"step\":1}\n";
+  st_.expect_equal(ckpt_.restore(1, tree_));
+  {
+    std::fstream f(w_file(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(150);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(150);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  }
+  EXPECT_THAT(restore_error<DataLoss>(), HasSubstr("is corrupted: sha256 of bytes [0, "));
+}
+
+TEST_P(Corruption, MissingCommitMarkerHidesTheStep) {
   fs::remove(dir_ + "/COMMIT");
   EXPECT_TRUE(ckpt_.all_steps().empty());
   EXPECT_THAT(restore_error<NotFound>(), HasSubstr("step 1 is not a committed checkpoint"));

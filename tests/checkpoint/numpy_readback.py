@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads an mcx checkpoint with json, hashlib and numpy alone (the format of docs/checkpoint.md) and checks it
+"""Reads an mcx checkpoint with json, hashlib, xxhash and numpy alone (the format of docs/checkpoint.md) and checks it
 against the values checkpoint_worker saves: element i of w = i/4 - 7 (f32), b = 1.5 i (f32), p = 7 i - 100
 (i32), e = i/3 (f64), step = 42 (i64). Usage: numpy_readback.py ROOT. Exit 0 when every step matches."""
 import hashlib
@@ -8,6 +8,10 @@ import os
 import sys
 
 import numpy as np
+import xxhash
+
+# The checksums a manifest may name (docs/checkpoint.md, "Format").
+CHECKSUMS = {"xxh3-128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 
 
 def load_step(step_dir):
@@ -18,7 +22,8 @@ def load_step(step_dir):
         raw = f.read()
     assert hashlib.sha256(raw).hexdigest() == commit["manifest_sha256"], "manifest changed after the commit"
     manifest = json.loads(raw)
-    assert manifest["format"] == "mcx.checkpoint" and manifest["version"] == 2
+    assert manifest["format"] == "mcx.checkpoint" and manifest["version"] == 3
+    checksum = CHECKSUMS[manifest["checksum"]]
     chunk_bytes = manifest["chunk_bytes"]
     leaves = {}
     for leaf in manifest["leaves"]:
@@ -29,10 +34,10 @@ def load_step(step_dir):
             with open(path, "rb") as f:
                 data = f.read()
             assert len(data) == shard["bytes"], path + ": size differs from the manifest"
-            chunks = [hashlib.sha256(data[k:k + chunk_bytes]).digest() for k in range(0, len(data), chunk_bytes)]
-            assert [c.hex() for c in chunks] == shard["chunk_sha256"], path + ": a chunk's SHA-256 differs"
-            # The file's digest: SHA-256 over its chunk digests (no second pass over the bytes).
-            assert hashlib.sha256(b"".join(chunks)).hexdigest() == shard["chunk_list_sha256"], path + ": digest"
+            chunks = [checksum(data[k:k + chunk_bytes]).digest() for k in range(0, len(data), chunk_bytes)]
+            assert [c.hex() for c in chunks] == shard["chunk_digests"], path + ": a chunk's digest differs"
+            # The file's digest: the checksum over its chunk digests (no second pass over the bytes).
+            assert checksum(b"".join(chunks)).hexdigest() == shard["digest"], path + ": digest"
             box = tuple(slice(a, b) for a, b in zip(shard["start"], shard["stop"]))
             out[box] = np.load(path)
             covered[box] += 1
