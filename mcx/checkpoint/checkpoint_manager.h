@@ -59,7 +59,7 @@ struct CheckpointOptions {
   int max_to_keep = 0;  // keep the newest N committed steps after each save; 0 keeps every step
   // Deadline of each wait on another process during a save; unset: MCX_DEVICE_TIMEOUT_S.
   std::optional<absl::Duration> timeout;
-  // Threads one save or restore uses for file I/O and SHA-256 on this process (started per call, not the
+  // Threads one save or restore uses for file I/O and hashing on this process (started per call, not the
   // compute pool); 0: the hardware concurrency, at most 8. save_async's background write always uses one
   // thread (it is meant to take as little from the job as possible, not to finish first).
   int io_threads = 0;

@@ -14,7 +14,7 @@
 
 namespace mcx::checkpoint {
 
-// Threads for one call: `requested` if > 0, else the hardware concurrency, at most 8 (file I/O and SHA-256
+// Threads for one call: `requested` if > 0, else the hardware concurrency, at most 8 (file I/O and hashing
 // stop scaling beyond that on one host), at least 1.
 int io_threads(int requested);
 
