@@ -13,8 +13,11 @@
 # name go to both training runs (e.g. --threads 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh
+# Only what the demo runs: the packages that build the library (not the test suite's peers), and the library,
+# the launcher, the coordinator and the two programs below (not the tests, benchmarks and other examples, which
+# `bash scripts/test.sh` builds).
+bash scripts/install-deps.sh --demo
+MCX_BUILD_TARGETS="mcx-run mcx-coordinator train_fashion_mnist serve_model" bash scripts/build.sh -DMCX_BUILD_BENCH=OFF
 bash scripts/fetch-fashion-mnist.sh
 build=${MCX_BUILD_DIR:-build}
 run=runs/demo
