@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -50,6 +51,18 @@ absl::StatusOr<std::string> read_string(DataPlaneStream& s, uint32_t max, absl::
   std::string text(len, '\0');
   if (len > 0) MCX_RETURN_IF_ERROR(s.read_exact(text.data(), len, deadline, what));
   return text;
+}
+
+// Why a connection stays on TCP: a warning the first time in this process (a /dev/shm too small fails every
+// connection alike), at debug level after.
+void say_stays_on_tcp(const absl::Status& why) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    log_warn("{}; this connection stays on TCP (and others that fail alike, said at debug level)",
+             std::string(why.message()));
+  } else {
+    log_debug("{}; this connection stays on TCP", std::string(why.message()));
+  }
 }
 
 absl::Status write_byte(DataPlaneStream& s, char b, absl::Time deadline, const std::string& what) {
@@ -142,7 +155,7 @@ absl::Status offer_shared_memory(DataPlaneStream& stream, const std::string& hos
   if (same != 1) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<SharedMemorySegment>> segment = SharedMemorySegment::create(kSharedMemoryRingBytes);
   if (!segment.ok()) {
-    log_warn("{}; this connection stays on TCP", std::string(segment.status().message()));
+    say_stays_on_tcp(segment.status());
     return write_string(stream, "", deadline, what);  // no name: stay on TCP
   }
   MCX_RETURN_IF_ERROR(write_string(stream, (*segment)->name(), deadline, what));
@@ -172,7 +185,7 @@ absl::Status answer_shared_memory(DataPlaneStream& stream, const std::string& ho
   }
   absl::StatusOr<std::unique_ptr<SharedMemorySegment>> segment = SharedMemorySegment::open(name, get_u32(capacity));
   if (!segment.ok()) {
-    log_warn("{}; this connection stays on TCP", std::string(segment.status().message()));
+    say_stays_on_tcp(segment.status());
     return write_byte(stream, 0, deadline, what);
   }
   (*segment)->unlink();
