@@ -338,6 +338,17 @@ TEST(Checkpoint, AsyncSaveOwnsItsCopyOfTheData) {
 
 // ---- corruption: every error names the file and the leaf ----------------------------------------------------
 
+// Flips one bit of the byte at `offset` of the file at `path`.
+void flip_bit(const std::string& path, std::streamoff offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(offset);
+  c = static_cast<char>(c ^ 0x10);
+  f.write(&c, 1);
+}
+
 // Every corruption test with each checksum (checksum.h): the default XXH3-128 and SHA-256 on request.
 class Corruption : public ::testing::TestWithParam<Checksum> {
  protected:
@@ -377,15 +388,7 @@ TEST_P(Corruption, TruncatedShard) {
 }
 
 TEST_P(Corruption, FlippedByte) {
-  {
-    std::fstream f(w_file(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(140);
-    char c = 0;
-    f.read(&c, 1);
-    f.seekp(140);
-    c = static_cast<char>(c ^ 0x10);
-    f.write(&c, 1);
-  }
+  flip_bit(w_file(), 140);
   const std::string msg = restore_error<DataLoss>();
   EXPECT_THAT(msg, HasSubstr("leaf 'params/w'"));
   EXPECT_THAT(msg, HasSubstr("leaf3.shard0.npy"));
@@ -463,15 +466,7 @@ TEST_P(Corruption, ManifestsNameTheirChecksumAndVersion2StillRestores) {
   std::ofstream(dir_ + "/COMMIT", std::ios::trunc)
       << "{\"format\":\"mcx.checkpoint\",\"manifest_sha256\":\"" << to_hex(sha256(text)) << "\",\"step\":1}\n";
   st_.expect_equal(ckpt_.restore(1, tree_));
-  {
-    std::fstream f(w_file(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(150);
-    char c = 0;
-    f.read(&c, 1);
-    f.seekp(150);
-    c = static_cast<char>(c ^ 0x10);
-    f.write(&c, 1);
-  }
+  flip_bit(w_file(), 150);
   EXPECT_THAT(restore_error<DataLoss>(), HasSubstr("is corrupted: sha256 of bytes [0, "));
 }
 

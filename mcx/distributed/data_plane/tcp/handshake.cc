@@ -8,30 +8,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
+#include "mcx/distributed/data_plane/tcp/little_endian.h"
 
 namespace mcx::distributed {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'C', 'X', 'D', 'P', 1, 0, 0};
 
-void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
 }  // namespace
 
 std::string encode_hello(const DataPlaneHello& hello) {
   std::string out;
-  put_u32(out, hello.from_process);
-  put_u32(out, hello.from_rank);
-  put_u32(out, hello.to_process);
-  put_u32(out, hello.to_rank);
+  append_u32(out, hello.from_process);
+  append_u32(out, hello.from_rank);
+  append_u32(out, hello.to_process);
+  append_u32(out, hello.to_rank);
   out.append(reinterpret_cast<const char*>(hello.nonce.data()), hello.nonce.size());
   out += hello.group;
   return out;
@@ -44,10 +35,10 @@ absl::StatusOr<DataPlaneHello> decode_hello(std::string_view body) {
                                                    kMaxHelloBytes, " bytes, found ", body.size()));
   }
   DataPlaneHello h;
-  h.from_process = get_u32(body.data());
-  h.from_rank = get_u32(body.data() + 4);
-  h.to_process = get_u32(body.data() + 8);
-  h.to_rank = get_u32(body.data() + 12);
+  h.from_process = load_u32(body.data());
+  h.from_rank = load_u32(body.data() + 4);
+  h.to_process = load_u32(body.data() + 8);
+  h.to_rank = load_u32(body.data() + 12);
   std::memcpy(h.nonce.data(), body.data() + 16, 32);
   h.group = std::string(body.substr(kFixed));
   return h;
@@ -56,7 +47,7 @@ absl::StatusOr<DataPlaneHello> decode_hello(std::string_view body) {
 std::array<uint8_t, 32> handshake_proof(std::string_view secret, std::string_view role, std::string_view body,
                                         const std::array<uint8_t, 32>& acceptor_nonce) {
   std::string msg = absl::StrCat("mcx data plane ", std::string(role), " v1");
-  put_u32(msg, static_cast<uint32_t>(body.size()));
+  append_u32(msg, static_cast<uint32_t>(body.size()));
   msg.append(body.data(), body.size());
   msg.append(reinterpret_cast<const char*>(acceptor_nonce.data()), acceptor_nonce.size());
   std::array<uint8_t, 32> out{};
@@ -70,7 +61,7 @@ absl::Status connector_handshake(DataPlaneStream& stream, const DataPlaneHello& 
                                  absl::Time deadline) {
   const std::string body = encode_hello(hello);
   std::string first(kMagic, sizeof(kMagic));
-  put_u32(first, static_cast<uint32_t>(body.size()));
+  append_u32(first, static_cast<uint32_t>(body.size()));
   first += body;
   const std::string peer = absl::StrCat("process ", hello.to_process);
   MCX_RETURN_IF_ERROR(stream.write_all(first.data(), first.size(), deadline, absl::StrCat("sending the hello to ", peer)));
@@ -103,7 +94,7 @@ absl::StatusOr<DataPlaneHello> acceptor_handshake(DataPlaneStream& stream, int s
   if (std::memcmp(head, kMagic, sizeof(kMagic)) != 0) {
     return absl::InvalidArgumentError("[data plane] the connection does not speak the mcx data plane (bad magic)");
   }
-  const uint32_t n = get_u32(head + sizeof(kMagic));
+  const uint32_t n = load_u32(head + sizeof(kMagic));
   if (n > kMaxHelloBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("[data plane] hello of ", n, " bytes; expected at most ", kMaxHelloBytes));

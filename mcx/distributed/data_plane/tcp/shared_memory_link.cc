@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/distributed/data_plane/tcp/little_endian.h"
 #include "mcx/distributed/data_plane/tcp/stream.h"
 #include "mcx/distributed/security/job_secret.h"
 
@@ -24,18 +25,9 @@ constexpr uint32_t kMaxNameBytes = 255;
 size_t ring_span(size_t capacity) { return (shared_memory_ring_bytes(capacity) + 63) / 64 * 64; }
 size_t segment_bytes(size_t capacity) { return 2 * ring_span(capacity); }
 
-void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
 absl::Status write_string(DataPlaneStream& s, const std::string& text, absl::Time deadline, const std::string& what) {
   std::string frame;
-  put_u32(frame, static_cast<uint32_t>(text.size()));
+  append_u32(frame, static_cast<uint32_t>(text.size()));
   frame += text;
   return s.write_all(frame.data(), frame.size(), deadline, what);
 }
@@ -43,7 +35,7 @@ absl::Status write_string(DataPlaneStream& s, const std::string& text, absl::Tim
 absl::StatusOr<std::string> read_string(DataPlaneStream& s, uint32_t max, absl::Time deadline, const std::string& what) {
   char n[4];
   MCX_RETURN_IF_ERROR(s.read_exact(n, 4, deadline, what));
-  const uint32_t len = get_u32(n);
+  const uint32_t len = load_u32(n);
   if (len > max) {
     return absl::InvalidArgumentError(absl::StrCat("[data plane] ", what, ": a field of ", len,
                                                    " bytes; expected at most ", max));
@@ -160,7 +152,7 @@ absl::Status offer_shared_memory(DataPlaneStream& stream, const std::string& hos
   }
   MCX_RETURN_IF_ERROR(write_string(stream, (*segment)->name(), deadline, what));
   std::string capacity;
-  put_u32(capacity, static_cast<uint32_t>(kSharedMemoryRingBytes));
+  append_u32(capacity, static_cast<uint32_t>(kSharedMemoryRingBytes));
   MCX_RETURN_IF_ERROR(stream.write_all(capacity.data(), capacity.size(), deadline, what));
   absl::StatusOr<char> mapped = read_byte(stream, deadline, what);
   (*segment)->unlink();
@@ -183,7 +175,7 @@ absl::Status answer_shared_memory(DataPlaneStream& stream, const std::string& ho
     return absl::InvalidArgumentError(absl::StrCat("[data plane] ", what, ": '", name,
                                                    "' is not a data-plane segment name"));
   }
-  absl::StatusOr<std::unique_ptr<SharedMemorySegment>> segment = SharedMemorySegment::open(name, get_u32(capacity));
+  absl::StatusOr<std::unique_ptr<SharedMemorySegment>> segment = SharedMemorySegment::open(name, load_u32(capacity));
   if (!segment.ok()) {
     say_stays_on_tcp(segment.status());
     return write_byte(stream, 0, deadline, what);

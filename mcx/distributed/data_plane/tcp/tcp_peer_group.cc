@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/distributed/data_plane/tcp/little_endian.h"
 
 namespace mcx::distributed {
 namespace {
@@ -27,15 +28,6 @@ constexpr uint64_t kCoalesceBytes = 64 * 1024;  // smaller payloads go out in th
 constexpr uint64_t kGoodbyeTag = ~uint64_t{0};
 constexpr size_t kMaxGoodbyeBytes = 2048;
 constexpr int64_t kSpinNanos = 50'000;  // how long an exchange looks at its shared-memory links before it sleeps
-
-void put_u64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 // One connection's state across exchanges.
 struct Peer {
@@ -165,8 +157,8 @@ class TcpPeerGroup final : public PeerGroup {
       if (s.bytes <= 0) continue;
       Peer::Out o;
       o.head.resize(kHeaderBytes);
-      put_u64(o.head.data(), s.tag);
-      put_u64(o.head.data() + 8, static_cast<uint64_t>(s.bytes));
+      store_u64(o.head.data(), s.tag);
+      store_u64(o.head.data() + 8, static_cast<uint64_t>(s.bytes));
       if (static_cast<uint64_t>(s.bytes) <= kCoalesceBytes) {
         o.head.append(static_cast<const char*>(s.data), static_cast<size_t>(s.bytes));
       } else {
@@ -288,8 +280,8 @@ class TcpPeerGroup final : public PeerGroup {
           return mark_closed(r, "receiving from", res);
         }
         p.header_got = 0;
-        p.tag = get_u64(p.header.data());
-        p.bytes = get_u64(p.header.data() + 8);
+        p.tag = load_u64(p.header.data());
+        p.bytes = load_u64(p.header.data() + 8);
         if (p.tag == kGoodbyeTag && p.bytes > kMaxGoodbyeBytes) {
           return absl::InvalidArgumentError(absl::StrCat("[data plane] ", who(r), " sent a goodbye of ", p.bytes,
                                                          " bytes; expected at most ", kMaxGoodbyeBytes));
@@ -428,8 +420,8 @@ class TcpPeerGroup final : public PeerGroup {
     const int failed = failed_process(poison_);
     for (int b = 0; b < 4; ++b) frame[kHeaderBytes + b] = static_cast<char>((static_cast<uint32_t>(failed) >> (8 * b)) & 0xff);
     frame.append(poison_.message().data(), std::min<size_t>(poison_.message().size(), kMaxGoodbyeBytes - 4));
-    put_u64(frame.data(), kGoodbyeTag);
-    put_u64(frame.data() + 8, frame.size() - kHeaderBytes);
+    store_u64(frame.data(), kGoodbyeTag);
+    store_u64(frame.data() + 8, frame.size() - kHeaderBytes);
     for (Peer& p : peers_) {
       if (!p.stream) continue;
       const bool between_frames = p.out.empty() || (p.out.front().head_off == 0 && p.out.front().data_off == 0);
