@@ -306,6 +306,21 @@ absl::Status peer_all_gatherv(PeerGroup& g, const void* in, std::span<const int6
   for (int i = 0; i < p; ++i) offset[i + 1] = offset[i] + sizes[i];
   char* o = static_cast<char*>(out);
   if (sizes[r] > 0 && o + offset[r] != in) std::memmove(o + offset[r], in, static_cast<size_t>(sizes[r]));
+  if ((p & (p - 1)) == 0) {
+    // Recursive doubling: before step k this rank holds the blocks of the 2^k ranks that share its bits above k,
+    // a contiguous range of `out`; it sends that range to rank r ^ 2^k and receives the partner's, which
+    // doubles it.
+    for (int k = 0; (1 << k) < p; ++k) {
+      const int mine = r >> k << k, theirs = (r ^ (1 << k)) >> k << k, span = 1 << k;
+      std::vector<PeerGroup::Send> sends{{r ^ (1 << k), tag + static_cast<uint64_t>(k), o + offset[mine],
+                                          offset[mine + span] - offset[mine]}};
+      std::vector<PeerGroup::Recv> recvs{{r ^ (1 << k), tag + static_cast<uint64_t>(k), o + offset[theirs],
+                                          offset[theirs + span] - offset[theirs]}};
+      MCX_RETURN_IF_ERROR(peer_exchange(g, std::move(sends), std::move(recvs), tag + static_cast<uint64_t>(k),
+                                        deadline, k == 0 ? piggyback : nullptr));
+    }
+    return absl::OkStatus();
+  }
   // At step s, pass block (r - s) on and receive block (r - s - 1).
   for (int s = 0; s < p - 1; ++s) {
     const int bs = ((r - s) % p + p) % p;

@@ -21,7 +21,11 @@
 //    the leaders' ring crosses hosts: each host sends (and receives) 2 (H - 1) / H of the data once, where the
 //    flat ring sends 2 (P - 1) / P of it over every edge between hosts (and with the ranks of a host spread
 //    around the ring, over every edge). Still bitwise identical on every member.
-//  - peer_all_gatherv: ring, P - 1 steps; block p (sizes[p] bytes) lands at the sum of the sizes before it.
+//  - peer_all_gatherv: block p (sizes[p] bytes) lands at the sum of the sizes before it. When P is a power of two,
+//    recursive doubling: log2 P exchanges, at step k of the 2^k blocks a rank holds (a contiguous range) with rank
+//    r ^ 2^k; it moves the same bytes as a ring in fewer steps, so it is used at every size (measured on 4
+//    processes: 4 KiB 73 -> 35 us, 1 MiB per process 1.6 -> 0.9 ms, 64 MiB 86-144 -> 83-84 ms). Otherwise a ring
+//    of P - 1 steps.
 //  - peer_barrier: dissemination, ceil(log2 P) rounds of one byte to rank r + 2^k and from rank r - 2^k (after
 //    it, every process has heard, directly or through others, from every other).
 // Tags: a collective uses tags [tag, tag + kPeerTagSpan); callers give each collective its own range.

@@ -299,6 +299,44 @@ TEST_P(TcpPeerGroupTest, SmallAllReducesTakeLog2PStepsAndAgreeBitwise) {
   }
 }
 
+// All-gathers of a power-of-two group take log2 P exchanges (recursive doubling), others P - 1 (the ring); the
+// blocks, of different sizes (one empty), land in rank order either way, and the piggyback is still checked.
+TEST_P(TcpPeerGroupTest, AllGathersTakeLog2PStepsOnPowersOfTwoAndPMinus1Otherwise) {
+  for (int n : {2, 3, 4, 5, 8}) {
+    SCOPED_TRACE(n);
+    TearDown();
+    start(n);
+    const bool power_of_two = (n & (n - 1)) == 0;
+    int log2 = 0;
+    while ((1 << log2) < n) ++log2;
+    std::vector<int64_t> sizes(n);
+    for (int p = 0; p < n; ++p) sizes[p] = p == 2 ? 0 : 1000 * (p + 1) + 7;
+    std::string expected;
+    for (int p = 0; p < n; ++p) {
+      for (int64_t k = 0; k < sizes[p]; ++k) expected.push_back(static_cast<char>('a' + (p * 7 + k) % 26));
+    }
+    std::vector<std::string> heard(n);  // every header's letter (the ring's, and the first step's partner's)
+    on_each(n, [&](int i) {
+      CountingGroup g(*groups_[i]);
+      std::string mine;
+      for (int64_t k = 0; k < sizes[i]; ++k) mine.push_back(static_cast<char>('a' + (i * 7 + k) % 26));
+      std::string all(expected.size(), '?');
+      char out = static_cast<char>('A' + i), in = '?';
+      Piggyback pb{&out, &in, 1, [&] {
+                     heard[i].push_back(in);
+                     return absl::OkStatus();
+                   }};
+      ASSERT_TRUE(peer_all_gatherv(g, mine.data(), sizes, all.data(), 0, absl::Now() + absl::Seconds(20), &pb).ok());
+      EXPECT_EQ(all, expected);
+      // The piggyback's header round is one more exchange.
+      EXPECT_EQ(g.exchanges, (power_of_two ? log2 : n - 1) + 1);
+    });
+    for (int i = 0; i < n; ++i) {
+      EXPECT_THAT(heard[i], ::testing::HasSubstr(std::string(1, static_cast<char>('A' + (i + n - 1) % n))));
+    }
+  }
+}
+
 TEST_P(TcpPeerGroupTest, ABarrierTakesCeilLog2PRoundsAndWaitsForTheLastRank) {
   for (int n : {2, 3, 5, 8}) {
     SCOPED_TRACE(n);
