@@ -40,8 +40,9 @@ class FastPathServer {
  public:
   // Listens on `bind_address` ("host:port" or "[v6]:port"; host "", "::" or "0.0.0.0" = every interface; port
   // 0 = a free one). `service` must outlive the server; `hand_off` takes ownership of each connection that
-  // does not speak the fast path (called on the reactor thread). Errors: INVALID_ARGUMENT for a malformed
-  // address; UNAVAILABLE "[coordination] cannot listen on ADDR: ..." (address in use, unknown host).
+  // does not speak the fast path (called on the thread of the reactor that read its first bytes). Errors:
+  // INVALID_ARGUMENT for a malformed address; UNAVAILABLE "[coordination] cannot listen on ADDR: ..." (address in
+  // use, unknown host).
   // `limiter` (optional) rate-limits each connection's requests (RESOURCE_EXHAUSTED frames beyond it).
   // `reactor_threads`: 1 to kMaxReactorThreads (INVALID_ARGUMENT otherwise); hand_off must then be thread-safe.
   static absl::StatusOr<std::unique_ptr<FastPathServer>> start(CoordinationService* service,
