@@ -6,7 +6,8 @@
 //   {"name":"all_reduce","bytes":1048576,"processes":2,"transport":"tcp","mcx_ms":..,"peer":"gloo_direct",
 //    "peer_ms":..,"ratio":..}
 // ratio = peer_ms / mcx_ms (above 1: mcx is faster). Times are medians of 7 batches of calls. --mcx-only skips
-// Gloo and the launch check (peer_ms 0): run.sh times the other transports that way.
+// Gloo and the launch check (peer_ms 0): run.sh times the other transports that way. "transport" ends in
+// "_no_shm" with MCX_DATA_PLANE_SHARED_MEMORY=0 (the processes of this host on loopback TCP).
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/rendezvous/context.h>
@@ -22,6 +23,7 @@
 
 #include "CLI/CLI.hpp"
 #include "mcx/collectives/peer_group.h"
+#include "mcx/core/config.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/distributed/data_plane/gloo/gloo_kv_store.h"
 #include "mcx/mcx.h"
@@ -46,11 +48,18 @@ double time_ms(const std::function<void()>& op, int calls_per_batch) {
   return per_call[3];
 }
 
+// The data plane: its backend ("tcp", "tls", "gloo"), "_no_shm" when processes of one host were told to keep off
+// shared memory (MCX_DATA_PLANE_SHARED_MEMORY=0).
+std::string transport() {
+  std::string t = mcx::peer_group_backend();
+  if (!mcx::value_or_throw(mcx::kDataPlaneSharedMemoryFlag.get()) && t != "gloo") t += "_no_shm";
+  return t;
+}
+
 void emit(const char* name, int64_t bytes, int n, double mcx_ms, double peer_ms) {
   std::printf("{\"name\":\"%s\",\"bytes\":%lld,\"processes\":%d,\"transport\":\"%s\",\"mcx_ms\":%.4f,"
               "\"peer\":\"gloo_direct\",\"peer_ms\":%.4f,\"ratio\":%.3f}\n",
-              name, static_cast<long long>(bytes), n, mcx::peer_group_backend().c_str(), mcx_ms, peer_ms,
-              peer_ms / mcx_ms);
+              name, static_cast<long long>(bytes), n, transport().c_str(), mcx_ms, peer_ms, peer_ms / mcx_ms);
   std::fflush(stdout);
 }
 

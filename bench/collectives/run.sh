@@ -2,10 +2,13 @@
 # Cross-process collectives on loopback, mcx against its peers in one run: for 2 and 4 processes, all-reduce
 # (f32 sum) and all-gather from 4 KiB to 64 MiB through mcx's communicator, Gloo called directly with the same
 # algorithm (ring, chunked) and OpenMPI. Prints JSON lines {name, bytes, processes, mcx_ms, peer, peer_ms, ratio}
-# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). mcx runs on its default data plane (tcp); the same
-# collectives also run over MCX_COLLECTIVES=gloo (peer "mcx_on_gloo") and over TLS 1.3 (MCX_DATA_PLANE_TLS=1, rows
-# "<name>_tls" against peer "mcx_tcp_plaintext": ratio = plaintext time / TLS time, the throughput kept). Then the data-parallel MLP step (784-512-512-10, batch
-# 256) on 2 processes x 1 device against 1 process x 2 devices, each with where its time goes, and their ratio.
+# with ratio = peer_ms / mcx_ms (above 1: mcx is faster). mcx runs on its default data plane (tcp, the processes
+# of this host through shared memory); the same collectives also run over MCX_COLLECTIVES=gloo (peer
+# "mcx_on_gloo"), alone in the process on shared memory (rows "<name>_alone") against loopback TCP
+# (MCX_DATA_PLANE_SHARED_MEMORY=0, peer "mcx_loopback_tcp": ratio = what shared memory gains), and over TLS 1.3 on loopback (MCX_DATA_PLANE_TLS=1, rows "<name>_tls" against peer
+# "mcx_tcp_plaintext", the loopback TCP run: ratio = plaintext time / TLS time, the throughput kept). Then the
+# data-parallel MLP step (784-512-512-10, batch 256) on 2 processes x 1 device against 1 process x 2 devices, each
+# with where its time goes, and their ratio.
 # Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.
 #   bash bench/collectives/run.sh [--procs 2,4] [--built DIR]
 # --built DIR: use the binaries of an existing build directory as they are (no configure, no build).
@@ -41,8 +44,16 @@ for n in ${procs//,/ }; do
     "$build_dir/bench/collectives/bench_collectives" >> "$tmp/mcx.jsonl"
   MCX_COLLECTIVES=gloo MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 \
     -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
-  env "${tls_env[@]}" MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 \
-    -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
+  # Shared memory alone (no Gloo context in the process; its threads make the rows above noisy on 2 cores), then
+  # loopback TCP instead of shared memory, plaintext and TLS (TLS has nothing to protect between two processes of
+  # one host, so with shared memory on it would time shared memory again).
+  MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 -- \
+    "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
+  MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix \
+    --timeout 900 -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
+  env "${tls_env[@]}" MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" \
+    --cpu-devices 1 --no-prefix --timeout 900 -- "$build_dir/bench/collectives/bench_collectives" --mcx-only \
+    >> "$tmp/transports.jsonl"
   mpirun --allow-run-as-root --oversubscribe -n "$n" "$build_dir/bench/collectives/bench_collectives_mpi" \
     >> "$tmp/mpi.jsonl"
 done
@@ -68,10 +79,15 @@ for r in rows:
     if g is not None:
         print(json.dumps({"name": r["name"], "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": r["mcx_ms"],
                           "peer": "mcx_on_gloo", "peer_ms": g, "ratio": round(g / r["mcx_ms"], 3)}))
-    t = other.get((r["name"], r["bytes"], r["processes"], "tls"))
-    if t is not None:
+    plain = other.get((r["name"], r["bytes"], r["processes"], "tcp_no_shm"))
+    shm = other.get((r["name"], r["bytes"], r["processes"], "tcp"))
+    if plain is not None and shm is not None:
+        print(json.dumps({"name": r["name"] + "_alone", "bytes": r["bytes"], "processes": r["processes"],
+                          "mcx_ms": shm, "peer": "mcx_loopback_tcp", "peer_ms": plain, "ratio": round(plain / shm, 3)}))
+    t = other.get((r["name"], r["bytes"], r["processes"], "tls_no_shm"))
+    if t is not None and plain is not None:
         print(json.dumps({"name": r["name"] + "_tls", "bytes": r["bytes"], "processes": r["processes"], "mcx_ms": t,
-                          "peer": "mcx_tcp_plaintext", "peer_ms": r["mcx_ms"], "ratio": round(r["mcx_ms"] / t, 3)}))
+                          "peer": "mcx_tcp_plaintext", "peer_ms": plain, "ratio": round(plain / t, 3)}))
 mlp = {(r["processes"], r["devices_per_process"]): r for r in map(json.loads, (l for l in open(sys.argv[3]) if l.startswith("{")))}
 for r in mlp.values():
     print(json.dumps(r))
