@@ -5,8 +5,9 @@
 # with ratio = peer_ms / mcx_ms (above 1: mcx is faster). mcx runs on its default data plane (tcp, the processes
 # of this host through shared memory); the same collectives also run over MCX_COLLECTIVES=gloo (peer
 # "mcx_on_gloo"), alone in the process on shared memory (rows "<name>_alone") against loopback TCP
-# (MCX_DATA_PLANE_SHARED_MEMORY=0, peer "mcx_loopback_tcp": ratio = what shared memory gains), and over TLS 1.3 on loopback (MCX_DATA_PLANE_TLS=1, rows "<name>_tls" against peer
-# "mcx_tcp_plaintext", the loopback TCP run: ratio = plaintext time / TLS time, the throughput kept). Then the
+# (MCX_DATA_PLANE_SHARED_MEMORY=0, peer "mcx_loopback_tcp": ratio = what shared memory gains), and over TLS 1.3
+# on loopback (MCX_DATA_PLANE_TLS=1, rows "<name>_tls" against peer "mcx_tcp_plaintext", the loopback TCP run:
+# ratio = plaintext time / TLS time, the throughput kept). Then the
 # data-parallel MLP step (784-512-512-10, batch 256) on 2 processes x 1 device against 1 process x 2 devices, each
 # with where its time goes, and their ratio.
 # Builds in ${MCX_BENCH_BUILD_DIR:-build-bench}.

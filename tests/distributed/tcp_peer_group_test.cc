@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -27,6 +26,7 @@
 #include "mcx/distributed/coordination/client.h"
 #include "mcx/distributed/coordination/service.h"
 #include "tests/distributed/on_each.h"
+#include "tests/distributed/shared_memory_probe.h"
 #include "mcx/distributed/data_plane/data_plane.h"
 #include "mcx/distributed/data_plane/tcp/handshake.h"
 #include "tests/distributed/test_agent_options.h"
@@ -169,30 +169,13 @@ TEST_P(TcpPeerGroupTest, AllReduceAndAllGatherForEveryGroupSize) {
   }
 }
 
-// The data plane's shared-memory segments this process maps (their names are unlinked: "(deleted)").
-int mapped_segments() {
-  std::ifstream maps("/proc/self/maps");
-  int count = 0;
-  for (std::string line; std::getline(maps, line);) count += line.find("/mcx-data-plane-") != std::string::npos;
-  return count;
-}
-
-// Names of data-plane segments in /dev/shm (none should outlive the setup of a group).
-int named_segments() {
-  int count = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    count += e.path().filename().string().rfind("mcx-data-plane-", 0) == 0;
-  }
-  return count;
-}
-
 TEST_P(TcpPeerGroupTest, ProcessesOfOneHostShareMemoryAndLeaveNoNameBehind) {
-  const int before = mapped_segments();
+  const int before = test::mapped_data_plane_segments();
   const int n = 4;
   start(n);
   // Every connection is mapped at both of its ends (here, one process plays all four).
-  EXPECT_EQ(mapped_segments() - before, shared_memory() ? n * (n - 1) : 0);
-  EXPECT_EQ(named_segments(), 0);
+  EXPECT_EQ(test::mapped_data_plane_segments() - before, shared_memory() ? n * (n - 1) : 0);
+  EXPECT_EQ(test::named_data_plane_segments(), 0);
   // Larger than a ring (1 MiB), so the rings wrap and the writers wait for room.
   const int64_t count = (int64_t{3} << 20) / 4 + 5;
   on_each(n, [&](int i) {
@@ -204,7 +187,7 @@ TEST_P(TcpPeerGroupTest, ProcessesOfOneHostShareMemoryAndLeaveNoNameBehind) {
     for (int64_t k = 0; k < count; k += 1009) ASSERT_EQ(x[k], 10.0f + 4.0f * static_cast<float>(k % 13)) << k;
   });
   TearDown();
-  EXPECT_EQ(mapped_segments(), before);
+  EXPECT_EQ(test::mapped_data_plane_segments(), before);
 }
 
 // A group that reports the hosts of its ranks (as make_peer_group's groups do from the topology).

@@ -187,9 +187,8 @@ int main(int argc, char** argv) {
   std::cerr << "[mcx-coordinator] serving " << num_processes << " tasks"
             << (recoverable ? " (recoverable: the tasks of a job whose coordinator restarted may rejoin)"
                             : " (fate-sharing)")
-            << ", heartbeat timeout "
-            << absl::ToDoubleSeconds(so.heartbeat_timeout) << " s" << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)")
-            << std::endl;
+            << ", heartbeat timeout " << absl::ToDoubleSeconds(so.heartbeat_timeout) << " s"
+            << (gso.mtls.enabled() ? ", mTLS" : ", plaintext (no mTLS)") << std::endl;
 
   ChangeLogger logger(
       [s = service->get()](int id) {

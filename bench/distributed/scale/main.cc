@@ -385,7 +385,13 @@ void on_each(std::vector<std::unique_ptr<Shard>>& shards, const F& f) {
   for (auto& t : threads) t.join();
 }
 
-// utime + stime of a process, in seconds.
+// The latest answer any shard got.
+Clock::time_point last_answer(const std::vector<std::unique_ptr<Shard>>& shards) {
+  Clock::time_point last{};
+  for (const auto& s : shards) last = std::max(last, s->last_answer());
+  return last;
+}
+
 // User + system CPU seconds from a /proc stat file (of a process or of one of its threads).
 double cpu_seconds_in(const std::string& stat_path) {
   std::ifstream in(stat_path);
@@ -507,8 +513,7 @@ nlohmann::json run(int n, const Settings& settings) {
     for (int64_t seen = last_sent_ns.load(); seen < now && !last_sent_ns.compare_exchange_weak(seen, now);) {}
     s.wait_answered();
   });
-  Clock::time_point registered{};
-  for (auto& s : shards) registered = std::max(registered, s->last_answer());
+  const Clock::time_point registered = last_answer(shards);
   const Clock::time_point last_register_sent{Clock::duration(last_sent_ns.load())};
   const double rss = rss_mb(pid);
 
@@ -532,8 +537,7 @@ nlohmann::json run(int n, const Settings& settings) {
       });
       s.wait_answered();
     });
-    Clock::time_point end{};
-    for (auto& s : shards) end = std::max(end, s->last_answer());
+    const Clock::time_point end = last_answer(shards);
     rounds.push_back(ms_between(round_start, end));
   }
   // The coordinator's own CPU per arrival (its request in, its reply out): what bounds a barrier's time on one
@@ -604,8 +608,7 @@ nlohmann::json run(int n, const Settings& settings) {
       });
       s.wait_answered();
     });
-    Clock::time_point end{};
-    for (auto& s : shards) end = std::max(end, s->last_answer());
+    const Clock::time_point end = last_answer(shards);
     kv_rounds.push_back(ms_between(round_start, end));
   }
   double kv_total_ms = 0;
@@ -628,8 +631,7 @@ nlohmann::json run(int n, const Settings& settings) {
       });
       s.wait_answered();
     });
-    Clock::time_point end{};
-    for (auto& s : shards) end = std::max(end, s->last_answer());
+    const Clock::time_point end = last_answer(shards);
     return ms_between(begin, end);
   };
   const double first_live_set_ms = agree_on_live_set(0);

@@ -5,8 +5,6 @@
 // launch different computations fail at once; a peer killed with SIGKILL fails the survivors' collective
 // within a second, naming it, and the survivors' devices keep working.
 #include <csignal>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -17,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
+#include "tests/distributed/shared_memory_probe.h"
 
 namespace mcx::mptest {
 namespace {
@@ -175,23 +174,6 @@ Env with(Env a, const Env& b) {
   return a;
 }
 
-// The data plane's shared-memory segments process `pid` maps.
-int shared_memory_mappings(pid_t pid) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  int count = 0;
-  for (std::string line; std::getline(maps, line);) count += line.find("/mcx-data-plane-") != std::string::npos;
-  return count;
-}
-
-// Data-plane segments that still have a name in /dev/shm (none should: both ends unlink it once mapped).
-int data_plane_names_in_dev_shm() {
-  int count = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    count += e.path().filename().string().rfind("mcx-data-plane-", 0) == 0;
-  }
-  return count;
-}
-
 // Three processes all-reducing in a loop (with `env`); one is killed with SIGKILL: the survivors' collective fails
 // within a second, thrown as that process's failure, and their devices keep working.
 // own_gpu: process i gets GPU i (MCX_LOCAL_DEVICE_IDS). victim_env: process 2's extra environment; with
@@ -214,7 +196,7 @@ void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool
   }
   for (int i : procs) ASSERT_TRUE(h.wait_output(i, "LOOPING", milliseconds(20000))) << h.dump(i);
   // The three processes share a host: their data plane runs through shared memory (mapped, its names gone).
-  const int mapped = shared_memory_mappings(h.proc(procs[0]).sub->pid());
+  const int mapped = distributed::test::mapped_data_plane_segments(std::to_string(h.proc(procs[0]).sub->pid()));
   if (!kills_itself) h.proc(procs[2]).sub->signal(SIGKILL);
   const auto killed_at = Clock::now();
   for (int i : {procs[0], procs[1]}) {
@@ -234,7 +216,7 @@ void expect_killed_peer_fails_the_survivors_within_a_second(const Env& env, bool
     (void)killed_at;
   }
   if (env.empty()) EXPECT_EQ(mapped, 2) << "process 0 should map one segment per peer";
-  EXPECT_EQ(data_plane_names_in_dev_shm(), 0) << "a shared-memory segment outlived the kill";
+  EXPECT_EQ(distributed::test::named_data_plane_segments(), 0) << "a shared-memory segment outlived the kill";
   EXPECT_TRUE(named) << "no survivor's error names process 2:\n" << h.dump(procs[0]) << h.dump(procs[1]);
   EXPECT_TRUE(says) << "no survivor's error says '" << error_says << "':\n" << h.dump(procs[0]) << h.dump(procs[1]);
   // Within a second of the kill (measured by the survivors from their last completed all-reduce).

@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<SharedMemorySegment>> SharedMemorySegment::create
     return absl::InvalidArgumentError(absl::StrCat("[data plane] a shared-memory ring of ", ring_capacity,
                                                    " bytes; expected a power of two"));
   }
-  const std::string name = absl::StrCat("/mcx-data-plane-", new_job_secret().substr(0, 32));
+  const std::string name = absl::StrCat(kSharedMemoryNamePrefix, new_job_secret().substr(0, 32));
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("[data plane] cannot create shared memory ", name, ": ", strerror(errno)));
@@ -171,7 +171,7 @@ absl::Status answer_shared_memory(DataPlaneStream& stream, const std::string& ho
   if (name.empty()) return absl::OkStatus();  // the connector could not create it
   char capacity[4];
   MCX_RETURN_IF_ERROR(stream.read_exact(capacity, 4, deadline, what));
-  if (name.rfind("/mcx-data-plane-", 0) != 0 || name.find('/', 1) != std::string::npos) {
+  if (name.rfind(kSharedMemoryNamePrefix, 0) != 0 || name.find('/', 1) != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("[data plane] ", what, ": '", name,
                                                    "' is not a data-plane segment name"));
   }

@@ -59,6 +59,9 @@ class SharedMemorySegment {
   std::unique_ptr<SharedMemoryRing> to_acceptor_, to_connector_;
 };
 
+// Every segment's name starts with this (then 32 random hex digits); a peer's offer of any other name is refused.
+inline constexpr char kSharedMemoryNamePrefix[] = "/mcx-data-plane-";
+
 // The capacity of each ring of a link (1 MiB).
 inline constexpr size_t kSharedMemoryRingBytes = size_t{1} << 20;
 

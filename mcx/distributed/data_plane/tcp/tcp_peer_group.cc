@@ -63,7 +63,10 @@ class TcpPeerGroup final : public PeerGroup {
       : processes_(std::move(processes)), rank_(rank), key_(std::move(key)), tls_(tls),
         wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     peers_.resize(streams.size());
-    for (size_t r = 0; r < streams.size(); ++r) peers_[r].stream = std::move(streams[r]);
+    for (size_t r = 0; r < streams.size(); ++r) {
+      if (streams[r] && streams[r]->uses_shared_memory()) shared_memory_peers_.push_back(static_cast<int>(r));
+      peers_[r].stream = std::move(streams[r]);
+    }
   }
   ~TcpPeerGroup() override {
     if (wake_fd_ >= 0) close(wake_fd_);
@@ -236,17 +239,13 @@ class TcpPeerGroup final : public PeerGroup {
   // the core between looks, and pumps the first that became ready (true). A reply between processes of one host
   // often comes within microseconds; sleeping instead costs the sender a doorbell and this thread a wake-up.
   absl::StatusOr<bool> spin_on_shared_memory(std::span<const Recv> recvs, std::vector<bool>& done) {
-    std::vector<int> links;
-    for (int r = 0; r < size(); ++r) {
-      const Peer& p = peers_[r];
-      if (p.stream && p.closed.ok() && p.stream->uses_shared_memory()) links.push_back(r);
-    }
-    if (links.empty()) return false;
+    auto open = [&](int r) { return peers_[r].closed.ok(); };
+    if (std::none_of(shared_memory_peers_.begin(), shared_memory_peers_.end(), open)) return false;
     const int64_t until = absl::GetCurrentTimeNanos() + kSpinNanos;
     do {
-      for (int r : links) {
+      for (int r : shared_memory_peers_) {
         const Peer& p = peers_[r];
-        if (p.stream->shared_memory_ready(!parked(p), !p.out.empty())) {
+        if (open(r) && p.stream->shared_memory_ready(!parked(p), !p.out.empty())) {
           MCX_RETURN_IF_ERROR(pump(r, recvs, done));
           return true;
         }
@@ -257,10 +256,10 @@ class TcpPeerGroup final : public PeerGroup {
   }
 
   // A large message whose header came before any receive was posted for it waits in the socket ("parked": TCP,
-  // or the shared-memory ring, holds it back) until an exchange posts its receive, which then gets it read straight into its buffer; read
-  // into a temporary buffer instead, it would cost an allocation, page faults and a second copy (a ring's next
-  // step routinely arrives early). It is read aside only when the exchange needs what follows it on the
-  // connection (a receive from that peer is pending), or the peer hung up.
+  // or the shared-memory ring, holds it back) until an exchange posts its receive, which then gets it read
+  // straight into its buffer; read into a temporary buffer instead, it would cost an allocation, page faults and
+  // a second copy (a ring's next step routinely arrives early). It is read aside only when the exchange needs
+  // what follows it on the connection (a receive from that peer is pending), or the peer hung up.
   static bool parked(const Peer& p) { return p.in_body && p.dst == nullptr && p.posted.empty(); }
 
   // Moves what can move now on peer r's connection: reads until it would block (or parks), then writes.
@@ -451,6 +450,7 @@ class TcpPeerGroup final : public PeerGroup {
   const bool tls_;
   const int wake_fd_;
   std::vector<Peer> peers_;  // used by the exchanging thread only; streams shut down under mu_
+  std::vector<int> shared_memory_peers_;  // the ranks whose connection runs through shared memory (fixed)
 
   mutable std::mutex mu_;
   absl::Status poison_;  // guarded by mu_
