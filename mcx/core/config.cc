@@ -268,6 +268,11 @@ const Flag<int64_t> kHostCacheMbFlag(
     "megabytes of freed large host buffers (>= 128 KiB) kept for reuse instead of returned to the C library; 0: "
     "no cache",
     int_in_range(0, int64_t{1} << 30));
+const Flag<std::string> kCpuGemmFlag(
+    "MCX_CPU_GEMM", "auto",
+    "f32 matrix products on the CPU: avx512 or avx2 (mcx's own kernels for that vector width), openblas, or auto: "
+    "the widest of mcx's kernels the CPU supports, else OpenBLAS. A kernel the CPU lacks falls back to auto",
+    one_of({"auto", "avx512", "avx2", "openblas"}));
 
 // The data plane's flags (read by core's spanning group, the runtime and the distributed layer).
 const Flag<bool> kDeterministicReductionsFlag(
