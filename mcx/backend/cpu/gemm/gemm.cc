@@ -16,9 +16,9 @@
 namespace mcx::cpu {
 namespace {
 
-// Below this many multiply-adds a thread, waking another thread costs more than it saves (a hand-off through
-// the pool is tens of microseconds; 2^21 multiply-adds take about 40 us at 100 GFLOPS).
-constexpr int64_t kMinMultiplyAddsPerThread = int64_t{1} << 21;
+// Below this many multiply-adds a thread, handing work to another thread costs more than it saves (a hand-off
+// to a pool worker that is awake takes a few microseconds; 2^19 multiply-adds take about 10 us at 100 GFLOPS).
+constexpr int64_t kMinMultiplyAddsPerThread = int64_t{1} << 19;
 
 const gemm::GemmIsa& isa_of(GemmEngine engine) {
   return engine == GemmEngine::kAvx512 ? gemm::avx512_isa() : gemm::avx2_isa();

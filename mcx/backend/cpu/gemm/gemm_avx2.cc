@@ -1,5 +1,6 @@
 // The GEMM for AVX2 (compiled with -mavx2 -mfma; called only where the CPU has them): 6 x 16 tiles of C in 12
-// ymm accumulators (of 16 registers), the sum blocked by 256.
+// ymm accumulators (of 16 registers), the sum blocked by 512 (against 256: 1024^3 with A transposed went from
+// 0.63-0.82x to 0.95-1.0x OpenBLAS's Haswell kernels).
 #include <immintrin.h>
 
 #define MCX_GEMM_ISA_NAMESPACE avx2
@@ -19,7 +20,7 @@ struct Avx2 {
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
 };
 
-using Kernel = avx2::Blocked<Avx2, /*MR=*/6, /*NV=*/2, /*KC=*/256, /*MC=*/96, /*NC=*/2048>;
+using Kernel = avx2::Blocked<Avx2, /*MR=*/6, /*NV=*/2, /*KC=*/512, /*MC=*/96, /*NC=*/2048>;
 
 }  // namespace
 

@@ -7,9 +7,11 @@
 // columns, for each block of KC of the sum, op(B)'s block is packed into NR-wide panels (zero-padded); for
 // each block of MC rows (kept in L2 while every panel of B passes), the micro-kernel computes each MR x NR
 // tile of C in registers over KC steps: one broadcast of A times NR/width vectors of B per row and step.
-// op(A) is read in place: its MR rows are MR sequential streams (or, transposed, one), which the hardware
-// prefetches; packing them measured slower on every shape of bench_gemm (the copy costs a pass over A per
-// column block and was not vectorised, while the in-place rows already sit in L1 and L2).
+// A[M, K] is read in place: a tile's MR rows are MR sequential streams, which the hardware prefetches;
+// packing them measured slower on every shape of bench_gemm (the copy costs a pass over A per column block,
+// while the in-place rows already sit in L1 and L2). A transposed op(A) is packed (a cheap copy of MR
+// contiguous floats per step) where the rectangle is wider than two panels, since in place its steps sit
+// lda apart.
 //
 // V provides: Reg, kWidth (floats per Reg), zero(), loadu(p), storeu(p, r), set1(x), fmadd(a, b, c) = a*b+c,
 // add(a, b).
@@ -61,8 +63,8 @@ struct Blocked {
 
   // One tile: C[0:m, 0:n] = beta * C + sum over kc steps of a (x) b, m <= MR, n <= NVU * kW; only
   // C[0:m, 0:n] is touched. b holds kc steps of NR values (packed, zeros past n; the first NVU vectors of
-  // each step are read). a is op(A) in place: row i's step k at a + row_offset[i] + k * k_stride (rows past
-  // m repeat row m - 1, so nothing outside op(A) is read).
+  // each step are read). Row i's step k of op(A) is at a + row_offset[i] + k * k_stride: in place (rows past
+  // m repeat row m - 1, so nothing outside A is read) or a packed panel (offsets 0..MR-1, stride MR).
   template <int NVU>
   static void micro_kernel(int64_t kc, const float* __restrict a, const int64_t* row_offset, int64_t k_stride,
                            const float* __restrict b, float* __restrict c, int64_t ldc, float beta, int m, int n) {
@@ -172,10 +174,36 @@ struct Blocked {
 
   static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
+  // A transposed op(A) ([K, M] in memory) into MR-tall panels: panel r holds, for each of the kc steps, the
+  // MR values of rows r*MR .. (zeros past mc). In place, a tile's steps would sit lda apart, one cache line
+  // each, and with lda a multiple of 1,024 floats every step maps to the same L1 sets.
+  static void pack_a_transposed(const GemmProblem& p, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                                float* __restrict out) {
+    for (int64_t r0 = 0; r0 < mc; r0 += MR) {
+      const int rows = static_cast<int>(std::min<int64_t>(MR, mc - r0));
+      float* __restrict panel = out + r0 * kc;
+      const float* src = p.A + pc * p.lda + ic + r0;
+      for (int64_t k = 0; k < kc; ++k, src += p.lda) {
+        if (rows == MR) {
+#pragma GCC unroll 32
+          for (int i = 0; i < MR; ++i) panel[k * MR + i] = src[i];
+        } else {
+          for (int i = 0; i < MR; ++i) panel[k * MR + i] = i < rows ? src[i] : 0.0f;
+        }
+      }
+    }
+  }
+
   static void rectangle(const GemmProblem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    thread_local PackBuffer b_buffer;
-    float* b_packed = b_buffer.get(round_up(std::min<int64_t>(NC, n1 - n0), kNR) * std::min<int64_t>(KC, p.K));
+    thread_local PackBuffer a_buffer, b_buffer;
+    const int64_t kc_max = std::min<int64_t>(KC, p.K);
+    float* b_packed = b_buffer.get(round_up(std::min<int64_t>(NC, n1 - n0), kNR) * kc_max);
+    // Packing pays where a panel serves several panels of B; a rectangle this narrow reads A in place.
+    const bool pack_a = p.ta && n1 - n0 > 2 * kNR;
+    float* a_packed = pack_a ? a_buffer.get(round_up(std::min<int64_t>(MC, m1 - m0), MR) * kc_max) : nullptr;
     const int64_t row_stride = p.ta ? 1 : p.lda, k_stride = p.ta ? p.lda : 1;
+    int64_t packed_offset[MR];
+    for (int i = 0; i < MR; ++i) packed_offset[i] = i;
     for (int64_t jc = n0; jc < n1; jc += NC) {
       const int64_t nc = std::min<int64_t>(NC, n1 - jc);
       for (int64_t pc = 0; pc < p.K; pc += KC) {
@@ -184,15 +212,20 @@ struct Blocked {
         const float beta = pc == 0 ? p.beta : 1.0f;  // later blocks of the sum accumulate
         for (int64_t ic = m0; ic < m1; ic += MC) {
           const int64_t mc = std::min<int64_t>(MC, m1 - ic);
+          if (pack_a) pack_a_transposed(p, ic, mc, pc, kc, a_packed);
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             const int n = static_cast<int>(std::min<int64_t>(kNR, nc - jr));
             for (int64_t ir = 0; ir < mc; ir += MR) {
               const int m = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-              int64_t row_offset[MR];
+              float* c = p.C + (ic + ir) * p.ldc + jc + jr;
+              if (pack_a) {
+                tile(kc, a_packed + ir * kc, packed_offset, MR, b_packed + jr * kc, c, p.ldc, beta, m, n);
+                continue;
+              }
+              int64_t row_offset[MR];  // op(A) in place
               for (int i = 0; i < MR; ++i) row_offset[i] = std::min(i, m - 1) * row_stride;
               const float* a = p.A + (ic + ir) * row_stride + pc * k_stride;
-              tile(kc, a, row_offset, k_stride, b_packed + jr * kc, p.C + (ic + ir) * p.ldc + jc + jr, p.ldc, beta,
-                   m, n);
+              tile(kc, a, row_offset, k_stride, b_packed + jr * kc, c, p.ldc, beta, m, n);
             }
           }
         }
