@@ -48,6 +48,11 @@ class Buffer {
   template <typename T> const T* data() const { return static_cast<const T*>(data()); }
   template <typename T> T* mutable_data() { return static_cast<T*>(mutable_data()); }
 
+  // Whether this Buffer is the only holder of its storage (no copy, reshape or device buffer shares it): then
+  // nothing else can read or write the bytes, and the storage may be handed on instead of copied. Meaningful
+  // only while no other thread is copying this very Buffer object.
+  bool sole_owner() const { return storage_ == nullptr || storage_.use_count() == 1; }
+
   // Element i converted to double (for tests, printing and reference evaluators).
   double element_as_double(int64_t i) const;
   // All elements converted to double.

@@ -42,25 +42,34 @@ absl::StatusOr<Buffer> read_field(const Field& f, const ExampleSpec& out_spec, i
   const int64_t rows = static_cast<int64_t>(indices.size());
   std::vector<int64_t> real;
   for (int64_t i : indices) if (i >= 0) real.push_back(i);
-  std::vector<std::byte> raw(real.size() * in_row);
-  MCX_RETURN_IF_ERROR(f.source->read_batch(real, raw));
   Buffer out = Buffer::zeros(out_spec.dtype, batch_dims(rows, out_spec));
   auto* dst = static_cast<std::byte*>(out.mutable_data());
+  // Without transforms or padding the rows are read straight into the batch; otherwise into `raw`, and the
+  // last transform writes each row into the batch.
+  if (f.transforms.empty() && real.size() == indices.size()) {
+    MCX_RETURN_IF_ERROR(f.source->read_batch(real, std::span<std::byte>(dst, out.nbytes())));
+    return out;
+  }
+  std::vector<std::byte> raw(real.size() * in_row);
+  MCX_RETURN_IF_ERROR(f.source->read_batch(real, raw));
   std::vector<std::byte> a, b;
   size_t k = 0;  // index into real / raw
   for (int64_t r = 0; r < rows; ++r) {
     if (indices[r] < 0) continue;  // padding stays zero
     std::span<const std::byte> cur(raw.data() + k * in_row, in_row);
+    const std::span<std::byte> row(dst + r * out_row, out_row);
     ExampleSpec spec = in_spec;
     for (size_t t = 0; t < f.transforms.size(); ++t) {
       const ExampleSpec next = f.transforms[t]->output_spec(spec).value();  // checked at construction
       std::vector<std::byte>& buf = (t % 2 == 0) ? a : b;
-      buf.resize(next.nbytes());
-      f.transforms[t]->apply(spec, cur, buf, example_key(seed, epoch, indices[r], field, static_cast<int>(t)));
-      cur = buf;
+      const bool last = t + 1 == f.transforms.size();
+      if (!last) buf.resize(next.nbytes());
+      const std::span<std::byte> into = last ? row : std::span<std::byte>(buf);
+      f.transforms[t]->apply(spec, cur, into, example_key(seed, epoch, indices[r], field, static_cast<int>(t)));
+      cur = into;
       spec = next;
     }
-    std::memcpy(dst + r * out_row, cur.data(), out_row);
+    if (f.transforms.empty()) std::memcpy(row.data(), cur.data(), out_row);
     ++k;
   }
   return out;
@@ -217,12 +226,20 @@ absl::StatusOr<std::optional<Batch>> DataLoader::produce(int64_t step) const {
 
 void DataLoader::place(Batch& batch) const {
   const std::vector<int64_t> global = sampler_.batch(batch.epoch, batch.position);
-  // Placement: every addressable device's box is copied out of the rows this process read.
+  // Placement: every addressable device's box is copied out of the rows this process read (or takes them).
   for (size_t f = 0; f < fields_.size(); ++f) {
-    const Buffer& local = batch.host[f];
+    Buffer local = std::move(batch.host[f]);
     const std::vector<int64_t> dims = batch_dims(options_.global_batch, out_specs_[f]);
     const size_t row = out_specs_[f].nbytes();
+    // A process with one device whose box is all the rows it read (batch split over processes) hands the
+    // batch itself to the device, without a copy.
+    const bool hand_over = fields_[f].sharding.addressable_devices_indices_map(dims).size() == 1 &&
+                           plan_.local.size() == 1;
     auto callback = [&](const IndexBox& box) {
+      if (hand_over && box.start[0] == plan_.local[0].start && box.limit[0] == plan_.local[0].limit &&
+          box.shape() == local.dims()) {
+        return std::exchange(local, Buffer());
+      }
       Buffer out = Buffer::uninitialized(local.dtype(), box.shape());
       int64_t base = 0;
       for (const RowRange& r : plan_.local) {

@@ -42,7 +42,9 @@ void enqueue_host_copy(const Device& device, Buffer host, IndexBox host_box, Ind
   host_to_device_stream_for(device).enqueue([host = std::move(host), host_box = std::move(host_box), box = std::move(box),
                               out = std::move(out), api = std::move(api), device]() {
     try {
-      set_from_host(*out, extract_box(host, host_box, box), device);
+      // A Buffer only this task holds, already of the shard's box (a callback's fresh data, a loader's batch),
+      // becomes the shard as it is; anything the caller may still hold or write is copied.
+      set_from_host(*out, host_box == box && host.sole_owner() ? host : extract_box(host, host_box, box), device);
     } catch (const std::exception& e) {
       out->set_error(absl::InternalError(cat("[", api, " on ", device.to_string(), "] copy failed: ", e.what())));
     }
@@ -257,7 +259,7 @@ absl::StatusOr<ArrayValue> from_callback(const AbstractValue& aval, const Shardi
   for (size_t i = 0; i < map.size(); ++i) {
     auto out = AsyncBuffer::pending();
     const IndexBox& box = map[i].second;
-    enqueue_host_copy(map[i].first, data[i], box, box, out, std::string(api));
+    enqueue_host_copy(map[i].first, std::move(data[i]), box, box, out, std::string(api));
     v.shards.push_back(Shard{map[i].first, box, std::move(out)});
   }
   return v;

@@ -274,6 +274,41 @@ TEST(FromCallbackTest, CallsOncePerAddressableShard) {
   expect_shards_match(v, host);
 }
 
+// A Buffer the callback hands over (holds no other reference to) becomes the shard without a copy; one the
+// caller keeps is copied, so writing it afterwards leaves the array as it was.
+TEST(FromCallbackTest, AHandedOverBufferBecomesTheShardAndAKeptOneIsCopied) {
+  AbstractValue aval{DType::kFloat32, concrete_shape({8, 4})};
+  Sharding s = NamedSharding(make_mesh({2}, {"x"}), P("x"));
+  std::vector<const void*> handed;
+  ArrayValue v = value_or_throw(from_callback(aval, s, [&](const IndexBox& b) {
+    Buffer out = Buffer::zeros(DType::kFloat32, b.shape());
+    handed.push_back(out.data());
+    return out;
+  }));
+  ASSERT_EQ(v.shards.size(), 2u);
+  for (size_t i = 0; i < v.shards.size(); ++i) {
+    absl::StatusOr<Buffer> b = v.shards[i].buffer();
+    ASSERT_TRUE(b.ok()) << b.status();
+    if (v.shards[i].device.platform == "cpu") {  // host memory is the device's (other platforms copy it over)
+      EXPECT_EQ(b->data(), handed[i]) << "shard " << i << " was copied";
+    }
+  }
+  std::vector<Buffer> kept;
+  ArrayValue w = value_or_throw(from_callback(aval, s, [&](const IndexBox& b) {
+    kept.push_back(Buffer::zeros(DType::kFloat32, b.shape()));
+    return kept.back();
+  }));
+  ASSERT_EQ(kept.size(), 2u);
+  for (size_t i = 0; i < w.shards.size(); ++i) {
+    absl::StatusOr<Buffer> b = w.shards[i].buffer();  // waits for the copy
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_NE(b->data(), kept[i].data());
+    float* p = kept[i].mutable_data<float>();
+    for (int64_t k = 0; k < kept[i].num_elements(); ++k) p[k] = 7.0f;
+    EXPECT_TRUE(b->bitwise_equal(Buffer::zeros(DType::kFloat32, b->dims()))) << "shard " << i;
+  }
+}
+
 TEST(FromCallbackTest, Errors) {
   AbstractValue aval{DType::kFloat32, concrete_shape({8, 4})};
   Sharding s = NamedSharding(make_mesh({4}, {"x"}), P("x"));
