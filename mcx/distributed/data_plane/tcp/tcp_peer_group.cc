@@ -201,7 +201,10 @@ class TcpPeerGroup final : public PeerGroup {
         if (!p.stream || !p.closed.ok()) continue;
         if (first) {  // start the sends and drain what is already here before waiting
           MCX_RETURN_IF_ERROR(pump(r, recvs, done));
-          if (!p.closed.ok()) continue;
+          // No poll is prepared on this pass: for a shared-memory link that raises this side's waiting flags,
+          // and the peer would ring a doorbell (a TCP send and, here, a receive) for a reply the spin below
+          // would have seen anyway.
+          continue;
         }
         const bool want_in = !parked(p);  // a parked peer still reports a hang-up (POLLHUP)
         bool ready = false;
@@ -237,7 +240,9 @@ class TcpPeerGroup final : public PeerGroup {
 
   // Before the loop sleeps in poll: looks at the shared-memory links it waits on for up to kSpinNanos, yielding
   // the core between looks, and pumps the first that became ready (true). A reply between processes of one host
-  // often comes within microseconds; sleeping instead costs the sender a doorbell and this thread a wake-up.
+  // often comes within microseconds; sleeping instead costs the sender a doorbell and this thread a wake-up. (A
+  // busy spin with pause for the first 4 us measured slower: 10 us against 5-7 for a 4 KiB all-reduce on 2
+  // processes.)
   absl::StatusOr<bool> spin_on_shared_memory(std::span<const Recv> recvs, std::vector<bool>& done) {
     auto open = [&](int r) { return peers_[r].closed.ok(); };
     if (std::none_of(shared_memory_peers_.begin(), shared_memory_peers_.end(), open)) return false;
