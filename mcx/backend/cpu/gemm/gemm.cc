@@ -5,8 +5,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "mcx/backend/cpu/thread_pool.h"
@@ -20,9 +22,13 @@ namespace {
 // to a pool worker that is awake takes a few microseconds; 2^19 multiply-adds take about 10 us at 100 GFLOPS).
 constexpr int64_t kMinMultiplyAddsPerThread = int64_t{1} << 19;
 
+#if defined(__x86_64__)
 const gemm::GemmIsa& isa_of(GemmEngine engine) {
   return engine == GemmEngine::kAvx512 ? gemm::avx512_isa() : gemm::avx2_isa();
 }
+#else  // no instruction-set files are built here (mcx/CMakeLists.txt); sgemm checked the engine is supported
+const gemm::GemmIsa& isa_of(GemmEngine) { std::abort(); }
+#endif
 
 GemmEngine best_supported() {
   if (gemm_engine_supported(GemmEngine::kAvx512)) return GemmEngine::kAvx512;
@@ -95,10 +101,16 @@ bool gemm_engine_supported(GemmEngine engine) {
   switch (engine) {
     case GemmEngine::kOpenBlas:
       return true;
+#if defined(__x86_64__)
     case GemmEngine::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case GemmEngine::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+    case GemmEngine::kAvx2:
+    case GemmEngine::kAvx512:
+      return false;
+#endif
   }
   return false;
 }
@@ -127,6 +139,10 @@ void sgemm(GemmEngine engine, const gemm::GemmProblem& p) {
     cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans, p.tb ? CblasTrans : CblasNoTrans, p.M, p.N, p.K,
                 1.0f, p.A, p.lda, p.B, p.ldb, p.beta, p.C, p.ldc);
     return;
+  }
+  if (!gemm_engine_supported(engine)) {
+    throw std::invalid_argument("[cpu] sgemm: this CPU cannot run the " + std::string(gemm_engine_name(engine)) +
+                                " kernels (gemm_engine_supported is false)");
   }
   const gemm::GemmIsa& isa = isa_of(engine);
   const int64_t work = p.M * p.N * p.K;

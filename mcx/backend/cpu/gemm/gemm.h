@@ -22,7 +22,8 @@ bool gemm_engine_supported(GemmEngine engine);
 GemmEngine gemm_engine();
 std::string_view gemm_engine_name(GemmEngine engine);  // "openblas", "avx2", "avx512"
 
-// C = op(A) op(B) + beta * C (gemm_isa.h states the problem) on `engine`, which must be supported.
+// C = op(A) op(B) + beta * C (gemm_isa.h states the problem) on `engine`; an engine this CPU cannot run
+// throws std::invalid_argument.
 // Work large enough to pay for a hand-off is split into rectangles of C over intra_op_threads() threads.
 // M, N, K >= 0; K == 0 scales C by beta (beta == 0 zeroes it).
 void sgemm(GemmEngine engine, const gemm::GemmProblem& problem);
