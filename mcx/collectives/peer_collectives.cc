@@ -276,14 +276,48 @@ absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
   }
   char* const incoming = scratch.get();
   uint64_t step_tag = tag;
+  // The tags after the steps' own 2(p - 1) carry the pieces of the reduce-scatter steps: max_pieces a step,
+  // within the collective's span (its last tag is the piggyback's; the hierarchy starts this ring 2 tags in).
+  const int64_t piece_tags = static_cast<int64_t>(kPeerTagSpan) - 4 - 2 * (p - 1);
+  const int64_t max_pieces = std::min<int64_t>(64, std::max<int64_t>(1, piece_tags / (p - 1)));
+  const uint64_t piece_tag0 = tag + 2 * static_cast<uint64_t>(p - 1);
   // Reduce-scatter: at step s, send chunk (r - s) and receive chunk (r - s - 1), accumulating into it.
   for (int s = 0; s < p - 1; ++s) {
     const int cs = ((r - s) % p + p) % p;
     const int cr = ((r - s - 1) % p + p) % p;
-    absl::Status st = ring_step(g, step_tag++, base + begin(cs) * w, chunk(cs) * w, incoming, chunk(cr) * w,
-                                deadline, s == 0 ? piggyback : nullptr);
+    const uint64_t this_tag = step_tag++;
+    if (s == 0 && piggyback != nullptr) {  // the launch check's header leads the first step: whole chunks
+      absl::Status st = ring_step(g, this_tag, base + begin(cs) * w, chunk(cs) * w, incoming, chunk(cr) * w,
+                                  deadline, piggyback);
+      if (!st.ok()) return st;
+      accumulate(dtype, op, base + begin(cr) * w, incoming, chunk(cr));
+      continue;
+    }
+    // Both sides cut a chunk into the same pieces (its element count alone decides), one message and tag each.
+    auto pieces_of = [&](int64_t elements) {
+      return std::clamp<int64_t>(elements * w / kReducePieceBytes, 1, max_pieces);
+    };
+    const int64_t ns = pieces_of(chunk(cs)), nr = pieces_of(chunk(cr));
+    auto piece_begin = [](int64_t elements, int64_t n, int64_t k) { return elements * k / n; };
+    const uint64_t tag0 = nr == 1 && ns == 1 ? this_tag : piece_tag0 + static_cast<uint64_t>(s) * max_pieces;
+    std::vector<PeerGroup::Send> sends;
+    std::vector<PeerGroup::Recv> recvs;
+    for (int64_t k = 0; k < ns; ++k) {
+      const int64_t b = piece_begin(chunk(cs), ns, k), e = piece_begin(chunk(cs), ns, k + 1);
+      sends.push_back({successor(g), tag0 + k, base + (begin(cs) + b) * w, (e - b) * w});
+    }
+    for (int64_t k = 0; k < nr; ++k) {
+      const int64_t b = piece_begin(chunk(cr), nr, k), e = piece_begin(chunk(cr), nr, k + 1);
+      recvs.push_back({predecessor(g), tag0 + k, incoming + b * w, (e - b) * w});
+    }
+    char* const into = base + begin(cr) * w;
+    absl::Status st = g.exchange(sends, recvs, deadline, [&](size_t k) {
+      const int64_t b = piece_begin(chunk(cr), nr, static_cast<int64_t>(k));
+      const int64_t e = piece_begin(chunk(cr), nr, static_cast<int64_t>(k) + 1);
+      accumulate(dtype, op, into + b * w, incoming + b * w, e - b);
+      return absl::OkStatus();
+    });
     if (!st.ok()) return st;
-    accumulate(dtype, op, base + begin(cr) * w, incoming, chunk(cr));
   }
   // Now chunk (r + 1) is complete here. All-gather: at step s, pass chunk (r + 1 - s) on, receive (r - s).
   for (int s = 0; s < p - 1; ++s) {

@@ -219,10 +219,12 @@ class CountingGroup final : public PeerGroup {
   absl::Status exchange(std::span<const Send> sends, std::span<const Recv> recvs, absl::Time deadline,
                         const OnRecv& on_recv) override {
     ++exchanges;
+    receives += static_cast<int>(recvs.size());
     return inner_.exchange(sends, recvs, deadline, on_recv);
   }
   void abort(const absl::Status& why) override { inner_.abort(why); }
   int exchanges = 0;
+  int receives = 0;
 
  private:
   PeerGroup& inner_;
@@ -278,6 +280,53 @@ TEST_P(TcpPeerGroupTest, SmallAllReducesTakeLog2PStepsAndAgreeBitwise) {
       EXPECT_EQ(heard[i], std::string(1, static_cast<char>('a' + (i + n - 1) % n)));
       ASSERT_EQ(std::memcmp(sums[i].data(), sums[0].data(), sums[0].size() * sizeof(float)), 0) << "rank " << i;
       ASSERT_EQ(std::memcmp(maxes[i].data(), maxes[0].data(), maxes[0].size() * sizeof(float)), 0) << "rank " << i;
+    }
+  }
+}
+
+// A large all-reduce takes the ring's 2(P - 1) exchanges, each reduce-scatter step moving its chunk in pieces
+// that are accumulated as they arrive (uneven pieces of uneven chunks here); every rank ends with the same bits,
+// close to the double-precision sum, and with the launch check's piggyback the first step still carries it.
+TEST_P(TcpPeerGroupTest, LargeAllReducesMoveTheirChunksInPiecesAndAgreeBitwise) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE(n);
+    TearDown();
+    start(n);
+    const int64_t count = n * (5 * kReducePieceBytes / 8) + 13;  // chunks of about 2.5 pieces' bytes: 2 pieces
+    std::vector<std::vector<float>> sums(n);
+    std::vector<int> receives(n);
+    on_each(n, [&](int i) {
+      uint64_t tag = 0;
+      for (bool with_piggyback : {false, true}) {
+        CountingGroup g(*groups_[i]);
+        std::vector<float> x(static_cast<size_t>(count));
+        for (int64_t k = 0; k < count; ++k) x[k] = 1.0f / static_cast<float>(3 + i + k % 13) + static_cast<float>(i);
+        char out = 'x', in = '?';
+        Piggyback pb{&out, &in, 1, [] { return absl::OkStatus(); }};
+        ASSERT_TRUE(peer_all_reduce(g, x.data(), count, DType::kFloat32, ReduceOp::kSum, tag,
+                                    absl::Now() + absl::Seconds(30), with_piggyback ? &pb : nullptr)
+                        .ok());
+        tag += kPeerTagSpan;
+        if (with_piggyback) {
+          EXPECT_EQ(in, 'x');
+        } else {
+          EXPECT_EQ(g.exchanges, 2 * (n - 1));
+        }
+        for (int64_t k = 0; k < count; k += 1009) {
+          double want = 0;
+          for (int p = 0; p < n; ++p) want += 1.0 / (3 + p + k % 13) + p;
+          ASSERT_NEAR(x[k], want, 1e-5 * n * n) << k;
+        }
+        if (!with_piggyback) {
+          sums[i] = std::move(x);
+          receives[i] = g.receives;
+        }
+      }
+    });
+    for (int i = 0; i < n; ++i) {
+      // Each of the P - 1 reduce-scatter steps receives 2 pieces; the all-gather steps one message each.
+      EXPECT_GE(receives[i], 2 * (n - 1) + (n - 1)) << "rank " << i;
+      ASSERT_EQ(std::memcmp(sums[i].data(), sums[0].data(), sums[0].size() * sizeof(float)), 0) << "rank " << i;
     }
   }
 }
