@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/kernels/timing.h"
 #include "mcx/backend/cpu/gemm/gemm.h"
 #include "mcx/backend/cpu/thread_pool.h"
 
@@ -36,25 +37,12 @@ struct Shape {
   float beta;
 };
 
-struct Timing {
-  double median, min;
-};
+using mcx::bench::Timing;
 
-// Runs fn for 50 ms untimed (the operands warm in cache, the pool's threads awake and settled on their
-// cores, as in a training loop's steady state), then times reps runs.
+// 50 ms of untimed runs first: the operands warm in cache, the pool's threads awake and settled on their cores,
+// as in a training loop's steady state.
 Timing time_ms(int reps, const std::function<void()>& fn) {
-  const auto warm_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-  do {
-    fn();
-  } while (std::chrono::steady_clock::now() < warm_until);
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
+  return mcx::bench::time_ms(reps, fn, std::chrono::milliseconds(50));
 }
 
 std::vector<Shape> square_shapes() {

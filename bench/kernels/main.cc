@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/timing.h"
 #include "mcx/backend/cpu/executable.h"
 #include "mcx/backend/cpu/thread_pool.h"
 #include "mcx/core/error.h"
@@ -27,23 +28,8 @@ using mcx::Buffer;
 using mcx::DType;
 using mcx::ir::OpKind;
 
-// Median and minimum of reps timed runs after one warm-up. On a shared, loaded machine the minimum is
-// the better estimate of what the code costs; the median is what a user sees under that load.
-struct Timing {
-  double median, min;
-};
-
-Timing time_ms(int reps, const std::function<void()>& fn) {
-  fn();  // warm-up
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
-}
+using mcx::bench::Timing;
+using mcx::bench::time_ms;
 
 // --mcx-only: skip the peers (for instruction counts under callgrind, where only mcx matters).
 bool g_mcx_only = false;
