@@ -40,6 +40,7 @@ class PackBuffer {
   float* get(int64_t floats) {
     if (floats > capacity_) {
       std::free(data_);
+      capacity_ = 0;
       const int64_t bytes = (floats * static_cast<int64_t>(sizeof(float)) + 63) / 64 * 64;
       data_ = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes)));
       if (data_ == nullptr) throw std::bad_alloc();

@@ -1,8 +1,8 @@
 // The contract between mcx's f32 GEMM driver (gemm.h) and its instruction-set-specific halves
 // (gemm_avx512.cc, gemm_avx2.cc, each compiled for its vector width). Internal to the CPU backend.
 //
-// A GemmIsa computes one rectangle of C sequentially on the calling thread: packing panels of op(A) and op(B)
-// into thread-local buffers and running its register-blocked micro-kernel over them. The driver splits C
+// A GemmIsa computes one rectangle of C sequentially on the calling thread: packing panels of op(B) (and of a
+// transposed op(A)) into thread-local buffers and running its register-blocked micro-kernel over them. The driver splits C
 // into rectangles across threads and calls an ISA's functions only where the CPU has that ISA.
 #pragma once
 
