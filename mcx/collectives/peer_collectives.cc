@@ -281,6 +281,11 @@ absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
   const int64_t piece_tags = static_cast<int64_t>(kPeerTagSpan) - 4 - 2 * (p - 1);
   const int64_t max_pieces = std::min<int64_t>(64, std::max<int64_t>(1, piece_tags / (p - 1)));
   const uint64_t piece_tag0 = tag + 2 * static_cast<uint64_t>(p - 1);
+  // Both sides cut a chunk into the same pieces (its element count alone decides), one message and tag each.
+  auto pieces_of = [&](int64_t elements) {
+    return std::clamp<int64_t>(elements * w / kReducePieceBytes, 1, max_pieces);
+  };
+  auto piece_begin = [](int64_t elements, int64_t n, int64_t k) { return elements * k / n; };
   // Reduce-scatter: at step s, send chunk (r - s) and receive chunk (r - s - 1), accumulating into it.
   for (int s = 0; s < p - 1; ++s) {
     const int cs = ((r - s) % p + p) % p;
@@ -293,12 +298,7 @@ absl::Status ring_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtyp
       accumulate(dtype, op, base + begin(cr) * w, incoming, chunk(cr));
       continue;
     }
-    // Both sides cut a chunk into the same pieces (its element count alone decides), one message and tag each.
-    auto pieces_of = [&](int64_t elements) {
-      return std::clamp<int64_t>(elements * w / kReducePieceBytes, 1, max_pieces);
-    };
     const int64_t ns = pieces_of(chunk(cs)), nr = pieces_of(chunk(cr));
-    auto piece_begin = [](int64_t elements, int64_t n, int64_t k) { return elements * k / n; };
     const uint64_t tag0 = nr == 1 && ns == 1 ? this_tag : piece_tag0 + static_cast<uint64_t>(s) * max_pieces;
     std::vector<PeerGroup::Send> sends;
     std::vector<PeerGroup::Recv> recvs;

@@ -107,6 +107,7 @@ DataLoader::DataLoader(std::vector<Field> fields, LoaderOptions options)
                                                            field.sharding.to_string())));
     }
     batch_bytes_ += static_cast<size_t>(plan_.local_rows) * spec.nbytes();
+    hand_over_.push_back(field.sharding.addressable_devices_indices_map(dims).size() == 1 && plan_.local.size() == 1);
   }
   workers_ = static_cast<int>(options_.workers.value_or(static_cast<int>(kWorkers.value())));
   prefetch_ = static_cast<int>(options_.prefetch.value_or(static_cast<int>(kPrefetch.value())));
@@ -231,12 +232,8 @@ void DataLoader::place(Batch& batch) const {
     Buffer local = std::move(batch.host[f]);
     const std::vector<int64_t> dims = batch_dims(options_.global_batch, out_specs_[f]);
     const size_t row = out_specs_[f].nbytes();
-    // A process with one device whose box is all the rows it read (batch split over processes) hands the
-    // batch itself to the device, without a copy.
-    const bool hand_over = fields_[f].sharding.addressable_devices_indices_map(dims).size() == 1 &&
-                           plan_.local.size() == 1;
     auto callback = [&](const IndexBox& box) {
-      if (hand_over && box.start[0] == plan_.local[0].start && box.limit[0] == plan_.local[0].limit &&
+      if (hand_over_[f] && box.start[0] == plan_.local[0].start && box.limit[0] == plan_.local[0].limit &&
           box.shape() == local.dims()) {
         return std::exchange(local, Buffer());
       }

@@ -123,6 +123,9 @@ class DataLoader {
   int workers_ = 1, prefetch_ = 1;
   int64_t max_bytes_ = 0;
   size_t batch_bytes_ = 0;  // host bytes of one batch of this process
+  // Per field: this process has one device of the field's sharding and its box is all the rows the process
+  // reads (the batch split over processes), so place() hands it the batch itself instead of a copy.
+  std::vector<bool> hand_over_;
   absl::Duration timeout_;
   IndexSampler::Cursor start_;  // the state the step numbers count from
 

@@ -86,12 +86,12 @@ DataPlaneStream::Result DataPlaneStream::move_some(bool write, char* p, size_t l
 }
 
 DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
-  if (segment_) return shared_read(static_cast<char*>(data), len);
+  if (segment_) return shared_move(/*write=*/false, static_cast<char*>(data), len);
   return move_some(/*write=*/false, static_cast<char*>(data), len);
 }
 
 DataPlaneStream::Result DataPlaneStream::write_some(const void* data, size_t len) {
-  if (segment_) return shared_write(static_cast<const char*>(data), len);
+  if (segment_) return shared_move(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
   return move_some(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
 }
 
@@ -138,30 +138,18 @@ void DataPlaneStream::ring_doorbell() {
   }
 }
 
-DataPlaneStream::Result DataPlaneStream::shared_read(char* p, size_t len) {
+DataPlaneStream::Result DataPlaneStream::shared_move(bool write, char* p, size_t len) {
+  if (write && !peer_closed_.empty()) return {Io::kClosed, 0, peer_closed_};
   size_t moved = 0;
   while (moved < len) {
     bool wake = false;
-    const size_t n = in_->read(p + moved, len - moved, &wake);
+    const size_t n = write ? out_->write(p + moved, len - moved, &wake) : in_->read(p + moved, len - moved, &wake);
     if (wake) ring_doorbell();
+    if (n == 0) {  // a reader still gets what the ring holds after the peer went
+      if (!write && !peer_closed_.empty() && in_->empty()) return {Io::kClosed, moved, peer_closed_};
+      return {Io::kWouldBlock, moved, {}};
+    }
     moved += n;
-    if (n > 0) continue;
-    if (!peer_closed_.empty() && in_->empty()) return {Io::kClosed, moved, peer_closed_};
-    return {Io::kWouldBlock, moved, {}};
-  }
-  return {Io::kDone, moved, {}};
-}
-
-DataPlaneStream::Result DataPlaneStream::shared_write(const char* p, size_t len) {
-  if (!peer_closed_.empty()) return {Io::kClosed, 0, peer_closed_};
-  size_t moved = 0;
-  while (moved < len) {
-    bool wake = false;
-    const size_t n = out_->write(p + moved, len - moved, &wake);
-    if (wake) ring_doorbell();
-    moved += n;
-    if (n > 0) continue;
-    return {Io::kWouldBlock, moved, {}};
   }
   return {Io::kDone, moved, {}};
 }

@@ -78,9 +78,8 @@ class DataPlaneStream {
   absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
   // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
   absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);
-  // The shared-memory path of read_some / write_some.
-  Result shared_read(char* p, size_t len);
-  Result shared_write(const char* p, size_t len);
+  // The shared-memory path of read_some / write_some (as move_some is the socket's).
+  Result shared_move(bool write, char* p, size_t len);
   void drain_doorbells();  // reads the doorbell bytes that arrived; notes the end of the connection (prepare_poll)
   void ring_doorbell();
   int fd_;

@@ -210,7 +210,7 @@ class TcpPeerGroup final : public PeerGroup {
         bool ready = false;
         fds.push_back({p.stream->fd(), p.stream->prepare_poll(want_in, /*want_out=*/!p.out.empty(), &ready), 0});
         fd_peer.push_back(r);
-        if (ready && !first) {
+        if (ready) {
           MCX_RETURN_IF_ERROR(pump(r, recvs, done));
           progressed = true;
         }
