@@ -1,6 +1,6 @@
 // The GEMM for AVX2 (compiled with -mavx2 -mfma; called only where the CPU has them): 6 x 16 tiles of C in 12
-// ymm accumulators (of 16 registers), the sum blocked by 512 (against 256: 1024^3 with A transposed went from
-// 0.63-0.82x to 0.95-1.0x OpenBLAS's Haswell kernels).
+// ymm accumulators (of 16 registers), the sum blocked by 512 (with 256 and A transposed in place, 1024^3 ran
+// at 0.63-0.82x OpenBLAS's Haswell kernels; with 512 and the transposed A packed, 0.81-1.0x over four runs).
 #include <immintrin.h>
 
 #define MCX_GEMM_ISA_NAMESPACE avx2
