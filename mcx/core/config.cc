@@ -273,6 +273,10 @@ const Flag<std::string> kCpuGemmFlag(
     "f32 matrix products on the CPU: avx512 or avx2 (mcx's own kernels for that vector width), openblas, or auto: "
     "the widest of mcx's kernels the CPU supports, else OpenBLAS. A kernel the CPU lacks falls back to auto",
     one_of({"auto", "avx512", "avx2", "openblas"}));
+const Flag<std::string> kProfileDirFlag(
+    "MCX_PROFILE_DIR", "",
+    "a directory: the profiler traces the whole process and writes mcx-trace.<process>.<pid>.json there at exit "
+    "(Chrome trace-event JSON, for Perfetto; docs/profiling.md). Empty: no trace");
 
 // The data plane's flags (read by core's spanning group, the runtime and the distributed layer).
 const Flag<bool> kDeterministicReductionsFlag(

@@ -105,6 +105,7 @@ extern const Flag<std::string> kLogLevelFlag;  // MCX_LOG_LEVEL: trace|debug|inf
 extern const Flag<int64_t> kCpuThreadsFlag;    // MCX_CPU_THREADS: 0 = hardware concurrency
 extern const Flag<int64_t> kHostCacheMbFlag;   // MCX_HOST_CACHE_MB: reused large host buffers (host_allocator.h)
 extern const Flag<std::string> kCpuGemmFlag;   // MCX_CPU_GEMM: auto | avx512 | avx2 | openblas
+extern const Flag<std::string> kProfileDirFlag;  // MCX_PROFILE_DIR: write a trace of the whole process here
 
 // The flags of the runtime's devices and transfer guard (defined here so all_flags() always lists them).
 extern const Flag<int64_t> kCpuDeviceCountFlag;   // MCX_CPU_DEVICE_COUNT: virtual CPU devices, 1..1024

@@ -24,6 +24,7 @@ enum class ExitStage : int {
   kDeviceStreams = 0,  // drain and join every device stream (their tasks still use everything below)
   kDataPlane = 1,      // finalise the data plane's transport (MPI) when the program did not shut down
   kCpuThreadPool = 2,  // join the CPU thread pool's workers
+  kProfiler = 3,       // write the MCX_PROFILE_DIR session's trace (after the streams drained: their launches are in it)
 };
 
 // Registers step to run at process exit in stage order (registration order within a stage).

@@ -1,0 +1,117 @@
+// Chrome trace-event JSON for the profiler (trace_json.h).
+#include "mcx/core/trace_json.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace mcx::profiler {
+namespace {
+
+void append_number(std::string& out, double v) { absl::StrAppendFormat(&out, "%.3f", v); }
+
+void append_args(std::string& out, const std::vector<Arg>& args) {
+  out += "{";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i > 0) out += ",";
+    out += json_string(args[i].key);
+    out += ":";
+    if (const auto* n = std::get_if<int64_t>(&args[i].value)) absl::StrAppend(&out, *n);
+    else if (const auto* d = std::get_if<double>(&args[i].value)) append_number(out, *d);
+    else out += json_string(std::get<std::string>(args[i].value));
+  }
+  out += "}";
+}
+
+}  // namespace
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) absl::StrAppendFormat(&out, "\\u%04x", c);
+        else out += c;
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string trace_file_name(const TraceFile& file) {
+  return file.process_index >= 0 ? absl::StrCat("mcx-trace.p", file.process_index, ".", file.os_pid, ".json")
+                                 : absl::StrCat("mcx-trace.", file.os_pid, ".json");
+}
+
+std::string trace_json(const TraceFile& file) {
+  const int64_t pid = file.process_index >= 0 ? file.process_index : file.os_pid;
+  const std::string label = file.process_label.empty() ? absl::StrCat("pid ", file.os_pid) : file.process_label;
+  std::string out = "{\"traceEvents\":[\n";
+  absl::StrAppend(&out, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid, ",\"tid\":0,\"args\":{\"name\":",
+                  json_string(label), "}}");
+  for (const TraceThread& t : file.threads) {
+    if (t.name.empty()) continue;
+    absl::StrAppend(&out, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid, ",\"tid\":", t.tid,
+                    ",\"args\":{\"name\":", json_string(t.name), "}}");
+  }
+  for (const TraceEvent& e : file.events) {
+    absl::StrAppend(&out, ",\n{\"ph\":\"", std::string(1, e.phase), "\",\"cat\":", json_string(e.category),
+                    ",\"name\":", json_string(e.name), ",\"pid\":", pid, ",\"tid\":", e.tid, ",\"ts\":");
+    append_number(out, e.ts_us);
+    if (e.phase == 'X') {
+      out += ",\"dur\":";
+      append_number(out, e.dur_us);
+    }
+    if (e.phase == 'i') out += ",\"s\":\"p\"";
+    if (!e.args.empty()) {
+      out += ",\"args\":";
+      append_args(out, e.args);
+    }
+    out += "}";
+  }
+  absl::StrAppend(&out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"mcx\",\"process_index\":",
+                  file.process_index, ",\"process_label\":", json_string(file.process_label), ",\"os_pid\":",
+                  file.os_pid, ",\"clock\":\"CLOCK_MONOTONIC\",\"start_monotonic_us\":", file.start_monotonic_us,
+                  ",\"start_realtime_us\":", file.start_realtime_us, ",\"dropped_events\":", file.dropped_events,
+                  "}}\n");
+  return out;
+}
+
+absl::Status make_directory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("[profiler] cannot create directory ", dir, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> write_trace_file(const TraceFile& file) {
+  const std::string path = (std::filesystem::path(file.dir) / trace_file_name(file)).string();
+  const std::string tmp = path + ".tmp";
+  const std::string text = trace_json(file);
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return absl::InternalError(absl::StrCat("[profiler] cannot write ", tmp, ": ", std::strerror(errno)));
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int saved = errno;
+  if (std::fclose(f) != 0 || !wrote) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("[profiler] cannot write ", tmp, ": ", std::strerror(wrote ? errno : saved)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("[profiler] cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
+  }
+  return path;
+}
+
+}  // namespace mcx::profiler
