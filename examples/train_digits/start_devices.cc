@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "mcx/core/profiler.h"
 #include "mcx/runtime/cpu_backend.h"
 #include "mcx/distributed/cluster.h"
 #include "mcx/distributed/distributed.h"
@@ -26,6 +27,14 @@ bool start_devices(int devices, int threads, bool recoverable) {
 
 void leave_job(int status) {
   std::fflush(stdout);
+  // _Exit below skips the exit handlers, among them the one that writes an MCX_PROFILE_DIR trace: write it now.
+  if (mcx::profiler::active()) {
+    try {
+      mcx::profiler::stop();
+    } catch (const mcx::Error& e) {
+      std::fprintf(stderr, "writing the profile: %s\n", e.what());
+    }
+  }
   if (!mcx::distributed::job_is_recoverable()) {
     const absl::Status left = mcx::distributed::shutdown_or_status();
     if (!left.ok()) std::fprintf(stderr, "leaving the job: %s\n", left.ToString().c_str());

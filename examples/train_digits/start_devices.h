@@ -15,7 +15,8 @@ bool start_devices(int devices, int threads, bool recoverable = false);
 // Ends a process that joined a job with `status`. In a fate-sharing job it first leaves through the shutdown
 // barrier, so the first process done does not end the others still finishing (its exit would read as a
 // failure); a failed barrier is reported and the exit status stays. In a recoverable job it exits at once: a
-// process that died never reaches a barrier, and a dead peer's groups need not be torn down in order.
+// process that died never reaches a barrier, and a dead peer's groups need not be torn down in order. A running
+// profiler session (MCX_PROFILE_DIR) is written first: the exit skips the exit handlers.
 [[noreturn]] void leave_job(int status);
 
 }  // namespace digits

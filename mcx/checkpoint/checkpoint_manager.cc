@@ -15,6 +15,7 @@
 #include "mcx/core/error.h"
 #include "mcx/collectives/live_set.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/profiler.h"
 #include "mcx/runtime/device.h"
 #include "mcx/runtime/stream.h"
 
@@ -142,7 +143,10 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
              processes_set_ ? " (set_processes)" : " (the job's live set)");
     last_participants_ = participants;
   }
-  absl::StatusOr<SaveJob> prepared = prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async);
+  absl::StatusOr<SaveJob> prepared = [&] {
+    profiler::Scope traced("checkpoint", async ? "copy for a background save" : "prepare save");
+    return prepare_save(root_, step, def, leaves, metadata_json, /*copy=*/async);
+  }();
   SaveJob job;
   absl::Status ready = prepared.status();
   if (ready.ok()) {
@@ -173,6 +177,7 @@ void CheckpointManager::save_leaves(int64_t step, const TreeDef& def, const std:
   }
   writing_.store(true, std::memory_order_release);
   writer_ = std::thread([this, job = std::move(job), idle]() {
+    profiler::set_thread_name("checkpoint writer");
     maybe_idle(idle);
     absl::Status s;
     std::vector<std::string> retired;

@@ -9,6 +9,7 @@
 #include "mcx/checkpoint/shard_io.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
+#include "mcx/core/profiler.h"
 #include "mcx/trace/placement.h"
 
 namespace mcx::checkpoint {
@@ -64,6 +65,7 @@ absl::StatusOr<Manifest> load_manifest(const std::string& root, int64_t step) {
 
 absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64_t step, const TreeDef& def,
                                                   std::span<const LeafTarget> targets, int threads) {
+  profiler::Scope traced("checkpoint", absl::StrCat("restore step ", step));
   MCX_ASSIGN_OR_RETURN(Manifest m, load_manifest(root, step));
   const std::string dir = root + "/" + step_dir_name(step);
   const std::string manifest_path = dir + "/" + std::string(kManifestFile);

@@ -17,6 +17,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
 #include "mcx/core/npy.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx::checkpoint {
 namespace {
@@ -186,6 +187,7 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
 }
 
 absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl::Status& prepared) {
+  profiler::Scope traced("checkpoint", absl::StrCat("save step ", job.step));
   SaveSync sync(kv_prefix(job, job.seq), job.timeout, job.processes);
   const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
   absl::StatusOr<std::string> tmp = sync.share_from_leader(
@@ -199,18 +201,23 @@ absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl
                                                          "'; expected a directory for this step: every process "
                                                          "must save the same steps in the same order"));
   } else if (written.ok()) {
+    profiler::Scope writing("checkpoint", "write shards");
     written = write_owned(job, job.root + "/" + *tmp, sync.process());
   }
   if (!prepared.ok()) {
     (void)sync.all_ok("written", written);  // the others learn of it now; this process fails with its own error
     return prepared;
   }
-  MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
+  {
+    profiler::Scope agreeing("checkpoint", "wait for every process's shards");
+    MCX_RETURN_IF_ERROR(sync.all_ok("written", written));
+  }
   // Every participant is past the previous save: its entries can go.
   if (job.seq > 0) sync.forget(kv_prefix(job, job.seq - 1), {"written"}, {"dir", "commit"});
   absl::StatusOr<std::string> committed("");
   absl::StatusOr<std::vector<std::string>> retired = std::vector<std::string>();
   if (sync.is_leader()) {
+    profiler::Scope committing("checkpoint", "commit");
     absl::Status s = commit(job, *tmp, sync.participants());
     if (s.ok()) {
       retired = retire_old_steps(job);
@@ -219,6 +226,7 @@ absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl
     committed = s.ok() ? absl::StatusOr<std::string>("") : s;
   }
   MCX_RETURN_IF_ERROR(sync.share_from_leader("commit", committed).status());
+  profiler::instant("checkpoint", absl::StrCat("step ", job.step, " committed"));
   return retired;
 }
 

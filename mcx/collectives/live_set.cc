@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx {
 namespace {
@@ -43,6 +44,8 @@ std::string LiveSet::to_string() const {
 }
 
 void record_process_failure(int process, uint64_t incarnation, const absl::Status& why) {
+  profiler::instant("fault_tolerance", absl::StrCat("process ", process, " failed"),
+                    {{"incarnation", static_cast<int64_t>(incarnation)}, {"why", std::string(why.message())}});
   Recorded& r = recorded();
   MutexLock lock(&r.mu);
   r.failures.insert_or_assign(process, Failure{incarnation, mark_process_failure(why, process)});

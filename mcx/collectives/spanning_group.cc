@@ -14,6 +14,7 @@
 #include "mcx/collectives/reduce_kernels.h"
 #include "mcx/core/error.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx {
 namespace {
@@ -76,6 +77,8 @@ struct SpanningGroup::State {
   // One collective: this member publishes its call; the last local member to arrive executes the round for
   // all of them (the others wait and do not touch the state); everyone returns its outcome.
   absl::Status run(int local, const Call& call, const char* what, absl::Time deadline) {
+    profiler::Scope traced("collective", what);
+    if (traced.recording()) traced.arg("call", call.to_string()).arg("group", description()).arg("member", int64_t{local});
     return meeting->arrive(local, what, deadline, &call, [this, local, what, deadline](const std::vector<Call>& calls) {
       LaunchTag tag;
       {
@@ -93,6 +96,11 @@ struct SpanningGroup::State {
 
   absl::Status execute(const char* what, const LaunchTag& tag, absl::Time deadline) {
     const Call& c0 = calls()[0];
+    profiler::Scope traced("collective", absl::StrCat(what, " between processes"));
+    if (traced.recording()) {
+      traced.arg("processes", static_cast<int64_t>(peers->size())).arg("local members", static_cast<int64_t>(calls().size()));
+      if (!tag.program.empty()) traced.arg("launch", tag.program);
+    }
     const uint64_t base = (rounds++) * kPeerTagSpan;
     std::optional<LaunchCheck> check;
     const Piggyback* pb = nullptr;

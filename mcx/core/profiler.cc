@@ -1,5 +1,4 @@
 // The profiler's sessions and event buffers (profiler.h); the file format is written by trace_json.cc.
-#include "mcx/core/profiler.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/core/process_exit.h"
+#include "mcx/core/profiler.h"
 #include "mcx/core/trace_json.h"
 
 namespace mcx::profiler {
@@ -152,6 +152,10 @@ class Profiler {
     thread_local std::shared_ptr<ThreadBuffer> mine;
     if (!mine) {
       mine = std::make_shared<ThreadBuffer>();
+      if (gettid() == getpid()) {  // the process's first thread, where main() runs
+        MutexLock lock(&mine->mu);
+        mine->name = "main";
+      }
       MutexLock lock(&registry_mu_);
       mine->tid = static_cast<int>(registry_.size()) + 1;
       registry_.push_back(mine);

@@ -31,7 +31,7 @@
 
 namespace mcx::profiler {
 
-inline constexpr int64_t kMaxEvents = 4'000'000;
+inline constexpr int64_t kMaxEvents = 1'000'000;  // about 150 MB of memory at most
 
 // Whether a session is running (starting the one MCX_PROFILE_DIR asks for on first call).
 bool active();

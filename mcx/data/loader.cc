@@ -8,6 +8,7 @@
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/hash.h"
+#include "mcx/core/profiler.h"
 #include "mcx/data/verify.h"
 #include "mcx/runtime/box_copy.h"
 #include "mcx/runtime/stream.h"
@@ -144,6 +145,7 @@ void DataLoader::stop_workers() {
 }
 
 void DataLoader::worker_loop() {
+  profiler::set_thread_name(absl::StrCat("data loader '", options_.name, "' worker"));
   while (true) {
     int64_t step;
     {
@@ -158,7 +160,12 @@ void DataLoader::worker_loop() {
       step = next_claim_++;
       bytes_in_flight_ += batch_bytes_;
     }
-    absl::StatusOr<std::optional<Batch>> batch = produce(step);
+    absl::StatusOr<std::optional<Batch>> batch;
+    {
+      profiler::Scope traced("data", "prefetch batch");
+      traced.arg("step", step);
+      batch = produce(step);
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       const bool end = !batch.ok() || !batch->has_value();
@@ -271,7 +278,12 @@ void DataLoader::place(Batch& batch) const {
 std::optional<Batch> DataLoader::next() {
   std::unique_lock<std::mutex> l(mu_);
   const absl::Time t0 = absl::Now();
-  const bool arrived = consumer_cv_.wait_for(l, absl::ToChronoNanoseconds(timeout_), [&] { return ready_.count(consumed_) > 0; });
+  bool arrived;
+  {
+    profiler::Scope traced("data", "wait for batch");
+    traced.arg("step", consumed_);
+    arrived = consumer_cv_.wait_for(l, absl::ToChronoNanoseconds(timeout_), [&] { return ready_.count(consumed_) > 0; });
+  }
   stats_.wait += absl::Now() - t0;
   if (!arrived) {
     throw DeadlineExceeded(absl::StrCat("[data] loader '", options_.name, "': expected batch ", consumed_, " within ",
@@ -291,7 +303,10 @@ std::optional<Batch> DataLoader::next() {
   // Placement on the consumer's thread: device work is enqueued in the order the training loop issues it
   // (placing from the workers raced with the step's launches on the device streams).
   Batch batch = std::move(**slot.batch);
-  place(batch);
+  {
+    profiler::Scope traced("data", "place batch");
+    place(batch);
+  }
   return batch;
 }
 

@@ -14,6 +14,7 @@
 #include "mcx/core/mutex.h"
 #include "mcx/core/error.h"
 #include "mcx/core/job_key_value.h"
+#include "mcx/core/profiler.h"
 #include "mcx/core/topology.h"
 #include "mcx/runtime/device.h"
 #include "mcx/distributed/coordination/agent_key_value.h"
@@ -420,6 +421,7 @@ absl::Status initialize_or_status(const InitializeOptions& options) {
   }
   if (kEnablePreemptionServiceFlag.value()) attach_process_preemption_sync(r.agent.get());
   set_job_key_value(r.job_kv);
+  profiler::set_process(c.process_id, absl::StrCat("process ", c.process_id, " on ", host_name(), " (pid ", getpid(), ")"));
   log_info("[mcx.distributed] process {} of {} joined the job on host {}{} (coordinator {}, detected by {})",
            c.process_id, c.num_processes, host_name(),
            c.local_process_id ? absl::StrCat(", local process ", *c.local_process_id) : std::string(),

@@ -15,6 +15,7 @@
 #include "mcx/collectives/live_set.h"
 #include "mcx/core/logging.h"
 #include "mcx/collectives/peer_group.h"
+#include "mcx/core/profiler.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/runtime/spmd_executable.h"
 #include "mcx/runtime/stream.h"
@@ -115,10 +116,17 @@ Agreement agree(const std::vector<Device>& devices, const std::vector<int>& host
   }
   distributed::LiveSetRequest request{std::vector<distributed::TaskId>(hosting.begin(), hosting.end()),
                                       kAgreementName, std::move(payload)};
+  profiler::Scope traced("fault_tolerance", "live-set agreement");
+  if (traced.recording()) traced.arg("processes asked", absl::StrJoin(hosting, ","));
   distributed::LiveTasks live = value_or_throw(distributed::agent()->get_live_tasks(request, timeout));
+  if (traced.recording()) {
+    traced.arg("live", absl::StrJoin(live.tasks, ",")).arg("generation", static_cast<int64_t>(live.generation));
+  }
   const std::set<int> alive(live.tasks.begin(), live.tasks.end());
   for (int p : hosting) {
     if (alive.count(p)) continue;
+    profiler::instant("fault_tolerance", absl::StrCat("process ", p, " not live"),
+                      {{"generation", static_cast<int64_t>(live.generation)}});
     abort_peer_groups_of_process(
         p, mark_process_failure(absl::UnavailableError(absl::StrCat(
                                     "[live_devices] process ", p, " is not live (generation ", live.generation,

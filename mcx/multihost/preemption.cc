@@ -9,6 +9,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 #include "mcx/distributed/distributed.h"
 #include "mcx/distributed/coordination/preemption_notifier.h"
 #include "mcx/distributed/coordination/preemption_sync.h"
@@ -116,7 +117,11 @@ bool reached_preemption_sync_point(int64_t step, std::optional<absl::Duration> t
         log_warn("[mcx.preemption] cannot publish the preemption notice yet: {}", s.ToString());
       }
     }
-    return value_or_throw(sync->reached_sync_point(step));
+    profiler::Scope traced("fault_tolerance", "preemption sync point");
+    traced.arg("step", step);
+    const bool reached = value_or_throw(sync->reached_sync_point(step));
+    if (reached) profiler::instant("fault_tolerance", absl::StrCat("preemption sync point reached at step ", step));
+    return reached;
   }
   MutexLock lock(&l.mu);
   if (l.last_step && step <= *l.last_step) {
@@ -126,6 +131,7 @@ bool reached_preemption_sync_point(int64_t step, std::optional<absl::Duration> t
   l.last_step = step;
   if (l.notice && !l.sync_step) {
     l.sync_step = step;
+    profiler::instant("fault_tolerance", absl::StrCat("preemption sync point reached at step ", step));
     log_info("[mcx.preemption] reached the preemption sync point at step {} ({})", step, *l.notice);
     return true;
   }

@@ -8,6 +8,7 @@
 
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx {
 namespace {
@@ -43,8 +44,15 @@ CompiledKey executable_key(const Platform& platform, std::string canonical_encod
 
 absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform& platform, const ir::Program& program,
                                                                   std::string_view canonical_encoding) {
+  profiler::Scope traced("compile", absl::StrCat("compile ", program.name));
+  if (traced.recording()) {
+    traced.arg("platform", platform.name()).arg("instructions", static_cast<int64_t>(program.instrs.size()));
+  }
   std::shared_ptr<CompiledStore> store = compiled_store();
-  if (!store) return platform.compile(program);
+  if (!store) {
+    traced.arg("source", "compiled");
+    return platform.compile(program);
+  }
   // Only with a store: the key copies the encoding and asks the platform for its compile key.
   const CompiledKey key = executable_key(platform, std::string(canonical_encoding));
   Counters& c = counters();
@@ -54,6 +62,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform
   if (stored && !check) {
     absl::StatusOr<std::shared_ptr<const Executable>> exe = platform.deserialize(*stored);
     if (exe.ok()) {
+      traced.arg("source", "persistent cache");
       MutexLock lock(&c.mu);
       ++c.stats.loaded;
       c.stats.load_ms_total += ms_since(t0);
@@ -68,6 +77,7 @@ absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform
                                           " did not load, compiling it: ", std::string(exe.status().message())))));
   }
   const auto t1 = std::chrono::steady_clock::now();
+  traced.arg("source", check ? "compiled (checking a cache hit)" : "compiled (cache miss)");
   absl::StatusOr<std::shared_ptr<const Executable>> exe = platform.compile(program);
   if (!exe.ok()) return exe;
   const double compile_ms = ms_since(t1);

@@ -13,6 +13,7 @@
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 #include "mcx/ir/fingerprint.h"
 #include "mcx/ir/text.h"
 #include "mcx/platform/stored_compile.h"
@@ -177,16 +178,25 @@ struct DeviceTask {
     auto fail = [&](const absl::Status& s) {
       for (auto& o : outputs) o->set_error(s);
     };
+    profiler::Scope traced("launch", what);
+    if (traced.recording()) {
+      traced.arg("device", device.to_string());
+      if (!partition_devices.empty()) traced.arg("partition", position);
+      if (launch) traced.arg("launch", static_cast<int64_t>(launch->sequence));
+    }
     const absl::Time deadline = default_device_deadline();
     // Inline storage: no allocation for up to 8 inputs (this runs for every op dispatched).
     absl::InlinedVector<std::shared_ptr<const DeviceBuffer>, 8> held;
     absl::InlinedVector<const DeviceBuffer*, 8> buffers;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      absl::StatusOr<std::shared_ptr<const DeviceBuffer>> b =
-          donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await_device(deadline);
-      if (!b.ok()) return fail(b.status());
-      buffers.push_back(b->get());
-      held.push_back(*std::move(b));
+    {
+      profiler::Scope waited("launch", "wait for inputs");
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        absl::StatusOr<std::shared_ptr<const DeviceBuffer>> b =
+            donated[i] ? inputs[i]->take_donated(deadline) : reads[i].await_device(deadline);
+        if (!b.ok()) return fail(b.status());
+        buffers.push_back(b->get());
+        held.push_back(*std::move(b));
+      }
     }
     ExecutionContext ctx;
     ctx.partition_id = static_cast<int>(position);
@@ -220,6 +230,8 @@ struct DeviceTask {
 
 absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(const ir::Program& global,
                                                                               SpmdOptions options) {
+  profiler::Scope traced("compile", absl::StrCat("partition ", options.name));
+  if (traced.recording()) traced.arg("mesh devices", static_cast<int64_t>(options.mesh.size()));
   auto exe = std::shared_ptr<SpmdExecutable>(new SpmdExecutable(options));
   const MeshAxes& axes = options.mesh.axes();
   if (options.in_specs.size() != global.params.size()) {

@@ -15,6 +15,7 @@
 #include "mcx/core/config.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx {
 
@@ -35,6 +36,7 @@ struct Stream::Impl {
   void run() {
     // Linux limits thread names to 15 characters; "cpu:123" fits.
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    profiler::set_thread_name(absl::StrCat("stream ", name));
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       work_cv.wait(lock, [&] { return !queue.empty() || stop_requested; });

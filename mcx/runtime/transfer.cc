@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
+#include "mcx/core/profiler.h"
 #include "mcx/ir/str_util.h"
 #include "mcx/runtime/box_copy.h"
 #include "mcx/runtime/device_platform.h"
@@ -84,6 +85,8 @@ absl::Status renamed(const absl::Status& s, std::string_view api) {
 absl::StatusOr<ArrayValue> put_host(const Buffer& host, const Sharding& sharding, bool is_explicit,
                                     std::string_view api) {
   const std::vector<int64_t>& dims = host.dims();
+  profiler::Scope traced("transfer", "host to device");
+  if (traced.recording()) traced.arg("api", api).arg("bytes", static_cast<int64_t>(host.nbytes()));
   MCX_RETURN_IF_ERROR(sharding.validate(dims, api));
   check_transfer(TransferDirection::kHostToDevice, host.abstract_value(), is_explicit, api);
   ArrayValue v;
@@ -221,8 +224,10 @@ absl::StatusOr<ArrayValue> reshard(const ArrayValue& value, const Sharding& shar
 
 absl::StatusOr<Buffer> fetch_to_host(const ArrayValue& value, bool is_explicit, std::string_view api) {
   check_transfer(TransferDirection::kDeviceToHost, value.aval, is_explicit, api);
+  profiler::Scope traced("transfer", "device to host");  // waits for the value, then copies it
   absl::StatusOr<Buffer> b = value.to_buffer();
   if (!b.ok()) return renamed(b.status(), api);
+  if (traced.recording()) traced.arg("api", api).arg("bytes", static_cast<int64_t>(b->nbytes()));
   return b;
 }
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include <mutex>
 
+#include "mcx/core/profiler.h"
 #include "mcx/runtime/executable_cache.h"
 #include "mcx/runtime/program_runner.h"
 #include "mcx/trace/trace_state.h"
@@ -50,6 +51,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
     }
   }
   const std::string what = absl::StrCat("jit of '", options_.name, "'");
+  profiler::Scope traced_scope("compile", absl::StrCat("trace ", options_.name));
   for (const Array& leaf : flat.leaves) {
     if (leaf.valid()) check_tracer_usable(leaf, "jit");
   }
@@ -66,6 +68,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
   entry->program = options_.optimize ? optimize_program(traced.program) : std::move(traced.program);
   entry->run_options = run_options_for(what, flat, entry->program, traced.mesh);
   entry->run_options.program_key = program_key(entry->program);
+  traced_scope.arg("instructions", static_cast<int64_t>(entry->program.instrs.size()));
 
   std::lock_guard<std::mutex> lock(impl_->mu);
   ++impl_->misses;

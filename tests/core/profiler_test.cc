@@ -1,6 +1,5 @@
 // The profiler (core/profiler.h): sessions write Chrome trace-event JSON that the format checker accepts, with
 // every event recorded while they ran, on its thread, with its arguments; nothing is recorded outside one.
-#include "mcx/core/profiler.h"
 
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "mcx/core/error.h"
+#include "mcx/core/profiler.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/trace_events.h"
@@ -145,6 +145,19 @@ TEST(Profiler, ADirectoryThatCannotBeMadeIsAnErrorNamingIt) {
   // The failed start left no session behind.
   EXPECT_TRUE(profiler::start_session(dir.path()).ok());
   EXPECT_TRUE(profiler::stop_session().ok());
+}
+
+TEST(Profiler, EventsPastTheCapAreCountedAndDropped) {
+  test::TempDir dir;
+  ASSERT_TRUE(profiler::start_session(dir.path()).ok());
+  for (int64_t i = 0; i < profiler::kMaxEvents + 10; ++i) profiler::instant("data", "e");
+  absl::StatusOr<std::string> path = profiler::stop_session();
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string text = test::read_text_file(*path);
+  EXPECT_NE(text.find("\"dropped_events\":10}"), std::string::npos);
+  size_t events = 0;
+  for (size_t at = text.find("\"name\":\"e\""); at != std::string::npos; at = text.find("\"name\":\"e\"", at + 1)) ++events;
+  EXPECT_EQ(events, static_cast<size_t>(profiler::kMaxEvents));
 }
 
 // Run by the next test as a child with MCX_PROFILE_DIR set: the session starts at the first event and is written
