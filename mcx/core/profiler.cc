@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -24,6 +25,19 @@ int64_t monotonic_ns() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+// The running kernel's boot id (empty where /proc does not have it): one CLOCK_MONOTONIC per boot id.
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 int64_t realtime_ns() {
@@ -88,8 +102,12 @@ class Profiler {
       file.process_label = process_label_;
       file.start_monotonic_us = start_monotonic_ns_ / 1000;
       file.start_realtime_us = start_realtime_ns_ / 1000;
+      file.reference_offset_us = reference_offset_us_;
+      file.reference_error_us = reference_error_us_;
     }
     file.os_pid = getpid();
+    file.host = host_name();
+    file.boot_id = boot_id();
     file.dropped_events = dropped_.load(std::memory_order_relaxed);
     for (const std::shared_ptr<ThreadBuffer>& b : buffers()) {
       MutexLock lock(&b->mu);
@@ -101,6 +119,12 @@ class Profiler {
       b->events.clear();
     }
     return write_trace_file(file);
+  }
+
+  void set_reference_clock(int64_t offset_us, int64_t error_us) {
+    MutexLock lock(&mu_);
+    reference_offset_us_ = offset_us;
+    reference_error_us_ = error_us;
   }
 
   void set_process(int index, std::string label) {
@@ -178,6 +202,8 @@ class Profiler {
   int64_t start_monotonic_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t start_realtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int process_index_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t reference_offset_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reference_error_us_ ABSL_GUARDED_BY(mu_) = -1;  // -1: no estimate
   std::string process_label_ ABSL_GUARDED_BY(mu_);
 
   Mutex registry_mu_;
@@ -192,6 +218,8 @@ Profiler& profiler() {
 }  // namespace
 
 bool active() { return profiler().active(); }
+int64_t trace_clock_us() { return monotonic_ns() / 1000; }
+void set_reference_clock(int64_t offset_us, int64_t error_us) { profiler().set_reference_clock(offset_us, error_us); }
 absl::Status start_session(const std::string& dir) { return profiler().start(dir); }
 absl::StatusOr<std::string> stop_session() { return profiler().stop(); }
 void set_process(int index, std::string label) { profiler().set_process(index, std::move(label)); }

@@ -36,6 +36,15 @@ inline constexpr int64_t kMaxEvents = 1'000'000;  // about 150 MB of memory at m
 // Whether a session is running (starting the one MCX_PROFILE_DIR asks for on first call).
 bool active();
 
+// The clock of every timestamp in traces: CLOCK_MONOTONIC in microseconds (shared by the processes of a host).
+int64_t trace_clock_us();
+
+// This process's clock against the job's reference clock (the coordination service host's trace clock):
+// reference = trace_clock_us() + offset_us, within +-error_us. The distributed layer sets it from its heartbeats
+// (half the round trip is the error; the sample with the shortest round trip wins); a trace records the latest
+// in otherData.reference_clock, and merging puts every process on the reference clock with it.
+void set_reference_clock(int64_t offset_us, int64_t error_us);
+
 // Starts a session that stop() writes under `dir` (created if missing). FailedPrecondition if one runs.
 absl::Status start_session(const std::string& dir);
 // Ends the session and writes its file, DIR/mcx-trace.<process>.<pid>.json; returns that path.

@@ -81,9 +81,10 @@ std::string trace_json(const TraceFile& file) {
   }
   absl::StrAppend(&out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"mcx\",\"process_index\":",
                   file.process_index, ",\"process_label\":", json_string(file.process_label), ",\"os_pid\":",
-                  file.os_pid, ",\"clock\":\"CLOCK_MONOTONIC\",\"start_monotonic_us\":", file.start_monotonic_us,
+                  file.os_pid, ",\"host\":", json_string(file.host), ",\"boot_id\":", json_string(file.boot_id), ",\"clock\":\"CLOCK_MONOTONIC\",\"start_monotonic_us\":", file.start_monotonic_us,
                   ",\"start_realtime_us\":", file.start_realtime_us, ",\"dropped_events\":", file.dropped_events,
-                  "}}\n");
+                  ",\"reference_clock\":{\"offset_us\":", file.reference_offset_us, ",\"error_us\":",
+                  file.reference_error_us, "}}}\n");
   return out;
 }
 

@@ -34,8 +34,12 @@ struct TraceFile {
   int process_index = -1;  // -1: not part of a job (pid is then os_pid)
   std::string process_label;
   int64_t os_pid = 0;
+  std::string host;     // the host's name
+  std::string boot_id;  // the running kernel's boot id: processes with the same one share CLOCK_MONOTONIC
   int64_t start_monotonic_us = 0, start_realtime_us = 0;
   int64_t dropped_events = 0;
+  // The reference clock (profiler.h, set_reference_clock): error -1 when this process had no estimate.
+  int64_t reference_offset_us = 0, reference_error_us = -1;
   std::vector<TraceThread> threads;
   std::vector<TraceEvent> events;
 };

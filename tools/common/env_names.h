@@ -8,6 +8,7 @@ namespace mcx::tools {
 inline constexpr const char* kEnvCoordinatorAddress = "MCX_COORDINATOR_ADDRESS";
 inline constexpr const char* kEnvNumProcesses = "MCX_NUM_PROCESSES";
 inline constexpr const char* kEnvProcessId = "MCX_PROCESS_ID";
+inline constexpr const char* kEnvProfileDir = "MCX_PROFILE_DIR";
 inline constexpr const char* kEnvCpuDeviceCount = "MCX_CPU_DEVICE_COUNT";
 inline constexpr const char* kEnvLocalDeviceIds = "MCX_LOCAL_DEVICE_IDS";
 inline constexpr const char* kEnvStandaloneCoordinator = "MCX_STANDALONE_COORDINATOR";

@@ -586,6 +586,7 @@ std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std:
   if (!o.mtls.peer_uri_prefix.empty()) env[kEnvMtlsPeerUriPrefix] = o.mtls.peer_uri_prefix;
   if (o.mtls.bind_identity) env[kEnvMtlsBindIdentity] = "1";
   if (o.mtls.require) env[kEnvRequireMtls] = "1";
+  if (!o.profile_dir.empty()) env[kEnvProfileDir] = o.profile_dir;
   return env;
 }
 

@@ -41,6 +41,7 @@ struct LaunchOptions {
   std::string coordinator_mtls_cert, coordinator_mtls_key;  // default: worker paths with {id} = "coordinator"
   bool prefix_output = true;
   bool verbose = false;
+  std::string profile_dir;             // non-empty: every process traces itself here (MCX_PROFILE_DIR)
   std::vector<std::string> program;    // PROGRAM ARGS...
 };
 

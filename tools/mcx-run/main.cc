@@ -1,17 +1,55 @@
 // mcx-run: launch an N-process mcx job on this host.
 //
-//   mcx-run -n 4 [--cpu-devices 2 | --gpus-per-process 1 [--gpus 1]] [--max-restarts 1] [timeouts] [mTLS flags] -- ./my_program args...
+//   mcx-run -n 4 [--cpu-devices 2 | --gpus-per-process 1 [--gpus 1]] [--max-restarts 1] [timeouts] [mTLS flags]
+//           [--profile DIR] -- ./my_program args...
 //
 // Starts mcx-coordinator on a free loopback port (or uses --coordinator ADDR), then N copies of PROGRAM with
 // MCX_COORDINATOR_ADDRESS / MCX_NUM_PROCESSES / MCX_PROCESS_ID (and the other MCX_* settings) set, prefixes
 // their output lines with "[p<i>] ", and exits with the first failure's exit code. See docs/distributed.md.
+// --profile DIR: each process writes its trace there, merged at the end into DIR/job.trace.json
+// (docs/profiling.md).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
-#include "tools/mcx-run/launcher.h"
+#include "absl/strings/str_cat.h"
 #include "tools/common/mtls_flags.h"
+#include "tools/common/trace_merge.h"
+#include "tools/mcx-run/launcher.h"
+
+namespace {
+
+// The directory exists and holds no traces of an earlier run (they would be merged with this one's).
+absl::Status prepare_profile_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("mcx-trace.", 0) == 0 || name == "job.trace.json") std::filesystem::remove(entry.path(), ec);
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot clear the traces of an earlier run in ", dir, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+// Merges the processes' traces and says where the result is (a failure to merge is reported, not fatal: the
+// job's exit code stands).
+void report_profile(const std::string& dir) {
+  absl::StatusOr<mcx::tools::TraceMergeReport> r = mcx::tools::merge_job_traces({.dir = dir});
+  if (!r.ok()) {
+    std::cerr << "[mcx-run] --profile: " << r.status().message() << "\n";
+    return;
+  }
+  std::cerr << "[mcx-run] profile: " << r->out << " (" << r->processes << " process traces, " << r->events
+            << " events; clock: " << r->clock << ", error "
+            << (r->max_clock_error_us < 0 ? std::string("unknown") : absl::StrCat("<= ", r->max_clock_error_us, " us"))
+            << "); open it in Perfetto (ui.perfetto.dev)\n";
+  for (const std::string& note : r->notes) std::cerr << "[mcx-run] profile: " << note << "\n";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   mcx::tools::LaunchOptions o;
@@ -49,6 +87,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.job_timeout, "end the whole job after this many seconds (0 = no limit)");
   app.add_flag("--no-prefix{false}", o.prefix_output, "let processes write to the terminal directly");
   app.add_flag("-v,--verbose", o.verbose, "report coordinator and process lifecycle");
+  app.add_option("--profile", o.profile_dir,
+                 "trace every process into DIR (MCX_PROFILE_DIR) and merge the traces into DIR/job.trace.json on one "
+                 "clock (Chrome trace-event JSON: open it in Perfetto, docs/profiling.md)");
   mcx::tools::add_mtls_flags(app, o.mtls, /*per_task=*/true);
   app.add_option("--coordinator-mtls-cert", o.coordinator_mtls_cert,
                  "coordinator certificate (default: --mtls-cert with {id} = coordinator)");
@@ -72,5 +113,15 @@ int main(int argc, char** argv) {
   if (o.max_restarts > 0 && !o.coordinator.empty()) {
     std::cerr << "[mcx-run] --max-restarts needs a recoverable coordinator; start it with --recoverable\n";
   }
-  return mcx::tools::run_job(o);
+  if (!o.profile_dir.empty()) {
+    absl::Status ready = prepare_profile_dir(o.profile_dir);
+    if (!ready.ok()) {
+      std::cerr << "[mcx-run] --profile: " << ready.message() << "\n";
+      return 2;
+    }
+    o.profile_dir = std::filesystem::absolute(o.profile_dir).string();
+  }
+  const int code = mcx::tools::run_job(o);
+  if (!o.profile_dir.empty()) report_profile(o.profile_dir);
+  return code;
 }

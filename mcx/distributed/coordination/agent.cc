@@ -1,5 +1,6 @@
 #include "mcx/distributed/coordination/agent.h"
 
+#include "mcx/core/profiler.h"
 #include "mcx/distributed/coordination/agent_impl.h"
 
 #include <algorithm>
@@ -12,8 +13,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "mcx/core/mutex.h"
 #include "mcx/core/logging.h"
+#include "mcx/core/mutex.h"
+#include "mcx/distributed/coordination/clock_offset.h"
 
 namespace mcx::distributed {
 namespace {
@@ -93,6 +95,8 @@ void CoordinationAgent::Impl::heartbeat_loop() {
   absl::Time last_ok = absl::Now();
   absl::Status last_error;
   uint64_t seen_epoch = 0;
+  ClockOffsetEstimate clock;
+  bool first = true;  // the first heartbeat goes at once: its round trip is the clock's first estimate
   while (true) {
     uint64_t epoch;
     Incarnation expected;
@@ -101,7 +105,8 @@ void CoordinationAgent::Impl::heartbeat_loop() {
       MutexLock lock(&mu);
       // Sleeps on its own condition variable, not mu.await(): every unlock of mu would wake an await()er, and
       // with dozens of processes per core those wake-ups of an idle thread cost more than the calls.
-      const absl::Time wake_at = absl::Now() + o.heartbeat_interval;
+      const absl::Time wake_at = absl::Now() + (first ? absl::ZeroDuration() : o.heartbeat_interval);
+      first = false;
       while (!stopping && absl::Now() < wake_at) stop_cv.wait_for(&mu, wake_at - absl::Now());
       if (stopping) return;
       epoch = link_epoch;
@@ -113,13 +118,15 @@ void CoordinationAgent::Impl::heartbeat_loop() {
       seen_epoch = epoch;
       if (!up) continue;
     }
-    absl::StatusOr<Incarnation> r = client().heartbeat(o.task_id, o.incarnation, o.heartbeat_interval);
+    const int64_t sent_us = profiler::trace_clock_us();
+    absl::StatusOr<HeartbeatReply> r = client().heartbeat(o.task_id, o.incarnation, o.heartbeat_interval);
     if (is_stopping()) return;
     if (r.ok()) {
       last_ok = absl::Now();
-      if (*r != expected) {
-        absl::Status why = absl::UnavailableError(
-            absl::StrCat("the coordination service restarted (incarnation ", expected, " -> ", *r, ")"));
+      if (r->service_clock_us >= 0) clock.add(sent_us, r->service_clock_us, profiler::trace_clock_us());
+      if (r->service_incarnation != expected) {
+        absl::Status why = absl::UnavailableError(absl::StrCat("the coordination service restarted (incarnation ",
+                                                               expected, " -> ", r->service_incarnation, ")"));
         if (o.recoverable) {
           request_rejoin(why, epoch);
           continue;

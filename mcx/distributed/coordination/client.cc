@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "mcx/core/error.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx::distributed {
 namespace {
@@ -264,11 +265,11 @@ absl::StatusOr<RegisterResult> InProcessClient::rejoin_task(TaskId task, Incarna
   });
 }
 
-absl::StatusOr<Incarnation> InProcessClient::heartbeat(TaskId task, Incarnation incarnation, absl::Duration) {
-  return endpoint_->with_service("heartbeat", [&](CoordinationService* s, uint64_t) -> absl::StatusOr<Incarnation> {
+absl::StatusOr<HeartbeatReply> InProcessClient::heartbeat(TaskId task, Incarnation incarnation, absl::Duration) {
+  return endpoint_->with_service("heartbeat", [&](CoordinationService* s, uint64_t) -> absl::StatusOr<HeartbeatReply> {
     absl::Status st = s->heartbeat(task, incarnation);
     if (!st.ok()) return st;
-    return s->service_incarnation();
+    return HeartbeatReply{s->service_incarnation(), profiler::trace_clock_us()};
   });
 }
 

@@ -59,9 +59,8 @@ class CoordinationClient {
                                                      uint64_t live_set_generation,
                                                      const std::vector<PassedBarrier>& passed_barriers,
                                                      absl::Duration timeout) = 0;
-  // Returns the service incarnation (the agent checks that the service did not restart).
-  virtual absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation,
-                                                absl::Duration timeout) = 0;
+  // Returns the service incarnation (the agent checks that the service did not restart) and the service's clock.
+  virtual absl::StatusOr<HeartbeatReply> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) = 0;
   virtual absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                                     absl::Duration timeout) = 0;
   // `timeout` bounds the shutdown barrier (the service's own shutdown_timeout also applies).
@@ -145,7 +144,7 @@ class InProcessClient final : public CoordinationClient {
                                              uint64_t live_set_generation,
                                              const std::vector<PassedBarrier>& passed_barriers,
                                              absl::Duration timeout) override;
-  absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
+  absl::StatusOr<HeartbeatReply> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
   absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                             absl::Duration timeout) override;
   absl::Status shutdown_task(TaskId task, Incarnation incarnation, absl::Duration timeout) override;

@@ -119,6 +119,12 @@ struct RegisterResult {
   Incarnation service_incarnation = 0;
 };
 
+struct HeartbeatReply {
+  Incarnation service_incarnation = 0;
+  // The service host's trace clock (profiler::trace_clock_us) when it answered; -1 when the service did not say.
+  int64_t service_clock_us = -1;
+};
+
 // What a live-set agreement is asked (get_live_tasks).
 struct LiveSetRequest {
   std::vector<TaskId> tasks;  // the set to agree over; empty = all tasks

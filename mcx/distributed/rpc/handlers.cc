@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "mcx/core/profiler.h"
 #include "mcx/distributed/security/principal.h"
 #include "mcx/distributed/rpc/proto_convert.h"
 
@@ -41,6 +42,7 @@ void serve_heartbeat(CoordinationService& s, const proto::HeartbeatRequest& req,
   proto::HeartbeatResponse r;
   to_proto(s.heartbeat(req.task(), req.incarnation()), r.mutable_status());
   r.set_service_incarnation(s.service_incarnation());
+  r.set_service_clock_us(profiler::trace_clock_us());
   reply(std::move(r));
 }
 

@@ -58,14 +58,16 @@ absl::StatusOr<RegisterResult> ProtoCoordinationClient::rejoin_task(TaskId task,
   return RegisterResult{resp.service_incarnation()};
 }
 
-absl::StatusOr<Incarnation> ProtoCoordinationClient::heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) {
+absl::StatusOr<HeartbeatReply> ProtoCoordinationClient::heartbeat(TaskId task, Incarnation incarnation,
+                                                                  absl::Duration timeout) {
   proto::HeartbeatRequest req;
   req.set_task(task);
   req.set_incarnation(incarnation);
   proto::HeartbeatResponse resp;
   absl::Status s = call("heartbeat", Rpc::kHeartbeat, req, &resp, timeout);
   if (!s.ok()) return s;
-  return resp.service_incarnation();
+  // 0: a service that does not send its clock (proto3 default).
+  return HeartbeatReply{resp.service_incarnation(), resp.service_clock_us() > 0 ? resp.service_clock_us() : -1};
 }
 
 absl::Status ProtoCoordinationClient::report_error(TaskId task, Incarnation incarnation, const absl::Status& error,

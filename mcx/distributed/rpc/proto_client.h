@@ -26,7 +26,7 @@ class ProtoCoordinationClient : public CoordinationClient {
                                              uint64_t live_set_generation,
                                              const std::vector<PassedBarrier>& passed_barriers,
                                              absl::Duration timeout) override;
-  absl::StatusOr<Incarnation> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
+  absl::StatusOr<HeartbeatReply> heartbeat(TaskId task, Incarnation incarnation, absl::Duration timeout) override;
   absl::Status report_error(TaskId task, Incarnation incarnation, const absl::Status& error,
                             absl::Duration timeout) override;
   absl::Status shutdown_task(TaskId task, Incarnation incarnation, absl::Duration timeout) override;

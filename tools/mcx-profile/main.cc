@@ -1,0 +1,43 @@
+// mcx-profile: work with the profiler's traces (docs/profiling.md).
+//
+//   mcx-profile merge DIR [-o FILE] [--clock auto|reference]
+//
+// merge: the per-process traces in DIR (mcx-trace.*.json, written under MCX_PROFILE_DIR) as one Chrome trace-event
+// file on one clock (default DIR/job.trace.json), as `mcx-run --profile` does at the end of a job. --clock
+// reference puts every process on the coordination service's clock even when all share one kernel's.
+// Exit codes: 0 merged, 1 nothing to merge or a bad trace (the message says which), 2 usage.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "tools/common/trace_merge.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mcx-profile: the profiler's traces (docs/profiling.md)"};
+  app.require_subcommand(1);
+  mcx::tools::TraceMergeOptions merge;
+  std::string clock = "auto";
+  CLI::App* m = app.add_subcommand("merge", "merge a job's process traces onto one clock");
+  m->add_option("dir", merge.dir, "directory of the traces (MCX_PROFILE_DIR)")->required();
+  m->add_option("-o,--output", merge.out, "merged file (default DIR/job.trace.json)");
+  m->add_option("--clock", clock, "auto: one kernel's clock when every process shares it; reference: the service's")
+      ->check(CLI::IsMember({"auto", "reference"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  merge.clock = clock == "reference" ? mcx::tools::TraceMergeOptions::Clock::kReference
+                                     : mcx::tools::TraceMergeOptions::Clock::kAuto;
+  absl::StatusOr<mcx::tools::TraceMergeReport> r = mcx::tools::merge_job_traces(merge);
+  if (!r.ok()) {
+    std::cerr << "mcx-profile: " << r.status().message() << "\n";
+    return 1;
+  }
+  std::cout << r->out << ": " << r->processes << " process traces, " << r->events << " events; clock: " << r->clock
+            << ", error " << (r->max_clock_error_us < 0 ? std::string("unknown")
+                                                          : "<= " + std::to_string(r->max_clock_error_us) + " us")
+            << "\n";
+  for (const std::string& note : r->notes) std::cout << "note: " << note << "\n";
+  return 0;
+}
