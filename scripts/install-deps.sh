@@ -44,6 +44,8 @@ test_packages=(
   openmpi-bin libopenmpi-dev openssl
   # the Slurm test's private cluster (examples/data_parallel_digits/run_srun.sh)
   munge slurmctld slurmd slurm-client
+  # the coordinator's metrics scraped by a real Prometheus server, its exposition checked by promtool
+  prometheus curl
 )
 
 packages=("${demo_packages[@]}")

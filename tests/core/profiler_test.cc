@@ -154,7 +154,7 @@ TEST(Profiler, EventsPastTheCapAreCountedAndDropped) {
   absl::StatusOr<std::string> path = profiler::stop_session();
   ASSERT_TRUE(path.ok()) << path.status();
   const std::string text = test::read_text_file(*path);
-  EXPECT_NE(text.find("\"dropped_events\":10}"), std::string::npos);
+  EXPECT_NE(text.find("\"dropped_events\":10,"), std::string::npos);
   size_t events = 0;
   for (size_t at = text.find("\"name\":\"e\""); at != std::string::npos; at = text.find("\"name\":\"e\"", at + 1)) ++events;
   EXPECT_EQ(events, static_cast<size_t>(profiler::kMaxEvents));

@@ -2,10 +2,11 @@
 // from the job and outlive process 0.
 //
 //   mcx-coordinator --bind 127.0.0.1:0 --num-processes 4 [--heartbeat-timeout 10] [--shutdown-timeout 300]
-//                   [--recoverable] [mTLS flags]
+//                   [--recoverable] [--metrics-address 127.0.0.1:9400] [mTLS flags]
 //
 // Prints "mcx-coordinator listening on HOST:PORT" (the bound port when 0 was asked) on stdout once it
-// serves, logs every task state change on stderr, and exits 0 on SIGTERM/SIGINT (or, with
+// serves (and, with --metrics-address, "mcx-coordinator metrics on http://HOST:PORT/metrics": the service's
+// metrics in the Prometheus text format, docs/profiling.md), logs every task state change on stderr, and exits 0 on SIGTERM/SIGINT (or, with
 // --exit-when-done, once every task has shut down: 0, or 1 when the job failed).
 //
 // A recoverable job survives the coordinator's death: start it again with the same --bind address, -n and
@@ -26,6 +27,7 @@
 #include "mcx/distributed/coordination/service.h"
 #include "mcx/distributed/rpc/fast_path_server.h"
 #include "mcx/distributed/rpc/grpc_server.h"
+#include "tools/common/http_metrics_server.h"
 #include "tools/common/mtls_flags.h"
 
 namespace {
@@ -126,6 +128,10 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-when-done", exit_when_done,
                "exit once every task has shut down (0), or the job failed and no task is left (1)");
   app.add_flag("-q,--quiet", quiet, "do not log task state changes");
+  std::string metrics_address;
+  app.add_option("--metrics-address", metrics_address,
+                 "HOST:PORT to serve the service's metrics on (GET /metrics, the Prometheus text format; plaintext: "
+                 "bind where only the monitoring reaches; port 0 picks a free one)");
   std::string audit_log;
   app.add_option("--audit-log", audit_log,
                  "append JSON lines to FILE: denied calls, admin calls, registrations, error reports, task state "
@@ -184,6 +190,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cout << "mcx-coordinator listening on " << host_of(bind) << ":" << (*server)->port() << std::endl;
+  std::unique_ptr<mcx::tools::HttpMetricsServer> metrics;
+  if (!metrics_address.empty()) {
+    auto m = mcx::tools::HttpMetricsServer::start(
+        metrics_address, [s = service->get()] { return s->metrics_registry().text(); });
+    if (!m.ok()) {
+      std::cerr << "[mcx-coordinator] --metrics-address: " << m.status().message() << std::endl;
+      return 2;
+    }
+    metrics = *std::move(m);
+    std::cout << "mcx-coordinator metrics on http://" << host_of(metrics_address) << ":" << metrics->port()
+              << "/metrics" << std::endl;
+  }
   std::cerr << "[mcx-coordinator] serving " << num_processes << " tasks"
             << (recoverable ? " (recoverable: the tasks of a job whose coordinator restarted may rejoin)"
                             : " (fate-sharing)")
@@ -220,6 +238,7 @@ int main(int argc, char** argv) {
     }
   }
   if (watch_id) (*service)->end_watch(*watch_id, /*connection_lost=*/false);
+  metrics.reset();  // before the service its renderer reads
   (*server)->shutdown(absl::Milliseconds(500));
   server->reset();
   service->reset();

@@ -3,9 +3,11 @@
 #include "mcx/distributed/coordination/service.h"
 
 #include <algorithm>
+#include <map>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mcx/core/error.h"
@@ -51,6 +53,21 @@ CoordinationService::CoordinationService(ServiceOptions options)
   MutexLock lock(&mu_);
   kv_.emplace(std::string(kDataPlaneSecretKey), new_job_secret());
   kv_.emplace(std::string(kServiceModeKey), options_.recoverable ? "recoverable" : "fate-sharing");
+  // States, not events: read from the status at each scrape.
+  registry_.gauge_callback("mcx_coordinator_tasks", "tasks of the job by state", {"state"}, [this] {
+    std::map<std::string, double> by_state;
+    for (const char* s : {"disconnected", "connected", "error", "shutdown"}) by_state[s] = 0;
+    for (const TaskStatus& t : status().tasks) by_state[absl::AsciiStrToLower(std::string(task_state_name(t.info.state)))] += 1;
+    metrics::Registry::Samples samples;
+    for (const auto& [state, n] : by_state) samples.push_back({{state}, n});
+    return samples;
+  });
+  registry_.gauge_callback("mcx_coordinator_kv_keys", "keys in the key-value store", {}, [this] {
+    return metrics::Registry::Samples{{{}, static_cast<double>(status().kv_keys)}};
+  });
+  registry_.gauge_callback("mcx_coordinator_kv_bytes", "bytes of keys and values in the key-value store", {}, [this] {
+    return metrics::Registry::Samples{{{}, static_cast<double>(status().kv_bytes)}};
+  });
 }
 
 CoordinationService::~CoordinationService() {

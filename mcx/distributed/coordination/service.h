@@ -45,8 +45,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "mcx/core/mutex.h"
+#include "mcx/core/metrics.h"
 #include "mcx/distributed/coordination/job_state_snapshot.h"
 #include "mcx/distributed/coordination/service_lock.h"
+#include "mcx/distributed/coordination/service_metrics.h"
 #include "mcx/distributed/coordination/types.h"
 #include "mcx/distributed/security/caller.h"
 
@@ -260,6 +262,9 @@ class CoordinationService {
   // --- Operators / tests ----------------------------------------------------------------------------
 
   ServiceStatus status() const;
+  // The service's metrics (service_metrics.h) and the registry they live in: mcx-coordinator serves
+  // metrics_registry().text(); a transport may add its own families to it.
+  metrics::Registry& metrics_registry() { return registry_; }
 
   // Expires deadlines and fails tasks whose heartbeat is older than heartbeat_timeout. Called by the
   // timer thread; tests with a ManualClock call it after advancing the clock.
@@ -315,6 +320,7 @@ class CoordinationService {
   };
   struct LiveSet {
     std::map<TaskId, LiveWaiter> waiting;
+    absl::Time first_call;  // when the first of the waiting callers called (the agreement's latency starts)
     // The live (CONNECTED) members of the set when it was last scanned; valid until a task's state changes
     // (evaluate_live_sets_locked with membership_changed). While valid, every waiter is one of them, so a new
     // caller completes the agreement exactly when the waiters number live_members: an arrival costs O(log N),
@@ -420,6 +426,8 @@ class CoordinationService {
   const ServiceOptions options_;
   const Incarnation service_incarnation_;
   const Clock* const clock_;
+  metrics::Registry registry_;
+  ServiceMetrics metrics_{registry_};
 
   mutable Mutex mu_;
   CondVar timer_cv_;

@@ -145,6 +145,8 @@ void CoordinationService::barrier_arrive_locked(TaskId task, Incarnation inc, st
 }
 
 void CoordinationService::finish_barrier_locked(Barrier& b, absl::Status result, ServiceLock& lock) {
+  metrics_.barriers.with({result.ok() ? std::string("ok") : absl::StatusCodeToString(result.code())}).add();
+  metrics_.barrier_seconds.observe(absl::ToDoubleSeconds(clock_->now() - b.start));
   b.done = true;
   b.result = result;
   for (auto& [task, cb] : b.waiting) {

@@ -59,6 +59,7 @@ std::optional<TaskId> owner_of(const std::map<std::string, TaskId>& owners, cons
 
 absl::Status CoordinationService::kv_insert(std::string_view key, std::string_view value, bool allow_overwrite,
                                             const Caller& caller) {
+  metrics_.kv_operations.with({"insert"}).add();
   const Principal* who = caller.principal();  // nullptr: trusted
   MCX_RETURN_IF_ERROR(check_key("kv_insert", key, options_.max_key_bytes));
   MCX_RETURN_IF_ERROR(check_writable("kv_insert", key));
@@ -113,6 +114,7 @@ absl::Status CoordinationService::kv_insert(std::string_view key, std::string_vi
 
 void CoordinationService::kv_get(std::string_view key, absl::Duration timeout,
                                  Callback<absl::StatusOr<std::string>> done) {
+  metrics_.kv_operations.with({"get"}).add();
   ServiceLock lock(&mu_);
   if (absl::Status s = check_key("kv_get", key, options_.max_key_bytes); !s.ok()) {
     lock.defer([f = std::move(done), s] { f(s); });
@@ -139,6 +141,7 @@ absl::StatusOr<std::string> CoordinationService::kv_try_get(std::string_view key
 
 absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, int64_t delta,
                                                           const Caller& caller) {
+  metrics_.kv_operations.with({"increment"}).add();
   const Principal* who = caller.principal();  // nullptr: trusted
   MCX_RETURN_IF_ERROR(check_key("kv_increment", key, options_.max_key_bytes));
   MCX_RETURN_IF_ERROR(check_writable("kv_increment", key));
@@ -185,6 +188,7 @@ absl::StatusOr<int64_t> CoordinationService::kv_increment(std::string_view key, 
 }
 
 std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
+  metrics_.kv_operations.with({"dir"}).add();
   std::string prefix = strip_trailing_slashes(dir);
   if (!prefix.empty()) prefix += "/";
   std::vector<KeyValue> out;
@@ -196,6 +200,7 @@ std::vector<KeyValue> CoordinationService::kv_dir(std::string_view dir) {
 }
 
 absl::StatusOr<size_t> CoordinationService::kv_delete(std::string_view key, const Caller& caller) {
+  metrics_.kv_operations.with({"delete"}).add();
   const Principal* who = caller.principal();  // nullptr: trusted
   std::string k = strip_trailing_slashes(key);
   std::string prefix = k + "/";

@@ -61,6 +61,7 @@ void CoordinationService::get_live_tasks(TaskId task, Incarnation incarnation, L
     ls.waiting.erase(old);
   }
   const absl::Time deadline = clock_->now() + timeout;
+  if (ls.waiting.empty()) ls.first_call = clock_->now();
   ls.waiting[task] = LiveWaiter{incarnation, deadline, std::move(request.payload), std::move(done)};
   wake_timer_for_locked(deadline);
   evaluate_live_sets_locked(lock, /*membership_changed=*/false);
@@ -122,6 +123,8 @@ void CoordinationService::evaluate_live_sets_locked(ServiceLock& lock, bool memb
         last = AgreedLiveSet{result.tasks, result.incarnations, ++live_set_generation_};
       }
       result.generation = last.generation;
+      metrics_.live_set_agreements.add();
+      metrics_.live_set_seconds.observe(absl::ToDoubleSeconds(clock_->now() - ls.first_call));
       // One answer, shared by reference: N copies of N tasks made a 16,384-task agreement cost seconds.
       auto shared = std::make_shared<const absl::StatusOr<LiveTasks>>(std::move(result));
       for (auto& [id, w] : ls.waiting) {

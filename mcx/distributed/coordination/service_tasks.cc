@@ -27,6 +27,7 @@ void CoordinationService::register_task(TaskId task, Incarnation incarnation, in
   if (!job_error_.ok()) {  // fate-shared, or ended by an admin (recoverable jobs have no job error otherwise)
     return reply(absl::AbortedError(absl::StrCat("[register_task] the job has failed: ", job_error_.message())));
   }
+  metrics_.registrations.with({"register"}).add();
   Task& t = tasks_[task];
   absl::Time now = clock_->now();
   bool same = t.incarnation == incarnation;
@@ -96,6 +97,7 @@ absl::StatusOr<RegisterResult> CoordinationService::rejoin_task(TaskId task, Inc
         "[rejoin_task] task ", task, " cannot rejoin: this coordination service is not recoverable (start "
         "mcx-coordinator with --recoverable to let a recoverable job survive a coordinator restart)"));
   }
+  metrics_.registrations.with({"rejoin"}).add();
   Task& t = tasks_[task];
   if (t.state == TaskState::kConnected && t.incarnation != incarnation) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -151,6 +153,7 @@ void CoordinationService::registration_abandoned(TaskId task, Incarnation incarn
 }
 
 absl::Status CoordinationService::heartbeat(TaskId task, Incarnation incarnation) {
+  metrics_.heartbeats.add();
   MutexLock lock(&mu_);
   MCX_RETURN_IF_ERROR(check_caller_locked("heartbeat", task, incarnation));
   tasks_[task].last_heartbeat = clock_->now();
@@ -230,6 +233,7 @@ void CoordinationService::fail_task_locked(TaskId id, absl::Status error, Servic
   if (t.state == TaskState::kError || t.state == TaskState::kShutdown) return;
   t.state = TaskState::kError;
   t.error = error;
+  metrics_.task_failures.add();
   if (!options_.recoverable) {
     fail_job_locked(absl::Status(error.code(), absl::StrCat("task ", id, " failed: ", error.message())), lock);
   } else if (options_.failed_tasks_restart) {
@@ -262,7 +266,10 @@ void CoordinationService::fail_task_locked(TaskId id, absl::Status error, Servic
 // the job error every watcher sees; pending barriers and registrations fail with it. The caller then
 // re-evaluates live sets and publishes the change.
 void CoordinationService::fail_job_locked(absl::Status why, ServiceLock& lock) {
-  if (job_error_.ok()) job_error_ = std::move(why);
+  if (job_error_.ok()) {
+    metrics_.job_failures.add();
+    job_error_ = std::move(why);
+  }
   absl::Status aborted = absl::AbortedError(std::string(job_error_.message()));
   for (auto& [name, b] : barriers_) {
     if (!b.done) {
@@ -333,6 +340,7 @@ void CoordinationService::expire_tasks_locked(absl::Time now, ServiceLock& lock)
   for (size_t i = 0; i < tasks_.size() && assembled_; ++i) {
     Task& t = tasks_[i];
     if (t.state == TaskState::kConnected && now - t.last_heartbeat > options_.heartbeat_timeout) {
+      metrics_.heartbeats_missed.add();
       fail_task_locked(static_cast<TaskId>(i),
                        absl::UnavailableError(absl::StrCat(
                            "task ", i, " stopped sending heartbeats (last one ", fmt_duration(now - t.last_heartbeat),
