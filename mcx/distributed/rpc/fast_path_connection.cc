@@ -17,6 +17,7 @@ FastPathConnection::FastPathConnection(int fd, uint64_t id, int epoll_fd, FastPa
 void FastPathConnection::send(std::string frame) {
   MutexLock lock(&mu_);
   if (fd_ < 0) return;
+  owner_->count_sent(frame.size());
   const bool on_owner = owner_->is_current_thread();
   size_t off = 0;
   if (on_owner && out_.empty() && !corked_) {

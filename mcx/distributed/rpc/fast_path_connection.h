@@ -37,6 +37,8 @@ class FastPathConnectionOwner {
   virtual bool is_current_thread() const = 0;
   // Asks the owner to write `c`'s queued replies on its own thread soon.
   virtual void flush_later(std::shared_ptr<FastPathConnection> c) = 0;
+  // Counts a reply of `bytes` (the service's metrics).
+  virtual void count_sent(size_t /*bytes*/) {}
 };
 
 class FastPathConnection : public std::enable_shared_from_this<FastPathConnection> {

@@ -81,6 +81,10 @@ struct FastPathServer::Impl {
   std::shared_ptr<EncodedJobState> encoded_state = std::make_shared<EncodedJobState>();
   std::function<void(int)> hand_off;
   std::shared_ptr<PeerRateLimiter> limiter;  // null: no limit
+  // The service's metrics of this transport (in its registry, which outlives the server).
+  metrics::Counter* received_bytes = nullptr;
+  metrics::Counter* sent_bytes = nullptr;
+  metrics::Counter* rate_limited = nullptr;
   int listener = -1;
   int port = 0;
   std::vector<std::unique_ptr<Reactor>> reactors;  // [0] also accepts
@@ -129,6 +133,7 @@ struct FastPathServer::Impl {
     while (true) {
       ssize_t r = ::recv(c->fd(), buf, sizeof buf, MSG_DONTWAIT);
       if (r > 0) {
+        received_bytes->add(static_cast<double>(r));
         c->in.append(buf, static_cast<size_t>(r));
         if (static_cast<size_t>(r) < sizeof buf) break;
         continue;
@@ -225,6 +230,7 @@ struct FastPathServer::Impl {
     }
     if (limiter) {
       if (absl::Status limited = limiter->admit(c->peer()); !limited.ok()) {
+        rate_limited->add();
         return send_error(*c, h, limited);
       }
     }
@@ -307,6 +313,7 @@ class Reactor final : public FastPathConnectionOwner {
   }
 
   bool is_current_thread() const override { return current_reactor == this; }
+  void count_sent(size_t bytes) override { server_->sent_bytes->add(static_cast<double>(bytes)); }
   void flush_later(std::shared_ptr<FastPathConnection> c) override {
     bool first;
     {
@@ -462,6 +469,13 @@ absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(Coordinati
   impl->service = service;
   impl->hand_off = std::move(hand_off);
   impl->limiter = std::move(limiter);
+  metrics::Family<metrics::Counter>& bytes = service->metrics_registry().counter(
+      "mcx_coordinator_fast_path_bytes_total",
+      "bytes of the processes' requests and the service's replies on the fast path, by direction (received, sent)",
+      {"direction"});
+  impl->received_bytes = &bytes.with({"received"});
+  impl->sent_bytes = &bytes.with({"sent"});
+  impl->rate_limited = &rate_limited_requests(*service).with({"fast_path"});
   const std::string host = address_host(bind_address);
   const std::string& where = bind_address;
   int port = -1;

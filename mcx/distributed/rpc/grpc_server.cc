@@ -79,7 +79,7 @@ class Handler final : public proto::Coordination::CallbackService {
   Handler(CoordinationService* s, bool bind_identity, std::string uri_prefix, std::shared_ptr<AuditLog> audit,
           std::shared_ptr<PeerRateLimiter> limiter)
       : s_(s), bind_identity_(bind_identity), uri_prefix_(std::move(uri_prefix)), audit_(std::move(audit)),
-        limiter_(std::move(limiter)) {}
+        limiter_(std::move(limiter)), rate_limited_(&rate_limited_requests(*s).with({"grpc"})) {}
 
   // Finishes every open watch stream (server shutdown).
   void close_all_watches();
@@ -105,6 +105,7 @@ class Handler final : public proto::Coordination::CallbackService {
                          std::optional<TaskId> acting) {
     if (limiter_) {
       if (absl::Status limited = limiter_->admit(who ? who->to_string() : ctx->peer()); !limited.ok()) {
+        rate_limited_->add();
         if (who) audit("denied", *who, rpc, std::string(limited.message()));
         return limited;
       }
@@ -301,6 +302,7 @@ class Handler final : public proto::Coordination::CallbackService {
   std::string uri_prefix_;
   std::shared_ptr<AuditLog> audit_;  // may be null
   std::shared_ptr<PeerRateLimiter> limiter_;  // null: no limit
+  metrics::Counter* rate_limited_;
 };
 
 // The long-lived stream of one task (or observer). Writes the newest job state, one write at a time: the whole

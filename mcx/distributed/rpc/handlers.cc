@@ -38,6 +38,13 @@ void serve_register(CoordinationService& s, const proto::RegisterRequest& req, R
   }
 }
 
+metrics::Family<metrics::Counter>& rate_limited_requests(CoordinationService& s) {
+  return s.metrics_registry().counter("mcx_coordinator_rate_limited_requests_total",
+                                      "requests refused by the per-peer rate limit (MCX_COORDINATOR_RATE_LIMIT), by "
+                                      "transport",
+                                      {"transport"});
+}
+
 void serve_heartbeat(CoordinationService& s, const proto::HeartbeatRequest& req, Reply<proto::HeartbeatResponse> reply) {
   proto::HeartbeatResponse r;
   to_proto(s.heartbeat(req.task(), req.incarnation()), r.mutable_status());

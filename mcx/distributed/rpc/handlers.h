@@ -47,6 +47,9 @@ using Reply = std::function<void(Response)>;
 // registered (or it failed).
 void serve_register(CoordinationService& s, const proto::RegisterRequest& req, Reply<proto::RegisterResponse> reply);
 void serve_heartbeat(CoordinationService& s, const proto::HeartbeatRequest& req, Reply<proto::HeartbeatResponse> reply);
+
+// The service's count of requests the per-peer rate limit refused, by transport ("fast_path", "grpc").
+metrics::Family<metrics::Counter>& rate_limited_requests(CoordinationService& s);
 void serve_report_error(CoordinationService& s, const proto::ReportErrorRequest& req,
                         Reply<proto::StatusResponse> reply);
 void serve_shutdown(CoordinationService& s, const proto::ShutdownRequest& req, Reply<proto::StatusResponse> reply);

@@ -81,6 +81,9 @@ TEST(CoordinatorMetrics, AScrapeCountsTheJobAndPrometheusReadsIt) {
   EXPECT_EQ(s.at("mcx_coordinator_tasks{state=\"shutdown\"}"), 2) << text;
   EXPECT_EQ(s.at("mcx_coordinator_tasks{state=\"connected\"}"), 0) << text;
   EXPECT_EQ(s.at("mcx_coordinator_task_failures_total"), 0) << text;
+  EXPECT_GT(s.at("mcx_coordinator_fast_path_bytes_total{direction=\"received\"}"), 0) << text;
+  EXPECT_GT(s.at("mcx_coordinator_fast_path_bytes_total{direction=\"sent\"}"), 0) << text;
+  EXPECT_EQ(s.at("mcx_coordinator_rate_limited_requests_total{transport=\"fast_path\"}"), 0) << text;
 
   // Prometheus's own checker of the exposition format (and its naming conventions).
   test::TempDir dir;
