@@ -46,6 +46,8 @@ test_packages=(
   munge slurmctld slurmd slurm-client
   # the coordinator's metrics scraped by a real Prometheus server, its exposition checked by promtool
   prometheus curl
+  # the job report (mcx-run --report) rendered in a headless browser
+  chromium
 )
 
 packages=("${demo_packages[@]}")

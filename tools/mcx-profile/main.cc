@@ -1,16 +1,22 @@
 // mcx-profile: work with the profiler's traces (docs/profiling.md).
 //
 //   mcx-profile merge DIR [-o FILE] [--clock auto|reference]
+//   mcx-profile report TRACE -o report.html
 //
 // merge: the per-process traces in DIR (mcx-trace.*.json, written under MCX_PROFILE_DIR) as one Chrome trace-event
 // file on one clock (default DIR/job.trace.json), as `mcx-run --profile` does at the end of a job. --clock
 // reference puts every process on the coordination service's clock even when all share one kernel's.
-// Exit codes: 0 merged, 1 nothing to merge or a bad trace (the message says which), 2 usage.
+// report: a self-contained HTML page (timeline, step time, throughput, failures) from TRACE, a merged trace or
+// a directory of process traces (merged first), as `mcx-run --report` writes.
+// Exit codes: 0 done, 1 nothing to merge or a bad trace (the message says which), 2 usage.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
+#include <filesystem>
+
 #include "tools/common/trace_merge.h"
+#include "tools/common/trace_report.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mcx-profile: the profiler's traces (docs/profiling.md)"};
@@ -22,10 +28,34 @@ int main(int argc, char** argv) {
   m->add_option("-o,--output", merge.out, "merged file (default DIR/job.trace.json)");
   m->add_option("--clock", clock, "auto: one kernel's clock when every process shares it; reference: the service's")
       ->check(CLI::IsMember({"auto", "reference"}));
+  std::string report_input, report_out;
+  CLI::App* rep = app.add_subcommand("report", "an HTML report of a job's trace");
+  rep->add_option("trace", report_input, "merged trace (job.trace.json), or a directory of process traces")->required();
+  rep->add_option("-o,--output", report_out, "the HTML page to write")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (rep->parsed()) {
+    std::string trace = report_input;
+    if (std::filesystem::is_directory(report_input)) {
+      absl::StatusOr<mcx::tools::TraceMergeReport> merged = mcx::tools::merge_job_traces({.dir = report_input});
+      if (!merged.ok()) {
+        std::cerr << "mcx-profile: " << merged.status().message() << "\n";
+        return 1;
+      }
+      trace = merged->out;
+    }
+    absl::StatusOr<mcx::tools::TraceReportSummary> r = mcx::tools::write_job_report(trace, report_out);
+    if (!r.ok()) {
+      std::cerr << "mcx-profile: " << r.status().message() << "\n";
+      return 1;
+    }
+    std::cout << r->out << ": " << r->processes << " processes, " << r->timeline_events << " timeline events"
+              << (r->step_program.empty() ? std::string() : "; " + std::to_string(r->steps) + " steps of " + r->step_program)
+              << "\n";
+    return 0;
   }
   merge.clock = clock == "reference" ? mcx::tools::TraceMergeOptions::Clock::kReference
                                      : mcx::tools::TraceMergeOptions::Clock::kAuto;

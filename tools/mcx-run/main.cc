@@ -1,13 +1,13 @@
 // mcx-run: launch an N-process mcx job on this host.
 //
 //   mcx-run -n 4 [--cpu-devices 2 | --gpus-per-process 1 [--gpus 1]] [--max-restarts 1] [timeouts] [mTLS flags]
-//           [--profile DIR] -- ./my_program args...
+//           [--profile DIR] [--report FILE.html] -- ./my_program args...
 //
 // Starts mcx-coordinator on a free loopback port (or uses --coordinator ADDR), then N copies of PROGRAM with
 // MCX_COORDINATOR_ADDRESS / MCX_NUM_PROCESSES / MCX_PROCESS_ID (and the other MCX_* settings) set, prefixes
 // their output lines with "[p<i>] ", and exits with the first failure's exit code. See docs/distributed.md.
-// --profile DIR: each process writes its trace there, merged at the end into DIR/job.trace.json
-// (docs/profiling.md).
+// --profile DIR: each process writes its trace there, merged at the end into DIR/job.trace.json;
+// --report FILE: an HTML report of the job drawn from it (docs/profiling.md).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "tools/common/mtls_flags.h"
 #include "tools/common/trace_merge.h"
+#include "tools/common/trace_report.h"
 #include "tools/mcx-run/launcher.h"
 
 namespace {
@@ -34,9 +35,9 @@ absl::Status prepare_profile_dir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Merges the processes' traces and says where the result is (a failure to merge is reported, not fatal: the
-// job's exit code stands).
-void report_profile(const std::string& dir) {
+// Merges the processes' traces, writes the HTML report when asked, and says where the results are (a failure
+// is reported, not fatal: the job's exit code stands).
+void report_profile(const std::string& dir, const std::string& html) {
   absl::StatusOr<mcx::tools::TraceMergeReport> r = mcx::tools::merge_job_traces({.dir = dir});
   if (!r.ok()) {
     std::cerr << "[mcx-run] --profile: " << r.status().message() << "\n";
@@ -47,6 +48,13 @@ void report_profile(const std::string& dir) {
             << (r->max_clock_error_us < 0 ? std::string("unknown") : absl::StrCat("<= ", r->max_clock_error_us, " us"))
             << "); open it in Perfetto (ui.perfetto.dev)\n";
   for (const std::string& note : r->notes) std::cerr << "[mcx-run] profile: " << note << "\n";
+  if (html.empty()) return;
+  absl::StatusOr<mcx::tools::TraceReportSummary> page = mcx::tools::write_job_report(r->out, html);
+  if (!page.ok()) {
+    std::cerr << "[mcx-run] --report: " << page.status().message() << "\n";
+    return;
+  }
+  std::cerr << "[mcx-run] report: " << page->out << " (open it in a browser)\n";
 }
 
 }  // namespace
@@ -90,6 +98,10 @@ int main(int argc, char** argv) {
   app.add_option("--profile", o.profile_dir,
                  "trace every process into DIR (MCX_PROFILE_DIR) and merge the traces into DIR/job.trace.json on one "
                  "clock (Chrome trace-event JSON: open it in Perfetto, docs/profiling.md)");
+  std::string report;
+  app.add_option("--report", report,
+                 "write an HTML report of the job (timeline, step time, throughput, failures) to FILE; traces the "
+                 "processes into --profile DIR, or FILE.traces/ without it");
   mcx::tools::add_mtls_flags(app, o.mtls, /*per_task=*/true);
   app.add_option("--coordinator-mtls-cert", o.coordinator_mtls_cert,
                  "coordinator certificate (default: --mtls-cert with {id} = coordinator)");
@@ -113,6 +125,7 @@ int main(int argc, char** argv) {
   if (o.max_restarts > 0 && !o.coordinator.empty()) {
     std::cerr << "[mcx-run] --max-restarts needs a recoverable coordinator; start it with --recoverable\n";
   }
+  if (!report.empty() && o.profile_dir.empty()) o.profile_dir = report + ".traces";
   if (!o.profile_dir.empty()) {
     absl::Status ready = prepare_profile_dir(o.profile_dir);
     if (!ready.ok()) {
@@ -122,6 +135,6 @@ int main(int argc, char** argv) {
     o.profile_dir = std::filesystem::absolute(o.profile_dir).string();
   }
   const int code = mcx::tools::run_job(o);
-  if (!o.profile_dir.empty()) report_profile(o.profile_dir);
+  if (!o.profile_dir.empty()) report_profile(o.profile_dir, report);
   return code;
 }

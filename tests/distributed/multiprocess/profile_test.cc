@@ -2,7 +2,8 @@
 // their traces into one Chrome trace-event file that the format checker accepts, every process on its own
 // named track; on one clock, the same collective of the two processes overlaps in time (they wait for each
 // other), exactly on the shared kernel clock and within the stated error on the coordination service's clock
-// (mcx-profile merge --clock reference, the path jobs across hosts take).
+// (mcx-profile merge --clock reference, the path jobs across hosts take). The job's HTML report renders in a
+// headless browser.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
+#include "tests/support/run_command.h"
 #include "tests/support/trace_events.h"
 
 namespace mcx::mptest {
@@ -94,6 +96,34 @@ TEST(ProfileAcrossProcesses, McxRunMergesEveryProcessTraceOntoOneClock) {
   ASSERT_GE(error, 1) << "every process had an estimate (heartbeats run every second)";
   EXPECT_LT(error, 100'000);
   EXPECT_LE(largest_gap_us(on_reference), 2.0 * static_cast<double>(error));
+}
+
+// mcx-run --report: the job's HTML report renders in a headless browser (Debian's chromium) with no script
+// error and no console message, showing both processes' tracks, and a screenshot of it is taken.
+TEST(ProfileAcrossProcesses, TheJobReportRendersInAHeadlessBrowser) {
+  TempDir dir;
+  const std::string report = dir.path() + "/report.html";
+  Harness h;
+  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "2", "--cpu-devices", "1", "--timeout", "60", "--report",
+                              report, "--", collectives_worker_path(), "all"},
+                  {{"MCX_DEVICE_TIMEOUT_S", "20"}});
+  ASSERT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
+  ASSERT_EQ(h.exit_code(r), 0) << h.dump(r);
+  EXPECT_NE(h.err(r).find("[mcx-run] report: " + report), std::string::npos) << h.dump(r);
+  EXPECT_TRUE(std::filesystem::exists(report + ".traces/job.trace.json"));
+
+  const std::string chromium = "timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                               "--window-size=1400,1500 --enable-logging=stderr --v=0 ";
+  const std::string dom = test::run_command(chromium + "--dump-dom file://" + report + " 2>" + dir.file("chromium.log"));
+  const std::string log = test::read_text_file(dir.file("chromium.log"));
+  EXPECT_NE(dom.find("<div id=\"status\">rendered</div>"), std::string::npos)
+      << dom.substr(dom.find("id=\"status\"") == std::string::npos ? 0 : dom.find("id=\"status\""), 300) << "\n" << log;
+  EXPECT_EQ(log.find(":CONSOLE("), std::string::npos) << log;
+  EXPECT_NE(dom.find("process 0 on "), std::string::npos);  // the summary and lanes name the processes
+  test::run_command(chromium + "--screenshot=" + dir.file("report.png") + " file://" + report + " 2>/dev/null");
+  const std::string png = test::read_text_file(dir.file("report.png"));
+  ASSERT_GT(png.size(), 10000u) << "no screenshot";
+  EXPECT_EQ(png.substr(1, 3), "PNG");
 }
 
 TEST(ProfileAcrossProcesses, MergingNothingOrABrokenTraceSaysWhich) {
