@@ -26,6 +26,10 @@
 #     exports the classifier; serve_model classifies the held-out set from it on the GPU and on the CPU, each
 #     with the job's accuracy. The caller's environment reaches every program (the device check's library path,
 #     or the stand-in driver's variables to run it emulated).
+#   check_job.sh profile MCX_RUN MCX_PROFILE TRAIN DATA_DIR
+#     The CNN over 2 processes x 2 devices under `mcx-run --report` (20 steps, a checkpoint): one merged trace
+#     that follows the trace-event format (mcx-profile check) with every kind of event of both processes
+#     (compiles, launches, collectives, transfers, data, checkpoint), and the HTML report beside it.
 # Exits 77 (skipped) when DATA_DIR has no Fashion-MNIST (scripts/fetch-fashion-mnist.sh).
 set -uo pipefail
 mode=$1
@@ -74,6 +78,22 @@ assert ((many >= 0) & (many <= 9)).all() and (few == many[:7]).all(), (few, many
 print("check_job.sh: mcx-export run classified batches of 7 and 1000 images consistently")
 PY
     echo "check_job.sh: OK: resumed run equals the uninterrupted one; served accuracy $served" ;;
+  profile)
+    mcx_run=$1 mcx_profile=$2 train=$3 data=$4
+    [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }
+    "$mcx_run" -n 2 --cpu-devices 2 --timeout 170 --report "$tmp/report.html" -- "$train" --model cnn --data "$data" \
+      --steps 20 --threads 1 --checkpoint-dir "$tmp/ckpt" --min-accuracy 0 > "$tmp/job.log" 2>&1 || { cat "$tmp/job.log"; fail "the job"; }
+    grep -q "\[mcx-run\] report: $tmp/report.html" "$tmp/job.log" || { cat "$tmp/job.log"; fail "no report"; }
+    [ -s "$tmp/report.html" ] || fail "the report is empty"
+    "$mcx_profile" check "$tmp/report.html.traces/job.trace.json" > "$tmp/check.log" 2>&1 || { cat "$tmp/check.log"; fail "the merged trace"; }
+    cat "$tmp/check.log"
+    for p in 0 1; do
+      for cat in compile launch collective transfer data checkpoint; do
+        grep -q "pid $p $cat: [1-9]" "$tmp/check.log" || fail "no $cat events of process $p"
+      done
+    done
+    echo "check_job.sh: profile OK"
+    ;;
   kill)
     mcx_run=$1 train=$2 data=$3
     [ -f "$data/train-images-idx3-ubyte.gz" ] || { echo "check_job.sh: $data has no Fashion-MNIST; skipping"; exit 77; }

@@ -14,7 +14,7 @@
 #include "mcx/core/profiler.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/trace_events.h"
+#include "tools/common/trace_check.h"
 
 namespace mcx {
 namespace {
@@ -31,7 +31,7 @@ std::vector<json> named(const json& doc, const std::string& name) {
 }
 
 json load(const std::string& path) {
-  absl::StatusOr<json> doc = test::parse_trace_events(test::read_text_file(path));
+  absl::StatusOr<json> doc = tools::parse_trace_events(tools::read_text_file(path));
   EXPECT_TRUE(doc.ok()) << doc.status();
   return doc.ok() ? *doc : json::object({{"traceEvents", json::array()}});
 }
@@ -153,7 +153,7 @@ TEST(Profiler, EventsPastTheCapAreCountedAndDropped) {
   for (int64_t i = 0; i < profiler::kMaxEvents + 10; ++i) profiler::instant("data", "e");
   absl::StatusOr<std::string> path = profiler::stop_session();
   ASSERT_TRUE(path.ok()) << path.status();
-  const std::string text = test::read_text_file(*path);
+  const std::string text = tools::read_text_file(*path);
   EXPECT_NE(text.find("\"dropped_events\":10,"), std::string::npos);
   size_t events = 0;
   for (size_t at = text.find("\"name\":\"e\""); at != std::string::npos; at = text.find("\"name\":\"e\"", at + 1)) ++events;
@@ -188,7 +188,7 @@ TEST(Profiler, MCX_PROFILE_DIRTracesAProcessAndWritesAtExit) {
 // The checker the tests above rely on refuses what the trace viewers cannot read.
 TEST(TraceEventChecker, RefusesWhatTheViewersCannotRead) {
   const std::string ok = R"({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":2})";
-  EXPECT_TRUE(test::parse_trace_events("{\"traceEvents\":[" + ok + "]}").ok());
+  EXPECT_TRUE(tools::parse_trace_events("{\"traceEvents\":[" + ok + "]}").ok());
   for (const char* bad : {R"({"ph":"X","name":"a","pid":1,"tid":1,"ts":1})",            // no dur
                           R"({"ph":"X","name":"a","pid":"1","tid":1,"ts":1,"dur":2})",  // pid a string
                           R"({"ph":"Q","name":"a","pid":1,"tid":1,"ts":1})",            // unknown phase
@@ -196,10 +196,10 @@ TEST(TraceEventChecker, RefusesWhatTheViewersCannotRead) {
                           R"({"ph":"C","name":"a","pid":1,"tid":1,"ts":1,"args":{"v":"x"}})",
                           R"({"ph":"M","name":"process_name","pid":1,"tid":0,"args":{}})",
                           R"({"ph":"X","name":"a","pid":1,"tid":1,"ts":-1,"dur":2})"}) {
-    EXPECT_FALSE(test::parse_trace_events("{\"traceEvents\":[" + ok + "," + bad + "]}").ok()) << bad;
+    EXPECT_FALSE(tools::parse_trace_events("{\"traceEvents\":[" + ok + "," + bad + "]}").ok()) << bad;
   }
-  EXPECT_FALSE(test::parse_trace_events("[]").ok());
-  EXPECT_FALSE(test::parse_trace_events("{\"traceEvents\":[").ok());
+  EXPECT_FALSE(tools::parse_trace_events("[]").ok());
+  EXPECT_FALSE(tools::parse_trace_events("{\"traceEvents\":[").ok());
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 //
 //   mcx-profile merge DIR [-o FILE] [--clock auto|reference]
 //   mcx-profile report TRACE -o report.html
+//   mcx-profile check TRACE
 //
 // merge: the per-process traces in DIR (mcx-trace.*.json, written under MCX_PROFILE_DIR) as one Chrome trace-event
 // file on one clock (default DIR/job.trace.json), as `mcx-run --profile` does at the end of a job. --clock
 // reference puts every process on the coordination service's clock even when all share one kernel's.
 // report: a self-contained HTML page (timeline, step time, throughput, failures) from TRACE, a merged trace or
 // a directory of process traces (merged first), as `mcx-run --report` writes.
+// check: whether TRACE follows the trace-event format the viewers read (tools/common/trace_check.h); prints its
+// events per process and category.
 // Exit codes: 0 done, 1 nothing to merge or a bad trace (the message says which), 2 usage.
 #include <CLI/CLI.hpp>
 
@@ -15,6 +18,9 @@
 
 #include <filesystem>
 
+#include <map>
+
+#include "tools/common/trace_check.h"
 #include "tools/common/trace_merge.h"
 #include "tools/common/trace_report.h"
 
@@ -32,10 +38,27 @@ int main(int argc, char** argv) {
   CLI::App* rep = app.add_subcommand("report", "an HTML report of a job's trace");
   rep->add_option("trace", report_input, "merged trace (job.trace.json), or a directory of process traces")->required();
   rep->add_option("-o,--output", report_out, "the HTML page to write")->required();
+  std::string check_input;
+  CLI::App* chk = app.add_subcommand("check", "check a trace against the trace-event format");
+  chk->add_option("trace", check_input, "a trace file (a process's or a merged one)")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (chk->parsed()) {
+    absl::StatusOr<nlohmann::json> doc = mcx::tools::parse_trace_events(mcx::tools::read_text_file(check_input));
+    if (!doc.ok()) {
+      std::cerr << "mcx-profile: " << check_input << ": " << doc.status().message() << "\n";
+      return 1;
+    }
+    std::map<std::pair<int64_t, std::string>, int64_t> counts;  // (pid, category) -> events
+    for (const nlohmann::json& e : (*doc)["traceEvents"]) {
+      if (e["ph"] != "M") ++counts[{e["pid"].get<int64_t>(), e.value("cat", "")}];
+    }
+    std::cout << check_input << ": a valid trace-event file, " << (*doc)["traceEvents"].size() << " events\n";
+    for (const auto& [key, n] : counts) std::cout << "  pid " << key.first << " " << key.second << ": " << n << "\n";
+    return 0;
   }
   if (rep->parsed()) {
     std::string trace = report_input;

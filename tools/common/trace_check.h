@@ -1,6 +1,6 @@
 // A checker of Chrome trace-event JSON (the "JSON Object Format" that Perfetto's trace processor and
-// chrome://tracing import), for the profiler's tests: it parses the text and checks each event's fields against
-// the format's rules, so a file that passes opens in those viewers.
+// chrome://tracing import), for `mcx-profile check` and the profiler's tests: it parses the text and checks each
+// event's fields against the format's rules, so a file that passes opens in those viewers.
 #pragma once
 
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace mcx::test {
+namespace mcx::tools {
 
 // The parsed trace, or InvalidArgument naming the first event (by index) and field that breaks the format:
 // a top-level object with a "traceEvents" array; every event an object with "ph" one of the phases the
@@ -21,4 +21,4 @@ absl::StatusOr<nlohmann::json> parse_trace_events(std::string_view text);
 // The file's text (empty when it cannot be read).
 std::string read_text_file(const std::string& path);
 
-}  // namespace mcx::test
+}  // namespace mcx::tools

@@ -1,11 +1,11 @@
-#include "tests/support/trace_events.h"
+#include "tools/common/trace_check.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 
-namespace mcx::test {
+namespace mcx::tools {
 namespace {
 
 bool is_integer(const nlohmann::json& v) { return v.is_number_integer() || v.is_number_unsigned(); }
@@ -71,4 +71,4 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-}  // namespace mcx::test
+}  // namespace mcx::tools
