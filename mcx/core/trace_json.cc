@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "mcx/core/json_text.h"
 
 namespace mcx::profiler {
 namespace {
@@ -29,24 +30,6 @@ void append_args(std::string& out, const std::vector<Arg>& args) {
 }
 
 }  // namespace
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) absl::StrAppendFormat(&out, "\\u%04x", c);
-        else out += c;
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 std::string trace_file_name(const TraceFile& file) {
   return file.process_index >= 0 ? absl::StrCat("mcx-trace.p", file.process_index, ".", file.os_pid, ".json")

@@ -54,8 +54,4 @@ absl::StatusOr<std::string> write_trace_file(const TraceFile& file);
 // Creates `dir` and its parents where missing. Errors: the OS's, naming the path.
 absl::Status make_directory(const std::string& dir);
 
-// `s` as a JSON string literal, quotes included (control characters escaped; bytes that are not UTF-8 are passed
-// through as they are).
-std::string json_string(std::string_view s);
-
 }  // namespace mcx::profiler

@@ -6,34 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "mcx/core/json_text.h"
 
 namespace mcx::distributed {
-namespace {
-
-// s as a JSON string literal (quotes included); bytes below 0x20 as \u00XX, other bytes as they are.
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<AuditLog>> AuditLog::open(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "a");

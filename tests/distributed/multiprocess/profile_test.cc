@@ -57,15 +57,24 @@ double largest_gap_us(const json& doc) {
   return gap;
 }
 
+// Runs collectives_worker on 2 processes under mcx-run with `flags` (--profile DIR, --report FILE); returns the
+// harness index of mcx-run (exited 0, else a fatal failure in the caller).
+int run_traced_job(Harness& h, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {tool_path("mcx-run"), "-n", "2", "--cpu-devices", "1", "--timeout", "60"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"--", collectives_worker_path(), "all"});
+  const int r = h.spawn("mcx-run", argv, {{"MCX_DEVICE_TIMEOUT_S", "20"}});
+  EXPECT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
+  EXPECT_EQ(h.exit_code(r), 0) << h.dump(r);
+  return r;
+}
+
 TEST(ProfileAcrossProcesses, McxRunMergesEveryProcessTraceOntoOneClock) {
   TempDir dir;
   const std::string profile = dir.path() + "/profile";
   Harness h;
-  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "2", "--cpu-devices", "1", "--timeout", "60", "--profile",
-                              profile, "--", collectives_worker_path(), "all"},
-                  {{"MCX_DEVICE_TIMEOUT_S", "20"}});
-  ASSERT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
-  ASSERT_EQ(h.exit_code(r), 0) << h.dump(r);
+  const int r = run_traced_job(h, {"--profile", profile});
+  ASSERT_FALSE(::testing::Test::HasFailure());
   EXPECT_NE(h.err(r).find("[mcx-run] profile: " + profile + "/job.trace.json (2 process traces"), std::string::npos)
       << h.dump(r);
 
@@ -104,11 +113,8 @@ TEST(ProfileAcrossProcesses, TheJobReportRendersInAHeadlessBrowser) {
   TempDir dir;
   const std::string report = dir.path() + "/report.html";
   Harness h;
-  int r = h.spawn("mcx-run", {tool_path("mcx-run"), "-n", "2", "--cpu-devices", "1", "--timeout", "60", "--report",
-                              report, "--", collectives_worker_path(), "all"},
-                  {{"MCX_DEVICE_TIMEOUT_S", "20"}});
-  ASSERT_TRUE(h.wait_exit(r, milliseconds(65000))) << h.dump(r);
-  ASSERT_EQ(h.exit_code(r), 0) << h.dump(r);
+  const int r = run_traced_job(h, {"--report", report});
+  ASSERT_FALSE(::testing::Test::HasFailure());
   EXPECT_NE(h.err(r).find("[mcx-run] report: " + report), std::string::npos) << h.dump(r);
   EXPECT_TRUE(std::filesystem::exists(report + ".traces/job.trace.json"));
 
