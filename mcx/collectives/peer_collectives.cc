@@ -11,6 +11,7 @@
 
 #include "mcx/core/error.h"
 #include "mcx/collectives/reduce_kernels.h"
+#include "mcx/core/profiler.h"
 
 namespace mcx {
 namespace {
@@ -184,12 +185,18 @@ absl::Status peer_exchange(PeerGroup& g, std::vector<PeerGroup::Send> sends, std
 
 absl::Status peer_all_reduce(PeerGroup& g, void* data, int64_t count, DType dtype, ReduceOp op, uint64_t tag,
                              absl::Time deadline, const Piggyback* piggyback) {
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
+  profiler::Scope traced("collective", "all-reduce algorithm");
+  if (traced.recording()) traced.arg("bytes", bytes).arg("processes", static_cast<int64_t>(g.size()));
   if (std::optional<std::vector<std::vector<int>>> members = host_members(g)) {
+    traced.arg("algorithm", "hierarchical (within hosts, then between them)");
     return hierarchical_all_reduce(g, *members, data, count, dtype, op, tag, deadline, piggyback);
   }
-  if (count * static_cast<int64_t>(dtype_size(dtype)) <= kDoublingAllReduceMaxBytes) {
+  if (bytes <= kDoublingAllReduceMaxBytes) {
+    traced.arg("algorithm", "recursive doubling");
     return doubling_all_reduce(g, data, count, dtype, op, tag, deadline, piggyback);
   }
+  traced.arg("algorithm", "ring (reduce-scatter, all-gather)");
   return ring_all_reduce(g, data, count, dtype, op, tag, deadline, piggyback);
 }
 

@@ -152,14 +152,27 @@ void Registry::gauge_callback(const std::string& name, const std::string& help, 
 }
 
 std::string Registry::text() const {
-  // The callbacks run outside the lock (they may take their own locks).
-  std::vector<std::pair<std::string, const Entry*>> entries;
+  // What each entry holds, copied under the lock (a family registered meanwhile is not half-seen); the families
+  // themselves are never freed, and the callbacks run outside the lock (they may take their own locks).
+  struct View {
+    std::string name, help, type;
+    std::vector<std::string> labels;
+    const Family<Counter>* counters;
+    const Family<Gauge>* gauges;
+    const Family<Histogram>* histograms;
+    std::function<Samples()> read;
+  };
+  std::vector<View> entries;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [name, e] : entries_) entries.emplace_back(name, &e);
+    for (const auto& [name, e] : entries_) {
+      entries.push_back({name, e.help, e.type, e.labels, e.counters.get(), e.gauges.get(), e.histograms.get(), e.read});
+    }
   }
   std::string out;
-  for (const auto& [name, e] : entries) {
+  for (const View& view : entries) {
+    const std::string& name = view.name;
+    const View* e = &view;
     absl::StrAppend(&out, "# HELP ", name, " ", escape_help(e->help), "\n# TYPE ", name, " ", e->type, "\n");
     if (e->counters) {
       for (const auto& [values, c] : e->counters->children()) {

@@ -10,13 +10,15 @@
 // The file: {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}. Events carry "pid" (the
 // process's index in the job once set_process was called, else its OS pid), "tid" (a small number per thread,
 // named by "thread_name" metadata events), "ts" (microseconds of CLOCK_MONOTONIC, one clock for every process
-// of a host) and, for complete events ("ph": "X"), "dur". otherData records the clocks at the session's start
-// (monotonic and real time, microseconds) so that traces of several hosts can be put on one clock.
+// of a host) and, for complete events ("ph": "X"), "dur". otherData records the host and its kernel's boot id,
+// the clocks at the session's start (monotonic and real time, microseconds) and the offset from the job's
+// reference clock (set_reference_clock), so that traces of several hosts can be put on one clock
+// (tools/common/trace_merge.h).
 //
-// Errors: start() with a session already running is FailedPrecondition; a directory that cannot be created or a
-// file that cannot be written is the OS error naming the path. Nothing here throws except the Session object,
-// public API, which throws mcx::Error. Events are kept in memory until stop(): at most kMaxEvents per session
-// (later ones are counted, reported in otherData.dropped_events, and dropped).
+// Errors: start_session with a session already running is FailedPrecondition; a directory that cannot be created
+// or a file that cannot be written is the OS error naming the path. The public API (start, stop, Session) throws
+// those as mcx::Error; nothing else throws. Events are kept in memory until stop(): at most kMaxEvents per
+// session (later ones are counted, reported in otherData.dropped_events, and dropped).
 // Thread-safety: every function may be called from any thread; a Scope belongs to the thread that made it.
 #pragma once
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "mcx/backend/cpu/fusion.h"
 #include "mcx/core/error.h"
+#include "mcx/core/profiler.h"
 #include "mcx/ir/control_flow.h"
 #include "mcx/ir/custom_rules.h"
 #include "mcx/ir/shape_rules.h"
@@ -242,6 +243,7 @@ void note_collectives(CpuExecutable::Plan& plan) {
 }
 
 absl::StatusOr<std::unique_ptr<CpuExecutable::Plan>> plan_program(const ir::Program& program) {
+  profiler::Scope traced("compile", absl::StrCat("plan ", program.name));
   auto plan = std::make_unique<Plan>();
   MCX_ASSIGN_OR_RETURN(plan->program, program_for_plan(program));
   MCX_RETURN_IF_ERROR(fill_program_facts(*plan));
@@ -251,7 +253,11 @@ absl::StatusOr<std::unique_ptr<CpuExecutable::Plan>> plan_program(const ir::Prog
   const Liveness live = plan_releases(*plan, fusion);
   plan_inplace_reuse(*plan, live);
   note_collectives(*plan);
-  generate_kernels(*plan);
+  {
+    profiler::Scope generating("compile", absl::StrCat("generate kernels for ", program.name));
+    generate_kernels(*plan);
+  }
+  if (traced.recording()) traced.arg("steps", static_cast<int64_t>(plan->steps.size()));
   return plan;
 }
 
