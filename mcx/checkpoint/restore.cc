@@ -65,7 +65,7 @@ absl::StatusOr<Manifest> load_manifest(const std::string& root, int64_t step) {
 
 absl::StatusOr<std::vector<Array>> restore_arrays(const std::string& root, int64_t step, const TreeDef& def,
                                                   std::span<const LeafTarget> targets, int threads) {
-  profiler::Scope traced("checkpoint", absl::StrCat("restore step ", step));
+  profiler::Scope traced("checkpoint", "restore step ", std::to_string(step));
   MCX_ASSIGN_OR_RETURN(Manifest m, load_manifest(root, step));
   const std::string dir = root + "/" + step_dir_name(step);
   const std::string manifest_path = dir + "/" + std::string(kManifestFile);

@@ -187,7 +187,7 @@ absl::StatusOr<SaveJob> prepare_save(const std::string& root, int64_t step, cons
 }
 
 absl::StatusOr<std::vector<std::string>> run_save(const SaveJob& job, const absl::Status& prepared) {
-  profiler::Scope traced("checkpoint", absl::StrCat("save step ", job.step));
+  profiler::Scope traced("checkpoint", "save step ", std::to_string(job.step));
   SaveSync sync(kv_prefix(job, job.seq), job.timeout, job.processes);
   const std::string who = absl::StrCat("[checkpoint] save of step ", job.step, ": ");
   absl::StatusOr<std::string> tmp = sync.share_from_leader(

@@ -96,7 +96,7 @@ struct SpanningGroup::State {
 
   absl::Status execute(const char* what, const LaunchTag& tag, absl::Time deadline) {
     const Call& c0 = calls()[0];
-    profiler::Scope traced("collective", absl::StrCat(what, " between processes"));
+    profiler::Scope traced("collective", what, " between processes");
     if (traced.recording()) {
       traced.arg("processes", static_cast<int64_t>(peers->size())).arg("local members", static_cast<int64_t>(calls().size()));
       if (!tag.program.empty()) traced.arg("launch", tag.program);

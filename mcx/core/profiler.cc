@@ -225,9 +225,12 @@ absl::StatusOr<std::string> stop_session() { return profiler().stop(); }
 void set_process(int index, std::string label) { profiler().set_process(index, std::move(label)); }
 void set_thread_name(std::string name) { profiler().set_thread_name(std::move(name)); }
 
-Scope::Scope(const char* category, std::string_view name) : category_(category) {
+Scope::Scope(const char* category, std::string_view name) : Scope(category, name, std::string_view()) {}
+
+Scope::Scope(const char* category, std::string_view first, std::string_view second) : category_(category) {
   if (!active()) return;
-  name_ = std::string(name);
+  name_.reserve(first.size() + second.size());
+  name_.append(first).append(second);
   start_ns_ = monotonic_ns();
 }
 

@@ -72,6 +72,8 @@ struct Arg {
 class Scope {
  public:
   Scope(const char* category, std::string_view name);
+  // The name first + second, joined only when recording (no string is built on a path that runs untraced).
+  Scope(const char* category, std::string_view first, std::string_view second);
   ~Scope();
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;

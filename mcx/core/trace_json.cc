@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mcx/core/json_text.h"
+#include "mcx/core/text_file.h"
 
 namespace mcx::profiler {
 namespace {
@@ -80,20 +81,8 @@ absl::Status make_directory(const std::string& dir) {
 
 absl::StatusOr<std::string> write_trace_file(const TraceFile& file) {
   const std::string path = (std::filesystem::path(file.dir) / trace_file_name(file)).string();
-  const std::string tmp = path + ".tmp";
-  const std::string text = trace_json(file);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("[profiler] cannot write ", tmp, ": ", std::strerror(errno)));
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int saved = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("[profiler] cannot write ", tmp, ": ", std::strerror(wrote ? errno : saved)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("[profiler] cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
+  if (absl::Status s = write_text_file(path, trace_json(file)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("[profiler] ", s.message()));
   }
   return path;
 }

@@ -44,7 +44,7 @@ CompiledKey executable_key(const Platform& platform, std::string canonical_encod
 
 absl::StatusOr<std::shared_ptr<const Executable>> load_or_compile(const Platform& platform, const ir::Program& program,
                                                                   std::string_view canonical_encoding) {
-  profiler::Scope traced("compile", absl::StrCat("compile ", program.name));
+  profiler::Scope traced("compile", "compile ", program.name);
   if (traced.recording()) {
     traced.arg("platform", platform.name()).arg("instructions", static_cast<int64_t>(program.instrs.size()));
   }

@@ -230,7 +230,7 @@ struct DeviceTask {
 
 absl::StatusOr<std::shared_ptr<const SpmdExecutable>> SpmdExecutable::compile(const ir::Program& global,
                                                                               SpmdOptions options) {
-  profiler::Scope traced("compile", absl::StrCat("partition ", options.name));
+  profiler::Scope traced("compile", "partition ", options.name);
   if (traced.recording()) traced.arg("mesh devices", static_cast<int64_t>(options.mesh.size()));
   auto exe = std::shared_ptr<SpmdExecutable>(new SpmdExecutable(options));
   const MeshAxes& axes = options.mesh.axes();

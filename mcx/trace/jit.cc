@@ -51,7 +51,7 @@ std::shared_ptr<const JitState::Entry> JitState::get_or_trace(
     }
   }
   const std::string what = absl::StrCat("jit of '", options_.name, "'");
-  profiler::Scope traced_scope("compile", absl::StrCat("trace ", options_.name));
+  profiler::Scope traced_scope("compile", "trace ", options_.name);
   for (const Array& leaf : flat.leaves) {
     if (leaf.valid()) check_tracer_usable(leaf, "jit");
   }

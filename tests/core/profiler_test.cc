@@ -4,15 +4,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "mcx/core/text_file.h"
 #include "mcx/core/error.h"
 #include "mcx/core/profiler.h"
-#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 #include "tools/common/trace_check.h"
 
@@ -31,7 +33,7 @@ std::vector<json> named(const json& doc, const std::string& name) {
 }
 
 json load(const std::string& path) {
-  absl::StatusOr<json> doc = tools::parse_trace_events(tools::read_text_file(path));
+  absl::StatusOr<json> doc = tools::parse_trace_events(read_text_file(path).value_or(""));
   EXPECT_TRUE(doc.ok()) << doc.status();
   return doc.ok() ? *doc : json::object({{"traceEvents", json::array()}});
 }
@@ -153,34 +155,43 @@ TEST(Profiler, EventsPastTheCapAreCountedAndDropped) {
   for (int64_t i = 0; i < profiler::kMaxEvents + 10; ++i) profiler::instant("data", "e");
   absl::StatusOr<std::string> path = profiler::stop_session();
   ASSERT_TRUE(path.ok()) << path.status();
-  const std::string text = tools::read_text_file(*path);
+  const std::string text = read_text_file(*path).value_or("");
   EXPECT_NE(text.find("\"dropped_events\":10,"), std::string::npos);
   size_t events = 0;
   for (size_t at = text.find("\"name\":\"e\""); at != std::string::npos; at = text.find("\"name\":\"e\"", at + 1)) ++events;
   EXPECT_EQ(events, static_cast<size_t>(profiler::kMaxEvents));
 }
 
-// Run by the next test as a child with MCX_PROFILE_DIR set: the session starts at the first event and is written
-// at exit.
-TEST(ProfilerChild, DISABLED_TracesTheWholeProcessUnderTheEnvironment) {
-  bool recorded = false;
-  {
-    profiler::Scope s("compile", "from the environment");
-    recorded = s.recording();
-  }
-  std::exit(recorded ? 0 : 3);  // exit() runs the profiler's exit step, which writes the file
-}
-
+// MCX_PROFILE_DIR traces a whole process: the session starts at its first event and the file is written at exit.
+// The process is a death-test child started afresh ("threadsafe" style re-executes this binary), so no earlier
+// test of this process has settled the profiler's state before the variable is read.
 TEST(Profiler, MCX_PROFILE_DIRTracesAProcessAndWritesAtExit) {
-  test::TempDir dir;
-  const std::string out = test::run_command(
-      "MCX_PROFILE_DIR=" + dir.path() + " timeout 120 /proc/" + std::to_string(getpid()) +
-      "/exe --gtest_also_run_disabled_tests --gtest_filter=ProfilerChild.DISABLED_TracesTheWholeProcessUnderTheEnvironment"
-      " 2>&1; echo exit=$?");
-  EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  // The parent makes the directory and names itself; the re-executed child inherits both variables and sees
+  // another process's pid, so it makes no directory of its own.
+  const char* parent = std::getenv("MCX_PROFILER_TEST_PARENT");
+  const bool child = parent != nullptr && std::to_string(getpid()) != parent;
+  std::optional<test::TempDir> dir;
+  if (!child) {
+    dir.emplace();
+    setenv("MCX_PROFILE_DIR", dir->path().c_str(), 1);
+    setenv("MCX_PROFILER_TEST_PARENT", std::to_string(getpid()).c_str(), 1);
+  }
+  EXPECT_EXIT(
+      {
+        bool recorded = false;
+        {
+          profiler::Scope s("compile", "from the environment");
+          recorded = s.recording();
+        }
+        std::exit(recorded ? 0 : 3);  // exit() runs the profiler's exit step, which writes the file
+      },
+      ::testing::ExitedWithCode(0), "");
+  unsetenv("MCX_PROFILER_TEST_PARENT");
+  unsetenv("MCX_PROFILE_DIR");
   std::vector<std::string> files;
-  for (const auto& f : std::filesystem::directory_iterator(dir.path())) files.push_back(f.path().string());
-  ASSERT_EQ(files.size(), 1u) << out;
+  for (const auto& f : std::filesystem::directory_iterator(dir->path())) files.push_back(f.path().string());
+  ASSERT_EQ(files.size(), 1u);
   EXPECT_NE(files[0].find("mcx-trace."), std::string::npos);
   EXPECT_EQ(named(load(files[0]), "from the environment").size(), 1u);
 }

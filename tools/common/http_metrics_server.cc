@@ -1,7 +1,6 @@
 #include "tools/common/http_metrics_server.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +9,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/distributed/rpc/listen_socket.h"
 
 namespace mcx::tools {
 namespace {
@@ -45,42 +44,9 @@ std::string response(int code, const char* reason, const std::string& content_ty
 
 absl::StatusOr<std::unique_ptr<HttpMetricsServer>> HttpMetricsServer::start(const std::string& bind,
                                                                             std::function<std::string()> render) {
-  const size_t colon = bind.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(bind.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("[metrics] expected HOST:PORT to serve metrics on, found '", bind, "'"));
-  }
-  std::string host = bind.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("[metrics] cannot resolve '", host, "': ", gai_strerror(rc)));
-  }
-  int fd = -1;
-  std::string why;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 16) != 0) {
-      why = std::strerror(errno);
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(found);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("[metrics] cannot listen on ", bind, ": ", why));
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int bound = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                               : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  absl::StatusOr<distributed::ListeningSocket> listening = distributed::listen_tcp(bind, 16, "[metrics]");
+  if (!listening.ok()) return listening.status();
+  const int fd = listening->fd, bound = listening->port;
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
     close(fd);

@@ -3,7 +3,8 @@
 // time (a scrape every few seconds needs no more); each request has 5 s to arrive and may be 16 KiB at most, so a
 // slow or hostile client cannot hold the endpoint. Other paths answer 404, other methods 405. Plaintext:
 // bind it where only the monitoring system reaches (the default 127.0.0.1).
-// Errors: start() fails with the OS's error naming the address (InvalidArgument for a malformed one).
+// Errors: start() fails as distributed::listen_tcp does (InvalidArgument for a malformed address, Unavailable
+// naming one that cannot be bound).
 // Thread-safety: render is called on the server's thread; the destructor stops and joins it.
 #pragma once
 
@@ -18,7 +19,7 @@ namespace mcx::tools {
 
 class HttpMetricsServer {
  public:
-  // bind: "HOST:PORT" (port 0 picks a free one).
+  // bind: "HOST:PORT" (port 0 picks a free one; listen_socket.h says which hosts mean every interface).
   static absl::StatusOr<std::unique_ptr<HttpMetricsServer>> start(const std::string& bind,
                                                                   std::function<std::string()> render);
   ~HttpMetricsServer();

@@ -1,8 +1,5 @@
 #include "tools/common/trace_check.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 
 namespace mcx::tools {
@@ -62,13 +59,6 @@ absl::StatusOr<nlohmann::json> parse_trace_events(std::string_view text) {
     if (absl::Status s = check_event(events[i], i); !s.ok()) return s;
   }
   return doc;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace mcx::tools

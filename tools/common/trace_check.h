@@ -18,7 +18,4 @@ namespace mcx::tools {
 // process_name or thread_name with a string args.name; "args", where present, an object; "cat" a string.
 absl::StatusOr<nlohmann::json> parse_trace_events(std::string_view text);
 
-// The file's text (empty when it cannot be read).
-std::string read_text_file(const std::string& path);
-
 }  // namespace mcx::tools

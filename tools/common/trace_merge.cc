@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
+#include "mcx/core/text_file.h"
 
 namespace mcx::tools {
 namespace {
@@ -25,12 +23,11 @@ struct ProcessTrace {
 };
 
 absl::StatusOr<ProcessTrace> read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  absl::StatusOr<std::string> text = read_text_file(path);
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("[trace merge] ", text.status().message()));
   ProcessTrace t;
   t.file = path;
-  t.doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  t.doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("[trace merge] ", path, ": ", why));
   };
@@ -146,7 +143,7 @@ absl::StatusOr<TraceMergeReport> merge_job_traces(const TraceMergeOptions& optio
                          {"clock_error_us", traces[i].error_us}, {"boot_id", traces[i].boot_id}});
   }
   report.processes = static_cast<int>(traces.size());
-  const json merged = {{"traceEvents", std::move(events)},
+  json merged = {{"traceEvents", std::move(events)},
                        {"displayTimeUnit", "ms"},
                        {"otherData",
                         {{"producer", "mcx trace merge"},
@@ -154,14 +151,10 @@ absl::StatusOr<TraceMergeReport> merge_job_traces(const TraceMergeOptions& optio
                          {"max_clock_error_us", report.max_clock_error_us},
                          {"processes", std::move(processes)},
                          {"notes", report.notes}}}};
-  const std::string tmp = report.out + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << merged.dump() << "\n";
-    if (!out) return absl::InternalError(absl::StrCat("[trace merge] cannot write ", tmp));
+  if (absl::Status s = write_text_file(report.out, merged.dump() + "\n"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("[trace merge] ", s.message()));
   }
-  std::filesystem::rename(tmp, report.out, ec);
-  if (ec) return absl::InternalError(absl::StrCat("[trace merge] cannot rename ", tmp, " to ", report.out, ": ", ec.message()));
+  report.merged = std::move(merged);
   return report;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace mcx::tools {
 
@@ -35,6 +36,7 @@ struct TraceMergeReport {
   std::string clock;              // "one kernel's CLOCK_MONOTONIC" or "the coordination service's clock"
   int64_t max_clock_error_us = 0;  // the largest error of any process's offset; -1 when one is unknown
   std::vector<std::string> notes;  // what the reader should know (a process on its wall clock, a restart)
+  nlohmann::json merged;           // the merged document written to `out` (a report reads it from here)
 };
 
 absl::StatusOr<TraceMergeReport> merge_job_traces(const TraceMergeOptions& options);

@@ -1,15 +1,11 @@
 #include "tools/common/trace_report.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <set>
-#include <sstream>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "mcx/core/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mcx::tools {
@@ -69,7 +65,7 @@ function timeline() {
     g.fillStyle = "#333";
     g.fillText(lane.label.slice(0, 40), 4, top + i * laneH + 12);
   });
-  for (const [lane, cat, , start, dur] of DATA.events) {
+  for (const [lane, cat, start, dur] of DATA.events) {
     g.fillStyle = color(DATA.categories[cat]);
     g.fillRect(x(start), top + lane * laneH + 2, Math.max(1, x(start + dur) - x(start)), laneH - 6);
   }
@@ -165,24 +161,20 @@ table { border-collapse: collapse; } th, td { text-align: left; padding: 3px 10p
 #status { color: #888; font-size: 11px; margin-top: 30px; }
 )CSS";
 
-absl::StatusOr<json> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("[report] cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat("[report] ", path, ": expected a trace (traceEvents)"));
-  }
-  return doc;
-}
-
 }  // namespace
 
 absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_path, const std::string& out_path) {
-  absl::StatusOr<json> read = read_json(trace_path);
-  if (!read.ok()) return read.status();
-  const json& doc = *read;
+  absl::StatusOr<std::string> text = read_text_file(trace_path);
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("[report] ", text.status().message()));
+  const json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat("[report] ", trace_path, ": not JSON"));
+  return write_job_report(doc, out_path);
+}
+
+absl::StatusOr<TraceReportSummary> write_job_report(const json& doc, const std::string& out_path) {
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+    return absl::InvalidArgumentError("[report] expected a trace (traceEvents)");
+  }
   // Names of processes and threads; the first event time.
   std::map<int64_t, std::string> process_names;
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
@@ -214,9 +206,8 @@ absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_pat
   }
 
   std::map<std::pair<int64_t, int64_t>, int> lane_of;
-  std::map<std::string, int> category_of, name_of;
-  json lanes = json::array(), categories = json::array(), names = json::array(), events = json::array(),
-       marks = json::array();
+  std::map<std::string, int> category_of;
+  json lanes = json::array(), categories = json::array(), events = json::array(), marks = json::array();
   std::map<int64_t, int64_t> step_tid;  // per process: the thread of its first step launch
   std::map<int64_t, std::vector<double>> step_starts;
   std::vector<const json*> ordered;
@@ -238,20 +229,16 @@ absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_pat
     }
     if (ph != "X") continue;
     if (cat == "launch" && name == step_program) {
-      auto [it, first] = step_tid.try_emplace(pid, tid);
-      if (it->second == tid) step_starts[pid].push_back(start_ms);
+      if (step_tid.try_emplace(pid, tid).first->second == tid) step_starts[pid].push_back(start_ms);
     }
     if (events.size() >= kMaxTimelineEvents) {
       truncated = true;
       continue;
     }
-    auto [lane, new_lane] = lane_of.try_emplace({pid, tid}, static_cast<int>(lane_of.size()));
-    (void)new_lane;
+    const auto lane = lane_of.try_emplace({pid, tid}, static_cast<int>(lane_of.size())).first;
     auto [c, new_cat] = category_of.try_emplace(cat, static_cast<int>(category_of.size()));
     if (new_cat) categories.push_back(cat);
-    auto [n, new_name] = name_of.try_emplace(name, static_cast<int>(name_of.size()));
-    if (new_name) names.push_back(name);
-    events.push_back({lane->second, c->second, n->second, start_ms, e.value("dur", 0.0) / 1000.0});
+    events.push_back({lane->second, c->second, start_ms, e.value("dur", 0.0) / 1000.0});
   }
   // Lanes in process, then thread order (the events above numbered them as met).
   std::vector<std::pair<std::pair<int64_t, int64_t>, int>> lane_list(lane_of.begin(), lane_of.end());
@@ -272,7 +259,6 @@ absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_pat
   const json data = {{"processes", processes},
                      {"lanes", lanes},
                      {"categories", categories},
-                     {"names", names},
                      {"events", events},
                      {"marks", marks},
                      {"truncated", truncated},
@@ -289,15 +275,9 @@ absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_pat
       "<h2>Step time</h2>\n<canvas id=\"steptime\"></canvas>\n<h2>Throughput</h2>\n<canvas id=\"throughput\"></canvas>\n"
       "<h2>Failures, recovery and checkpoints</h2>\n<table id=\"events\"></table>\n<div id=\"status\">loading</div>\n"
       "<script>const DATA = ", embedded, ";</script>\n<script>", kRenderer, "</script>\n</body></html>\n");
-  const std::string tmp = out_path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << page;
-    if (!out) return absl::InternalError(absl::StrCat("[report] cannot write ", tmp));
+  if (absl::Status s = write_text_file(out_path, page); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("[report] ", s.message()));
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, out_path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("[report] cannot rename ", tmp, " to ", out_path, ": ", ec.message()));
   TraceReportSummary summary;
   summary.out = out_path;
   summary.processes = static_cast<int>(process_names.size());

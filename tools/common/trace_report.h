@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace mcx::tools {
 
@@ -27,7 +28,9 @@ struct TraceReportSummary {
   int64_t timeline_events = 0;
 };
 
-// Reads the merged trace at `trace_path` and writes the report to `out_path`.
+// Writes the report of the merged trace `trace` (trace_merge.h's document) to `out_path`.
+absl::StatusOr<TraceReportSummary> write_job_report(const nlohmann::json& trace, const std::string& out_path);
+// The same, reading the merged trace from `trace_path`.
 absl::StatusOr<TraceReportSummary> write_job_report(const std::string& trace_path, const std::string& out_path);
 
 }  // namespace mcx::tools

@@ -20,6 +20,7 @@
 
 #include <map>
 
+#include "mcx/core/text_file.h"
 #include "tools/common/trace_check.h"
 #include "tools/common/trace_merge.h"
 #include "tools/common/trace_report.h"
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (chk->parsed()) {
-    absl::StatusOr<nlohmann::json> doc = mcx::tools::parse_trace_events(mcx::tools::read_text_file(check_input));
+    absl::StatusOr<std::string> text = mcx::read_text_file(check_input);
+    absl::StatusOr<nlohmann::json> doc = text.ok() ? mcx::tools::parse_trace_events(*text) : text.status();
     if (!doc.ok()) {
       std::cerr << "mcx-profile: " << check_input << ": " << doc.status().message() << "\n";
       return 1;
@@ -61,16 +63,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (rep->parsed()) {
-    std::string trace = report_input;
+    absl::StatusOr<mcx::tools::TraceReportSummary> r;
     if (std::filesystem::is_directory(report_input)) {
       absl::StatusOr<mcx::tools::TraceMergeReport> merged = mcx::tools::merge_job_traces({.dir = report_input});
       if (!merged.ok()) {
         std::cerr << "mcx-profile: " << merged.status().message() << "\n";
         return 1;
       }
-      trace = merged->out;
+      r = mcx::tools::write_job_report(merged->merged, report_out);
+    } else {
+      r = mcx::tools::write_job_report(report_input, report_out);
     }
-    absl::StatusOr<mcx::tools::TraceReportSummary> r = mcx::tools::write_job_report(trace, report_out);
     if (!r.ok()) {
       std::cerr << "mcx-profile: " << r.status().message() << "\n";
       return 1;

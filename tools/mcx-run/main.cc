@@ -49,7 +49,7 @@ void report_profile(const std::string& dir, const std::string& html) {
             << "); open it in Perfetto (ui.perfetto.dev)\n";
   for (const std::string& note : r->notes) std::cerr << "[mcx-run] profile: " << note << "\n";
   if (html.empty()) return;
-  absl::StatusOr<mcx::tools::TraceReportSummary> page = mcx::tools::write_job_report(r->out, html);
+  absl::StatusOr<mcx::tools::TraceReportSummary> page = mcx::tools::write_job_report(r->merged, html);
   if (!page.ok()) {
     std::cerr << "[mcx-run] --report: " << page.status().message() << "\n";
     return;

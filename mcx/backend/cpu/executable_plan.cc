@@ -243,7 +243,7 @@ void note_collectives(CpuExecutable::Plan& plan) {
 }
 
 absl::StatusOr<std::unique_ptr<CpuExecutable::Plan>> plan_program(const ir::Program& program) {
-  profiler::Scope traced("compile", absl::StrCat("plan ", program.name));
+  profiler::Scope traced("compile", "plan ", program.name);
   auto plan = std::make_unique<Plan>();
   MCX_ASSIGN_OR_RETURN(plan->program, program_for_plan(program));
   MCX_RETURN_IF_ERROR(fill_program_facts(*plan));
@@ -254,7 +254,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutable::Plan>> plan_program(const ir::Prog
   plan_inplace_reuse(*plan, live);
   note_collectives(*plan);
   {
-    profiler::Scope generating("compile", absl::StrCat("generate kernels for ", program.name));
+    profiler::Scope generating("compile", "generate kernels for ", program.name);
     generate_kernels(*plan);
   }
   if (traced.recording()) traced.arg("steps", static_cast<int64_t>(plan->steps.size()));

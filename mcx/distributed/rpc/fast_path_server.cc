@@ -24,8 +24,9 @@
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
 #include "mcx/distributed/rpc/fast_path_connection.h"
-#include "mcx/distributed/rpc/handlers.h"
 #include "mcx/distributed/rpc/fast_path_wire.h"
+#include "mcx/distributed/rpc/handlers.h"
+#include "mcx/distributed/rpc/listen_socket.h"
 #include "mcx/distributed/rpc/proto_convert.h"
 #include "mcx/distributed/security/rate_limiter.h"
 
@@ -476,57 +477,9 @@ absl::StatusOr<std::unique_ptr<FastPathServer>> FastPathServer::start(Coordinati
   impl->received_bytes = &bytes.with({"received"});
   impl->sent_bytes = &bytes.with({"sent"});
   impl->rate_limited = &rate_limited_requests(*service).with({"fast_path"});
-  const std::string host = address_host(bind_address);
-  const std::string& where = bind_address;
-  int port = -1;
-  if (size_t colon = bind_address.rfind(':'); colon != std::string::npos && !absl::SimpleAtoi(bind_address.substr(colon + 1), &port)) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("[coordination] expected a bind address host:port, found '",
-                                                   bind_address, "'"));
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string port_text = std::to_string(port);
-  const bool any = host.empty() || host == "::" || host == "0.0.0.0" || host == "*";
-  if (int rc = getaddrinfo(any ? nullptr : host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("[coordination] cannot listen on ", where, ": ", gai_strerror(rc)));
-  }
-  std::string last_error = "no address";
-  // Prefer IPv6 for the wildcard (dual-stack: it takes IPv4 connections too).
-  for (int pass = 0; pass < 2 && impl->listener < 0; ++pass) {
-    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-      if (any && (pass == 0) != (a->ai_family == AF_INET6)) continue;
-      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) {
-        last_error = std::strerror(errno);
-        continue;
-      }
-      int one = 1;
-      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
-        last_error = std::strerror(errno);
-        ::close(fd);
-        continue;
-      }
-      impl->listener = fd;
-      break;
-    }
-  }
-  freeaddrinfo(res);
-  if (impl->listener < 0) {
-    return absl::UnavailableError(absl::StrCat("[coordination] cannot listen on ", where, ": ", last_error));
-  }
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  getsockname(impl->listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  impl->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  MCX_ASSIGN_OR_RETURN(const ListeningSocket listening, listen_tcp(bind_address, 1024, "[coordination]"));
+  impl->listener = listening.fd;
+  impl->port = listening.port;
   for (int i = 0; i < reactor_threads; ++i) {
     auto r = std::make_unique<Reactor>(impl.get());
     MCX_RETURN_IF_ERROR(r->open());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mcx/core/text_file.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
 #include "tests/support/run_command.h"
 #include "tools/common/trace_check.h"
@@ -22,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 json load_merged(const std::string& path) {
-  absl::StatusOr<json> doc = tools::parse_trace_events(tools::read_text_file(path));
+  absl::StatusOr<json> doc = tools::parse_trace_events(read_text_file(path).value_or(""));
   EXPECT_TRUE(doc.ok()) << path << ": " << doc.status();
   return doc.ok() ? *doc : json::object({{"traceEvents", json::array()}, {"otherData", json::object()}});
 }
@@ -121,13 +122,13 @@ TEST(ProfileAcrossProcesses, TheJobReportRendersInAHeadlessBrowser) {
   const std::string chromium = "timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
                                "--window-size=1400,1500 --enable-logging=stderr --v=0 ";
   const std::string dom = test::run_command(chromium + "--dump-dom file://" + report + " 2>" + dir.file("chromium.log"));
-  const std::string log = tools::read_text_file(dir.file("chromium.log"));
+  const std::string log = read_text_file(dir.file("chromium.log")).value_or("");
   EXPECT_NE(dom.find("<div id=\"status\">rendered</div>"), std::string::npos)
       << dom.substr(dom.find("id=\"status\"") == std::string::npos ? 0 : dom.find("id=\"status\""), 300) << "\n" << log;
   EXPECT_EQ(log.find(":CONSOLE("), std::string::npos) << log;
   EXPECT_NE(dom.find("process 0 on "), std::string::npos);  // the summary and lanes name the processes
   test::run_command(chromium + "--screenshot=" + dir.file("report.png") + " file://" + report + " 2>/dev/null");
-  const std::string png = tools::read_text_file(dir.file("report.png"));
+  const std::string png = read_text_file(dir.file("report.png")).value_or("");
   ASSERT_GT(png.size(), 10000u) << "no screenshot";
   EXPECT_EQ(png.substr(1, 3), "PNG");
 }
