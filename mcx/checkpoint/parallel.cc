@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/core/mutex.h"
 
 namespace mcx::checkpoint {
 
 int io_threads(int requested) {
   if (requested > 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp(hw, 1u, 8u));
+  return std::clamp(allowed_cpu_count(), 1, 8);
 }
 
 absl::Status parallel_for_status(int64_t n, int threads, const std::function<absl::Status(int64_t)>& fn) {

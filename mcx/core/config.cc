@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/core/mutex.h"
 #include "fmt/format.h"
 #include "mcx/core/error.h"
@@ -196,7 +196,7 @@ const Flag<std::string> kLogLevelFlag(
     one_of({"trace", "debug", "info", "warn", "warning", "error", "critical", "off"}));
 
 const Flag<int64_t> kCpuThreadsFlag(
-    "MCX_CPU_THREADS", 0, "worker threads of the CPU backend; 0 means std::thread::hardware_concurrency()",
+    "MCX_CPU_THREADS", 0, "worker threads of the CPU backend; 0 means one per CPU the process may run on (its affinity mask)",
     int_in_range(0, 4096));
 
 const Flag<int64_t> kCpuDeviceCountFlag(
@@ -256,7 +256,7 @@ absl::StatusOr<absl::Time> device_deadline_from_now() {
 absl::StatusOr<int> cpu_threads() {
   MCX_ASSIGN_OR_RETURN(int64_t n, kCpuThreadsFlag.get());
   if (n > 0) return static_cast<int>(n);
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return allowed_cpu_count();
 }
 
 }  // namespace mcx

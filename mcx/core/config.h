@@ -132,7 +132,7 @@ extern const Flag<bool> kAllowPlaintextDataPlaneFlag;    // MCX_ALLOW_PLAINTEXT_
 // The control plane's fast path (docs/distributed.md).
 extern const Flag<bool> kCoordinationFastPathFlag;         // MCX_COORDINATION_FAST_PATH
 
-// MCX_CPU_THREADS resolved: the flag value, or std::thread::hardware_concurrency() (at least 1) for 0.
+// MCX_CPU_THREADS resolved: the flag value, or for 0 the number of CPUs the process may run on (cpu_affinity.h).
 absl::StatusOr<int> cpu_threads();
 // Now plus MCX_DEVICE_TIMEOUT_S: the default deadline of a wait on device work (the runtime's
 // default_device_deadline, the backends' own waits). InvalidArgument naming the variable for a bad value.

@@ -2,11 +2,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mcx/core/config.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "tests/support/run_command.h"
@@ -123,7 +123,7 @@ TEST(ConfigTest, ResolvePrecedence) {
 TEST(ConfigTest, CpuThreads) {
   {
     ScopedEnv e("MCX_CPU_THREADS", "0");
-    EXPECT_EQ(*cpu_threads(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    EXPECT_EQ(*cpu_threads(), allowed_cpu_count());
   }
   {
     ScopedEnv e("MCX_CPU_THREADS", "3");

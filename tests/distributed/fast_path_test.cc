@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/distributed/coordination/agent.h"
 #include "mcx/distributed/rpc/fast_path_channel.h"
 #include "mcx/distributed/rpc/fast_path_client.h"
@@ -340,7 +341,7 @@ TEST(FastPath, ReactorThreadsAreCheckedAndGrowWithTheJob) {
   }
   EXPECT_EQ(FastPathServer::default_reactor_threads(1), 1);
   EXPECT_EQ(FastPathServer::default_reactor_threads(FastPathServer::kTasksPerReactor), 1);
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = allowed_cpu_count();
   EXPECT_EQ(FastPathServer::default_reactor_threads(FastPathServer::kTasksPerReactor + 1), std::min(cores, 2));
   EXPECT_EQ(FastPathServer::default_reactor_threads(1 << 20),
             std::min(cores, FastPathServer::kMaxDefaultReactorThreads));

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -84,6 +85,17 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::string exec_error = absl::StrCat("[spawn] cannot execute '", options.argv[0], "': ");
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      close_pipes();
+      return absl::InvalidArgumentError(
+          absl::StrCat("[spawn] CPU ", cpu, " is out of range; expected 0 to ", CPU_SETSIZE - 1));
+    }
+    CPU_SET(cpu, &cpus);
+  }
+  const std::string bind_error = absl::StrCat("[spawn] cannot bind '", options.argv[0], "' to its CPUs: ");
   pid_t parent = getpid();
 
   // Signals stay blocked across fork, so that a signal meant for the child cannot run one of our
@@ -111,6 +123,15 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (options.pipe_stdout) dup2(out_pipe[1], STDOUT_FILENO);
     if (options.pipe_stderr) dup2(err_pipe[1], STDERR_FILENO);
+    if (!options.cpus.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+      const int e = errno;
+      ssize_t ignored = write(STDERR_FILENO, bind_error.data(), bind_error.size());
+      const char* msg = strerror(e);
+      ignored = write(STDERR_FILENO, msg, strlen(msg));
+      ignored = write(STDERR_FILENO, "\n", 1);
+      (void)ignored;
+      _exit(127);
+    }
     execvpe(argv[0], argv.data(), envp.data());
     int e = errno;
     ssize_t ignored = write(STDERR_FILENO, exec_error.data(), exec_error.size());

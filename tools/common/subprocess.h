@@ -28,6 +28,7 @@ struct SpawnOptions {
   bool pipe_stderr = true;                       // else the child inherits our stderr
   bool new_process_group = true;                 // the child leads its own group; signals go to the group
   bool die_with_parent = true;                   // PR_SET_PDEATHSIG(SIGKILL): no orphans if we are killed
+  std::vector<int> cpus;                         // bind the child to these CPUs (sched_setaffinity); empty: inherit
 };
 
 // How a child ended. exit_code() folds a signal into 128+signal, as shells do.
@@ -45,7 +46,8 @@ ExitStatus exit_status_from_wait(int wait_status);
 // never leaves processes behind.
 class Subprocess {
  public:
-  // Errors: InvalidArgument for empty argv; Internal when pipe/fork fails. exec failure shows as exit 127
+  // Errors: InvalidArgument for empty argv or a CPU out of range; Internal when pipe/fork fails. A failed exec (or
+  // binding to `cpus`, e.g. none of them allowed here) shows as exit 127
   // with a message on the child's stderr.
   static absl::StatusOr<std::unique_ptr<Subprocess>> spawn(const SpawnOptions& options);
   ~Subprocess();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/distributed/coordination/agent.h"
 #include "tools/common/env_names.h"
 #include "tools/common/subprocess.h"
@@ -108,6 +109,7 @@ class Job {
   void settle_root_cause();
 
   const LaunchOptions& o_;
+  std::vector<int> cpus_;  // --cpu-bind cores: this host's CPUs (mcx-run's own) in core order, shared out
   std::string address_;
   std::unique_ptr<Subprocess> coordinator_;
   bool coordinator_exited_ = false;
@@ -263,6 +265,8 @@ bool Job::spawn_worker(int id) {
   so.argv = o_.program;
   so.env = worker_env(o_, address_, id, restarts_[id]);
   so.pipe_stdout = so.pipe_stderr = o_.prefix_output;
+  so.cpus = cpus_of_process(o_, cpus_, id);
+  if (o_.verbose && !so.cpus.empty()) say(absl::StrCat("process ", id, " runs on CPUs ", absl::StrJoin(so.cpus, ",")));
   auto spawned = Subprocess::spawn(so);
   if (!spawned.ok()) {
     say(absl::StrCat("cannot start process ", id, ": ", spawned.status().message()));
@@ -460,6 +464,13 @@ int Job::run() {
     if (coordinator_) coordinator_->terminate(milliseconds(1000));
     return 2;
   }
+  if (o_.cpu_bind == CpuBind::kCores) {
+    cpus_ = cpus_in_core_order(allowed_cpus());
+    if (o_.num_processes > static_cast<int>(cpus_.size())) {
+      say(absl::StrCat("--cpu-bind cores: ", o_.num_processes, " processes on ", cpus_.size(),
+                       " CPUs; processes share CPUs"));
+    }
+  }
   for (int id = 0; id < o_.num_processes; ++id) {
     if (!spawn_worker(id)) {
       result_ = 2;
@@ -562,6 +573,16 @@ std::vector<int> gpus_of_process(const LaunchOptions& o, int id) {
   const int host = o.host_gpus > 0 ? o.host_gpus : o.num_processes * o.gpus_per_process;
   for (int k = 0; k < o.gpus_per_process; ++k) out.push_back((id * o.gpus_per_process + k) % host);
   return out;
+}
+
+std::vector<int> cpus_of_process(const LaunchOptions& o, const std::vector<int>& cpus, int id) {
+  const int c = static_cast<int>(cpus.size()), n = o.num_processes;
+  if (o.cpu_bind == CpuBind::kNone || c == 0 || id < 0 || id >= n) return {};
+  if (n > c) return {cpus[static_cast<size_t>(id % c)]};
+  const int size = c / n, larger = c % n;  // the first `larger` blocks hold size + 1
+  const int begin = id * size + std::min(id, larger);
+  const int end = begin + size + (id < larger ? 1 : 0);
+  return std::vector<int>(cpus.begin() + begin, cpus.begin() + end);
 }
 
 std::map<std::string, std::string> worker_env(const LaunchOptions& o, const std::string& address, int id,

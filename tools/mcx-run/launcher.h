@@ -13,6 +13,12 @@
 
 namespace mcx::tools {
 
+// How worker processes are placed on this host's CPUs (--cpu-bind).
+enum class CpuBind {
+  kNone,   // as the kernel schedules them (they inherit mcx-run's affinity)
+  kCores,  // each bound to its own block of whole cores (cpus_of_process)
+};
+
 struct LaunchOptions {
   int num_processes = 1;
   int cpu_devices = 0;                 // 0: leave MCX_CPU_DEVICE_COUNT unset
@@ -42,12 +48,19 @@ struct LaunchOptions {
   bool prefix_output = true;
   bool verbose = false;
   std::string profile_dir;             // non-empty: every process traces itself here (MCX_PROFILE_DIR)
+  CpuBind cpu_bind = CpuBind::kNone;
   std::vector<std::string> program;    // PROGRAM ARGS...
 };
 
 // The GPUs process `id` gets (CUDA ordinals): empty without gpus_per_process. main() refuses more GPUs per process
 // than the host has.
 std::vector<int> gpus_of_process(const LaunchOptions& options, int id);
+
+// The CPUs process `id` is bound to under CpuBind::kCores, given the CPUs to share out in core order
+// (cpus_in_core_order of mcx-run's own, core/cpu_affinity.h): consecutive blocks of C / N CPUs, the first C mod N
+// processes one more, so each process has whole cores (where the counts allow) and none shares one; with more
+// processes than CPUs, CPU id mod C alone. Empty under CpuBind::kNone. A process keeps its CPUs across restarts.
+std::vector<int> cpus_of_process(const LaunchOptions& options, const std::vector<int>& cpus, int id);
 
 // Runs the job to completion. Returns the exit code mcx-run should exit with: 0 when every process
 // succeeded (recoverable: every process that did not fail, and at least one), also after a forwarded

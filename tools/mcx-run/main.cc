@@ -1,18 +1,20 @@
 // mcx-run: launch an N-process mcx job on this host.
 //
 //   mcx-run -n 4 [--cpu-devices 2 | --gpus-per-process 1 [--gpus 1]] [--max-restarts 1] [timeouts] [mTLS flags]
-//           [--profile DIR] [--report FILE.html] -- ./my_program args...
+//           [--cpu-bind cores] [--profile DIR] [--report FILE.html] -- ./my_program args...
 //
 // Starts mcx-coordinator on a free loopback port (or uses --coordinator ADDR), then N copies of PROGRAM with
 // MCX_COORDINATOR_ADDRESS / MCX_NUM_PROCESSES / MCX_PROCESS_ID (and the other MCX_* settings) set, prefixes
 // their output lines with "[p<i>] ", and exits with the first failure's exit code. See docs/distributed.md.
 // --profile DIR: each process writes its trace there, merged at the end into DIR/job.trace.json;
-// --report FILE: an HTML report of the job drawn from it (docs/profiling.md).
+// --report FILE: an HTML report of the job drawn from it (docs/profiling.md). --cpu-bind cores: each process on
+// its own block of cores (launcher.h).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "tools/common/mtls_flags.h"
@@ -94,6 +96,12 @@ int main(int argc, char** argv) {
   app.add_option("--grace-period", o.grace_period, "seconds between SIGTERM and SIGKILL when ending processes");
   app.add_option("--timeout", o.job_timeout, "end the whole job after this many seconds (0 = no limit)");
   app.add_flag("--no-prefix{false}", o.prefix_output, "let processes write to the terminal directly");
+  using mcx::tools::CpuBind;
+  const std::map<std::string, CpuBind> binds{{"none", CpuBind::kNone}, {"cores", CpuBind::kCores}};
+  app.add_option("--cpu-bind", o.cpu_bind,
+                 "none (default): processes go where the kernel puts them; cores: each process bound to its own "
+                 "block of whole cores of mcx-run's CPUs (more processes than CPUs: one CPU each, shared)")
+      ->transform(CLI::CheckedTransformer(binds, CLI::ignore_case));
   app.add_flag("-v,--verbose", o.verbose, "report coordinator and process lifecycle");
   app.add_option("--profile", o.profile_dir,
                  "trace every process into DIR (MCX_PROFILE_DIR) and merge the traces into DIR/job.trace.json on one "

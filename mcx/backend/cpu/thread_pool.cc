@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mcx/core/config.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/core/process_exit.h"
 
 namespace mcx::cpu {
@@ -35,7 +36,7 @@ thread_local int t_intra_op_budget = 0;  // 0: no limit beyond num_threads()
 int threads_from_env() {
   absl::StatusOr<int> n = cpu_threads();
   if (n.ok() && *n >= 1) return std::min(*n, 1024);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return allowed_cpu_count();
 }
 
 struct Job {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/cpu_affinity.h"
 #include "mcx/core/error.h"
 #include "mcx/core/logging.h"
 #include "mcx/core/mutex.h"
@@ -452,7 +453,7 @@ void FastPathServer::Impl::stop() {
 }
 
 int FastPathServer::default_reactor_threads(int num_tasks) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = allowed_cpu_count();
   const int wanted = (std::max(num_tasks, 1) + kTasksPerReactor - 1) / kTasksPerReactor;
   return std::clamp(wanted, 1, std::min(cores, kMaxDefaultReactorThreads));
 }

@@ -3,8 +3,14 @@
 // tests exercise the launcher alone; faults_test.cc runs it with real mcx workers.
 #include <signal.h>
 
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "mcx/core/cpu_affinity.h"
 #include "tests/distributed/multiprocess/mp_harness.h"
 
 namespace mcx::mptest {
@@ -58,6 +64,67 @@ TEST(McxRun, GivesEachProcessItsGpus) {
   ASSERT_TRUE(h.wait_exit(bad, milliseconds(10000))) << h.dump(bad);
   EXPECT_EQ(h.exit_code(bad), 2);
   EXPECT_THAT(h.err(bad), HasSubstr("--gpus-per-process 2 is more than the host's --gpus 1"));
+}
+
+// The CPUs each process of an mcx-run job may run on, as the kernel reports them to the process.
+std::map<int, std::set<int>> cpus_by_process(const std::string& out) {
+  std::map<int, std::set<int>> cpus;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, std::regex(R"(\[p(\d+)\] Cpus_allowed_list:\s*(\S+))"))) continue;
+    std::set<int>& mine = cpus[std::stoi(m[1])];
+    std::istringstream ranges(m[2].str());
+    for (std::string range; std::getline(ranges, range, ',');) {
+      const size_t dash = range.find('-');
+      const int first = std::stoi(range.substr(0, dash));
+      const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+      for (int cpu = first; cpu <= last; ++cpu) mine.insert(cpu);
+    }
+  }
+  return cpus;
+}
+
+// --cpu-bind cores gives each process a block of mcx-run's CPUs of its own (together: all of them); more processes
+// than CPUs get one CPU each, shared; without it every process inherits mcx-run's CPUs.
+TEST(McxRun, CpuBindCoresGivesEachProcessItsOwnCpus) {
+  const std::vector<int> all = allowed_cpus();
+  const std::set<int> everything(all.begin(), all.end());
+  const std::string script = "grep Cpus_allowed_list /proc/self/status";
+  Harness h;
+  const int n = std::min<int>(2, static_cast<int>(all.size()));
+  int bound = h.spawn("mcx-run", run_args({"-n", std::to_string(n), "--cpu-bind", "cores"}, script));
+  ASSERT_TRUE(h.wait_exit(bound, milliseconds(10000))) << h.dump(bound);
+  ASSERT_EQ(h.exit_code(bound), 0) << h.dump(bound);
+  std::map<int, std::set<int>> cpus = cpus_by_process(h.out(bound));
+  ASSERT_EQ(static_cast<int>(cpus.size()), n) << h.dump(bound);
+  std::set<int> together;
+  for (const auto& [process, mine] : cpus) {
+    EXPECT_FALSE(mine.empty()) << "process " << process;
+    for (int cpu : mine) EXPECT_TRUE(together.insert(cpu).second) << "CPU " << cpu << " given twice";
+  }
+  EXPECT_EQ(together, everything);
+
+  // Oversubscribed: mcx-run itself on one CPU, three processes, all on it.
+  const std::string first = std::to_string(all.front());
+  std::vector<std::string> argv = run_args({"-n", "3", "--cpu-bind", "cores"}, script);
+  argv.insert(argv.begin(), {"taskset", "-c", first});
+  int shared = h.spawn("mcx-run", argv);
+  ASSERT_TRUE(h.wait_exit(shared, milliseconds(10000))) << h.dump(shared);
+  ASSERT_EQ(h.exit_code(shared), 0) << h.dump(shared);
+  EXPECT_THAT(h.err(shared), HasSubstr("--cpu-bind cores: 3 processes on 1 CPUs; processes share CPUs"));
+  cpus = cpus_by_process(h.out(shared));
+  ASSERT_EQ(cpus.size(), 3u) << h.dump(shared);
+  for (const auto& [process, mine] : cpus) EXPECT_EQ(mine, std::set<int>{all.front()}) << "process " << process;
+
+  int unbound = h.spawn("mcx-run", run_args({"-n", "2"}, script));
+  ASSERT_TRUE(h.wait_exit(unbound, milliseconds(10000))) << h.dump(unbound);
+  for (const auto& [process, mine] : cpus_by_process(h.out(unbound))) EXPECT_EQ(mine, everything) << process;
+
+  int bad = h.spawn("mcx-run", run_args({"-n", "2", "--cpu-bind", "sockets"}, "true"));
+  ASSERT_TRUE(h.wait_exit(bad, milliseconds(10000))) << h.dump(bad);
+  EXPECT_NE(h.exit_code(bad), 0);
+  EXPECT_THAT(h.err(bad), HasSubstr("--cpu-bind"));
 }
 
 TEST(McxRun, ReturnsTheFirstFailuresExitCodeAndEndsTheOthers) {
