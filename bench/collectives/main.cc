@@ -94,6 +94,16 @@ int main(int argc, char** argv) {
       context->connectFullMesh(store, device);
     }
 
+    // The job's first ~100 ms: the kernel starts the processes where it likes, often two on one core until its
+    // load balancer moves one (measured, unbound: a 4 KiB exchange took 5.5 us then, 1.1 us after), which the
+    // first case timed would show instead of the collective. So every process first makes the same 50,000 small
+    // all-reduces (mcx-run --cpu-bind cores avoids the cause).
+    {
+      std::vector<float> warm(1024, 1.0f), sum(1024);
+      for (int i = 0; i < 50000; ++i) {
+        mcx::throw_if_error(comm->all_reduce(warm.data(), sum.data(), 1024, mcx::DType::kFloat32, mcx::ReduceOp::kSum, far));
+      }
+    }
     for (int64_t bytes : sizes) {
       const int64_t count = bytes / 4;
       std::vector<float> in(count, 1.0f + me), out(count), gathered(count * n);

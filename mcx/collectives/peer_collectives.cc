@@ -243,8 +243,7 @@ absl::Status doubling_all_reduce(PeerGroup& g, void* data, int64_t count, DType 
     if (partner > r) {
       accumulate(dtype, op, mine, incoming.data(), count);
     } else {
-      accumulate(dtype, op, incoming.data(), mine, count);
-      std::memcpy(mine, incoming.data(), static_cast<size_t>(bytes));
+      accumulate_left(dtype, op, mine, incoming.data(), count);
     }
   }
   // Fold-out (tag + 1 + steps): rank i sends the result back to rank core + i.

@@ -72,9 +72,21 @@ void accumulate(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     with_op<T>(op, [&](auto f) {
-      T* a = reinterpret_cast<T*>(acc);
-      const T* v = reinterpret_cast<const T*>(x);
+      T* __restrict a = reinterpret_cast<T*>(acc);
+      const T* __restrict v = reinterpret_cast<const T*>(x);
       for (int64_t k = 0; k < n; ++k) a[k] = f(a[k], v[k]);
+    });
+  });
+}
+
+void accumulate_left(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
+  if (n <= 0) return;
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    with_op<T>(op, [&](auto f) {
+      T* __restrict a = reinterpret_cast<T*>(acc);
+      const T* __restrict v = reinterpret_cast<const T*>(x);
+      for (int64_t k = 0; k < n; ++k) a[k] = f(v[k], a[k]);
     });
   });
 }

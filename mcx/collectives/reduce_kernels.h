@@ -3,7 +3,7 @@
 // integers wrapping, bool as or/and, max/min propagating NaN.
 //
 // Order is part of the contract: reduce_into computes, per element, ((in[0] op in[1]) op in[2]) ..., and
-// accumulate computes acc = acc op x. A single-process group (LocalGroup) and the deterministic
+// accumulate computes acc = acc op x, accumulate_left acc = x op acc. A single-process group (LocalGroup) and the deterministic
 // cross-process mode (spanning_group.h) both reduce in group rank order with reduce_into, which is why
 // their results are bitwise identical.
 // Thread-safety: pure functions.
@@ -22,7 +22,11 @@ namespace mcx {
 void reduce_into(DType dtype, const std::vector<const char*>& ins, int64_t offset, int64_t n, ReduceOp op,
                  char* out);
 
-// acc[k] = acc[k] op x[k] for k in [0, n).
+// acc[k] = acc[k] op x[k] for k in [0, n). acc and x do not overlap.
 void accumulate(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n);
+
+// acc[k] = x[k] op acc[k] for k in [0, n): x is the left operand (it comes first in the order of ranks). acc and x
+// do not overlap.
+void accumulate_left(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n);
 
 }  // namespace mcx

@@ -23,21 +23,27 @@ SharedMemoryRing::SharedMemoryRing(void* memory, size_t capacity, bool initializ
   if (initialize) header_ = new (memory) Header{};
 }
 
-size_t SharedMemoryRing::write(const void* data, size_t n, bool* wake) {
+void SharedMemoryRing::copy_in(uint64_t at, const void* data, size_t n) {
+  const size_t off = static_cast<size_t>(at & (capacity_ - 1));
+  const size_t first = std::min(n, capacity_ - off);
+  std::memcpy(data_ + off, data, first);
+  if (n > first) std::memcpy(data_, static_cast<const char*>(data) + first, n - first);
+}
+
+size_t SharedMemoryRing::write(const void* a, size_t an, const void* b, size_t bn, bool* wake) {
   const uint64_t w = header_->written.load(std::memory_order_relaxed);
   const uint64_t r = header_->read.load(std::memory_order_acquire);
   const size_t room = capacity_ - static_cast<size_t>(w - r);
-  const size_t take = std::min(n, room);
+  const size_t take_a = std::min(an, room);
+  const size_t take_b = std::min(bn, room - take_a);
   *wake = false;
-  if (take == 0) return 0;
-  const size_t at = static_cast<size_t>(w & (capacity_ - 1));
-  const size_t first = std::min(take, capacity_ - at);
-  std::memcpy(data_ + at, data, first);
-  if (take > first) std::memcpy(data_, static_cast<const char*>(data) + first, take - first);
-  header_->written.store(w + take, std::memory_order_seq_cst);
+  if (take_a + take_b == 0) return 0;
+  if (take_a > 0) copy_in(w, a, take_a);
+  if (take_b > 0) copy_in(w + take_a, b, take_b);
+  header_->written.store(w + take_a + take_b, std::memory_order_seq_cst);
   *wake = header_->consumer_waiting.load(std::memory_order_seq_cst) != 0 &&
           header_->consumer_waiting.exchange(0, std::memory_order_seq_cst) != 0;
-  return take;
+  return take_a + take_b;
 }
 
 size_t SharedMemoryRing::read(void* data, size_t n, bool* wake) {

@@ -35,7 +35,9 @@ class SharedMemoryRing {
 
   // Producer: copies up to n bytes in (what fits now); returns how many. wake: set when the consumer was
   // waiting (its flag taken down here), so the caller must wake it.
-  size_t write(const void* data, size_t n, bool* wake);
+  size_t write(const void* data, size_t n, bool* wake) { return write(data, n, nullptr, 0, wake); }
+  // The same for the bytes of `a` followed by those of `b`, published at once (a message's header and body).
+  size_t write(const void* a, size_t an, const void* b, size_t bn, bool* wake);
   // Consumer: copies up to n bytes out (what is there now); returns how many. wake: set when the producer was
   // waiting for room.
   size_t read(void* data, size_t n, bool* wake);
@@ -51,6 +53,8 @@ class SharedMemoryRing {
   struct Header;  // (shared_memory_ring.cc)
 
  private:
+  // Copies n bytes in at position `at` (wrapping), without publishing them.
+  void copy_in(uint64_t at, const void* data, size_t n);
   Header* header_;
   char* data_;
   size_t capacity_;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,28 +72,61 @@ DataPlaneStream::Result DataPlaneStream::move_some(bool write, char* p, size_t l
     const ssize_t rc = write ? send(fd_, p + moved, len - moved, MSG_NOSIGNAL) : recv(fd_, p + moved, len - moved, 0);
     if (rc > 0 || (write && rc == 0)) {
       moved += static_cast<size_t>(rc);
-    } else if (rc == 0) {
-      return {Io::kClosed, moved, "the connection closed"};
-    } else if (errno == EINTR) {
       continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return {Io::kWouldBlock, moved, {}};
-    } else {
-      const bool closed = errno == ECONNRESET || errno == EPIPE;
-      return {closed ? Io::kClosed : Io::kError, moved, strerror(errno)};
     }
+    Result failed = socket_error(rc, write, moved);
+    if (failed.io != Io::kDone) return failed;
   }
   return {Io::kDone, moved, {}};
 }
 
+DataPlaneStream::Result DataPlaneStream::socket_error(ssize_t rc, bool write, size_t moved) {
+  if (rc == 0 && !write) return {Io::kClosed, moved, "the connection closed"};
+  if (errno == EINTR) return {Io::kDone, moved, {}};
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return {Io::kWouldBlock, moved, {}};
+  const bool closed = errno == ECONNRESET || errno == EPIPE;
+  return {closed ? Io::kClosed : Io::kError, moved, strerror(errno)};
+}
+
 DataPlaneStream::Result DataPlaneStream::read_some(void* data, size_t len) {
-  if (segment_) return shared_move(/*write=*/false, static_cast<char*>(data), len);
+  if (segment_) return shared_read(static_cast<char*>(data), len);
   return move_some(/*write=*/false, static_cast<char*>(data), len);
 }
 
-DataPlaneStream::Result DataPlaneStream::write_some(const void* data, size_t len) {
-  if (segment_) return shared_move(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
-  return move_some(/*write=*/true, const_cast<char*>(static_cast<const char*>(data)), len);
+DataPlaneStream::Result DataPlaneStream::write_some(const void* head, size_t head_len, const void* body,
+                                                    size_t body_len) {
+  const char* a = static_cast<const char*>(head);
+  const char* b = static_cast<const char*>(body);
+  if (segment_) return shared_write(a, head_len, b, body_len);
+  if (ssl_ == nullptr) return send_pieces(a, head_len, b, body_len);
+  Result first = move_some(/*write=*/true, const_cast<char*>(a), head_len);
+  if (first.io != Io::kDone || body_len == 0) return first;
+  Result second = move_some(/*write=*/true, const_cast<char*>(b), body_len);
+  second.bytes += first.bytes;
+  return second;
+}
+
+DataPlaneStream::Result DataPlaneStream::send_pieces(const char* head, size_t head_len, const char* body,
+                                                     size_t body_len) {
+  size_t moved = 0;
+  while (moved < head_len + body_len) {
+    iovec iov[2];
+    size_t pieces = 0;
+    if (moved < head_len) iov[pieces++] = {const_cast<char*>(head) + moved, head_len - moved};
+    const size_t body_at = moved > head_len ? moved - head_len : 0;
+    if (body_at < body_len) iov[pieces++] = {const_cast<char*>(body) + body_at, body_len - body_at};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = pieces;
+    const ssize_t rc = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (rc >= 0) {
+      moved += static_cast<size_t>(rc);
+      continue;
+    }
+    Result failed = socket_error(rc, /*write=*/true, moved);
+    if (failed.io != Io::kDone) return failed;
+  }
+  return {Io::kDone, moved, {}};
 }
 
 short DataPlaneStream::prepare_poll(bool want_in, bool want_out, bool* ready) {
@@ -138,17 +172,32 @@ void DataPlaneStream::ring_doorbell() {
   }
 }
 
-DataPlaneStream::Result DataPlaneStream::shared_move(bool write, char* p, size_t len) {
-  if (write && !peer_closed_.empty()) return {Io::kClosed, 0, peer_closed_};
+DataPlaneStream::Result DataPlaneStream::shared_read(char* p, size_t len) {
   size_t moved = 0;
   while (moved < len) {
     bool wake = false;
-    const size_t n = write ? out_->write(p + moved, len - moved, &wake) : in_->read(p + moved, len - moved, &wake);
+    const size_t n = in_->read(p + moved, len - moved, &wake);
     if (wake) ring_doorbell();
     if (n == 0) {  // a reader still gets what the ring holds after the peer went
-      if (!write && !peer_closed_.empty() && in_->empty()) return {Io::kClosed, moved, peer_closed_};
+      if (!peer_closed_.empty() && in_->empty()) return {Io::kClosed, moved, peer_closed_};
       return {Io::kWouldBlock, moved, {}};
     }
+    moved += n;
+  }
+  return {Io::kDone, moved, {}};
+}
+
+DataPlaneStream::Result DataPlaneStream::shared_write(const char* head, size_t head_len, const char* body,
+                                                      size_t body_len) {
+  if (!peer_closed_.empty()) return {Io::kClosed, 0, peer_closed_};
+  size_t moved = 0;
+  while (moved < head_len + body_len) {
+    const size_t head_left = moved < head_len ? head_len - moved : 0;
+    const size_t body_at = moved > head_len ? moved - head_len : 0;
+    bool wake = false;
+    const size_t n = out_->write(head + (head_len - head_left), head_left, body + body_at, body_len - body_at, &wake);
+    if (wake) ring_doorbell();
+    if (n == 0) return {Io::kWouldBlock, moved, {}};
     moved += n;
   }
   return {Io::kDone, moved, {}};

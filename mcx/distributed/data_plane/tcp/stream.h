@@ -51,7 +51,11 @@ class DataPlaneStream {
     std::string error;  // kError / kClosed: why
   };
   Result read_some(void* data, size_t len);
-  Result write_some(const void* data, size_t len);
+  Result write_some(const void* data, size_t len) { return write_some(data, len, nullptr, 0); }
+  // Writes the bytes of `head` followed by those of `body` (a message's header and payload) without joining them
+  // first: one publication on shared memory, one sendmsg(2) on plaintext TCP; TLS writes them in turn (two
+  // records: a caller that cares joins small messages itself). `bytes` counts from the start of `head`.
+  Result write_some(const void* head, size_t head_len, const void* body, size_t body_len);
   // Before an event loop sleeps on the socket: the events to poll it for while the caller waits to read
   // (want_in) or to write (want_out); the end of the connection (POLLHUP) is reported whatever is asked. With
   // shared memory, `*ready` says not to sleep but to read or write again at once: what the caller waits for
@@ -78,8 +82,13 @@ class DataPlaneStream {
   absl::Status wait_ready(bool for_write, absl::Time deadline, const std::string& what);
   // read_exact / write_all: moves len bytes, waiting with the deadline whenever the socket would block.
   absl::Status move_all(bool write, void* data, size_t len, absl::Time deadline, const std::string& what);
-  // The shared-memory path of read_some / write_some (as move_some is the socket's).
-  Result shared_move(bool write, char* p, size_t len);
+  // The shared-memory paths of read_some / write_some (as move_some and send_pieces are the socket's).
+  Result shared_read(char* p, size_t len);
+  Result shared_write(const char* head, size_t head_len, const char* body, size_t body_len);
+  // Plaintext: sendmsg of the two pieces until done or the socket is full.
+  Result send_pieces(const char* head, size_t head_len, const char* body, size_t body_len);
+  // What a failed send/recv (rc <= 0) means: kClosed, kError, kWouldBlock; kDone: interrupted, try again.
+  static Result socket_error(ssize_t rc, bool write, size_t moved);
   void drain_doorbells();  // reads the doorbell bytes that arrived; notes the end of the connection (prepare_poll)
   void ring_doorbell();
   int fd_;
