@@ -68,7 +68,7 @@ void emit(const char* name, int64_t bytes, int n, double mcx_ms, double peer_ms)
 int main(int argc, char** argv) {
   CLI::App app{"cross-process all-reduce and all-gather: mcx against Gloo called directly"};
   std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
-  app.add_option("--bytes", sizes, "message sizes in bytes (per process)");
+  app.add_option("--bytes", sizes, "message sizes in bytes (per process), comma-separated")->delimiter(',');
   bool mcx_only = false;
   app.add_flag("--mcx-only", mcx_only, "time mcx's collectives only (no Gloo, no launch check)");
   CLI11_PARSE(app, argc, argv);

@@ -40,19 +40,23 @@ tls_env=(MCX_DATA_PLANE_TLS=1 MCX_MTLS_CERT_FILE="$tmp/certs/task0.pem" MCX_MTLS
          MCX_MTLS_CA_FILE="$tmp/certs/ca.pem")
 for n in ${procs//,/ }; do
   echo "bench/collectives: $n processes" >&2
+  # Placed as OpenMPI places its processes by default: each bound to a core of its own when there are enough
+  # cores (mpirun --report-bindings: "bound to socket 0[core 1]"), unbound when oversubscribed.
+  bind=()
+  [ "$n" -le "$(nproc)" ] && bind=(--cpu-bind cores)
   # One CPU thread per process: the processes share the 2 cores.
-  MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 -- \
+  MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" "${bind[@]}" --cpu-devices 1 --no-prefix --timeout 900 -- \
     "$build_dir/bench/collectives/bench_collectives" >> "$tmp/mcx.jsonl"
-  MCX_COLLECTIVES=gloo MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 \
+  MCX_COLLECTIVES=gloo MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" "${bind[@]}" --cpu-devices 1 --no-prefix --timeout 900 \
     -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
   # Shared memory alone (no Gloo context in the process; its threads make the rows above noisy on 2 cores), then
   # loopback TCP instead of shared memory, plaintext and TLS (TLS has nothing to protect between two processes of
   # one host, so with shared memory on it would time shared memory again).
-  MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix --timeout 900 -- \
+  MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" "${bind[@]}" --cpu-devices 1 --no-prefix --timeout 900 -- \
     "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
-  MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" --cpu-devices 1 --no-prefix \
+  MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" "${bind[@]}" --cpu-devices 1 --no-prefix \
     --timeout 900 -- "$build_dir/bench/collectives/bench_collectives" --mcx-only >> "$tmp/transports.jsonl"
-  env "${tls_env[@]}" MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" \
+  env "${tls_env[@]}" MCX_DATA_PLANE_SHARED_MEMORY=0 MCX_CPU_THREADS=1 "$build_dir/bin/mcx-run" -n "$n" "${bind[@]}" \
     --cpu-devices 1 --no-prefix --timeout 900 -- "$build_dir/bench/collectives/bench_collectives" --mcx-only \
     >> "$tmp/transports.jsonl"
   mpirun --allow-run-as-root --oversubscribe -n "$n" "$build_dir/bench/collectives/bench_collectives_mpi" \

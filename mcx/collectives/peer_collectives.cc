@@ -67,8 +67,11 @@ absl::Status doubling_all_reduce(PeerGroup& g, void* data, int64_t count, DType 
 // The ranks of each host, hosts in order of their lowest rank (the host's leader): set when the group knows its
 // hosts and they are neither one nor one per rank, and the tags of the hierarchy fit the collective's span.
 std::optional<std::vector<std::vector<int>>> host_members(const PeerGroup& g) {
-  const std::vector<int> hosts = g.hosts();
+  const std::span<const int> hosts = g.hosts();
   if (static_cast<int>(hosts.size()) != g.size()) return std::nullopt;
+  // One host (the common case of a small job) or one process per host: no allocation on every collective.
+  if (std::all_of(hosts.begin(), hosts.end(), [&](int h) { return h == hosts[0]; })) return std::nullopt;
+  if (*std::max_element(hosts.begin(), hosts.end()) + 1 == g.size()) return std::nullopt;
   std::vector<std::vector<int>> members;
   for (int r = 0; r < g.size(); ++r) {
     const size_t h = static_cast<size_t>(hosts[static_cast<size_t>(r)]);

@@ -73,7 +73,7 @@ class TrackedPeerGroup final : public PeerGroup {
     MutexLock lock(&mu_);
     return failure_;
   }
-  std::vector<int> hosts() const override { return hosts_; }
+  std::span<const int> hosts() const override { return hosts_; }
 
  private:
   // Dense host indices of the group's processes from the topology's process_hosts; empty when it has none.

@@ -78,8 +78,9 @@ class PeerGroup {
   virtual absl::Status failure() const { return absl::OkStatus(); }
   // The host of each rank as a dense index (rank 0's host is 0, the others numbered in order of first
   // appearance), from the job's topology (core/topology.h); empty when unknown (a bare implementation, no
-  // topology). Collectives use it to keep traffic within a host before it crosses hosts (peer_collectives.h).
-  virtual std::vector<int> hosts() const { return {}; }
+  // topology). Collectives use it to keep traffic within a host before it crosses hosts (peer_collectives.h). A view
+  // of the group's own list (every collective looks at it: no copy per call).
+  virtual std::span<const int> hosts() const { return {}; }
 };
 
 // What a factory is asked to build. Every member process makes the same request (same processes, key,

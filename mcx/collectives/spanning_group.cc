@@ -79,14 +79,20 @@ struct SpanningGroup::State {
   absl::Status run(int local, const Call& call, const char* what, absl::Time deadline) {
     profiler::Scope traced("collective", what);
     if (traced.recording()) traced.arg("call", call.to_string()).arg("group", description()).arg("member", int64_t{local});
-    return meeting->arrive(local, what, deadline, &call, [this, local, what, deadline](const std::vector<Call>& calls) {
+    // The completion captures two pointers, so that its std::function holds it inline (no allocation per call).
+    const struct {
+      int local;
+      const char* what;
+      absl::Time deadline;
+    } round{local, what, deadline};
+    return meeting->arrive(local, what, deadline, &call, [this, &round](const std::vector<Call>& calls) {
       LaunchTag tag;
       {
         MutexLock lock(&launch_mu);
-        tag = launch[local];
+        tag = launch[round.local];
       }
-      absl::Status st = meeting->check_calls(calls, what, size());
-      if (st.ok()) st = execute(what, tag, deadline);
+      absl::Status st = meeting->check_calls(calls, round.what, size());
+      if (st.ok()) st = execute(round.what, tag, round.deadline);
       if (!st.ok()) peers->abort(st);  // the other processes fail fast instead of waiting for us
       return st;
     });

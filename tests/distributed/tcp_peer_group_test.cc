@@ -202,7 +202,7 @@ class GroupOnHosts final : public PeerGroup {
     return inner_.exchange(sends, recvs, deadline, on_recv);
   }
   void abort(const absl::Status& why) override { inner_.abort(why); }
-  std::vector<int> hosts() const override { return hosts_; }
+  std::span<const int> hosts() const override { return hosts_; }
 
  private:
   PeerGroup& inner_;
