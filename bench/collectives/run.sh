@@ -3,7 +3,9 @@
 # (f32 sum) and all-gather from 4 KiB to 64 MiB through mcx's communicator, Gloo called directly with the same
 # algorithm (ring, chunked) and OpenMPI. Prints JSON lines {name, bytes, processes, mcx_ms, peer, peer_ms, ratio}
 # with ratio = peer_ms / mcx_ms (above 1: mcx is faster). mcx runs on its default data plane (tcp, the processes
-# of this host through shared memory); the same collectives also run over MCX_COLLECTIVES=gloo (peer
+# of this host through shared memory), its processes bound to a core each where mpirun binds its own (2 processes
+# on this 2-core machine; 4 run unbound, as OpenMPI's do when oversubscribed). One run compares moments of a
+# shared VM; alternate.sh compares medians over alternating runs; the same collectives also run over MCX_COLLECTIVES=gloo (peer
 # "mcx_on_gloo"), alone in the process on shared memory (rows "<name>_alone") against loopback TCP
 # (MCX_DATA_PLANE_SHARED_MEMORY=0, peer "mcx_loopback_tcp": ratio = what shared memory gains), and over TLS 1.3
 # on loopback (MCX_DATA_PLANE_TLS=1, rows "<name>_tls" against peer "mcx_tcp_plaintext", the loopback TCP run:
