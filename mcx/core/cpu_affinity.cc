@@ -51,7 +51,7 @@ std::vector<int> cpus_in_core_order(std::vector<int> cpus) {
   return cpus;
 }
 
-absl::Status bind_to_cpus(const std::vector<int>& cpus) {
+absl::StatusOr<cpu_set_t> cpu_set_of(const std::vector<int>& cpus) {
   if (cpus.empty()) return absl::InvalidArgumentError("[cpu affinity] no CPUs to bind to; expected at least one");
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -62,7 +62,13 @@ absl::Status bind_to_cpus(const std::vector<int>& cpus) {
     }
     CPU_SET(cpu, &set);
   }
-  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+  return set;
+}
+
+absl::Status bind_to_cpus(const std::vector<int>& cpus) {
+  absl::StatusOr<cpu_set_t> set = cpu_set_of(cpus);
+  if (!set.ok()) return set.status();
+  if (sched_setaffinity(0, sizeof(*set), &*set) != 0) {
     return absl::InternalError(absl::StrCat("[cpu affinity] sched_setaffinity: ", strerror(errno)));
   }
   return absl::OkStatus();

@@ -10,9 +10,12 @@
 // Thread-safety: pure functions (they read the calling thread's mask and sysfs).
 #pragma once
 
+#include <sched.h>
+
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace mcx {
 
@@ -27,8 +30,12 @@ int allowed_cpu_count();
 // Cutting the result into consecutive blocks gives each block whole cores of one package where the counts allow.
 std::vector<int> cpus_in_core_order(std::vector<int> cpus);
 
-// Restricts the calling thread (and what it later starts or execs) to `cpus`. InvalidArgument for an empty
-// list or a CPU number out of range; the kernel's error (e.g. EINVAL: none of them is allowed) as Internal.
+// The kernel's set of `cpus` (for sched_setaffinity, e.g. in a child between fork and exec, where nothing may be
+// allocated). InvalidArgument for an empty list or a CPU number out of range.
+absl::StatusOr<cpu_set_t> cpu_set_of(const std::vector<int>& cpus);
+
+// Restricts the calling thread (and what it later starts or execs) to `cpus`. cpu_set_of's errors; the kernel's
+// (e.g. EINVAL: none of them is allowed here) as Internal.
 absl::Status bind_to_cpus(const std::vector<int>& cpus);
 
 }  // namespace mcx

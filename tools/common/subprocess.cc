@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mcx/core/cpu_affinity.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -87,13 +88,13 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions
   std::string exec_error = absl::StrCat("[spawn] cannot execute '", options.argv[0], "': ");
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
-  for (int cpu : options.cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+  if (!options.cpus.empty()) {
+    absl::StatusOr<cpu_set_t> set = cpu_set_of(options.cpus);
+    if (!set.ok()) {
       close_pipes();
-      return absl::InvalidArgumentError(
-          absl::StrCat("[spawn] CPU ", cpu, " is out of range; expected 0 to ", CPU_SETSIZE - 1));
+      return set.status();
     }
-    CPU_SET(cpu, &cpus);
+    cpus = *set;
   }
   const std::string bind_error = absl::StrCat("[spawn] cannot bind '", options.argv[0], "' to its CPUs: ");
   pid_t parent = getpid();

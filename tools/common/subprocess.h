@@ -46,9 +46,8 @@ ExitStatus exit_status_from_wait(int wait_status);
 // never leaves processes behind.
 class Subprocess {
  public:
-  // Errors: InvalidArgument for empty argv or a CPU out of range; Internal when pipe/fork fails. A failed exec (or
-  // binding to `cpus`, e.g. none of them allowed here) shows as exit 127
-  // with a message on the child's stderr.
+  // Errors: InvalidArgument for empty argv or a CPU out of range; Internal when pipe/fork fails. A failed exec, or a
+  // failed binding to `cpus` (none of them allowed here), shows as exit 127 with a message on the child's stderr.
   static absl::StatusOr<std::unique_ptr<Subprocess>> spawn(const SpawnOptions& options);
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
