@@ -67,28 +67,30 @@ void reduce_into(DType dtype, const std::vector<const char*>& ins, int64_t offse
   });
 }
 
-void accumulate(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
+namespace {
+
+// acc[k] = acc[k] op x[k], or x[k] op acc[k] when x_first.
+template <bool x_first>
+void accumulate_in_order(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
   if (n <= 0) return;
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     with_op<T>(op, [&](auto f) {
       T* __restrict a = reinterpret_cast<T*>(acc);
       const T* __restrict v = reinterpret_cast<const T*>(x);
-      for (int64_t k = 0; k < n; ++k) a[k] = f(a[k], v[k]);
+      for (int64_t k = 0; k < n; ++k) a[k] = x_first ? f(v[k], a[k]) : f(a[k], v[k]);
     });
   });
 }
 
+}  // namespace
+
+void accumulate(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
+  accumulate_in_order<false>(dtype, op, acc, x, n);
+}
+
 void accumulate_left(DType dtype, ReduceOp op, char* acc, const char* x, int64_t n) {
-  if (n <= 0) return;
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    with_op<T>(op, [&](auto f) {
-      T* __restrict a = reinterpret_cast<T*>(acc);
-      const T* __restrict v = reinterpret_cast<const T*>(x);
-      for (int64_t k = 0; k < n; ++k) a[k] = f(v[k], a[k]);
-    });
-  });
+  accumulate_in_order<true>(dtype, op, acc, x, n);
 }
 
 }  // namespace mcx

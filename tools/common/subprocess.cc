@@ -62,6 +62,17 @@ ExitStatus exit_status_from_wait(int wait_status) {
   return s;
 }
 
+// In a child between fork and exec: writes "<what><strerror(error)>\n" to stderr and exits 127 (write(2) and
+// _exit only: nothing here may allocate or take a lock).
+[[noreturn]] static void die_in_child(const std::string& what, int error) {
+  ssize_t ignored = write(STDERR_FILENO, what.data(), what.size());
+  const char* msg = strerror(error);
+  ignored = write(STDERR_FILENO, msg, strlen(msg));
+  ignored = write(STDERR_FILENO, "\n", 1);
+  (void)ignored;
+  _exit(127);
+}
+
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("[spawn] expected a program, found empty argv");
   int out_pipe[2] = {-1, -1};
@@ -124,23 +135,9 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::spawn(const SpawnOptions
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (options.pipe_stdout) dup2(out_pipe[1], STDOUT_FILENO);
     if (options.pipe_stderr) dup2(err_pipe[1], STDERR_FILENO);
-    if (!options.cpus.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
-      const int e = errno;
-      ssize_t ignored = write(STDERR_FILENO, bind_error.data(), bind_error.size());
-      const char* msg = strerror(e);
-      ignored = write(STDERR_FILENO, msg, strlen(msg));
-      ignored = write(STDERR_FILENO, "\n", 1);
-      (void)ignored;
-      _exit(127);
-    }
+    if (!options.cpus.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) die_in_child(bind_error, errno);
     execvpe(argv[0], argv.data(), envp.data());
-    int e = errno;
-    ssize_t ignored = write(STDERR_FILENO, exec_error.data(), exec_error.size());
-    const char* msg = strerror(e);
-    ignored = write(STDERR_FILENO, msg, strlen(msg));
-    ignored = write(STDERR_FILENO, "\n", 1);
-    (void)ignored;
-    _exit(127);
+    die_in_child(exec_error, errno);
   }
   if (options.new_process_group) setpgid(pid, pid);  // also here, so signals work before the child runs
   auto p = std::unique_ptr<Subprocess>(new Subprocess());
