@@ -194,8 +194,11 @@ DataPlaneStream::Result DataPlaneStream::shared_write(const char* head, size_t h
   while (moved < head_len + body_len) {
     const size_t head_left = moved < head_len ? head_len - moved : 0;
     const size_t body_at = moved > head_len ? moved - head_len : 0;
+    // (no arithmetic on a piece that is absent: its pointer may be null)
+    const char* head_from = head_left > 0 ? head + (head_len - head_left) : nullptr;
+    const char* body_from = body_at < body_len ? body + body_at : nullptr;
     bool wake = false;
-    const size_t n = out_->write(head + (head_len - head_left), head_left, body + body_at, body_len - body_at, &wake);
+    const size_t n = out_->write(head_from, head_left, body_from, body_len - body_at, &wake);
     if (wake) ring_doorbell();
     if (n == 0) return {Io::kWouldBlock, moved, {}};
     moved += n;
