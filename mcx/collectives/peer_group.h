@@ -27,7 +27,8 @@
 //  - After any error the group has failed: every later exchange fails at once with the first error
 //    (Aborted, peer_group_unusable). Its owner drops it and may build a new one (a new generation).
 //  - abort(why) may be called from any thread: a blocked exchange returns `why` promptly, and the group
-//    has failed.
+//    has failed. (An exchange whose messages had all arrived when the abort came may still complete: what a peer
+//    sent just before it died is delivered.)
 // Thread-safety: exchange is called by one thread at a time; abort, size, rank, description from any.
 #pragma once
 

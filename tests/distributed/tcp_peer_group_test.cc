@@ -575,6 +575,33 @@ TEST_P(TcpPeerGroupTest, AbortEndsABlockedExchangePromptly) {
   EXPECT_TRUE(groups_[0]->failed());
 }
 
+// A peer's last message, sent just before the group is aborted (its process died right after sending, and the
+// report of its death aborted the group here), still completes the exchange waiting for it: the data is there.
+// Checked on shared memory, where a finished send is in the ring the moment the sender's exchange returns (over
+// TCP the kernel may still hold it when the abort comes).
+TEST_P(TcpPeerGroupTest, AMessageSentBeforeTheAbortStillCompletesTheExchange) {
+  if (!shared_memory()) GTEST_SKIP() << "a sent message is certainly readable at once only on shared memory";
+  start(2);
+  int32_t got = 0;
+  absl::Status received;
+  std::thread receiver([&] {
+    PeerGroup::Recv r{1, 7, &got, sizeof(got)};
+    received = groups_[0]->exchange({}, {&r, 1}, absl::Now() + absl::Seconds(30));
+  });
+  absl::SleepFor(absl::Milliseconds(100));  // the receiver has stopped looking and sleeps on the doorbell
+  const int32_t last = 1234;
+  PeerGroup::Send s{0, 7, &last, sizeof(last)};
+  ASSERT_TRUE(groups_[1]->exchange({&s, 1}, {}, absl::Now() + absl::Seconds(30)).ok());
+  groups_[0]->abort(absl::UnavailableError("process 1 failed"));
+  receiver.join();
+  EXPECT_TRUE(received.ok()) << received;
+  EXPECT_EQ(got, last);
+  // The group has failed all the same: the next exchange fails at once, naming the abort.
+  absl::Status again = groups_[0]->exchange({}, {}, absl::Now() + absl::Seconds(30));
+  EXPECT_EQ(again.code(), absl::StatusCode::kAborted) << again;
+  EXPECT_THAT(again.message(), HasSubstr("process 1 failed"));
+}
+
 TEST_P(TcpPeerGroupTest, ClosedPeerFailsTheOtherFastNamingItsProcess) {
   start(2);
   groups_[1].reset();  // process 1 "dies": its connections close

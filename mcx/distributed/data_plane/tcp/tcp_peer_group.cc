@@ -117,10 +117,8 @@ class TcpPeerGroup final : public PeerGroup {
     absl::Status status = run(sends, recvs, deadline, on_recv);
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;
-    if (!status.ok()) {
-      if (poison_.ok()) poison_ = status;
-      close_locked();
-    }
+    if (!status.ok() && poison_.ok()) poison_ = status;
+    if (!poison_.ok()) close_locked();  // (also after an exchange that completed although aborted meanwhile)
     return status;
   }
 
@@ -207,6 +205,7 @@ class TcpPeerGroup final : public PeerGroup {
     std::vector<pollfd>& fds = fds_;
     std::vector<int>& fd_peer = fd_peer_;
     bool first = true;
+    bool looked_after_abort = false;
     while (true) {
       while (next_notify < recvs.size() && done[next_notify]) {
         if (on_recv && recvs[next_notify].bytes > 0) MCX_RETURN_IF_ERROR(on_recv(next_notify));
@@ -215,9 +214,21 @@ class TcpPeerGroup final : public PeerGroup {
       bool sending = false;
       for (const Peer& p : peers_) sending = sending || p.sending();
       if (next_notify == recvs.size() && !sending) return absl::OkStatus();
+      absl::Status aborted;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (!poison_.ok()) return abort_reason_locked();
+        if (!poison_.ok()) aborted = abort_reason_locked();
+      }
+      if (!aborted.ok()) {
+        // What has already arrived still completes this exchange: a peer that sent its last message and died
+        // at once is reported failed, and the report aborts the group, possibly before this thread read the
+        // message (it waits in the ring or the socket). One last look at every connection, then the abort.
+        if (looked_after_abort) return aborted;
+        looked_after_abort = true;
+        for (int r = 0; r < n; ++r) {
+          if (peers_[r].stream && peers_[r].closed.ok()) MCX_RETURN_IF_ERROR(pump(r, recvs, done));
+        }
+        continue;
       }
       MCX_RETURN_IF_ERROR(needed_closed(recvs, done));
       if (absl::Now() >= deadline) return deadline_error(recvs, done);
@@ -259,10 +270,7 @@ class TcpPeerGroup final : public PeerGroup {
         return absl::InternalError(absl::StrCat("[data plane] poll in ", description(), ": ", strerror(errno)));
       }
       if (rc <= 0) continue;
-      if (fds.back().revents & POLLIN) {
-        std::lock_guard<std::mutex> lock(mu_);
-        return abort_reason_locked();
-      }
+      if (fds.back().revents & POLLIN) continue;  // aborted: the loop's top returns why
       for (size_t k = 0; k + 1 < fds.size(); ++k) {
         const bool hangup = (fds[k].revents & (POLLHUP | POLLERR)) != 0;
         if (fds[k].revents != 0) MCX_RETURN_IF_ERROR(pump(fd_peer[k], recvs, done, hangup));
