@@ -2,7 +2,7 @@
 // ManualClock so timeouts are exact and tests are fast.
 #include <chrono>
 #include "mcx/distributed/coordination/service.h"
-#include "tests/distributed/callback_result.h"
+#include "tests/distributed/manual_clock_service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,29 +23,12 @@ class ServiceTest : public ::testing::Test {
  protected:
   std::unique_ptr<CoordinationService> make(int n, bool recoverable = false,
                                             absl::Duration shutdown_timeout = absl::Seconds(5)) {
-    ServiceOptions o;
-    o.num_tasks = n;
-    o.clock = &clock_;
-    o.start_timer_thread = false;
-    o.recoverable = recoverable;
-    o.heartbeat_timeout = absl::Seconds(10);
+    ServiceOptions o = manual_clock_options(&clock_, n, recoverable);
     o.shutdown_timeout = shutdown_timeout;
     o.max_key_bytes = 16;
     o.max_value_bytes = 64;
     o.max_total_bytes = 200;
-    auto s = CoordinationService::create(o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return std::move(*s);
-  }
-  // Registers tasks 0..n-1 with incarnations 100+i; all registrations complete.
-  void register_all(CoordinationService& s, int n) {
-    std::vector<Result<absl::StatusOr<RegisterResult>>> rs(n);
-    for (int i = 0; i < n; ++i) s.register_task(i, 100 + i, n, absl::Seconds(5), rs[i].cb());
-    for (int i = 0; i < n; ++i) {
-      auto r = rs[i].get();
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_EQ(r->service_incarnation, s.service_incarnation());
-    }
+    return make_service(o);
   }
   ManualClock clock_;
 };

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "mcx/distributed/coordination/service.h"
-#include "tests/distributed/callback_result.h"
+#include "tests/distributed/manual_clock_service.h"
 
 namespace mcx::distributed {
 namespace {
@@ -16,20 +16,7 @@ using ::testing::HasSubstr;
 class ServiceMetricsTest : public ::testing::Test {
  protected:
   std::unique_ptr<CoordinationService> make(int n) {
-    ServiceOptions o;
-    o.num_tasks = n;
-    o.clock = &clock_;
-    o.start_timer_thread = false;
-    o.recoverable = true;
-    o.heartbeat_timeout = absl::Seconds(10);
-    auto s = CoordinationService::create(o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return std::move(*s);
-  }
-  void register_all(CoordinationService& s, int n) {
-    std::vector<Result<absl::StatusOr<RegisterResult>>> rs(n);
-    for (int i = 0; i < n; ++i) s.register_task(i, 100 + i, n, absl::Seconds(5), rs[i].cb());
-    for (int i = 0; i < n; ++i) ASSERT_TRUE(rs[i].get().ok());
+    return make_service(manual_clock_options(&clock_, n, /*recoverable=*/true));
   }
   ManualClock clock_;
 };

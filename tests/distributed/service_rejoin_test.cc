@@ -8,7 +8,7 @@
 #include <future>
 
 #include "mcx/distributed/coordination/service.h"
-#include "tests/distributed/callback_result.h"
+#include "tests/distributed/manual_clock_service.h"
 
 namespace mcx::distributed {
 namespace {
@@ -19,15 +19,7 @@ class RejoinTest : public ::testing::Test {
  protected:
   // The service a restarted coordinator starts: empty, tasks 0..n-1 known only by count.
   std::unique_ptr<CoordinationService> make(int n, bool recoverable = true) {
-    ServiceOptions o;
-    o.num_tasks = n;
-    o.clock = &clock_;
-    o.start_timer_thread = false;
-    o.recoverable = recoverable;
-    o.heartbeat_timeout = absl::Seconds(10);
-    auto s = CoordinationService::create(o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return std::move(*s);
+    return make_service(manual_clock_options(&clock_, n, recoverable));
   }
   ManualClock clock_;
 };
