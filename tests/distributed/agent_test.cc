@@ -67,6 +67,20 @@ class AgentTest : public ::testing::Test {
   std::vector<std::unique_ptr<Failures>> failures_;
 };
 
+// A task that has begun to shut down does not fail when it loses the coordinator (the coordinator of a finished job
+// exits as soon as the last shutdown completes, possibly before this task read its reply): the loss is the
+// shutdown's error, and on_failure (fate-sharing: the process's exit) is not called.
+TEST_F(AgentTest, LosingTheCoordinatorWhileShuttingDownIsNotATaskFailure) {
+  start(2);
+  absl::Status shutdown;
+  std::thread leaving([&] { shutdown = agents_[0]->shutdown(); });  // waits for task 1 at the shutdown barrier
+  absl::SleepFor(absl::Milliseconds(200));
+  clients_[0]->simulate_connection_loss();
+  leaving.join();
+  EXPECT_FALSE(shutdown.ok());
+  EXPECT_FALSE(failures_[0]->wait(absl::Milliseconds(300)).has_value()) << failures_[0]->seen[0].message;
+}
+
 TEST_F(AgentTest, KvBarrierLiveTasksAndShutdown) {
   start(3);
   EXPECT_NE(agents_[0]->incarnation(), agents_[1]->incarnation());

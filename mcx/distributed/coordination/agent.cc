@@ -47,6 +47,11 @@ void CoordinationAgent::Impl::coordinator_lost(const absl::Status& why) {
     MutexLock lock(&mu);
     if (stopping || coordinator_loss_reported) return;
     coordinator_loss_reported = true;
+    if (shutting_down) {
+      log_warn("[mcx.distributed] task {} lost the coordination service while shutting down: {}", options().task_id,
+               std::string(why.message()));
+      return;
+    }
   }
   std::string msg(why.message());
   if (msg.rfind("lost the coordination service", 0) != 0) {
@@ -311,6 +316,7 @@ absl::Status CoordinationAgent::shutdown() {
       impl_->shut_down = true;
       return absl::OkStatus();
     }
+    impl_->shutting_down = true;
   }
   if (absl::Status f = client_->kv_flush(options_.rpc_timeout); !f.ok()) {
     log_warn("[mcx.distributed] task {} shutting down: {}", options_.task_id, std::string(f.message()));

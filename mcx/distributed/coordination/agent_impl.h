@@ -38,6 +38,10 @@ struct CoordinationAgent::Impl {
   bool stopping ABSL_GUARDED_BY(mu) = false;
   CondVar stop_cv;  // signalled (with mu held) when stopping becomes true; the heartbeat thread sleeps on it
   bool shut_down ABSL_GUARDED_BY(mu) = false;
+  // shutdown() has begun: a coordinator lost from now on is that call's error, not a failure of the task (the
+  // coordinator of a finished job exits as soon as the last task's shutdown completes, and its connection may
+  // close before this task has read the reply).
+  bool shutting_down ABSL_GUARDED_BY(mu) = false;
   absl::Status shutdown_result ABSL_GUARDED_BY(mu);
   Incarnation service_incarnation ABSL_GUARDED_BY(mu) = 0;
   JobState last_state ABSL_GUARDED_BY(mu);
